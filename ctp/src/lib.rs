@@ -1,0 +1,1 @@
+//! ctp (work in progress)

@@ -1,0 +1,1 @@
+//! Fault injection (work in progress).

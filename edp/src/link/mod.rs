@@ -1,0 +1,92 @@
+//! The `Link` abstraction: something that sends and receives whole Ethernet
+//! frames for one ethertype.
+//!
+//! Implementations:
+//! - [`packet::PacketLink`]: an AF_PACKET socket on a real interface;
+//! - [`sim`]: in-memory links (pair, N-port hub) on a virtual clock;
+//! - [`fault::FaultLink`]: seeded fault injection wrapped around any link
+//!   (this kernel has no netem). `SimLink` uses the same [`fault::FaultInjector`].
+//!
+//! Links are always nonblocking: `recv` returns `ErrorKind::WouldBlock` when no
+//! frame is ready. Waiting is the caller's job (poll on [`Link::raw_fd`], spin,
+//! or advance a virtual clock).
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Instant;
+
+use crate::wire::MacAddr;
+
+pub mod fault;
+pub mod packet;
+pub mod sim;
+
+/// A link that carries whole Ethernet frames (header included, no FCS).
+pub trait Link: Send {
+    /// Sends one frame. Errors: `WouldBlock` when the transmit queue is full,
+    /// `InvalidInput` when the frame is larger than `mtu() + 14` bytes, other
+    /// I/O errors from the device.
+    fn send(&mut self, frame: &[u8]) -> io::Result<()>;
+
+    /// Sends several frames (sendmmsg where the link supports it); returns how
+    /// many were sent, in order. A short count means the rest were not sent.
+    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        for (i, f) in frames.iter().enumerate() {
+            match self.send(f) {
+                Ok(()) => {}
+                Err(e) if i == 0 => return Err(e),
+                Err(_) => return Ok(i),
+            }
+        }
+        Ok(frames.len())
+    }
+
+    /// Receives one frame into `buf`; returns its length in bytes (the frame is
+    /// truncated to `buf.len()` if longer; give at least `mtu() + 14` bytes).
+    /// Errors: `WouldBlock` when no frame is ready.
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+
+    /// MAC address of this end.
+    fn mac(&self) -> MacAddr;
+
+    /// Link MTU: the largest Ethernet payload in bytes (1500 on standard
+    /// Ethernet); frames are at most `mtu() + 14` bytes.
+    fn mtu(&self) -> usize;
+
+    /// A file descriptor that becomes readable when `recv` may succeed, for
+    /// poll/epoll/mio; `None` for in-memory links.
+    fn raw_fd(&self) -> Option<RawFd> {
+        None
+    }
+
+    /// The earliest instant at which the link itself has a frame to release
+    /// (a delayed frame in a fault-injecting wrapper), so a poller can wake
+    /// for it. `None` when nothing is pending.
+    fn poll_at(&self) -> Option<Instant> {
+        None
+    }
+}
+
+impl<L: Link + ?Sized> Link for Box<L> {
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        (**self).send(frame)
+    }
+    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        (**self).send_batch(frames)
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (**self).recv(buf)
+    }
+    fn mac(&self) -> MacAddr {
+        (**self).mac()
+    }
+    fn mtu(&self) -> usize {
+        (**self).mtu()
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        (**self).raw_fd()
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        (**self).poll_at()
+    }
+}

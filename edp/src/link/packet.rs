@@ -1,0 +1,1 @@
+//! AF_PACKET link (work in progress).

@@ -1,0 +1,1 @@
+//! In-memory links on a virtual clock (work in progress).

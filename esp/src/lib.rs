@@ -1,0 +1,1 @@
+//! esp (work in progress)
