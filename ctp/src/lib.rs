@@ -1,1 +1,9 @@
-//! ctp (work in progress)
+//! CTP, the Commands Transfer Protocol (L. Naumov, CTP v1.2, 2005): reliable
+//! commands (messages) with per-packet confirmations, large messages split
+//! into packets and reassembled, broadcast, adaptive per-peer timeouts.
+//!
+//! Runs over UDP (wire-compatible with CTP: the 25-byte little-endian header
+//! as the UDP payload) or over EDP (the same header inside EDP datagrams).
+//! Wire layout and the rules this implementation follows: PROTOCOL.md.
+
+pub mod wire;

@@ -1,0 +1,378 @@
+//! The CTP packet header codec (CTP spec v1.2, "Header", table 1).
+//!
+//! smoltcp style: a checked view over a byte slice ([`Packet::new_checked`])
+//! and a plain [`Repr`] with [`Repr::parse`] / [`Repr::emit`]. Every length and
+//! field is checked before use; malformed input is a [`WireError`], never a
+//! panic.
+//!
+//! The header is the packed x86 struct of the original implementation, so all
+//! fields are **little-endian**, 25 bytes, no padding:
+//!
+//! ```text
+//! offset size field
+//!  0      2   packet size (header included), bytes
+//!  2      2   command (0..=32767); bit 15 set = confirmation of that command
+//!  4      4   packet number inside a large message (0 for a normal command)
+//!  8      4   packet count of the message (0 or 1 for a normal command)
+//! 12      4   id (per sender and peer: random start, +1 per packet, wraps)
+//! 16      8   message size in bytes (only the low 48 bits are used)
+//! 24      1   options (DelAfterError 0x01, NoResend 0x02, UniqueCommand 0x04,
+//!             Broadcast 0x08, StartSession 0x10)
+//! ```
+//!
+//! A confirmation is the confirmed packet's header with packet size = 25,
+//! bit 15 of command set and message size 0, and no body (spec, "Confirmations").
+
+use std::fmt;
+
+/// Size of the CTP header in bytes (spec table 1: 16+16+32+32+32+64+8 bits).
+pub const HEADER_LEN: usize = 25;
+/// Bit 15 of the command field marks a confirmation (spec table 1).
+pub const CONFIRM_BIT: u16 = 0x8000;
+/// Largest command number an application may send (spec table 1).
+pub const MAX_COMMAND: u16 = 0x7fff;
+/// Largest message size: the field has 64 bits of which 48 are used (spec table 1).
+pub const MAX_MESSAGE_SIZE: u64 = (1 << 48) - 1;
+/// Default largest data part per packet in bytes over UDP (spec, "Ideology": 65400).
+pub const DEFAULT_UDP_DATA_SIZE: usize = 65400;
+/// Largest packet the 16-bit size field can describe, in bytes.
+pub const MAX_PACKET_LEN: usize = u16::MAX as usize;
+
+/// Why a datagram was rejected as a CTP packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    /// The datagram is shorter than the header or than the size field claims.
+    #[error("truncated CTP packet: need {need} bytes, have {have}")]
+    Truncated { need: usize, have: usize },
+    /// A field contradicts another field or the protocol.
+    #[error("inconsistent CTP header: {0}")]
+    Inconsistent(&'static str),
+}
+
+/// The option bits of the header (spec, "Options" and the `Options` enum of `CCTPNet`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Options(pub u8);
+
+impl Options {
+    /// No option.
+    pub const NONE: Options = Options(0);
+    /// Delete the command from the sent-commands storage after its first
+    /// "not confirmed" error instead of resending it further (the "ErrorOnce"
+    /// of the spec's ping example).
+    pub const DEL_AFTER_ERROR: Options = Options(0x01);
+    /// Send each packet once; never resend it (the error still comes when it
+    /// is not confirmed in time).
+    pub const NO_RESEND: Options = Options(0x02);
+    /// At most one unconfirmed command with this command number per peer:
+    /// sending it drops older unconfirmed ones with the same number.
+    pub const UNIQUE_COMMAND: Options = Options(0x04);
+    /// The command is broadcast; ids come from the sender's broadcast session.
+    pub const BROADCAST: Options = Options(0x08);
+    /// First packet to a peer: tells the receiver the sender's starting id.
+    pub const START_SESSION: Options = Options(0x10);
+    /// A ping: DelAfterError | NoResend | UniqueCommand (spec, "Options").
+    pub const PING: Options = Options(0x07);
+    /// The bits this implementation knows.
+    pub const KNOWN: u8 = 0x1f;
+
+    /// True if every bit of `other` is set in `self`.
+    pub fn contains(self, other: Options) -> bool {
+        self.0 & other.0 == other.0
+    }
+    /// `self` with the bits of `other` set.
+    pub fn with(self, other: Options) -> Options {
+        Options(self.0 | other.0)
+    }
+    /// `self` with the bits of `other` cleared.
+    pub fn without(self, other: Options) -> Options {
+        Options(self.0 & !other.0)
+    }
+    /// The raw bits.
+    pub fn bits(self) -> u8 {
+        self.0
+    }
+}
+
+impl std::ops::BitOr for Options {
+    type Output = Options;
+    fn bitor(self, rhs: Options) -> Options {
+        self.with(rhs)
+    }
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const NAMES: [(u8, &str); 5] = [
+            (0x01, "DelAfterError"),
+            (0x02, "NoResend"),
+            (0x04, "UniqueCommand"),
+            (0x08, "Broadcast"),
+            (0x10, "StartSession"),
+        ];
+        let mut first = true;
+        write!(f, "Options(")?;
+        for (bit, name) in NAMES {
+            if self.0 & bit != 0 {
+                if !first {
+                    write!(f, "|")?;
+                }
+                write!(f, "{name}")?;
+                first = false;
+            }
+        }
+        let unknown = self.0 & !Self::KNOWN;
+        if unknown != 0 {
+            if !first {
+                write!(f, "|")?;
+            }
+            write!(f, "{unknown:#04x}")?;
+        }
+        write!(f, ")")
+    }
+}
+
+mod field {
+    use std::ops::Range;
+    pub const SIZE: Range<usize> = 0..2;
+    pub const COMMAND: Range<usize> = 2..4;
+    pub const NUMBER: Range<usize> = 4..8;
+    pub const AMOUNT: Range<usize> = 8..12;
+    pub const ID: Range<usize> = 12..16;
+    pub const MESSAGE_SIZE: Range<usize> = 16..24;
+    pub const OPTIONS: usize = 24;
+}
+
+fn le16(b: &[u8], r: std::ops::Range<usize>) -> u16 {
+    u16::from_le_bytes([b[r.start], b[r.start + 1]])
+}
+fn le32(b: &[u8], r: std::ops::Range<usize>) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[r]);
+    u32::from_le_bytes(a)
+}
+fn le64(b: &[u8], r: std::ops::Range<usize>) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[r]);
+    u64::from_le_bytes(a)
+}
+
+/// A checked read-only view of one CTP packet (header + body).
+///
+/// [`Packet::new_checked`] guarantees the buffer holds the whole header and at
+/// least `packet size` bytes, and that `packet size >= 25`, so every accessor is
+/// safe to call. Bytes beyond `packet size` (e.g. Ethernet padding) are ignored.
+#[derive(Debug, Clone, Copy)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buf: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wraps `buf` after checking its length against the header and the size field.
+    ///
+    /// Errors: [`WireError::Truncated`] if `buf` is shorter than 25 bytes or than
+    /// `packet size`; [`WireError::Inconsistent`] if `packet size < 25`.
+    pub fn new_checked(buf: T) -> Result<Self, WireError> {
+        let have = buf.as_ref().len();
+        if have < HEADER_LEN {
+            return Err(WireError::Truncated {
+                need: HEADER_LEN,
+                have,
+            });
+        }
+        let p = Self { buf };
+        let size = p.packet_size() as usize;
+        if size < HEADER_LEN {
+            return Err(WireError::Inconsistent(
+                "packet size smaller than the header",
+            ));
+        }
+        if size > have {
+            return Err(WireError::Truncated { need: size, have });
+        }
+        Ok(p)
+    }
+    /// Packet size in bytes, header included.
+    pub fn packet_size(&self) -> u16 {
+        le16(self.buf.as_ref(), field::SIZE)
+    }
+    /// Raw command field (bit 15 = confirmation).
+    pub fn command_field(&self) -> u16 {
+        le16(self.buf.as_ref(), field::COMMAND)
+    }
+    /// Packet number inside a large message.
+    pub fn number(&self) -> u32 {
+        le32(self.buf.as_ref(), field::NUMBER)
+    }
+    /// Packet count of the message.
+    pub fn amount(&self) -> u32 {
+        le32(self.buf.as_ref(), field::AMOUNT)
+    }
+    /// Packet id.
+    pub fn id(&self) -> u32 {
+        le32(self.buf.as_ref(), field::ID)
+    }
+    /// Message size field in bytes (all 64 bits as sent).
+    pub fn message_size(&self) -> u64 {
+        le64(self.buf.as_ref(), field::MESSAGE_SIZE)
+    }
+    /// Options byte.
+    pub fn options(&self) -> Options {
+        Options(self.buf.as_ref()[field::OPTIONS])
+    }
+    /// The body: bytes 25..packet size.
+    pub fn payload(&self) -> &[u8] {
+        &self.buf.as_ref()[HEADER_LEN..self.packet_size() as usize]
+    }
+}
+
+/// The fields of a CTP header, with the confirmation bit split out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Repr {
+    /// Command number, 0..=32767 (bit 15 cleared).
+    pub command: u16,
+    /// True for a confirmation (bit 15 of the command field set).
+    pub confirm: bool,
+    /// Packet number inside a large message (0 for a normal command).
+    pub number: u32,
+    /// Packet count of the message (0 or 1 for a normal command).
+    pub amount: u32,
+    /// Packet id.
+    pub id: u32,
+    /// Size of the whole message in bytes (0 in a confirmation).
+    pub message_size: u64,
+    /// Option bits.
+    pub options: Options,
+    /// Body length in bytes (0 for a confirmation).
+    pub payload_len: u16,
+}
+
+impl Repr {
+    /// Parses and validates a packet; returns the header and the body.
+    ///
+    /// Checks (beyond [`Packet::new_checked`]): message size fits 48 bits;
+    /// a confirmation has no body; a data packet's number is below its count
+    /// (count > 1), or is 0 for a normal command whose message size equals
+    /// its body length; a large message's parts are not larger than the
+    /// message. Errors: [`WireError`].
+    pub fn parse(datagram: &[u8]) -> Result<(Repr, &[u8]), WireError> {
+        let p = Packet::new_checked(datagram)?;
+        let cmd = p.command_field();
+        let payload = &datagram[HEADER_LEN..p.packet_size() as usize];
+        let repr = Repr {
+            command: cmd & MAX_COMMAND,
+            confirm: cmd & CONFIRM_BIT != 0,
+            number: p.number(),
+            amount: p.amount(),
+            id: p.id(),
+            message_size: p.message_size(),
+            options: p.options(),
+            payload_len: payload.len() as u16,
+        };
+        if repr.message_size > MAX_MESSAGE_SIZE {
+            return Err(WireError::Inconsistent("message size exceeds 48 bits"));
+        }
+        if repr.confirm {
+            if !payload.is_empty() {
+                return Err(WireError::Inconsistent("confirmation with a body"));
+            }
+        } else if repr.amount <= 1 {
+            if repr.number != 0 {
+                return Err(WireError::Inconsistent(
+                    "normal command with packet number > 0",
+                ));
+            }
+            if repr.message_size != payload.len() as u64 {
+                return Err(WireError::Inconsistent(
+                    "normal command whose message size differs from its body length",
+                ));
+            }
+        } else {
+            if repr.number >= repr.amount {
+                return Err(WireError::Inconsistent(
+                    "packet number not below packet count",
+                ));
+            }
+            if payload.len() as u64 > repr.message_size {
+                return Err(WireError::Inconsistent("part larger than its message"));
+            }
+        }
+        Ok((repr, payload))
+    }
+
+    /// Header of a confirmation of the packet `self` (spec, "Confirmations":
+    /// size = header size, command bit 15 set, message size 0, no body).
+    pub fn confirmation(&self) -> Repr {
+        Repr {
+            confirm: true,
+            message_size: 0,
+            payload_len: 0,
+            ..*self
+        }
+    }
+
+    /// Total packet length in bytes (header + body).
+    pub fn packet_len(&self) -> usize {
+        HEADER_LEN + self.payload_len as usize
+    }
+
+    /// Writes the 25-byte header at the start of `buf` (the body is the
+    /// caller's: it goes at `buf[25..25 + payload_len]`).
+    ///
+    /// Panics if `buf` is shorter than 25 bytes or `packet_len()` exceeds
+    /// 65535 (both caller bugs, not input).
+    pub fn emit(&self, buf: &mut [u8]) {
+        let size = self.packet_len();
+        assert!(
+            size <= MAX_PACKET_LEN,
+            "CTP packet of {size} bytes exceeds 65535"
+        );
+        let b = &mut buf[..HEADER_LEN];
+        b[field::SIZE].copy_from_slice(&(size as u16).to_le_bytes());
+        let cmd = (self.command & MAX_COMMAND) | if self.confirm { CONFIRM_BIT } else { 0 };
+        b[field::COMMAND].copy_from_slice(&cmd.to_le_bytes());
+        b[field::NUMBER].copy_from_slice(&self.number.to_le_bytes());
+        b[field::AMOUNT].copy_from_slice(&self.amount.to_le_bytes());
+        b[field::ID].copy_from_slice(&self.id.to_le_bytes());
+        b[field::MESSAGE_SIZE].copy_from_slice(&self.message_size.to_le_bytes());
+        b[field::OPTIONS] = self.options.0;
+    }
+}
+
+/// Wraparound "less than" on packet ids, exactly as `CCTPNet::Less` of the
+/// spec: `a < b`, reversed when the ids are more than 0x7fffffff apart.
+pub fn id_less(a: u32, b: u32) -> bool {
+    if a.max(b) - a.min(b) > 0x7fff_ffff {
+        a >= b
+    } else {
+        a < b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_debug_and_ping() {
+        assert_eq!(
+            Options::PING,
+            Options::DEL_AFTER_ERROR | Options::NO_RESEND | Options::UNIQUE_COMMAND
+        );
+        assert_eq!(
+            format!("{:?}", Options(0x15 | 0x40)),
+            "Options(DelAfterError|UniqueCommand|StartSession|0x40)"
+        );
+    }
+
+    #[test]
+    fn id_less_wraps() {
+        assert!(id_less(1, 2));
+        assert!(!id_less(2, 1));
+        assert!(!id_less(5, 5));
+        assert!(id_less(u32::MAX, 0));
+        assert!(!id_less(0, u32::MAX));
+        assert!(id_less(0xffff_fff0, 0x10));
+        assert!(id_less(0, 0x7fff_ffff));
+        assert!(!id_less(0, 0x8000_0000));
+    }
+}
