@@ -1,1 +1,518 @@
-//! In-memory links on a virtual clock (work in progress).
+//! In-memory links on a virtual clock, for deterministic simulations (test
+//! layer L1 of DESIGN.md).
+//!
+//! - [`SimClock`]: virtual time shared by every link of one simulation; it moves
+//!   only when the driver calls [`SimClock::advance`] / [`SimClock::advance_to`].
+//! - [`SimLink::pair`]: a point-to-point wire between two ends.
+//! - [`SimHub::new`]: an N-port shared segment that delivers by destination MAC.
+//! - [`next_event`]: the earliest pending delivery, for drivers that jump the clock.
+//!
+//! Each sending direction runs a [`FaultInjector`] (seeded loss, burst loss,
+//! duplication, reordering, corruption, delay, jitter, rate limit). A frame sent
+//! at virtual time `t` becomes receivable at the far end once the clock reaches
+//! the delivery instant the injector chose (`t` itself with no fault), so a
+//! driver loop is: send, `recv` until `WouldBlock`, then
+//! `clock.advance_to(next_event(..))` or to the next protocol timeout.
+//!
+//! Queues are bounded (default [`DEFAULT_SIM_QUEUE`] frames per receiving
+//! port) so a runaway test cannot eat memory: a unicast `send` to a full port
+//! returns `WouldBlock`; a group frame is tail-dropped at full ports and
+//! counted in [`SimLinkStats::queue_dropped`].
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::fault::{FaultConfig, FaultInjector, FaultStats, Pending};
+use super::Link;
+use crate::wire::{MacAddr, ETH_HEADER_LEN, ETH_MIN_FRAME_LEN};
+
+/// Default bound of each port's receive queue, in frames.
+pub const DEFAULT_SIM_QUEUE: usize = 1 << 16;
+/// Default MTU of sim links in bytes (standard Ethernet).
+pub const DEFAULT_SIM_MTU: usize = 1500;
+
+/// A virtual clock shared by all sim links of one simulation.
+///
+/// Starts at a base `Instant` captured once by [`SimClock::new`]; time is the
+/// base plus an offset in nanoseconds that only moves forward. Cheap to clone
+/// (clones share the time), `Send + Sync`.
+#[derive(Clone)]
+pub struct SimClock {
+    inner: Arc<ClockInner>,
+}
+
+struct ClockInner {
+    base: Instant,
+    offset_ns: AtomicU64,
+}
+
+impl Default for SimClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for SimClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SimClock(+{:?})", self.elapsed())
+    }
+}
+
+impl SimClock {
+    /// A clock at its base instant (elapsed zero).
+    pub fn new() -> Self {
+        Self {
+            inner: Arc::new(ClockInner {
+                base: Instant::now(),
+                offset_ns: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The base instant (time zero of the simulation).
+    pub fn base(&self) -> Instant {
+        self.inner.base
+    }
+
+    /// Current virtual time.
+    pub fn now(&self) -> Instant {
+        self.inner.base + self.elapsed()
+    }
+
+    /// Virtual time elapsed since the base instant.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.inner.offset_ns.load(Ordering::SeqCst))
+    }
+
+    /// Moves time forward by `d` (saturating at about 584 years).
+    pub fn advance(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let _ = self
+            .inner
+            .offset_ns
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| {
+                Some(o.saturating_add(ns))
+            });
+    }
+
+    /// Moves time forward to `t`; never goes backwards (an earlier `t` is a no-op).
+    pub fn advance_to(&self, t: Instant) {
+        let ns = t.saturating_duration_since(self.inner.base).as_nanos();
+        let ns = u64::try_from(ns).unwrap_or(u64::MAX);
+        self.inner.offset_ns.fetch_max(ns, Ordering::SeqCst);
+    }
+}
+
+/// Options of a sim segment beyond the faults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimOptions {
+    /// Largest Ethernet payload in bytes; frames are at most `mtu + 14` bytes.
+    pub mtu: usize,
+    /// Bound of each port's receive queue in frames.
+    pub queue_limit: usize,
+    /// Pad frames shorter than 60 bytes with zeros, as an Ethernet NIC does
+    /// (veth does not), so receivers must trim by the length field.
+    pub pad_short_frames: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            mtu: DEFAULT_SIM_MTU,
+            queue_limit: DEFAULT_SIM_QUEUE,
+            pad_short_frames: false,
+        }
+    }
+}
+
+/// Counters of one sim port, in frames.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SimLinkStats {
+    /// Frames accepted by `send` (before faults).
+    pub sent: u64,
+    /// Frames returned by `recv`.
+    pub received: u64,
+    /// `send` calls rejected with `InvalidInput`: larger than `mtu + 14` bytes.
+    pub oversize: u64,
+    /// `send` calls rejected with `InvalidInput`: shorter than the 14-byte
+    /// Ethernet header.
+    pub runt: u64,
+    /// `send` calls refused with `WouldBlock` because the receiving port's
+    /// queue was full.
+    pub would_block: u64,
+    /// Frames sent by this port that no port takes (hub: unicast to an unknown
+    /// MAC or to the sender's own MAC).
+    pub unroutable: u64,
+    /// Frames for this port tail-dropped because its receive queue was full.
+    pub queue_dropped: u64,
+    /// Frames returned by `recv` truncated to the caller's buffer.
+    pub truncated: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Topology {
+    /// Two ends; everything one end sends goes to the other.
+    Pair,
+    /// N ports; delivery by destination MAC.
+    Hub,
+}
+
+struct Port {
+    mac: MacAddr,
+    inbox: BinaryHeap<Reverse<Pending>>,
+    injector: FaultInjector,
+    stats: SimLinkStats,
+}
+
+struct Segment {
+    ports: Vec<Port>,
+    topology: Topology,
+    opts: SimOptions,
+    seq: u64,
+}
+
+/// One end of an in-memory link (a [`SimLink::pair`] end or a [`SimHub`] port).
+///
+/// Frames sent become receivable at the far end(s) once the clock reaches
+/// their delivery instant, after the [`FaultInjector`] of the sending port
+/// decided their fate. MAC address `02:00:00:00:HH:LL` where `HHLL` is the port
+/// index + 1 (so `02:00:00:00:00:01` and `02:00:00:00:00:02` for a pair).
+/// Implements [`Link`]: `recv` returns `WouldBlock` when nothing is due;
+/// `poll_at` is [`SimLink::next_delivery`].
+pub struct SimLink {
+    segment: Arc<Mutex<Segment>>,
+    index: usize,
+    mac: MacAddr,
+    mtu: usize,
+    clock: SimClock,
+}
+
+impl fmt::Debug for SimLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimLink")
+            .field("index", &self.index)
+            .field("mac", &self.mac)
+            .field("mtu", &self.mtu)
+            .finish_non_exhaustive()
+    }
+}
+
+/// MAC of sim port `index`: 02:00:00:00:HH:LL with HHLL = index + 1.
+pub fn sim_mac(index: usize) -> MacAddr {
+    let n = u16::try_from(index + 1).expect("at most 65535 sim ports");
+    let [hi, lo] = n.to_be_bytes();
+    MacAddr([0x02, 0, 0, 0, hi, lo])
+}
+
+/// SplitMix64 finaliser: derives independent per-port seeds from one seed.
+fn mix_seed(seed: u64, index: u64) -> u64 {
+    let mut z = seed ^ index.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn make_links(
+    clock: &SimClock,
+    topology: Topology,
+    opts: SimOptions,
+    faults: Vec<FaultConfig>,
+) -> Vec<SimLink> {
+    let ports: Vec<Port> = faults
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut cfg)| {
+            cfg.seed = mix_seed(cfg.seed, i as u64);
+            Port {
+                mac: sim_mac(i),
+                inbox: BinaryHeap::new(),
+                injector: FaultInjector::new(cfg),
+                stats: SimLinkStats::default(),
+            }
+        })
+        .collect();
+    let n = ports.len();
+    let mtu = opts.mtu;
+    let segment = Arc::new(Mutex::new(Segment {
+        ports,
+        topology,
+        opts,
+        seq: 0,
+    }));
+    (0..n)
+        .map(|index| SimLink {
+            segment: segment.clone(),
+            index,
+            mac: sim_mac(index),
+            mtu,
+            clock: clock.clone(),
+        })
+        .collect()
+}
+
+impl SimLink {
+    /// Two connected ends on `clock` with link MTU `mtu` bytes. `a_to_b`
+    /// applies to frames the first end sends, `b_to_a` to the second's. The
+    /// generator seed of each direction is derived from its config's seed and
+    /// the direction, so one config used for both directions still gives
+    /// independent fates.
+    ///
+    /// Panics if a config is invalid (see [`FaultConfig::validate`]).
+    pub fn pair(
+        clock: &SimClock,
+        mtu: usize,
+        a_to_b: FaultConfig,
+        b_to_a: FaultConfig,
+    ) -> (SimLink, SimLink) {
+        Self::pair_with(
+            clock,
+            SimOptions {
+                mtu,
+                ..SimOptions::default()
+            },
+            a_to_b,
+            b_to_a,
+        )
+    }
+
+    /// Like [`SimLink::pair`] with all [`SimOptions`].
+    pub fn pair_with(
+        clock: &SimClock,
+        opts: SimOptions,
+        a_to_b: FaultConfig,
+        b_to_a: FaultConfig,
+    ) -> (SimLink, SimLink) {
+        let mut v = make_links(clock, Topology::Pair, opts, vec![a_to_b, b_to_a]);
+        let b = v.pop().expect("two ends");
+        let a = v.pop().expect("two ends");
+        (a, b)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Segment> {
+        // A panic in another thread while holding the lock leaves the queues
+        // consistent (every mutation is a single push/pop), so keep going.
+        self.segment.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Earliest delivery instant of a frame waiting for this end (due or not);
+    /// also returned by `poll_at()`.
+    pub fn next_delivery(&self) -> Option<Instant> {
+        self.lock().ports[self.index]
+            .inbox
+            .peek()
+            .map(|Reverse(p)| p.at)
+    }
+
+    /// Fault counters of the direction this end sends on.
+    pub fn fault_stats(&self) -> FaultStats {
+        self.lock().ports[self.index].injector.stats().clone()
+    }
+
+    /// Counters of this port.
+    pub fn stats(&self) -> SimLinkStats {
+        self.lock().ports[self.index].stats.clone()
+    }
+
+    /// Frames waiting for this end (due or not).
+    pub fn pending(&self) -> usize {
+        self.lock().ports[self.index].inbox.len()
+    }
+
+    /// Index of this port on its segment (0 and 1 for a pair).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The clock this link reads.
+    pub fn clock(&self) -> &SimClock {
+        &self.clock
+    }
+}
+
+/// An N-port hub (a shared segment, or a learning switch after learning).
+///
+/// A frame is delivered to the port owning its destination MAC, or to all
+/// other ports for group (broadcast/multicast) destinations; unicast to an
+/// unknown MAC or to the sender itself is dropped and counted in
+/// [`SimLinkStats::unroutable`]. Each port's outgoing frames go through that
+/// port's own [`FaultInjector`], so a duplicate or a delay applies to every
+/// copy of a broadcast alike.
+pub struct SimHub;
+
+impl SimHub {
+    /// `ports` links on `clock` with MTU `mtu` bytes; every port sends through
+    /// `fault`, with a seed derived per port from `fault.seed`.
+    ///
+    /// Panics if `fault` is invalid or `ports > 65535`.
+    #[allow(clippy::new_ret_no_self)] // a hub is its ports
+    pub fn new(clock: &SimClock, ports: usize, mtu: usize, fault: FaultConfig) -> Vec<SimLink> {
+        Self::with_options(
+            clock,
+            SimOptions {
+                mtu,
+                ..SimOptions::default()
+            },
+            vec![fault; ports],
+        )
+    }
+
+    /// A hub with one fault config per port (`faults.len()` ports) and all
+    /// [`SimOptions`]. Seeds are still derived per port.
+    pub fn with_options(
+        clock: &SimClock,
+        opts: SimOptions,
+        faults: Vec<FaultConfig>,
+    ) -> Vec<SimLink> {
+        assert!(faults.len() <= u16::MAX as usize, "at most 65535 sim ports");
+        make_links(clock, Topology::Hub, opts, faults)
+    }
+}
+
+/// Earliest pending delivery over several links (due or not): the instant a
+/// simulation driver can jump the clock to. `None` when every queue is empty.
+pub fn next_event(links: &[&SimLink]) -> Option<Instant> {
+    links.iter().filter_map(|l| l.next_delivery()).min()
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+impl Link for SimLink {
+    /// Sends one frame through this port's faults.
+    ///
+    /// Errors: `InvalidInput` for a frame larger than `mtu + 14` bytes or
+    /// shorter than 14 bytes (counted in `oversize` / `runt`); `WouldBlock`
+    /// when the receiving port's queue holds `queue_limit` frames (unicast).
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        let max = self.mtu + ETH_HEADER_LEN;
+        let mut seg = self.lock();
+        let seg = &mut *seg;
+        let me = self.index;
+        if frame.len() > max {
+            seg.ports[me].stats.oversize += 1;
+            return Err(invalid(format!(
+                "frame of {} bytes exceeds mtu + 14 = {max} bytes",
+                frame.len()
+            )));
+        }
+        if frame.len() < ETH_HEADER_LEN {
+            seg.ports[me].stats.runt += 1;
+            return Err(invalid(format!(
+                "frame of {} bytes is shorter than the 14-byte Ethernet header",
+                frame.len()
+            )));
+        }
+
+        // Destination ports.
+        let mut dst_buf = [0usize; 1];
+        let all_others: Vec<usize>;
+        let dests: &[usize] = match seg.topology {
+            Topology::Pair => {
+                dst_buf[0] = 1 - me;
+                &dst_buf
+            }
+            Topology::Hub => {
+                let mut d = [0u8; 6];
+                d.copy_from_slice(&frame[..6]);
+                let dst = MacAddr(d);
+                if dst.is_group() {
+                    all_others = (0..seg.ports.len()).filter(|&i| i != me).collect();
+                    &all_others
+                } else {
+                    match seg.ports.iter().position(|p| p.mac == dst) {
+                        Some(i) if i != me => {
+                            dst_buf[0] = i;
+                            &dst_buf
+                        }
+                        _ => &[],
+                    }
+                }
+            }
+        };
+
+        let limit = seg.opts.queue_limit;
+        if dests.len() == 1 && seg.ports[dests[0]].inbox.len() >= limit {
+            seg.ports[me].stats.would_block += 1;
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!(
+                    "sim receive queue of port {} is full ({limit} frames)",
+                    dests[0]
+                ),
+            ));
+        }
+
+        let now = self.clock.now();
+        let mut out: Vec<(Instant, Vec<u8>)> = Vec::with_capacity(2);
+        seg.ports[me]
+            .injector
+            .on_send(now, frame, &mut |at, bytes| out.push((at, bytes)));
+        seg.ports[me].stats.sent += 1;
+        if dests.is_empty() {
+            seg.ports[me].stats.unroutable += 1;
+            return Ok(());
+        }
+        for (at, mut bytes) in out {
+            if seg.opts.pad_short_frames && bytes.len() < ETH_MIN_FRAME_LEN {
+                bytes.resize(ETH_MIN_FRAME_LEN, 0);
+            }
+            for &d in dests {
+                let port = &mut seg.ports[d];
+                if port.inbox.len() >= limit {
+                    port.stats.queue_dropped += 1;
+                    continue;
+                }
+                seg.seq += 1;
+                port.inbox.push(Reverse(Pending {
+                    at,
+                    seq: seg.seq,
+                    bytes: bytes.clone(),
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives the earliest frame whose delivery instant has been reached.
+    /// Errors: `WouldBlock` when none is due.
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let now = self.clock.now();
+        let mut seg = self.lock();
+        let port = &mut seg.ports[self.index];
+        match port.inbox.peek() {
+            Some(Reverse(p)) if p.at <= now => {}
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "no sim frame due",
+                ))
+            }
+        }
+        let Reverse(p) = port.inbox.pop().expect("peeked");
+        let n = p.bytes.len().min(buf.len());
+        buf[..n].copy_from_slice(&p.bytes[..n]);
+        port.stats.received += 1;
+        if n < p.bytes.len() {
+            port.stats.truncated += 1;
+        }
+        Ok(n)
+    }
+
+    fn mac(&self) -> MacAddr {
+        self.mac
+    }
+
+    fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        self.next_delivery()
+    }
+}
