@@ -11,8 +11,12 @@
 //!   fault-injecting implementations;
 //! - the socket layer (`EdpSocket`), echo/ping, port ownership, privileges.
 
+pub mod iface;
 pub mod link;
+pub mod ports;
 pub mod wire;
 
+pub use link::packet::PacketLink;
 pub use link::Link;
+pub use ports::PortLease;
 pub use wire::{MacAddr, WireError, ETHERTYPE_EDP, ETHERTYPE_ESP};
