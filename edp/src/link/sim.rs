@@ -516,3 +516,370 @@ impl Link for SimLink {
         self.next_delivery()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{emit_edp_frame, EdpFrame, EthernetRepr, ETHERTYPE_EDP};
+
+    const US: Duration = Duration::from_micros(1);
+
+    fn assert_send<T: Send>() {}
+    fn assert_send_sync<T: Send + Sync + Clone>() {}
+
+    /// An EDP frame from `src` to `dst` whose payload is `seq` (4 bytes BE)
+    /// padded with zeros to `len` payload bytes.
+    fn frame(src: MacAddr, dst: MacAddr, seq: u32, len: usize) -> Vec<u8> {
+        let mut payload = vec![0u8; len.max(4)];
+        payload[..4].copy_from_slice(&seq.to_be_bytes());
+        let mut buf = vec![0u8; 20 + payload.len()];
+        let eth = EthernetRepr {
+            dst,
+            src,
+            ethertype: ETHERTYPE_EDP,
+        };
+        let n = emit_edp_frame(&mut buf, &eth, 1, 2, &payload).unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    fn seq_of(f: &[u8]) -> u32 {
+        let p = EdpFrame::parse(f, ETHERTYPE_EDP, 9014).unwrap().payload;
+        u32::from_be_bytes([p[0], p[1], p[2], p[3]])
+    }
+
+    fn recv_all(l: &mut SimLink) -> Vec<Vec<u8>> {
+        let mut buf = vec![0u8; l.mtu() + 14];
+        let mut out = Vec::new();
+        loop {
+            match l.recv(&mut buf) {
+                Ok(n) => out.push(buf[..n].to_vec()),
+                Err(e) => {
+                    assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+                    return out;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn types_are_send() {
+        assert_send::<SimLink>();
+        assert_send_sync::<SimClock>();
+        assert_send::<crate::link::fault::FaultLink<SimLink>>();
+    }
+
+    #[test]
+    fn clock_moves_forward_only() {
+        let c = SimClock::new();
+        let t0 = c.now();
+        assert_eq!(t0, c.base());
+        c.advance(Duration::from_micros(5));
+        assert_eq!(c.now(), t0 + Duration::from_micros(5));
+        c.advance_to(t0 + Duration::from_micros(2));
+        assert_eq!(c.elapsed(), Duration::from_micros(5), "never backwards");
+        c.advance_to(t0 + Duration::from_millis(1));
+        let c2 = c.clone();
+        assert_eq!(c2.elapsed(), Duration::from_millis(1), "clones share time");
+    }
+
+    #[test]
+    fn pair_delivers_both_ways_at_send_instant() {
+        let clock = SimClock::new();
+        let (mut a, mut b) =
+            SimLink::pair(&clock, 1500, FaultConfig::default(), FaultConfig::default());
+        assert_eq!(a.mac().to_string(), "02:00:00:00:00:01");
+        assert_eq!(b.mac().to_string(), "02:00:00:00:00:02");
+        assert_eq!((a.mtu(), a.raw_fd()), (1500, None));
+        let f = frame(a.mac(), b.mac(), 7, 10);
+        a.send(&f).unwrap();
+        assert_eq!(b.poll_at(), Some(clock.now()));
+        assert!(recv_all(&mut a).is_empty());
+        assert_eq!(recv_all(&mut b), vec![f.clone()]);
+        b.send(&f).unwrap();
+        assert_eq!(recv_all(&mut a), vec![f]);
+        assert_eq!(a.stats().sent, 1);
+        assert_eq!(a.stats().received, 1);
+        assert_eq!(a.fault_stats().frames, 1);
+        assert_eq!(next_event(&[&a, &b]), None);
+    }
+
+    #[test]
+    fn delay_holds_frame_until_due() {
+        let clock = SimClock::new();
+        let d = Duration::from_micros(100);
+        let (mut a, mut b) = SimLink::pair(
+            &clock,
+            1500,
+            FaultConfig::default().with_delay(d, Duration::ZERO),
+            FaultConfig::default(),
+        );
+        let t0 = clock.now();
+        a.send(&frame(a.mac(), b.mac(), 1, 10)).unwrap();
+        assert_eq!(b.next_delivery(), Some(t0 + d));
+        assert_eq!(next_event(&[&a, &b]), Some(t0 + d));
+        clock.advance(d - Duration::from_nanos(1));
+        assert!(
+            recv_all(&mut b).is_empty(),
+            "not receivable before now + delay"
+        );
+        assert_eq!(b.pending(), 1);
+        clock.advance_to(t0 + d);
+        let got = recv_all(&mut b);
+        assert_eq!(got.len(), 1);
+        assert_eq!(seq_of(&got[0]), 1);
+    }
+
+    #[test]
+    fn rate_limit_spacing_on_pair() {
+        let clock = SimClock::new();
+        // 1514-byte frames at 100 Mbit/s: 12112 bits = 121.12 us each.
+        let (mut a, mut b) = SimLink::pair(
+            &clock,
+            1500,
+            FaultConfig::default().with_rate(100_000_000),
+            FaultConfig::default(),
+        );
+        for i in 0..20 {
+            a.send(&frame(a.mac(), b.mac(), i, 1494)).unwrap();
+        }
+        let t0 = clock.now();
+        let mut arrivals = Vec::new();
+        while let Some(t) = next_event(&[&a, &b]) {
+            clock.advance_to(t);
+            for f in recv_all(&mut b) {
+                arrivals.push((clock.now() - t0, seq_of(&f)));
+            }
+        }
+        assert_eq!(arrivals.len(), 20);
+        for (k, (at, seq)) in arrivals.iter().enumerate() {
+            assert_eq!(*seq, k as u32);
+            assert_eq!(*at, Duration::from_nanos(121_120) * (k as u32 + 1));
+        }
+    }
+
+    /// Drives a pair with every fault in both directions and returns the
+    /// receive trace of b: (virtual time, bytes).
+    fn trace(seed: u64) -> Vec<(Duration, Vec<u8>)> {
+        let clock = SimClock::new();
+        let cfg = FaultConfig::seeded(seed)
+            .with_loss(0.05)
+            .with_duplicate(0.05)
+            .with_reorder(0.05, Duration::from_micros(20))
+            .with_corrupt(0.05)
+            .with_delay(Duration::from_micros(5), Duration::from_micros(3));
+        let (mut a, mut b) = SimLink::pair(&clock, 1500, cfg.clone(), cfg);
+        let mut out = Vec::new();
+        for i in 0..2_000 {
+            a.send(&frame(a.mac(), b.mac(), i, 32)).unwrap();
+            clock.advance(US);
+            for f in recv_all(&mut b) {
+                out.push((clock.elapsed(), f));
+            }
+        }
+        while let Some(t) = b.next_delivery() {
+            clock.advance_to(t);
+            for f in recv_all(&mut b) {
+                out.push((clock.elapsed(), f));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn determinism_same_seed_same_trace() {
+        let t1 = trace(99);
+        assert!(t1.len() > 1_500);
+        assert_eq!(t1, trace(99));
+        assert_ne!(t1, trace(100));
+    }
+
+    #[test]
+    fn directions_get_independent_seeds() {
+        let clock = SimClock::new();
+        let cfg = FaultConfig::seeded(1).with_loss(0.5);
+        let (mut a, mut b) = SimLink::pair(&clock, 1500, cfg.clone(), cfg);
+        let mut got_ab = Vec::new();
+        let mut got_ba = Vec::new();
+        for i in 0..200 {
+            a.send(&frame(a.mac(), b.mac(), i, 8)).unwrap();
+            b.send(&frame(b.mac(), a.mac(), i, 8)).unwrap();
+            got_ab.extend(recv_all(&mut b).iter().map(|f| seq_of(f)));
+            got_ba.extend(recv_all(&mut a).iter().map(|f| seq_of(f)));
+        }
+        assert_ne!(got_ab, got_ba);
+    }
+
+    #[test]
+    fn hub_unicast_broadcast_multicast() {
+        let clock = SimClock::new();
+        let mut ports = SimHub::new(&clock, 4, 1500, FaultConfig::default());
+        let macs: Vec<MacAddr> = ports.iter().map(|p| p.mac()).collect();
+        assert_eq!(macs[3].to_string(), "02:00:00:00:00:04");
+
+        // Unicast 0 -> 2 reaches only port 2.
+        let f = frame(macs[0], macs[2], 1, 8);
+        ports[0].send(&f).unwrap();
+        let got: Vec<usize> = ports.iter_mut().map(|p| recv_all(p).len()).collect();
+        assert_eq!(got, vec![0, 0, 1, 0]);
+
+        // Broadcast from 1 reaches every other port, not the sender.
+        ports[1]
+            .send(&frame(macs[1], MacAddr::BROADCAST, 2, 8))
+            .unwrap();
+        let got: Vec<usize> = ports.iter_mut().map(|p| recv_all(p).len()).collect();
+        assert_eq!(got, vec![1, 0, 1, 1]);
+
+        // Multicast (I/G bit) likewise.
+        ports[3]
+            .send(&frame(macs[3], MacAddr([0x01, 0, 0x5e, 0, 0, 1]), 3, 8))
+            .unwrap();
+        let got: Vec<usize> = ports.iter_mut().map(|p| recv_all(p).len()).collect();
+        assert_eq!(got, vec![1, 1, 1, 0]);
+
+        // Unknown unicast and frames to oneself go nowhere, counted.
+        ports[0]
+            .send(&frame(macs[0], MacAddr([2, 9, 9, 9, 9, 9]), 4, 8))
+            .unwrap();
+        ports[0].send(&frame(macs[0], macs[0], 5, 8)).unwrap();
+        assert!(ports.iter_mut().all(|p| recv_all(p).is_empty()));
+        assert_eq!(ports[0].stats().unroutable, 2);
+        assert_eq!(ports[0].stats().sent, 3);
+    }
+
+    #[test]
+    fn hub_ports_get_derived_seeds() {
+        let clock = SimClock::new();
+        let mut ports = SimHub::new(&clock, 3, 1500, FaultConfig::seeded(5).with_loss(0.5));
+        let macs: Vec<MacAddr> = ports.iter().map(|p| p.mac()).collect();
+        for i in 0..200 {
+            ports[0].send(&frame(macs[0], macs[2], i, 8)).unwrap();
+            ports[1].send(&frame(macs[1], macs[2], i, 8)).unwrap();
+        }
+        let got = recv_all(&mut ports[2]);
+        let from0: Vec<u32> = got
+            .iter()
+            .filter(|f| f[6..12] == macs[0].0)
+            .map(|f| seq_of(f))
+            .collect();
+        let from1: Vec<u32> = got
+            .iter()
+            .filter(|f| f[6..12] == macs[1].0)
+            .map(|f| seq_of(f))
+            .collect();
+        assert_ne!(from0, from1);
+        assert_eq!(ports[0].fault_stats().lost + from0.len() as u64, 200);
+    }
+
+    #[test]
+    fn oversize_and_runt_rejected() {
+        let clock = SimClock::new();
+        let (mut a, mut b) =
+            SimLink::pair(&clock, 1000, FaultConfig::default(), FaultConfig::default());
+        let ok = frame(a.mac(), b.mac(), 1, 1000 - 6);
+        assert_eq!(ok.len(), 1014);
+        a.send(&ok).unwrap();
+        let big = frame(a.mac(), b.mac(), 1, 1000 - 5);
+        let e = a.send(&big).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("1015"), "{e}");
+        let e = a.send(&[0u8; 13]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let st = a.stats();
+        assert_eq!((st.sent, st.oversize, st.runt), (1, 1, 1));
+        assert_eq!(recv_all(&mut b), vec![ok]);
+    }
+
+    #[test]
+    fn queues_are_bounded() {
+        let clock = SimClock::new();
+        let opts = SimOptions {
+            queue_limit: 8,
+            ..SimOptions::default()
+        };
+        let (mut a, mut b) = SimLink::pair_with(
+            &clock,
+            opts.clone(),
+            FaultConfig::default(),
+            FaultConfig::default(),
+        );
+        for i in 0..8 {
+            a.send(&frame(a.mac(), b.mac(), i, 8)).unwrap();
+        }
+        let e = a.send(&frame(a.mac(), b.mac(), 8, 8)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(a.stats().would_block, 1);
+        assert_eq!(recv_all(&mut b).len(), 8);
+        a.send(&frame(a.mac(), b.mac(), 9, 8)).unwrap();
+
+        // Broadcast is tail-dropped at a full port, delivered elsewhere.
+        let mut ports = SimHub::with_options(&clock, opts, vec![FaultConfig::default(); 3]);
+        let m: Vec<MacAddr> = ports.iter().map(|p| p.mac()).collect();
+        for i in 0..8 {
+            ports[0].send(&frame(m[0], m[1], i, 8)).unwrap();
+        }
+        ports[2]
+            .send(&frame(m[2], MacAddr::BROADCAST, 99, 8))
+            .unwrap();
+        assert_eq!(ports[1].stats().queue_dropped, 1);
+        assert_eq!(recv_all(&mut ports[0]).len(), 1);
+        assert_eq!(recv_all(&mut ports[1]).len(), 8);
+    }
+
+    #[test]
+    fn padding_and_truncation() {
+        let clock = SimClock::new();
+        let opts = SimOptions {
+            pad_short_frames: true,
+            ..SimOptions::default()
+        };
+        let (mut a, mut b) =
+            SimLink::pair_with(&clock, opts, FaultConfig::default(), FaultConfig::default());
+        let f = frame(a.mac(), b.mac(), 3, 4);
+        assert_eq!(f.len(), 24);
+        a.send(&f).unwrap();
+        let got = recv_all(&mut b);
+        assert_eq!(got[0].len(), ETH_MIN_FRAME_LEN);
+        assert_eq!(
+            seq_of(&got[0]),
+            3,
+            "receiver trims padding by the length field"
+        );
+
+        a.send(&f).unwrap();
+        let mut small = [0u8; 10];
+        assert_eq!(b.recv(&mut small).unwrap(), 10);
+        assert_eq!(small[..], got[0][..10]);
+        assert_eq!(b.stats().truncated, 1);
+    }
+
+    #[test]
+    fn loss_and_reorder_through_pair() {
+        let clock = SimClock::new();
+        let (mut a, mut b) = SimLink::pair(
+            &clock,
+            1500,
+            FaultConfig::seeded(8)
+                .with_loss(0.1)
+                .with_reorder(0.1, Duration::from_micros(30)),
+            FaultConfig::default(),
+        );
+        let n = 4_000;
+        let mut seqs = Vec::new();
+        for i in 0..n {
+            a.send(&frame(a.mac(), b.mac(), i, 8)).unwrap();
+            clock.advance(Duration::from_micros(10));
+            seqs.extend(recv_all(&mut b).iter().map(|f| seq_of(f)));
+        }
+        while let Some(t) = b.poll_at() {
+            clock.advance_to(t);
+            seqs.extend(recv_all(&mut b).iter().map(|f| seq_of(f)));
+        }
+        let st = a.fault_stats();
+        assert_eq!(seqs.len() as u64, n as u64 - st.lost);
+        let lost = st.lost as f64 / n as f64;
+        assert!((lost - 0.1).abs() < 0.015, "loss {lost}");
+        let inversions = seqs.windows(2).filter(|w| w[1] < w[0]).count() as u64;
+        assert!(inversions > 0 && inversions <= st.reordered);
+    }
+}
