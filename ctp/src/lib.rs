@@ -6,4 +6,15 @@
 //! as the UDP payload) or over EDP (the same header inside EDP datagrams).
 //! Wire layout and the rules this implementation follows: PROTOCOL.md.
 
+pub mod endpoint;
+pub mod peer;
+pub mod receiver;
+pub mod sender;
 pub mod wire;
+
+pub use endpoint::{
+    Config, Delivery, Endpoint, ErrorInfo, ErrorKind, MsgId, PeerAddr, ReceivedData, SendError,
+    Stats, Status, Transmit,
+};
+pub use sender::Dest;
+pub use wire::Options;

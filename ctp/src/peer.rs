@@ -1,0 +1,326 @@
+//! Per-peer session state (CTP spec v1.2, "Storages", session information
+//! storage): the next packet id and the adaptive timeout for sending, and the
+//! received-id list for duplicate detection when receiving.
+
+use std::collections::{HashSet, VecDeque};
+use std::time::Duration;
+
+use crate::wire::id_less;
+
+/// Outcome of [`RecvIdList::insert`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdStatus {
+    /// The id was not received before; it is now recorded.
+    New,
+    /// The id was received before: confirm again, do not deliver.
+    Duplicate,
+    /// The id is new but the list is full (too many ids beyond the in-sequence
+    /// one): the packet must be dropped unconfirmed, the sender will resend.
+    Full,
+}
+
+/// The received-id list of one peer (spec, "Storages"): the highest id received
+/// in sequence, then the ids received beyond it, truncated as gaps fill
+/// (`{7, 9, 10, 11, 13, 14}` + 8 -> `{11, 13, 14}`). Comparison with wraparound
+/// ([`id_less`]).
+///
+/// Until the peer's StartSession packet arrives the starting id is unknown and
+/// the list is *provisional*: ids are remembered exactly (the `minwasset` flag
+/// of the original `SessionInfo`), so a StartSession packet overtaken by later
+/// packets is still delivered.
+#[derive(Debug, Clone)]
+pub struct RecvIdList {
+    /// Highest id received in sequence; `None` while provisional.
+    first: Option<u32>,
+    /// Ids beyond `first`, sorted by wraparound distance from `first`.
+    beyond: VecDeque<u32>,
+    /// Ids seen while provisional.
+    provisional: HashSet<u32>,
+    /// The StartSession id that established the list, if one did.
+    start_id: Option<u32>,
+    /// Most ids kept beyond `first` (or provisionally).
+    cap: usize,
+}
+
+impl RecvIdList {
+    /// A provisional list that keeps at most `cap` ids beyond the in-sequence one.
+    pub fn new(cap: usize) -> Self {
+        Self {
+            first: None,
+            beyond: VecDeque::new(),
+            provisional: HashSet::new(),
+            start_id: None,
+            cap: cap.max(1),
+        }
+    }
+
+    /// The list as the spec writes it: `[first, beyond...]` (empty while provisional).
+    pub fn as_vec(&self) -> Vec<u32> {
+        match self.first {
+            Some(f) => std::iter::once(f)
+                .chain(self.beyond.iter().copied())
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// True once the starting id is known.
+    pub fn is_established(&self) -> bool {
+        self.first.is_some()
+    }
+
+    /// Number of ids kept besides the in-sequence one.
+    pub fn pending_len(&self) -> usize {
+        self.beyond.len() + self.provisional.len()
+    }
+
+    /// A StartSession packet with id `id` arrived (before [`Self::insert`] of that
+    /// id). Establishes the list at `id - 1`; a *different* start id on an
+    /// established list means the peer restarted: the list is reset.
+    pub fn start_session(&mut self, id: u32) {
+        match (self.first, self.start_id) {
+            (Some(_), Some(s)) if s == id => {}
+            (Some(_), Some(_)) => {
+                // The peer started a new session (restart): forget the old one.
+                self.first = Some(id.wrapping_sub(1));
+                self.beyond.clear();
+                self.start_id = Some(id);
+            }
+            (Some(_), None) => self.start_id = Some(id),
+            (None, _) => {
+                self.establish(id.wrapping_sub(1));
+                self.start_id = Some(id);
+            }
+        }
+    }
+
+    fn establish(&mut self, first: u32) {
+        self.first = Some(first);
+        self.beyond.clear();
+        let ids: Vec<u32> = self.provisional.drain().collect();
+        for id in ids {
+            let _ = self.insert_established(id);
+        }
+    }
+
+    /// True if `id` was received before.
+    pub fn contains(&self, id: u32) -> bool {
+        match self.first {
+            None => self.provisional.contains(&id),
+            Some(f) => {
+                if !id_less(f, id) {
+                    return true;
+                }
+                let d = id.wrapping_sub(f);
+                self.beyond
+                    .binary_search_by_key(&d, |x| x.wrapping_sub(f))
+                    .is_ok()
+            }
+        }
+    }
+
+    /// Records `id`; says whether it is new, a duplicate, or refused (list full).
+    pub fn insert(&mut self, id: u32) -> IdStatus {
+        if self.first.is_none() {
+            if self.provisional.contains(&id) {
+                return IdStatus::Duplicate;
+            }
+            if self.provisional.len() >= self.cap {
+                // The StartSession packet is long gone (the sender gave up on
+                // it or we restarted): adopt the oldest id seen as the start.
+                let any = *self.provisional.iter().next().unwrap_or(&id);
+                let oldest = self
+                    .provisional
+                    .iter()
+                    .copied()
+                    .chain(std::iter::once(id))
+                    .min_by_key(|x| x.wrapping_sub(any).wrapping_add(0x8000_0000))
+                    .unwrap_or(id);
+                self.establish(oldest.wrapping_sub(1));
+                return self.insert_established(id);
+            }
+            self.provisional.insert(id);
+            return IdStatus::New;
+        }
+        self.insert_established(id)
+    }
+
+    fn insert_established(&mut self, id: u32) -> IdStatus {
+        let f = self.first.expect("established");
+        if !id_less(f, id) {
+            return IdStatus::Duplicate;
+        }
+        let d = id.wrapping_sub(f);
+        if d == 1 {
+            let mut f = id;
+            while self.beyond.front() == Some(&f.wrapping_add(1)) {
+                f = f.wrapping_add(1);
+                self.beyond.pop_front();
+            }
+            self.first = Some(f);
+            return IdStatus::New;
+        }
+        match self.beyond.binary_search_by_key(&d, |x| x.wrapping_sub(f)) {
+            Ok(_) => IdStatus::Duplicate,
+            Err(pos) => {
+                if self.beyond.len() >= self.cap {
+                    return IdStatus::Full;
+                }
+                self.beyond.insert(pos, id);
+                IdStatus::New
+            }
+        }
+    }
+}
+
+/// The sending half of a session: next id and the adaptive timeout
+/// (spec, "Storages": default 100 ms, then the measured time x 3).
+#[derive(Debug, Clone)]
+pub struct SendTiming {
+    /// Current resend timeout (0 = resending disabled).
+    pub timeout: Duration,
+    /// Smoothed measured time between sending a packet and its confirmation
+    /// (half round-trip x 2), from packets sent once only (Karn's rule).
+    pub srtt: Option<Duration>,
+    /// True when the timeout was set explicitly and must not adapt.
+    pub fixed: bool,
+}
+
+impl SendTiming {
+    /// Timing starting at `timeout`.
+    pub fn new(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            srtt: None,
+            fixed: false,
+        }
+    }
+
+    /// A new measurement `sample` (confirmation time minus send time of a
+    /// packet sent once). The first sets the timeout to `sample x multiplier`
+    /// (spec); later ones are smoothed 7/8 old + 1/8 new (RFC 6298 gain) before
+    /// the multiplier; the result is clamped to `[min, max]`.
+    pub fn sample(&mut self, sample: Duration, multiplier: u32, min: Duration, max: Duration) {
+        let s = match self.srtt {
+            None => sample,
+            Some(old) => (old * 7 + sample) / 8,
+        };
+        self.srtt = Some(s);
+        if !self.fixed && !self.timeout.is_zero() {
+            self.timeout = (s * multiplier).clamp(min, max);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn established(ids: &[u32]) -> RecvIdList {
+        let mut l = RecvIdList::new(1024);
+        l.start_session(ids[0]);
+        for &i in ids {
+            assert_eq!(l.insert(i), IdStatus::New, "id {i}");
+        }
+        l
+    }
+
+    #[test]
+    fn spec_example_truncates() {
+        // {7, 9, 10, 11, 13, 14} + 8 -> {11, 13, 14}
+        let mut l = established(&[5, 6, 7, 9, 10, 11, 13, 14]);
+        assert_eq!(l.as_vec(), vec![7, 9, 10, 11, 13, 14]);
+        assert_eq!(l.insert(8), IdStatus::New);
+        assert_eq!(l.as_vec(), vec![11, 13, 14]);
+        for d in [5, 7, 8, 11, 13, 14, 0, 1] {
+            assert_eq!(l.insert(d), IdStatus::Duplicate, "{d}");
+            assert!(l.contains(d));
+        }
+        assert!(!l.contains(12));
+        assert_eq!(l.insert(12), IdStatus::New);
+        assert_eq!(l.as_vec(), vec![14]);
+    }
+
+    #[test]
+    fn in_sequence_keeps_one_element() {
+        let mut l = established(&[100]);
+        for i in 101..200 {
+            assert_eq!(l.insert(i), IdStatus::New);
+            assert_eq!(l.as_vec(), vec![i]);
+        }
+    }
+
+    #[test]
+    fn wraparound_around_u32_max() {
+        let start = u32::MAX - 3;
+        let mut l = RecvIdList::new(64);
+        l.start_session(start);
+        // out of order across the wrap: 0xfffffffc, then 1, 0xffffffff, 0, ...
+        let order = [start, 1, u32::MAX, 0, u32::MAX - 2, u32::MAX - 1, 2];
+        for &i in &order {
+            assert_eq!(l.insert(i), IdStatus::New, "{i:#x}");
+        }
+        assert_eq!(l.as_vec(), vec![2]);
+        for &i in &order {
+            assert_eq!(l.insert(i), IdStatus::Duplicate, "{i:#x}");
+        }
+        // an id just past the wrap with a gap
+        assert_eq!(l.insert(5), IdStatus::New);
+        assert_eq!(l.as_vec(), vec![2, 5]);
+        assert_eq!(l.insert(4), IdStatus::New);
+        assert_eq!(l.insert(3), IdStatus::New);
+        assert_eq!(l.as_vec(), vec![5]);
+    }
+
+    #[test]
+    fn provisional_until_start_session() {
+        let mut l = RecvIdList::new(64);
+        // packets 11 and 12 overtake the StartSession packet 10
+        assert_eq!(l.insert(12), IdStatus::New);
+        assert_eq!(l.insert(11), IdStatus::New);
+        assert_eq!(l.insert(12), IdStatus::Duplicate);
+        assert!(!l.is_established());
+        l.start_session(10);
+        assert_eq!(l.insert(10), IdStatus::New);
+        assert_eq!(l.as_vec(), vec![12]);
+        assert_eq!(l.insert(11), IdStatus::Duplicate);
+    }
+
+    #[test]
+    fn restart_with_new_start_id_resets() {
+        let mut l = established(&[1000, 1001]);
+        l.start_session(1000); // a resent StartSession packet: no reset
+        assert_eq!(l.insert(1000), IdStatus::Duplicate);
+        l.start_session(500); // new random start after a restart
+        assert_eq!(l.insert(500), IdStatus::New);
+        assert_eq!(l.as_vec(), vec![500]);
+    }
+
+    #[test]
+    fn cap_refuses_far_ids() {
+        let mut l = RecvIdList::new(2);
+        l.start_session(0);
+        assert_eq!(l.insert(5), IdStatus::New);
+        assert_eq!(l.insert(6), IdStatus::New);
+        assert_eq!(l.insert(8), IdStatus::Full);
+        assert_eq!(l.insert(0), IdStatus::New);
+        assert_eq!(l.insert(1), IdStatus::New);
+        assert_eq!(l.as_vec(), vec![1, 5, 6]);
+    }
+
+    #[test]
+    fn timing_adapts() {
+        let mut t = SendTiming::new(Duration::from_millis(100));
+        let min = Duration::from_micros(10);
+        let max = Duration::from_secs(10);
+        t.sample(Duration::from_micros(200), 3, min, max);
+        assert_eq!(t.timeout, Duration::from_micros(600));
+        t.sample(Duration::from_micros(200), 3, min, max);
+        assert_eq!(t.timeout, Duration::from_micros(600));
+        t.sample(Duration::from_micros(1000), 3, min, max);
+        assert_eq!(t.srtt, Some(Duration::from_micros(300)));
+        let mut z = SendTiming::new(Duration::ZERO);
+        z.sample(Duration::from_micros(5), 3, min, max);
+        assert!(z.timeout.is_zero());
+    }
+}

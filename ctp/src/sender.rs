@@ -1,0 +1,138 @@
+//! The sent-commands storage (CTP spec v1.2, "Storages"): a sent message is
+//! kept with the state of each of its packets until every packet is confirmed.
+
+use std::time::Instant;
+
+use crate::wire::{Options, Repr};
+
+/// Where a message goes: one peer, or the broadcast address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dest<P> {
+    /// A unicast peer.
+    Peer(P),
+    /// Every receiver on the link (UDP broadcast address / broadcast MAC).
+    Broadcast,
+}
+
+/// State of one packet of a sent message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PktPhase {
+    /// Waiting for the send window.
+    Unsent,
+    /// Sent at least once, not yet confirmed.
+    InFlight,
+    /// Confirmed by the peer (by every group member, for a broadcast).
+    Confirmed,
+}
+
+/// Per-packet bookkeeping (the `CommandInfo` of the original `SntCommandInfo`).
+#[derive(Debug, Clone, Copy)]
+pub struct PktState {
+    pub phase: PktPhase,
+    /// Resend period multiplier: 1, 2, 4, ... (spec: the period grows
+    /// exponentially; `uResend` of the original, capped at 16384).
+    pub mult: u32,
+    /// Transmissions so far (1 = sent once: its confirmation is an RTT sample).
+    pub transmissions: u32,
+    /// First transmission.
+    pub first_sent: Instant,
+    /// Next timer deadline of this packet (resend or death).
+    pub due: Instant,
+    /// Group members that confirmed this packet (broadcast only; bit i = member i).
+    pub acks: u64,
+}
+
+impl PktState {
+    pub fn new(now: Instant) -> Self {
+        Self {
+            phase: PktPhase::Unsent,
+            mult: 1,
+            transmissions: 0,
+            first_sent: now,
+            due: now,
+            acks: 0,
+        }
+    }
+}
+
+/// One message in the sent-commands storage.
+#[derive(Debug)]
+pub struct SentMsg<P> {
+    pub dest: Dest<P>,
+    pub command: u16,
+    /// Options as the application gave them (StartSession is per packet).
+    pub options: Options,
+    /// Id of packet 0; packet `n` has id `first_id + n` (wrapping).
+    pub first_id: u32,
+    /// Wire packet count: 1 for a normal command, >= 2 for a large one.
+    pub amount: u32,
+    /// Data part size in bytes (every part but the last is this long).
+    pub part_size: usize,
+    /// The whole message body.
+    pub data: Vec<u8>,
+    /// Packet 0 carries StartSession (first packet to this destination).
+    pub start_session: bool,
+    /// Packet state; a normal command uses `single` and leaves `many` empty
+    /// (no allocation on the small-command path).
+    pub single: PktState,
+    pub many: Vec<PktState>,
+    /// Next packet to send for the first time.
+    pub next_unsent: u32,
+    /// Packets not yet confirmed.
+    pub unconfirmed: u32,
+    /// A "not confirmed" error was already reported for this message.
+    pub errored: bool,
+}
+
+impl<P> SentMsg<P> {
+    /// Packet count (>= 1).
+    pub fn count(&self) -> u32 {
+        self.amount.max(1)
+    }
+    pub fn pkt(&self, i: u32) -> &PktState {
+        if self.many.is_empty() {
+            &self.single
+        } else {
+            &self.many[i as usize]
+        }
+    }
+    pub fn pkt_mut(&mut self, i: u32) -> &mut PktState {
+        if self.many.is_empty() {
+            &mut self.single
+        } else {
+            &mut self.many[i as usize]
+        }
+    }
+    /// Byte range of packet `i`'s data part.
+    pub fn part(&self, i: u32) -> (usize, usize) {
+        let start = i as usize * self.part_size;
+        let end = (start + self.part_size).min(self.data.len());
+        (start, end.max(start))
+    }
+    /// Wire header of packet `i`.
+    pub fn repr(&self, i: u32) -> Repr {
+        let (s, e) = self.part(i);
+        let mut options = self.options;
+        if self.start_session && i == 0 {
+            options = options.with(Options::START_SESSION);
+        }
+        if matches!(self.dest, Dest::Broadcast) {
+            options = options.with(Options::BROADCAST);
+        }
+        Repr {
+            command: self.command,
+            confirm: false,
+            number: if self.amount <= 1 { 0 } else { i },
+            amount: self.amount,
+            id: self.first_id.wrapping_add(i),
+            message_size: self.data.len() as u64,
+            options,
+            payload_len: (e - s) as u16,
+        }
+    }
+    /// Bytes on the wire of packet `i` (header + part), for window accounting.
+    pub fn wire_len(&self, i: u32) -> usize {
+        let (s, e) = self.part(i);
+        crate::wire::HEADER_LEN + (e - s)
+    }
+}
