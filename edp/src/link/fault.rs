@@ -185,7 +185,7 @@ impl FaultConfig {
             && self
                 .burst
                 .as_ref()
-                .is_none_or(|b| b.p_good_to_bad == 0.0 || b.loss_in_bad == 0.0)
+                .map_or(true, |b| b.p_good_to_bad == 0.0 || b.loss_in_bad == 0.0)
             && self.duplicate == 0.0
             && self.reorder == 0.0
             && self.corrupt == 0.0
@@ -233,12 +233,16 @@ impl FaultConfig {
     /// loss in Bad. Durations take a unit `ns`, `us`, `ms` or `s` (no unit:
     /// microseconds). `rate` is in bits/s with an optional `k`, `M` or `G`
     /// (powers of 1000) suffix. `queue`/`limit` is in frames. The empty string
-    /// is the transparent config.
+    /// and `none` are the transparent config. [`FaultConfig`]'s `Display`
+    /// writes this format.
     ///
     /// Errors: [`FaultConfigError::Spec`] for an unknown key or bad value, and
     /// the errors of [`FaultConfig::validate`].
     pub fn parse_spec(spec: &str) -> Result<Self, FaultConfigError> {
         let mut cfg = FaultConfig::default();
+        if spec.trim() == "none" {
+            return Ok(cfg);
+        }
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let bad = |reason: &str| FaultConfigError::Spec {
                 item: item.to_string(),
@@ -294,23 +298,100 @@ impl FaultConfig {
     }
 }
 
+/// Formats `d` exactly with the largest of the units s, ms, us, ns that divides it.
+fn fmt_duration(d: Duration) -> String {
+    let ns = d.as_nanos();
+    if ns == 0 {
+        "0us".to_string()
+    } else if ns % 1_000_000_000 == 0 {
+        format!("{}s", ns / 1_000_000_000)
+    } else if ns % 1_000_000 == 0 {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns % 1_000 == 0 {
+        format!("{}us", ns / 1_000)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+impl fmt::Display for FaultConfig {
+    /// The spec accepted by [`FaultConfig::parse_spec`], listing only the
+    /// faults set (and the seed), e.g. `loss=0.01,delay=50us,seed=7`;
+    /// `none` for a transparent config.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut items: Vec<String> = Vec::new();
+        if self.loss != 0.0 {
+            items.push(format!("loss={}", self.loss));
+        }
+        if let Some(b) = &self.burst {
+            items.push(format!(
+                "burst={}/{}/{}",
+                b.p_good_to_bad, b.p_bad_to_good, b.loss_in_bad
+            ));
+        }
+        if self.duplicate != 0.0 {
+            items.push(format!("dup={}", self.duplicate));
+        }
+        if self.reorder != 0.0 {
+            items.push(format!("reorder={}", self.reorder));
+        }
+        if !self.reorder_delay.is_zero() {
+            items.push(format!(
+                "reorder_delay={}",
+                fmt_duration(self.reorder_delay)
+            ));
+        }
+        if self.corrupt != 0.0 {
+            items.push(format!("corrupt={}", self.corrupt));
+        }
+        if !self.delay.is_zero() {
+            items.push(format!("delay={}", fmt_duration(self.delay)));
+        }
+        if !self.jitter.is_zero() {
+            items.push(format!("jitter={}", fmt_duration(self.jitter)));
+        }
+        if let Some(r) = self.rate_bps {
+            items.push(format!("rate={r}"));
+        }
+        if let Some(q) = self.queue_limit {
+            items.push(format!("queue={q}"));
+        }
+        if items.is_empty() && self.seed == 0 {
+            return f.write_str("none");
+        }
+        items.push(format!("seed={}", self.seed));
+        f.write_str(&items.join(","))
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
+    let unit_ns: u64 = match unit.trim() {
+        "ns" => 1,
+        "" | "us" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        u => return Err(format!("unknown duration unit {u:?} (ns, us, ms, s)")),
+    };
+    // Integers are exact; fractions go through f64 (rounded to the nanosecond).
+    if let Ok(n) = num.parse::<u64>() {
+        return n
+            .checked_mul(unit_ns)
+            .map(Duration::from_nanos)
+            .ok_or_else(|| format!("duration {s:?} is too large"));
+    }
     let n: f64 = num
         .parse()
         .map_err(|_| format!("expected a duration like 50us, got {s:?}"))?;
-    let scale = match unit.trim() {
-        "ns" => 1e-9,
-        "" | "us" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        u => return Err(format!("unknown duration unit {u:?} (ns, us, ms, s)")),
-    };
-    Duration::try_from_secs_f64(n * scale).map_err(|e| e.to_string())
+    let ns = (n * unit_ns as f64).round();
+    if !(0.0..1.8e19).contains(&ns) {
+        return Err(format!("duration {s:?} is out of range"));
+    }
+    Ok(Duration::from_nanos(ns as u64))
 }
 
 fn parse_rate(s: &str) -> Result<u64, String> {
@@ -1139,6 +1220,22 @@ mod tests {
             }
         );
         assert_eq!(FaultConfig::parse_spec("").unwrap(), FaultConfig::default());
+        assert_eq!(
+            FaultConfig::parse_spec("none").unwrap(),
+            FaultConfig::default()
+        );
+        assert_eq!(FaultConfig::default().to_string(), "none");
+        // Display writes the spec back.
+        assert_eq!(FaultConfig::parse_spec(&c.to_string()).unwrap(), c);
+        let odd = everything(9).with_delay(Duration::from_nanos(1_234_567), Duration::from_secs(2));
+        assert_eq!(FaultConfig::parse_spec(&odd.to_string()).unwrap(), odd);
+        assert_eq!(
+            FaultConfig::seeded(3)
+                .with_loss(0.25)
+                .with_delay(Duration::from_millis(2), Duration::ZERO)
+                .to_string(),
+            "loss=0.25,delay=2ms,seed=3"
+        );
         for bad in [
             "loss",
             "loss=x",
