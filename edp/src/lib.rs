@@ -9,14 +9,24 @@
 //! - [`wire`]: Ethernet II and EDP header codecs;
 //! - [`link`]: the [`link::Link`] abstraction with AF_PACKET, in-memory and
 //!   fault-injecting implementations;
-//! - the socket layer (`EdpSocket`), echo/ping, port ownership, privileges.
+//! - [`socket`]: [`EdpSocket`], std::net-like datagram sockets;
+//! - [`echo`]: echo responder and [`echo::ping`] on control port 0;
+//! - [`ports`]: exclusive port ownership across processes;
+//! - [`privilege`]: dropping capabilities once sockets are open;
+//! - [`event`]: a mio event loop with microsecond deadlines (timerfd);
+//! - [`iface`]: interface index, MAC and MTU.
 
+pub mod echo;
+pub mod event;
 pub mod iface;
 pub mod link;
 pub mod ports;
+pub mod privilege;
+pub mod socket;
 pub mod wire;
 
 pub use link::packet::PacketLink;
 pub use link::Link;
 pub use ports::PortLease;
+pub use socket::{EdpConfig, EdpSocket, EdpStats};
 pub use wire::{MacAddr, WireError, ETHERTYPE_EDP, ETHERTYPE_ESP};

@@ -1,0 +1,615 @@
+//! EDP echo: control frames on port 0 (thesis ch. 4.2.5 and af_enet.h; used
+//! in ch. 6.3 to find which interface reaches a peer's MAC), and [`ping`]
+//! for fast dead-host detection (a short echo timeout instead of a long
+//! connect(), as the LAM journal recommends).
+//!
+//! Control payload (network byte order), 8 bytes then optional data:
+//!
+//! ```text
+//!  0       1       2               4                               8
+//! +-------+-------+---------------+-------------------------------+------
+//! | type  |  0    |  identifier   |        sequence number        | data
+//! +-------+-------+---------------+-------------------------------+------
+//! type 1 = echo request, 2 = echo reply
+//! ```
+//!
+//! A reply is the request with type 2 and addresses and ports swapped: the
+//! same size, never larger. Control frames sent to a group (multicast or
+//! broadcast) destination are never answered.
+//!
+//! One responder per host, interface and ethertype: every process that binds
+//! an EDP socket runs a small responder thread ([`shared_responder`]) with
+//! its own packet socket filtered on port 0, and tries to take the control
+//! port's lease ([`crate::ports::PortLease::control`]); only the holder
+//! answers, the others retry the lease every second, so when the holder
+//! exits or crashes another process takes over within about a second.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::event::poll_fd;
+use crate::link::packet::{FilterSpec, PacketConfig, PacketLink};
+use crate::link::Link;
+use crate::ports::{self, PortLease};
+use crate::wire::{
+    emit_edp_frame, EdpFrame, EthernetRepr, MacAddr, WireError, CONTROL_PORT, ETHERTYPE_EDP,
+    ETH_HEADER_LEN,
+};
+
+/// Control type: echo request.
+pub const ECHO_REQUEST: u8 = 1;
+/// Control type: echo reply.
+pub const ECHO_REPLY: u8 = 2;
+/// Length of the echo header in bytes.
+pub const ECHO_HEADER_LEN: usize = 8;
+/// How often a responder that does not hold the control lease retries it.
+pub const LEASE_RETRY: Duration = Duration::from_secs(1);
+/// Echo requests one [`Pinger::ping`] sends, spread over its timeout.
+pub const PING_ATTEMPTS: u32 = 3;
+
+/// The echo header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EchoRepr {
+    /// [`ECHO_REQUEST`] or [`ECHO_REPLY`].
+    pub kind: u8,
+    /// Identifier chosen by the requester (per pinger).
+    pub ident: u16,
+    /// Sequence number chosen by the requester (per request).
+    pub seq: u32,
+}
+
+impl EchoRepr {
+    /// Parses a control payload; returns the header and the data after it.
+    ///
+    /// Errors: `Truncated` when shorter than 8 bytes; `Inconsistent` for a
+    /// type other than 1 or 2.
+    pub fn parse(payload: &[u8]) -> Result<(Self, &[u8]), WireError> {
+        if payload.len() < ECHO_HEADER_LEN {
+            return Err(WireError::Truncated {
+                need: ECHO_HEADER_LEN,
+                have: payload.len(),
+            });
+        }
+        let kind = payload[0];
+        if kind != ECHO_REQUEST && kind != ECHO_REPLY {
+            return Err(WireError::Inconsistent("unknown control message type"));
+        }
+        Ok((
+            Self {
+                kind,
+                ident: u16::from_be_bytes([payload[2], payload[3]]),
+                seq: u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]),
+            },
+            &payload[ECHO_HEADER_LEN..],
+        ))
+    }
+
+    /// Writes the 8-byte header at the start of `buf` (panics if shorter: a
+    /// caller bug).
+    pub fn emit(&self, buf: &mut [u8]) {
+        buf[0] = self.kind;
+        buf[1] = 0;
+        buf[2..4].copy_from_slice(&self.ident.to_be_bytes());
+        buf[4..8].copy_from_slice(&self.seq.to_be_bytes());
+    }
+}
+
+/// What the responder decided about one received frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Answer with the reply frame of this many bytes written to the output buffer.
+    Reply(usize),
+    /// Not answered: malformed, not a request, or not for us.
+    Ignore,
+    /// Not answered: sent to a group address.
+    Group,
+}
+
+/// The responder's rule, without I/O: given a received control frame,
+/// writes the reply into `out` (at least as long as `frame`).
+pub fn answer(
+    frame: &[u8],
+    ethertype: u16,
+    mac: MacAddr,
+    max_frame: usize,
+    out: &mut [u8],
+) -> Verdict {
+    let f = match EdpFrame::parse(frame, ethertype, max_frame) {
+        Ok(f) => f,
+        Err(_) => return Verdict::Ignore,
+    };
+    if f.edp.dst_port != CONTROL_PORT {
+        return Verdict::Ignore;
+    }
+    if f.eth.dst.is_group() {
+        return Verdict::Group;
+    }
+    if f.eth.dst != mac || f.eth.src.is_group() {
+        return Verdict::Ignore;
+    }
+    match EchoRepr::parse(f.payload) {
+        Ok((r, _)) if r.kind == ECHO_REQUEST => {}
+        _ => return Verdict::Ignore,
+    }
+    let eth = EthernetRepr {
+        dst: f.eth.src,
+        src: mac,
+        ethertype,
+    };
+    match emit_edp_frame(out, &eth, CONTROL_PORT, f.edp.src_port, f.payload) {
+        Ok(n) => {
+            out[ETH_HEADER_LEN + crate::wire::EDP_HEADER_LEN] = ECHO_REPLY;
+            Verdict::Reply(n)
+        }
+        Err(_) => Verdict::Ignore,
+    }
+}
+
+/// Counters of a responder.
+#[derive(Debug, Default)]
+pub struct ResponderStats {
+    /// Echo replies sent.
+    pub replies: AtomicU64,
+    /// Control frames ignored (malformed, replies, group-addressed, or
+    /// received while another process held the control lease).
+    pub ignored: AtomicU64,
+}
+
+/// A running echo responder thread; stopped and joined on drop.
+#[derive(Debug)]
+pub struct Responder {
+    stop: Arc<AtomicBool>,
+    holder: Arc<AtomicBool>,
+    stats: Arc<ResponderStats>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Responder {
+    /// Opens a packet socket on `iface` filtered on the control port (in the
+    /// calling thread, which needs CAP_NET_RAW) and starts the responder
+    /// thread, which drops its own capabilities, then tries to take the
+    /// control lease and answers echo requests while it holds it.
+    ///
+    /// Errors: those of [`PacketLink::open`]; thread spawn errors.
+    pub fn spawn(iface: &str, ethertype: u16) -> io::Result<Responder> {
+        let link = PacketLink::open(
+            iface,
+            &PacketConfig {
+                ethertype,
+                rcvbuf: 256 << 10,
+                sndbuf: 256 << 10,
+                filter: Some(FilterSpec::port(ethertype, CONTROL_PORT)),
+                ..PacketConfig::default()
+            },
+        )?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let holder = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(ResponderStats::default());
+        let (s, h, st) = (stop.clone(), holder.clone(), stats.clone());
+        let name = iface.to_string();
+        let thread = std::thread::Builder::new()
+            .name(format!("edp-echo-{iface}"))
+            .spawn(move || run_responder(link, name, ethertype, s, h, st))?;
+        Ok(Responder {
+            stop,
+            holder,
+            stats,
+            thread: Some(thread),
+        })
+    }
+
+    /// True while this responder holds the control lease (answers requests).
+    pub fn is_holder(&self) -> bool {
+        self.holder.load(Ordering::Relaxed)
+    }
+
+    /// The responder's counters.
+    pub fn stats(&self) -> &ResponderStats {
+        &self.stats
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Poll period of the responder thread (to notice `stop` and retry the lease).
+const RESPONDER_TICK: Duration = Duration::from_millis(100);
+
+fn run_responder(
+    mut link: PacketLink,
+    iface: String,
+    ethertype: u16,
+    stop: Arc<AtomicBool>,
+    holder: Arc<AtomicBool>,
+    stats: Arc<ResponderStats>,
+) {
+    if let Err(e) = crate::privilege::drop_capabilities() {
+        log::debug!("echo responder on {iface}: could not drop capabilities: {e}");
+    }
+    let max = link.mtu() + ETH_HEADER_LEN;
+    let mut rx = vec![0u8; max];
+    let mut tx = vec![0u8; max];
+    let mut lease: Option<PortLease> = None;
+    let mut next_try = Instant::now();
+    let fd = link.raw_fd().expect("packet link has a descriptor");
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if lease.is_none() && now >= next_try {
+            match PortLease::control(&iface, ethertype) {
+                Ok(l) => {
+                    log::debug!("echo responder on {iface}: holding the control port");
+                    lease = Some(l);
+                    holder.store(true, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    if e.kind() != io::ErrorKind::AddrInUse {
+                        log::warn!("echo responder on {iface}: {e}");
+                    }
+                    next_try = now + LEASE_RETRY;
+                }
+            }
+        }
+        if let Err(e) = poll_fd(fd, libc::POLLIN, Some(RESPONDER_TICK)) {
+            log::warn!("echo responder on {iface}: poll: {e}");
+            std::thread::sleep(RESPONDER_TICK);
+        }
+        loop {
+            let n = match link.recv(&mut rx) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log::warn!("echo responder on {iface}: recv: {e}");
+                    break;
+                }
+            };
+            if lease.is_none() {
+                stats.ignored.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            match answer(&rx[..n], ethertype, link.mac(), max, &mut tx) {
+                Verdict::Reply(len) => match link.send(&tx[..len]) {
+                    Ok(()) => {
+                        stats.replies.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => log::debug!("echo responder on {iface}: reply not sent: {e}"),
+                },
+                Verdict::Ignore | Verdict::Group => {
+                    stats.ignored.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    holder.store(false, Ordering::Relaxed);
+}
+
+type RegistryKey = (u64, String, u16);
+
+fn registry() -> &'static Mutex<HashMap<RegistryKey, Weak<Responder>>> {
+    static R: std::sync::OnceLock<Mutex<HashMap<RegistryKey, Weak<Responder>>>> =
+        std::sync::OnceLock::new();
+    R.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Identity of the calling thread's network namespace (its inode number).
+fn netns_id() -> u64 {
+    std::fs::metadata("/proc/thread-self/ns/net")
+        .map(|m| m.ino())
+        .unwrap_or(0)
+}
+
+/// The process's responder for (network namespace of the calling thread,
+/// `iface`, `ethertype`), started on first use and stopped when the last
+/// handle (e.g. the last EDP socket holding one) is dropped.
+///
+/// Errors: those of [`Responder::spawn`].
+pub fn shared_responder(iface: &str, ethertype: u16) -> io::Result<Arc<Responder>> {
+    let key = (netns_id(), iface.to_string(), ethertype);
+    let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(r) = reg.get(&key).and_then(Weak::upgrade) {
+        return Ok(r);
+    }
+    reg.retain(|_, w| w.strong_count() > 0);
+    let r = Arc::new(Responder::spawn(iface, ethertype)?);
+    reg.insert(key, Arc::downgrade(&r));
+    Ok(r)
+}
+
+/// Sends echo requests from its own ephemeral port and waits for replies.
+#[derive(Debug)]
+pub struct Pinger {
+    link: PacketLink,
+    lease: PortLease,
+    ident: u16,
+    seq: u32,
+    rx: Vec<u8>,
+    tx: Vec<u8>,
+}
+
+impl Pinger {
+    /// Opens a pinger on `iface` for `ethertype` (EDP: [`ETHERTYPE_EDP`]):
+    /// an ephemeral port lease and a packet socket filtered on it.
+    ///
+    /// Errors: as [`PacketLink::open`] and [`ports::allocate`].
+    pub fn new(iface: &str, ethertype: u16) -> io::Result<Self> {
+        let lease = ports::allocate(iface, ethertype, 0)?;
+        let link = PacketLink::open(
+            iface,
+            &PacketConfig {
+                ethertype,
+                rcvbuf: 256 << 10,
+                sndbuf: 256 << 10,
+                filter: Some(FilterSpec::port(ethertype, lease.port())),
+                ..PacketConfig::default()
+            },
+        )?;
+        let max = link.mtu() + ETH_HEADER_LEN;
+        Ok(Self {
+            link,
+            lease,
+            ident: rand::random(),
+            seq: rand::random(),
+            rx: vec![0; max],
+            tx: vec![0; max],
+        })
+    }
+
+    /// Round-trip time to the echo responder of `mac`. Sends up to
+    /// [`PING_ATTEMPTS`] requests, evenly spread over `timeout`, and returns
+    /// the RTT of the first reply (measured from the request it answers).
+    ///
+    /// Errors: `TimedOut` when no reply arrives within about `timeout`
+    /// (the host is down, unreachable on this interface, or runs no EDP
+    /// process); `InvalidInput` for a group `mac` or a zero timeout; link
+    /// errors.
+    pub fn ping(&mut self, mac: MacAddr, timeout: Duration) -> io::Result<Duration> {
+        if mac.is_group() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cannot ping group address {mac}: responders never answer group-addressed control frames"),
+            ));
+        }
+        if timeout.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "ping timeout must not be zero",
+            ));
+        }
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let interval = timeout / PING_ATTEMPTS;
+        let first_seq = self.seq;
+        let mut sent_at = [start; PING_ATTEMPTS as usize];
+        let mut sent = 0u32;
+        let max = self.link.mtu() + ETH_HEADER_LEN;
+        let ethertype = self.link.ethertype();
+        loop {
+            let now = Instant::now();
+            if sent < PING_ATTEMPTS && now >= start + interval * sent {
+                let seq = first_seq.wrapping_add(sent);
+                let mut payload = [0u8; ECHO_HEADER_LEN];
+                EchoRepr {
+                    kind: ECHO_REQUEST,
+                    ident: self.ident,
+                    seq,
+                }
+                .emit(&mut payload);
+                let eth = EthernetRepr {
+                    dst: mac,
+                    src: self.link.mac(),
+                    ethertype,
+                };
+                let n = emit_edp_frame(
+                    &mut self.tx,
+                    &eth,
+                    self.lease.port(),
+                    CONTROL_PORT,
+                    &payload,
+                )
+                .map_err(|e| io::Error::other(e.to_string()))?;
+                sent_at[sent as usize] = Instant::now();
+                match self.link.send(&self.tx[..n]) {
+                    Ok(()) => {}
+                    Err(e)
+                        if e.kind() == io::ErrorKind::WouldBlock
+                            || e.raw_os_error() == Some(libc::ENOBUFS) => {}
+                    Err(e) => return Err(e),
+                }
+                sent += 1;
+            }
+            // Drain replies.
+            loop {
+                let n = match self.link.recv(&mut self.rx) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                };
+                let at = Instant::now();
+                let Ok(f) = EdpFrame::parse(&self.rx[..n], ethertype, max) else {
+                    continue;
+                };
+                if f.eth.src != mac
+                    || f.edp.src_port != CONTROL_PORT
+                    || f.edp.dst_port != self.lease.port()
+                {
+                    continue;
+                }
+                let Ok((r, _)) = EchoRepr::parse(f.payload) else {
+                    continue;
+                };
+                let k = r.seq.wrapping_sub(first_seq);
+                if r.kind == ECHO_REPLY && r.ident == self.ident && k < sent {
+                    self.seq = first_seq.wrapping_add(sent);
+                    return Ok(at - sent_at[k as usize]);
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                self.seq = first_seq.wrapping_add(sent);
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "no echo reply from {mac} on {} within {timeout:?} ({sent} requests sent)",
+                        self.link.iface().name
+                    ),
+                ));
+            }
+            let next_send = if sent < PING_ATTEMPTS {
+                start + interval * sent
+            } else {
+                deadline
+            };
+            poll_fd(
+                self.link.raw_fd().expect("packet link has a descriptor"),
+                libc::POLLIN,
+                Some(next_send.min(deadline).saturating_duration_since(now)),
+            )?;
+        }
+    }
+}
+
+/// Round-trip time of one echo exchange with `mac` through `iface` (EDP
+/// ethertype); see [`Pinger::ping`] for the rules and errors. Opens a
+/// [`Pinger`] per call: use one `Pinger` for repeated pings.
+pub fn ping(iface: &str, mac: MacAddr, timeout: Duration) -> io::Result<Duration> {
+    Pinger::new(iface, ETHERTYPE_EDP)?.ping(mac, timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{EDP_HEADER_LEN, ETHERTYPE_EDP};
+
+    const ME: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+    const PEER: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
+
+    fn request(dst: MacAddr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; 1514];
+        let eth = EthernetRepr {
+            dst,
+            src: PEER,
+            ethertype: ETHERTYPE_EDP,
+        };
+        let n = emit_edp_frame(&mut b, &eth, sport, dport, payload).unwrap();
+        b.truncate(n);
+        b
+    }
+
+    fn echo_payload(kind: u8, extra: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8; ECHO_HEADER_LEN];
+        EchoRepr {
+            kind,
+            ident: 0xbeef,
+            seq: 0x01020304,
+        }
+        .emit(&mut p);
+        p.extend_from_slice(extra);
+        p
+    }
+
+    #[test]
+    fn reply_mirrors_request() {
+        let req = request(ME, 50000, 0, &echo_payload(ECHO_REQUEST, b"data"));
+        let mut out = [0u8; 1514];
+        let Verdict::Reply(n) = answer(&req, ETHERTYPE_EDP, ME, 1514, &mut out) else {
+            panic!("no reply");
+        };
+        assert_eq!(n, req.len(), "a reply is exactly as large as its request");
+        let f = EdpFrame::parse(&out[..n], ETHERTYPE_EDP, 1514).unwrap();
+        assert_eq!(f.eth.dst, PEER);
+        assert_eq!(f.eth.src, ME);
+        assert_eq!(f.edp.src_port, 0);
+        assert_eq!(f.edp.dst_port, 50000);
+        let (r, data) = EchoRepr::parse(f.payload).unwrap();
+        assert_eq!(
+            r,
+            EchoRepr {
+                kind: ECHO_REPLY,
+                ident: 0xbeef,
+                seq: 0x01020304
+            }
+        );
+        assert_eq!(data, b"data");
+    }
+
+    #[test]
+    fn group_and_foreign_frames_are_not_answered() {
+        let mut out = [0u8; 1514];
+        let p = echo_payload(ECHO_REQUEST, b"");
+        let bcast = request(MacAddr::BROADCAST, 50000, 0, &p);
+        assert_eq!(
+            answer(&bcast, ETHERTYPE_EDP, ME, 1514, &mut out),
+            Verdict::Group
+        );
+        let mcast = request(MacAddr([0x01, 0, 0x5e, 0, 0, 1]), 50000, 0, &p);
+        assert_eq!(
+            answer(&mcast, ETHERTYPE_EDP, ME, 1514, &mut out),
+            Verdict::Group
+        );
+        // for another host
+        let other = request(PEER, 50000, 0, &p);
+        assert_eq!(
+            answer(&other, ETHERTYPE_EDP, ME, 1514, &mut out),
+            Verdict::Ignore
+        );
+        // a reply is not answered
+        let rep = request(ME, 50000, 0, &echo_payload(ECHO_REPLY, b""));
+        assert_eq!(
+            answer(&rep, ETHERTYPE_EDP, ME, 1514, &mut out),
+            Verdict::Ignore
+        );
+        // not the control port
+        let data = request(ME, 50000, 7, &p);
+        assert_eq!(
+            answer(&data, ETHERTYPE_EDP, ME, 1514, &mut out),
+            Verdict::Ignore
+        );
+        // truncated echo header, unknown type, malformed frame
+        let short = request(ME, 50000, 0, &[ECHO_REQUEST, 0, 0]);
+        assert_eq!(
+            answer(&short, ETHERTYPE_EDP, ME, 1514, &mut out),
+            Verdict::Ignore
+        );
+        let unknown = request(ME, 50000, 0, &echo_payload(9, b""));
+        assert_eq!(
+            answer(&unknown, ETHERTYPE_EDP, ME, 1514, &mut out),
+            Verdict::Ignore
+        );
+        let ok = request(ME, 50000, 0, &p);
+        assert_eq!(
+            answer(
+                &ok[..ETH_HEADER_LEN + EDP_HEADER_LEN + 3],
+                ETHERTYPE_EDP,
+                ME,
+                1514,
+                &mut out
+            ),
+            Verdict::Ignore
+        );
+    }
+
+    #[test]
+    fn echo_codec_round_trip() {
+        let r = EchoRepr {
+            kind: ECHO_REQUEST,
+            ident: 7,
+            seq: u32::MAX,
+        };
+        let mut b = [0u8; 8];
+        r.emit(&mut b);
+        assert_eq!(b, [1, 0, 0, 7, 0xff, 0xff, 0xff, 0xff]);
+        assert_eq!(EchoRepr::parse(&b).unwrap(), (r, &[][..]));
+    }
+}

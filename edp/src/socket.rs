@@ -1,0 +1,642 @@
+//! [`EdpSocket`]: EDP datagram sockets with a `std::net::UdpSocket`-like API.
+//!
+//! Addresses are `(interface, MAC, port)`. A socket owns its port exclusively
+//! across processes ([`crate::ports`]) and, when bound to a real interface,
+//! has its own AF_PACKET socket whose kernel filter passes only frames for
+//! that port (and, once connected, only from the peer): no shared daemon, no
+//! locks, one `mio::event::Source` per socket (DESIGN.md, principle 3).
+//!
+//! Hot path: no allocation per datagram. The transmit and receive frame
+//! buffers are allocated once (link MTU + 14 bytes each); frames that are
+//! malformed (`wire::EdpFrame::parse` fails), not addressed to this socket,
+//! or not from the connected peer are counted in [`EdpStats::dropped`] and
+//! skipped.
+//!
+//! Waiting: a blocking receive polls the link's descriptor with `ppoll(2)`
+//! (microsecond timeout) or, in busy-poll mode, spins on the nonblocking
+//! receive; both honour the read timeout.
+
+use std::borrow::Borrow;
+use std::io;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+use crate::echo;
+use crate::event::poll_fd;
+use crate::link::packet::{FilterSpec, PacketConfig, PacketLink, DEFAULT_SOCKET_BUFFER};
+use crate::link::Link;
+use crate::ports::{self, PortLease};
+use crate::wire::{
+    emit_edp_frame, EdpFrame, EthernetRepr, MacAddr, CONTROL_PORT, EDP_HEADER_LEN, ETHERTYPE_EDP,
+    ETH_HEADER_LEN,
+};
+
+/// Datagrams per `sendmmsg` in [`EdpSocket::send_batch`].
+pub const SEND_BATCH: usize = crate::link::packet::MAX_BATCH;
+
+/// Options of [`EdpSocket::bind_with`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EdpConfig {
+    /// Ethertype (default EDP 0x88B5).
+    pub ethertype: u16,
+    /// Spin on the nonblocking receive instead of sleeping in poll(2)
+    /// (lower latency, one core busy). Also sets `SO_BUSY_POLL` when allowed.
+    pub busy_poll: bool,
+    /// Read frames from a TPACKET_V2 ring of this many bytes (`None` = plain recv).
+    pub rx_ring: Option<usize>,
+    /// Socket receive buffer in bytes.
+    pub rcvbuf: usize,
+    /// Socket send buffer in bytes.
+    pub sndbuf: usize,
+    /// Take part in answering echo requests on this interface (see
+    /// [`crate::echo`]): one responder thread per process, interface and
+    /// ethertype, shared by all sockets.
+    pub echo_responder: bool,
+}
+
+impl Default for EdpConfig {
+    fn default() -> Self {
+        Self {
+            ethertype: ETHERTYPE_EDP,
+            busy_poll: false,
+            rx_ring: None,
+            rcvbuf: DEFAULT_SOCKET_BUFFER,
+            sndbuf: DEFAULT_SOCKET_BUFFER,
+            echo_responder: true,
+        }
+    }
+}
+
+/// Per-socket counters (the thesis's netgauge module read the same ones).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EdpStats {
+    /// Datagrams handed to the link.
+    pub sent: u64,
+    /// Datagrams the link refused with an error (not counting `WouldBlock`
+    /// on a nonblocking socket, which the caller retries).
+    pub send_errors: u64,
+    /// Datagrams delivered to the caller.
+    pub received: u64,
+    /// Frames received and discarded: malformed, for another port or
+    /// address, from a non-peer while connected, or larger than the
+    /// caller's buffer.
+    pub dropped: u64,
+}
+
+/// How a socket built over an arbitrary link holds its port.
+#[derive(Debug)]
+pub enum Binding {
+    /// An exclusive lease from [`ports::allocate`].
+    Lease(PortLease),
+    /// A bare port number without cross-process exclusivity (simulations).
+    Port(u16),
+}
+
+impl From<PortLease> for Binding {
+    fn from(l: PortLease) -> Self {
+        Binding::Lease(l)
+    }
+}
+
+impl From<u16> for Binding {
+    fn from(p: u16) -> Self {
+        Binding::Port(p)
+    }
+}
+
+/// An EDP datagram socket. See the module documentation.
+pub struct EdpSocket {
+    link: Box<dyn Link>,
+    iface: String,
+    mac: MacAddr,
+    ethertype: u16,
+    port: u16,
+    _lease: Option<PortLease>,
+    /// The link is our own PacketLink: its kernel filter may be replaced on connect.
+    kernel_filter: bool,
+    peer: Option<(MacAddr, u16)>,
+    nonblocking: bool,
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
+    busy_poll: bool,
+    tx: Vec<u8>,
+    rx: Vec<u8>,
+    batch_tx: Vec<u8>,
+    stats: EdpStats,
+    _responder: Option<std::sync::Arc<echo::Responder>>,
+}
+
+impl std::fmt::Debug for EdpSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdpSocket")
+            .field("iface", &self.iface)
+            .field("mac", &self.mac)
+            .field("port", &self.port)
+            .field("ethertype", &format_args!("{:#06x}", self.ethertype))
+            .field("peer", &self.peer)
+            .field("nonblocking", &self.nonblocking)
+            .field("busy_poll", &self.busy_poll)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+impl EdpSocket {
+    /// Binds `port` on interface `iface` with default options; port 0 takes
+    /// the next free ephemeral port. See [`EdpSocket::bind_with`].
+    pub fn bind(addr: (&str, u16)) -> io::Result<Self> {
+        Self::bind_with(addr, EdpConfig::default())
+    }
+
+    /// Binds `port` on `iface` (0 = next free ephemeral port) with `config`:
+    /// takes the port lease, opens an AF_PACKET socket whose kernel filter
+    /// passes only this port, and (if `config.echo_responder`) joins the
+    /// process's echo responder for the interface.
+    ///
+    /// Errors: `AddrInUse` when the port is owned by another socket;
+    /// `NotFound` naming an unknown interface; `PermissionDenied` naming
+    /// CAP_NET_RAW and the `setcap` command; socket option errors.
+    pub fn bind_with(addr: (&str, u16), config: impl Borrow<EdpConfig>) -> io::Result<Self> {
+        let config = config.borrow();
+        let (iface, port) = addr;
+        let lease = ports::allocate(iface, config.ethertype, port)?;
+        let mut link = PacketLink::open(
+            iface,
+            &PacketConfig {
+                ethertype: config.ethertype,
+                rcvbuf: config.rcvbuf,
+                sndbuf: config.sndbuf,
+                filter: Some(FilterSpec::port(config.ethertype, lease.port())),
+                rx_ring: config.rx_ring,
+                ..PacketConfig::default()
+            },
+        )?;
+        if config.busy_poll {
+            if let Err(e) = link.set_busy_poll(true) {
+                // User-space spinning below works without it.
+                log::debug!("EDP socket on {iface}: {e}; spinning in user space only");
+            }
+        }
+        let responder = if config.echo_responder {
+            Some(echo::shared_responder(iface, config.ethertype)?)
+        } else {
+            None
+        };
+        let mut s = Self::from_link_with(Box::new(link), lease, config)?;
+        s.kernel_filter = true;
+        s._responder = responder;
+        Ok(s)
+    }
+
+    /// Builds a socket over any link (a `SimLink`, a `FaultLink` wrapping a
+    /// `PacketLink`, ...) with the default ethertype. See
+    /// [`EdpSocket::from_link_with`].
+    pub fn from_link(link: Box<dyn Link>, binding: impl Into<Binding>) -> io::Result<Self> {
+        Self::from_link_with(link, binding, &EdpConfig::default())
+    }
+
+    /// Builds a socket over `link`. With a [`Binding::Lease`] the port is
+    /// the lease's and `local_addr` names its interface; a bare
+    /// [`Binding::Port`] gives no cross-process exclusivity. Only
+    /// `ethertype` and `busy_poll` of `config` apply (the link is already open).
+    ///
+    /// Errors: `InvalidInput` for port 0 (control), or a link MTU too small
+    /// to carry the EDP header.
+    pub fn from_link_with(
+        link: Box<dyn Link>,
+        binding: impl Into<Binding>,
+        config: &EdpConfig,
+    ) -> io::Result<Self> {
+        let (lease, port, iface) = match binding.into() {
+            Binding::Lease(l) => {
+                let p = l.port();
+                let i = l.iface().to_string();
+                (Some(l), p, i)
+            }
+            Binding::Port(p) => (None, p, String::new()),
+        };
+        if port == CONTROL_PORT {
+            return Err(invalid(
+                "EDP port 0 is reserved for control messages (echo); bind another port".into(),
+            ));
+        }
+        let mtu = link.mtu();
+        if mtu <= EDP_HEADER_LEN {
+            return Err(invalid(format!(
+                "link MTU of {mtu} bytes cannot carry the {EDP_HEADER_LEN}-byte EDP header"
+            )));
+        }
+        let frame = mtu + ETH_HEADER_LEN;
+        Ok(Self {
+            mac: link.mac(),
+            link,
+            iface,
+            ethertype: config.ethertype,
+            port,
+            _lease: lease,
+            kernel_filter: false,
+            peer: None,
+            nonblocking: false,
+            read_timeout: None,
+            write_timeout: None,
+            busy_poll: config.busy_poll,
+            tx: vec![0; frame],
+            // Slack so that an oversized frame is seen whole and rejected
+            // as Oversized rather than silently truncated.
+            rx: vec![0; frame + 64],
+            batch_tx: Vec::new(),
+            stats: EdpStats::default(),
+            _responder: None,
+        })
+    }
+
+    /// Largest datagram in bytes: link MTU - 6 (the EDP header). Larger
+    /// datagrams are refused with `InvalidInput`, never truncated.
+    pub fn mtu(&self) -> usize {
+        self.link.mtu() - EDP_HEADER_LEN
+    }
+
+    /// Counters since the socket was created.
+    pub fn stats(&self) -> EdpStats {
+        self.stats
+    }
+
+    /// `(interface, MAC, port)` of this socket (interface is empty for a
+    /// socket built with a bare port over an in-memory link).
+    pub fn local_addr(&self) -> io::Result<(String, MacAddr, u16)> {
+        Ok((self.iface.clone(), self.mac, self.port))
+    }
+
+    /// `(MAC, port)` of the connected peer. Errors: `NotConnected`.
+    pub fn peer_addr(&self) -> io::Result<(MacAddr, u16)> {
+        self.peer.ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotConnected, "EDP socket is not connected")
+        })
+    }
+
+    /// The ethertype this socket uses.
+    pub fn ethertype(&self) -> u16 {
+        self.ethertype
+    }
+
+    /// The underlying link (e.g. to read `PacketLink` kernel counters).
+    pub fn link(&self) -> &dyn Link {
+        &*self.link
+    }
+
+    /// Fixes the peer: `send` goes to it and `recv` only returns its
+    /// datagrams (others are counted as dropped). On a socket bound with
+    /// [`EdpSocket::bind_with`] the kernel filter is narrowed to the peer too.
+    ///
+    /// Errors: `InvalidInput` for port 0; filter errors.
+    pub fn connect(&mut self, mac: MacAddr, port: u16) -> io::Result<()> {
+        if port == CONTROL_PORT {
+            return Err(invalid("cannot connect to EDP port 0 (control)".into()));
+        }
+        if self.kernel_filter {
+            let fd = self.link.raw_fd().expect("PacketLink has a descriptor");
+            // SAFETY: the descriptor is owned by self.link, alive for this call.
+            let bfd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            let spec = FilterSpec {
+                ethertype: self.ethertype,
+                port: self.port,
+                extra_ports: Vec::new(),
+                peer: if mac.is_group() {
+                    None
+                } else {
+                    Some((mac, port))
+                },
+            };
+            crate::link::packet::attach_filter(bfd, &spec)?;
+        }
+        self.peer = Some((mac, port));
+        Ok(())
+    }
+
+    /// Nonblocking mode: `recv*` and `send*` return `WouldBlock` instead of waiting.
+    pub fn set_nonblocking(&mut self, nonblocking: bool) -> io::Result<()> {
+        self.nonblocking = nonblocking;
+        Ok(())
+    }
+
+    /// Busy-poll mode for blocking receives (see [`EdpConfig::busy_poll`]).
+    pub fn set_busy_poll(&mut self, on: bool) {
+        self.busy_poll = on;
+    }
+
+    /// Longest a blocking receive waits; `None` = forever. After it, the
+    /// receive fails with `TimedOut`. Errors: `InvalidInput` for a zero
+    /// duration (as `std::net`).
+    pub fn set_read_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
+        if t == Some(Duration::ZERO) {
+            return Err(invalid("read timeout must not be zero".into()));
+        }
+        self.read_timeout = t;
+        Ok(())
+    }
+
+    /// Current read timeout.
+    pub fn read_timeout(&self) -> Option<Duration> {
+        self.read_timeout
+    }
+
+    /// Longest a blocking send waits for room in the transmit queue; `None` =
+    /// forever. After it, the send fails with `TimedOut`.
+    pub fn set_write_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
+        if t == Some(Duration::ZERO) {
+            return Err(invalid("write timeout must not be zero".into()));
+        }
+        self.write_timeout = t;
+        Ok(())
+    }
+
+    fn check_dst(&self, len: usize, port: u16) -> io::Result<()> {
+        if len > self.mtu() {
+            return Err(invalid(format!(
+                "datagram of {len} bytes exceeds the EDP MTU of {} bytes (link MTU {} - {EDP_HEADER_LEN})",
+                self.mtu(),
+                self.link.mtu()
+            )));
+        }
+        if port == CONTROL_PORT {
+            return Err(invalid(
+                "EDP port 0 is reserved for control messages (echo)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn eth_to(&self, mac: MacAddr) -> EthernetRepr {
+        EthernetRepr {
+            dst: mac,
+            src: self.mac,
+            ethertype: self.ethertype,
+        }
+    }
+
+    /// Sends one datagram to `(mac, port)`; returns `buf.len()`.
+    ///
+    /// Errors: `InvalidInput` when `buf` is longer than [`EdpSocket::mtu`]
+    /// or the port is 0; `WouldBlock` on a nonblocking socket whose
+    /// transmit queue is full (also for ENOBUFS: the frame was not sent);
+    /// `TimedOut` after the write timeout; link errors.
+    pub fn send_to(&mut self, buf: &[u8], dst: (MacAddr, u16)) -> io::Result<usize> {
+        let (mac, port) = dst;
+        self.check_dst(buf.len(), port)?;
+        let eth = self.eth_to(mac);
+        let n = emit_edp_frame(&mut self.tx, &eth, self.port, port, buf)
+            .map_err(|e| invalid(e.to_string()))?;
+        let deadline = self.write_deadline();
+        loop {
+            match self.link.send(&self.tx[..n]) {
+                Ok(()) => {
+                    self.stats.sent += 1;
+                    return Ok(buf.len());
+                }
+                Err(e) => send_failed(&mut self.stats, self.nonblocking, e, deadline)?,
+            }
+        }
+    }
+
+    /// Sends to the connected peer. Errors: `NotConnected`, and those of
+    /// [`EdpSocket::send_to`].
+    pub fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let peer = self.peer_addr()?;
+        self.send_to(buf, peer)
+    }
+
+    /// Sends several datagrams to the connected peer with `sendmmsg` (up to
+    /// [`SEND_BATCH`] per call); returns how many were sent, in order (a
+    /// blocking socket waits until at least one is sent).
+    ///
+    /// Errors: `NotConnected`; `InvalidInput` when any datagram exceeds
+    /// [`EdpSocket::mtu`] (nothing is sent); those of [`EdpSocket::send_to`].
+    pub fn send_batch(&mut self, datagrams: &[&[u8]]) -> io::Result<usize> {
+        let (mac, port) = self.peer_addr()?;
+        for d in datagrams {
+            self.check_dst(d.len(), port)?;
+        }
+        let frame = self.link.mtu() + ETH_HEADER_LEN;
+        if self.batch_tx.len() < frame * SEND_BATCH {
+            // Allocated once, on first use.
+            self.batch_tx = vec![0; frame * SEND_BATCH];
+        }
+        let eth = self.eth_to(mac);
+        let count = datagrams.len().min(SEND_BATCH);
+        let mut lens = [0usize; SEND_BATCH];
+        for (i, d) in datagrams[..count].iter().enumerate() {
+            let slot = &mut self.batch_tx[i * frame..(i + 1) * frame];
+            lens[i] = emit_edp_frame(slot, &eth, self.port, port, d)
+                .map_err(|e| invalid(e.to_string()))?;
+        }
+        let mut frames: [&[u8]; SEND_BATCH] = [&[]; SEND_BATCH];
+        for i in 0..count {
+            frames[i] = &self.batch_tx[i * frame..i * frame + lens[i]];
+        }
+        let deadline = self.write_deadline();
+        loop {
+            match self.link.send_batch(&frames[..count]) {
+                Ok(0) if count > 0 => send_failed(
+                    &mut self.stats,
+                    self.nonblocking,
+                    io::ErrorKind::WouldBlock.into(),
+                    deadline,
+                )?,
+                Ok(k) => {
+                    self.stats.sent += k as u64;
+                    return Ok(k);
+                }
+                Err(e) => send_failed(&mut self.stats, self.nonblocking, e, deadline)?,
+            }
+        }
+    }
+
+    fn write_deadline(&self) -> Option<Instant> {
+        self.write_timeout.map(|t| Instant::now() + t)
+    }
+}
+
+/// Decides what a failed link send means: `Ok(())` = retry.
+fn send_failed(
+    stats: &mut EdpStats,
+    nonblocking: bool,
+    e: io::Error,
+    deadline: Option<Instant>,
+) -> io::Result<()> {
+    {
+        let full = e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == Some(libc::ENOBUFS);
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(());
+        }
+        if !full {
+            stats.send_errors += 1;
+            return Err(e);
+        }
+        if nonblocking {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "EDP send: transmit queue still full at the write timeout",
+            ));
+        }
+        // The queue drains in microseconds: yield rather than sleep in poll
+        // (a packet socket's POLLOUT does not track qdisc drops).
+        std::thread::yield_now();
+        Ok(())
+    }
+}
+
+impl EdpSocket {
+    /// Receives one datagram into `buf`; returns `(length in bytes, source
+    /// MAC, source port)`.
+    ///
+    /// Errors: `WouldBlock` on a nonblocking socket with nothing to read;
+    /// `TimedOut` after the read timeout; `InvalidInput` when the datagram
+    /// is longer than `buf` (it is consumed and counted as dropped, never
+    /// truncated silently); link errors.
+    pub fn recv_from(&mut self, buf: &mut [u8]) -> io::Result<(usize, MacAddr, u16)> {
+        let deadline = if self.nonblocking {
+            None
+        } else {
+            self.read_timeout.map(|t| Instant::now() + t)
+        };
+        loop {
+            match self.link.recv(&mut self.rx) {
+                Ok(n) => {
+                    if let Some(r) = self.accept(n, buf)? {
+                        return Ok(r);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if self.nonblocking {
+                        return Err(e);
+                    }
+                    let now = Instant::now();
+                    if let Some(d) = deadline {
+                        if now >= d {
+                            return Err(io::Error::new(
+                                io::ErrorKind::TimedOut,
+                                format!(
+                                    "EDP receive on port {}: nothing within the read timeout of {:?}",
+                                    self.port,
+                                    self.read_timeout.unwrap_or_default()
+                                ),
+                            ));
+                        }
+                    }
+                    if self.busy_poll {
+                        std::hint::spin_loop();
+                    } else {
+                        self.wait(now, deadline)?;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Receives from the connected peer (others are counted as dropped);
+    /// returns the length in bytes. Errors: `NotConnected`, and those of
+    /// [`EdpSocket::recv_from`].
+    pub fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.peer_addr()?;
+        self.recv_from(buf).map(|(n, _, _)| n)
+    }
+
+    /// Sleeps until the link may have a frame or `deadline`.
+    fn wait(&self, now: Instant, deadline: Option<Instant>) -> io::Result<()> {
+        let mut until = deadline;
+        if let Some(t) = self.link.poll_at() {
+            until = Some(until.map_or(t, |d| d.min(t)));
+        }
+        let timeout = until.map(|u| u.saturating_duration_since(now));
+        match self.link.raw_fd() {
+            Some(fd) => poll_fd(fd, libc::POLLIN, timeout).map(|_| ()),
+            None => {
+                // In-memory link without a descriptor: short sleeps.
+                std::thread::sleep(
+                    timeout
+                        .unwrap_or(Duration::MAX)
+                        .min(Duration::from_micros(50)),
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// Checks the frame in `self.rx[..n]`; copies its payload into `out`.
+    fn accept(&mut self, n: usize, out: &mut [u8]) -> io::Result<Option<(usize, MacAddr, u16)>> {
+        let max = self.link.mtu() + ETH_HEADER_LEN;
+        let f = match EdpFrame::parse(&self.rx[..n], self.ethertype, max) {
+            Ok(f) => f,
+            Err(e) => {
+                log::trace!("EDP port {}: malformed frame dropped: {e}", self.port);
+                self.stats.dropped += 1;
+                return Ok(None);
+            }
+        };
+        let for_us = f.edp.dst_port == self.port
+            && (f.eth.dst == self.mac || f.eth.dst.is_group())
+            && match self.peer {
+                None => true,
+                Some((m, p)) => m.is_group() || (f.eth.src == m && f.edp.src_port == p),
+            };
+        if !for_us {
+            self.stats.dropped += 1;
+            return Ok(None);
+        }
+        let len = f.payload.len();
+        if len > out.len() {
+            self.stats.dropped += 1;
+            return Err(invalid(format!(
+                "EDP datagram of {len} bytes does not fit the {}-byte buffer; it was dropped \
+                 (give at least mtu() = {} bytes)",
+                out.len(),
+                self.link.mtu() - EDP_HEADER_LEN
+            )));
+        }
+        out[..len].copy_from_slice(f.payload);
+        self.stats.received += 1;
+        Ok(Some((len, f.eth.src, f.edp.src_port)))
+    }
+
+    fn fd(&self) -> io::Result<RawFd> {
+        self.link.raw_fd().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this EDP socket's link has no file descriptor to poll",
+            )
+        })
+    }
+}
+
+impl mio::event::Source for EdpSocket {
+    fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        mio::unix::SourceFd(&self.fd()?).register(registry, token, interests)
+    }
+
+    fn reregister(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        mio::unix::SourceFd(&self.fd()?).reregister(registry, token, interests)
+    }
+
+    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
+        mio::unix::SourceFd(&self.fd()?).deregister(registry)
+    }
+}
