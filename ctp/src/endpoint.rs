@@ -399,6 +399,13 @@ impl<P: PeerAddr> Endpoint<P> {
             .and_then(|s| s.timing.srtt)
     }
 
+    /// Sets the id of the next packet to `dest` (the start is random
+    /// otherwise). For tests of id wraparound; the session's StartSession
+    /// flag is unchanged.
+    pub fn set_next_id(&mut self, dest: Dest<P>, id: u32) {
+        self.session(dest).next_id = id;
+    }
+
     fn session(&mut self, dest: Dest<P>) -> &mut SendSession {
         let rng = &mut self.rng;
         let timeout = self.cfg.default_timeout;

@@ -1,0 +1,500 @@
+//! L0 traces of the sans-IO core at explicit instants (no I/O, no clock).
+
+use std::time::{Duration, Instant, SystemTime};
+
+use ctp::wire::{Options, Repr, HEADER_LEN};
+use ctp::{Config, Delivery, Endpoint, ErrorKind, SendError};
+
+const A: u8 = 1;
+const B: u8 = 2;
+const BCAST: u8 = 255;
+
+fn ep(cfg: Config, seed: u64, t0: Instant) -> Endpoint<u8> {
+    Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, seed, Some(BCAST))
+}
+
+/// All datagrams the endpoint wants to send now.
+fn drain(e: &mut Endpoint<u8>) -> Vec<(u8, Vec<u8>)> {
+    let mut buf = vec![0u8; e.config().max_packet_len()];
+    let mut out = Vec::new();
+    while let Some(t) = e.poll_transmit(&mut buf) {
+        out.push((t.dest, buf[..t.len].to_vec()));
+    }
+    out
+}
+
+fn deliveries(e: &mut Endpoint<u8>) -> Vec<Delivery<u8>> {
+    std::iter::from_fn(|| e.poll_delivery()).collect()
+}
+
+#[test]
+fn normal_command_confirmed_byte_exact() {
+    let t0 = Instant::now();
+    let mut a = ep(Config::default(), 1, t0);
+    let mut b = ep(Config::default(), 2, t0);
+    a.send(t0, 7, B, b"hello", Options::NONE).unwrap();
+    let out = drain(&mut a);
+    assert_eq!(out.len(), 1);
+    let (dest, pkt) = &out[0];
+    assert_eq!(*dest, B);
+    assert_eq!(pkt.len(), HEADER_LEN + 5);
+    let (r, body) = Repr::parse(pkt).unwrap();
+    assert_eq!(
+        (r.command, r.number, r.amount, r.message_size),
+        (7, 0, 1, 5)
+    );
+    assert_eq!(r.options, Options::START_SESSION);
+    assert_eq!(body, b"hello");
+    assert_eq!(a.status().awaiting_confirmation, 1);
+
+    let t1 = t0 + Duration::from_micros(40);
+    b.handle_datagram(t1, A, pkt);
+    let conf = drain(&mut b);
+    assert_eq!(conf.len(), 1);
+    // the confirmation: same header, size 25, bit 15, message size 0
+    let mut expected = pkt[..HEADER_LEN].to_vec();
+    expected[0..2].copy_from_slice(&25u16.to_le_bytes());
+    expected[3] |= 0x80;
+    expected[16..24].copy_from_slice(&[0; 8]);
+    assert_eq!(conf[0], (A, expected));
+    match deliveries(&mut b).as_slice() {
+        [Delivery::Data(d)] => {
+            assert_eq!(
+                (d.command, d.size, d.from, d.data.as_slice()),
+                (7, 5, A, &b"hello"[..])
+            );
+            assert!(!d.broadcast);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let t2 = t0 + Duration::from_micros(100);
+    a.handle_datagram(t2, B, &conf[0].1);
+    assert_eq!(a.status().awaiting_confirmation, 0);
+    // adaptive timeout: measured 100 us x 3, above the 500 us floor? no: floor wins
+    assert_eq!(a.peer_srtt(B), Some(Duration::from_micros(100)));
+    assert_eq!(a.peer_timeout(B), Duration::from_micros(500));
+    assert_eq!(
+        a.poll_timeout(),
+        None,
+        "no timer once everything is confirmed"
+    );
+}
+
+#[test]
+fn duplicates_confirmed_again_never_delivered_twice() {
+    let t0 = Instant::now();
+    let mut a = ep(Config::default(), 1, t0);
+    let mut b = ep(Config::default(), 2, t0);
+    a.send(t0, 1, B, b"x", Options::NONE).unwrap();
+    a.send(t0, 2, B, b"y", Options::NONE).unwrap();
+    let out = drain(&mut a);
+    assert_eq!(out.len(), 2);
+    // second arrives first, then both twice
+    for (_, p) in [&out[1], &out[0], &out[1], &out[0], &out[0]] {
+        b.handle_datagram(t0, A, p);
+    }
+    assert_eq!(drain(&mut b).len(), 5, "every copy is confirmed");
+    let d = deliveries(&mut b);
+    assert_eq!(d.len(), 2);
+    assert_eq!(b.stats().duplicates_received, 3);
+    let first_id = Repr::parse(&out[0].1).unwrap().0.id;
+    assert_eq!(b.received_ids(A, false), vec![first_id.wrapping_add(1)]);
+}
+
+#[test]
+fn received_ids_wraparound_at_u32_max() {
+    // Hand-made packets from a sender whose ids cross 2^32 - 1.
+    let t0 = Instant::now();
+    let mut b = ep(Config::default(), 2, t0);
+    let pkt = |id: u32, opts: Options| {
+        let r = Repr {
+            command: 3,
+            confirm: false,
+            number: 0,
+            amount: 1,
+            id,
+            message_size: 4,
+            options: opts,
+            payload_len: 4,
+        };
+        let mut v = vec![0u8; 29];
+        r.emit(&mut v);
+        v[25..].copy_from_slice(&id.to_le_bytes());
+        v
+    };
+    let ids = [u32::MAX - 1, u32::MAX, 0, 1];
+    b.handle_datagram(t0, A, &pkt(ids[0], Options::START_SESSION));
+    b.handle_datagram(t0, A, &pkt(ids[2], Options::NONE));
+    assert_eq!(b.received_ids(A, false), vec![u32::MAX - 1, 0]);
+    b.handle_datagram(t0, A, &pkt(ids[1], Options::NONE));
+    b.handle_datagram(t0, A, &pkt(ids[3], Options::NONE));
+    assert_eq!(b.received_ids(A, false), vec![1]);
+    // replays of every id, old and new, are duplicates
+    for id in ids {
+        b.handle_datagram(t0, A, &pkt(id, Options::NONE));
+    }
+    let got: Vec<u32> = deliveries(&mut b)
+        .into_iter()
+        .map(|d| match d {
+            Delivery::Data(d) => u32::from_le_bytes(d.data.try_into().unwrap()),
+            e => panic!("{e:?}"),
+        })
+        .collect();
+    assert_eq!(got, vec![u32::MAX - 1, 0, u32::MAX, 1]);
+    assert_eq!(b.stats().duplicates_received, 4);
+    assert_eq!(drain(&mut b).len(), 8);
+}
+
+#[test]
+fn sender_ids_wrap_and_large_message_reassembles() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 4,
+        ..Config::default()
+    };
+    let mut a = ep(cfg.clone(), 1, t0);
+    let mut b = ep(cfg, 2, t0);
+    a.set_next_id(ctp::Dest::Peer(B), u32::MAX - 1);
+    a.send(t0, 300, B, b"0123456789", Options::NONE).unwrap();
+    let out = drain(&mut a);
+    assert_eq!(out.len(), 3);
+    let reprs: Vec<Repr> = out.iter().map(|(_, p)| Repr::parse(p).unwrap().0).collect();
+    assert_eq!(
+        reprs
+            .iter()
+            .map(|r| (r.id, r.number, r.amount, r.payload_len))
+            .collect::<Vec<_>>(),
+        vec![(u32::MAX - 1, 0, 3, 4), (u32::MAX, 1, 3, 4), (0, 2, 3, 2)]
+    );
+    // last part first, a duplicate in between: delivered once, when complete
+    b.handle_datagram(t0, A, &out[2].1);
+    b.handle_datagram(t0, A, &out[2].1);
+    assert!(deliveries(&mut b).is_empty());
+    assert_eq!(b.status().large_in_progress, 1);
+    b.handle_datagram(t0, A, &out[0].1);
+    assert!(deliveries(&mut b).is_empty());
+    b.handle_datagram(t0, A, &out[1].1);
+    match deliveries(&mut b).as_slice() {
+        [Delivery::Data(d)] => assert_eq!(d.data, b"0123456789"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(b.status().large_in_progress, 0);
+    b.handle_datagram(t0, A, &out[1].1);
+    assert!(deliveries(&mut b).is_empty());
+    let confs = drain(&mut b);
+    assert_eq!(confs.len(), 5);
+    for (_, c) in &confs {
+        a.handle_datagram(t0 + Duration::from_millis(1), B, c);
+    }
+    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.stats().stale_confirmations, 2);
+}
+
+/// Resend instants of an unconfirmed packet and the error instant, with the
+/// default 100 ms timeout: resends at t0 + (2^k - 1) x 100 ms, k = 1..8; the
+/// error one doubled period after the 8th resend (t0 + 511 x 100 ms).
+#[test]
+fn unreachable_peer_not_confirmed_after_schedule() {
+    let t0 = Instant::now();
+    let mut a = ep(Config::default(), 1, t0);
+    let id = a.send(t0, 9, B, b"anyone?", Options::NONE).unwrap();
+    assert_eq!(drain(&mut a).len(), 1);
+    let t = Duration::from_millis(100);
+    let mut resends = Vec::new();
+    let mut error_at = None;
+    let mut now = t0;
+    while let Some(d) = a.poll_timeout() {
+        assert!(d >= now);
+        now = d;
+        a.handle_timeout(now);
+        for _ in drain(&mut a) {
+            resends.push(now - t0);
+        }
+        for d in deliveries(&mut a) {
+            match d {
+                Delivery::Error(e) => {
+                    assert_eq!(e.kind, ErrorKind::NotConfirmed);
+                    assert_eq!(
+                        (e.peer, e.command, e.msg, e.code),
+                        (Some(B), Some(9), Some(id), 9)
+                    );
+                    assert_eq!(e.at, now);
+                    assert_eq!(e.timestamp, SystemTime::UNIX_EPOCH + (now - t0));
+                    error_at = Some(now - t0);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        if error_at.is_some() {
+            break;
+        }
+    }
+    let mut expected: Vec<Duration> = (1..=8).map(|k| t * ((1u32 << k) - 1)).collect();
+    // without DelAfterError the command is kept and resent further
+    expected.push(t * 511);
+    assert_eq!(resends, expected);
+    assert_eq!(error_at, Some(t * 511));
+    // Without DelAfterError the command stays stored and is resent further.
+    assert!(a.is_pending(id));
+    let next = a.poll_timeout().unwrap();
+    assert_eq!(next - t0, t * (511 + 512));
+}
+
+#[test]
+fn del_after_error_and_no_resend() {
+    let t0 = Instant::now();
+    let mut a = ep(Config::default(), 1, t0);
+    let id = a
+        .send(
+            t0,
+            4,
+            B,
+            b"p",
+            Options::DEL_AFTER_ERROR | Options::NO_RESEND,
+        )
+        .unwrap();
+    assert_eq!(drain(&mut a).len(), 1);
+    let mut now = t0;
+    let mut errors = 0;
+    while let Some(d) = a.poll_timeout() {
+        now = d;
+        a.handle_timeout(now);
+        assert!(drain(&mut a).is_empty(), "NoResend never resends");
+        errors += deliveries(&mut a).len();
+    }
+    assert_eq!(errors, 1);
+    assert_eq!(now - t0, Duration::from_millis(100) * 511);
+    assert!(!a.is_pending(id), "DelAfterError removed it");
+    assert_eq!(a.status().awaiting_confirmation, 0);
+}
+
+#[test]
+fn ping_and_unique_command() {
+    let t0 = Instant::now();
+    let mut a = ep(Config::default(), 1, t0);
+    let mut b = ep(Config::default(), 2, t0);
+    let p1 = a.ping(t0, 100, B).unwrap();
+    let out1 = drain(&mut a);
+    assert_eq!(
+        Repr::parse(&out1[0].1).unwrap().0.options,
+        Options::PING | Options::START_SESSION
+    );
+    // A second ping replaces the first, unconfirmed one (UniqueCommand).
+    let p2 = a.ping(t0, 100, B).unwrap();
+    assert!(!a.is_pending(p1));
+    assert!(a.is_pending(p2));
+    assert_eq!(a.status().awaiting_confirmation, 1);
+    let out2 = drain(&mut a);
+    assert_eq!(Repr::parse(&out2[0].1).unwrap().0.options, Options::PING);
+    // B confirms both; the first confirmation is stale.
+    b.handle_datagram(t0, A, &out1[0].1);
+    b.handle_datagram(t0, A, &out2[0].1);
+    assert_eq!(deliveries(&mut b).len(), 2);
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(t0, B, &c);
+    }
+    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.stats().stale_confirmations, 1);
+    // A different command number is not affected by UniqueCommand.
+    a.send(t0, 5, B, b"", Options::UNIQUE_COMMAND).unwrap();
+    a.send(t0, 6, B, b"", Options::UNIQUE_COMMAND).unwrap();
+    assert_eq!(a.status().awaiting_confirmation, 2);
+}
+
+#[test]
+fn timeout_zero_disables_resending() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        default_timeout: Duration::ZERO,
+        ..Config::default()
+    };
+    let mut a = ep(cfg, 1, t0);
+    let id = a.send(t0, 1, B, b"x", Options::NONE).unwrap();
+    assert_eq!(drain(&mut a).len(), 1);
+    assert_eq!(a.poll_timeout(), None);
+    a.handle_timeout(t0 + Duration::from_secs(3600));
+    assert!(drain(&mut a).is_empty());
+    assert!(deliveries(&mut a).is_empty());
+    assert!(a.is_pending(id));
+}
+
+#[test]
+fn reassembly_limit_refuses_and_reports() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 100,
+        max_reassembly_bytes: 1000,
+        ..Config::default()
+    };
+    let mut a = ep(cfg.clone(), 1, t0);
+    let mut b = ep(cfg, 2, t0);
+    a.send(t0, 1, B, &[7u8; 1500], Options::NONE).unwrap();
+    let out = drain(&mut a);
+    assert_eq!(out.len(), 15);
+    for (_, p) in &out {
+        b.handle_datagram(t0, A, p);
+    }
+    assert!(drain(&mut b).is_empty(), "refused parts are not confirmed");
+    match deliveries(&mut b).as_slice() {
+        [Delivery::Error(e)] => {
+            assert_eq!(e.kind, ErrorKind::ReassemblyLimit);
+            assert_eq!((e.peer, e.command, e.code), (Some(A), Some(1), 1500));
+        }
+        other => panic!("{other:?}"),
+    }
+    // a message that fits still gets through
+    a.send(t0, 2, B, &[8u8; 900], Options::NONE).unwrap();
+    for (_, p) in drain(&mut a) {
+        b.handle_datagram(t0, A, &p);
+    }
+    assert_eq!(deliveries(&mut b).len(), 1);
+}
+
+#[test]
+fn reassembly_abandoned_after_idle_timeout() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 10,
+        reassembly_idle_timeout: Duration::from_secs(5),
+        ..Config::default()
+    };
+    let mut a = ep(cfg.clone(), 1, t0);
+    let mut b = ep(cfg, 2, t0);
+    a.send(t0, 1, B, &[1u8; 30], Options::NONE).unwrap();
+    let out = drain(&mut a);
+    b.handle_datagram(t0, A, &out[0].1);
+    assert_eq!(b.status().large_in_progress, 1);
+    let d = b.poll_timeout().unwrap();
+    assert_eq!(d - t0, Duration::from_secs(5));
+    b.handle_timeout(d);
+    assert_eq!(b.status().large_in_progress, 0);
+    match deliveries(&mut b).as_slice() {
+        [Delivery::Error(e)] => assert_eq!(e.kind, ErrorKind::ReassemblyAbandoned),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn send_errors() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        max_message_size: 10,
+        ..Config::default()
+    };
+    let mut a = ep(cfg.clone(), 1, t0);
+    assert_eq!(
+        a.send(t0, 0x8000, B, b"", Options::NONE),
+        Err(SendError::CommandOutOfRange(0x8000))
+    );
+    assert_eq!(
+        a.send(t0, 1, B, &[0; 11], Options::NONE),
+        Err(SendError::TooLarge { size: 11, max: 10 })
+    );
+    let mut nob: Endpoint<u8> = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, 1, None);
+    assert_eq!(
+        nob.send(t0, 1, B, b"", Options::BROADCAST),
+        Err(SendError::NoBroadcast)
+    );
+}
+
+#[test]
+fn malformed_datagrams_are_counted_not_fatal() {
+    let t0 = Instant::now();
+    let mut b = ep(Config::default(), 2, t0);
+    b.handle_datagram(t0, A, &[1, 2, 3]);
+    b.handle_datagram(t0, A, &[0xff; 40]);
+    b.handle_datagram(t0, A, &[]);
+    assert_eq!(b.stats().malformed, 3);
+    assert!(drain(&mut b).is_empty());
+    assert!(deliveries(&mut b).is_empty());
+}
+
+#[test]
+fn window_limits_packets_in_flight() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 10,
+        window_packets: 4,
+        ..Config::default()
+    };
+    let mut a = ep(cfg.clone(), 1, t0);
+    let mut b = ep(cfg, 2, t0);
+    a.send(t0, 1, B, &[5u8; 100], Options::NONE).unwrap();
+    a.send(t0, 2, B, b"small", Options::NONE).unwrap();
+    let mut now = t0;
+    let mut rounds = 0;
+    let mut got = Vec::new();
+    loop {
+        let out = drain(&mut a);
+        if out.is_empty() {
+            break;
+        }
+        assert!(out.len() <= 4, "window of 4 packets");
+        if rounds == 1 {
+            // round-robin: the small command goes out in the next window,
+            // not after the whole large message
+            assert!(out
+                .iter()
+                .any(|(_, p)| Repr::parse(p).unwrap().0.command == 2));
+        }
+        now += Duration::from_micros(10);
+        for (_, p) in out {
+            b.handle_datagram(now, A, &p);
+        }
+        for (_, c) in drain(&mut b) {
+            a.handle_datagram(now, B, &c);
+        }
+        got.extend(deliveries(&mut b));
+        rounds += 1;
+    }
+    assert_eq!(rounds, 3);
+    assert_eq!(got.len(), 2);
+    assert_eq!(a.status().awaiting_confirmation, 0);
+}
+
+#[test]
+fn broadcast_confirmed_by_each_group_member() {
+    let t0 = Instant::now();
+    const C: u8 = 3;
+    let mut a = ep(Config::default(), 1, t0);
+    let mut b = ep(Config::default(), 2, t0);
+    let mut c = ep(Config::default(), 3, t0);
+    a.set_broadcast_group(vec![B, C]).unwrap();
+    let id = a.send(t0, 50, BCAST, b"all", Options::NONE).unwrap();
+    let out = drain(&mut a);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, BCAST);
+    let r = Repr::parse(&out[0].1).unwrap().0;
+    assert!(r
+        .options
+        .contains(Options::BROADCAST | Options::START_SESSION));
+    b.handle_datagram(t0, A, &out[0].1);
+    for (to, conf) in drain(&mut b) {
+        assert_eq!(to, A);
+        a.handle_datagram(t0, B, &conf);
+    }
+    assert!(a.is_pending(id), "C has not confirmed yet");
+    // resent to the broadcast address; B sees a duplicate, C the first copy
+    let d = a.poll_timeout().unwrap();
+    a.handle_timeout(d);
+    let again = drain(&mut a);
+    assert_eq!(again.len(), 1);
+    b.handle_datagram(d, A, &again[0].1);
+    c.handle_datagram(d, A, &again[0].1);
+    for (_, conf) in drain(&mut b) {
+        a.handle_datagram(d, B, &conf);
+    }
+    assert!(a.is_pending(id), "B confirmed again; C not yet heard");
+    for (_, conf) in drain(&mut c) {
+        a.handle_datagram(d, C, &conf);
+    }
+    assert!(!a.is_pending(id));
+    assert_eq!(deliveries(&mut b).len(), 1);
+    match deliveries(&mut c).as_slice() {
+        [Delivery::Data(x)] => assert!(x.broadcast && x.data == b"all"),
+        other => panic!("{other:?}"),
+    }
+    // broadcast ids are a separate session from unicast ones at the receiver
+    assert_eq!(b.received_ids(A, true), vec![r.id]);
+    assert!(b.received_ids(A, false).is_empty());
+}
