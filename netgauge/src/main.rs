@@ -1,1 +1,86 @@
-fn main() {}
+//! netgauge: measures half round-trip latency and throughput of EDP, ESP,
+//! CTP and kernel UDP/TCP on the same Ethernet link, with spcl/netgauge's
+//! command line and output conventions. See README.md.
+
+mod cli;
+mod control;
+mod local;
+mod patterns;
+mod report;
+mod run;
+mod stats;
+mod transport;
+mod vcluster;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::Args;
+
+mod privilege {
+    /// Drops every capability once the measurement sockets are open: a
+    /// benchmark needs no privilege after that (edp::privilege).
+    pub fn drop_after_open() {
+        // Wired to edp::privilege once it lands.
+    }
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let args = Args::parse();
+    if let Err(msg) = args.validate() {
+        eprintln!("netgauge: {msg}");
+        return ExitCode::from(2);
+    }
+    match run_main(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("netgauge: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_main(args: &Args) -> std::io::Result<()> {
+    if args.local {
+        local::run(args)?;
+        return Ok(());
+    }
+    let modes = args.resolve_modes();
+    if args.server {
+        for &mode in &modes {
+            run::server(args, mode).map_err(|e| with_mode(e, mode))?;
+        }
+        return Ok(());
+    }
+    let mut long_form = match &args.output {
+        Some(path) => Some(std::fs::File::create(path)?),
+        None => None,
+    };
+    for &mode in &modes {
+        let records = run::client(args, mode, &mut |r| {
+            if args.json {
+                println!("{}", serde_json::to_string(r).expect("records serialize"));
+            } else {
+                println!("{}", report::short_line(r));
+                if let Some(s) = &r.transport_stats {
+                    println!("# {s}");
+                }
+            }
+        })
+        .map_err(|e| with_mode(e, mode))?;
+        if !args.json {
+            println!();
+            print!("{}", report::table(&records));
+        }
+        if let Some(f) = &mut long_form {
+            report::write_long_form(f, &records)?;
+        }
+    }
+    Ok(())
+}
+
+fn with_mode(e: std::io::Error, mode: cli::Mode) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("mode {}: {e}", mode.name()))
+}

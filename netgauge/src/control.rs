@@ -1,0 +1,222 @@
+//! The control exchange between client and server, carried in-band on the
+//! measured transport: before each size step the client announces the
+//! pattern, size and count (HELLO) and the server answers READY; a stream
+//! step ends with the server's REPORT; BYE ends the session.
+//!
+//! Control messages are [`CTRL_LEN`] bytes starting with [`MAGIC`]. On
+//! datagram transports a control message may be lost or duplicated, so the
+//! client repeats HELLO and END until answered and both sides skip stale
+//! control datagrams (an older step number, or an unexpected kind).
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use crate::cli::Pattern;
+use crate::transport::Endpoint;
+
+/// First bytes of every control message.
+pub const MAGIC: [u8; 4] = *b"NGv1";
+/// Size of a control message, bytes.
+pub const CTRL_LEN: usize = 40;
+/// How often a datagram client repeats an unanswered HELLO or END.
+const RETRY: Duration = Duration::from_millis(20);
+
+/// Kind of a control message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Client: the next step's parameters.
+    Hello = 1,
+    /// Server: ready for the step.
+    Ready = 2,
+    /// Client (datagram stream): all datagrams of the step were sent.
+    End = 3,
+    /// Server: what the stream step received.
+    Report = 4,
+    /// Client: the session is over.
+    Bye = 5,
+}
+
+/// A control message. Fields not used by a kind are zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ctrl {
+    pub kind: Kind,
+    /// Step number, from 1; stale messages carry an older one.
+    pub step: u32,
+    pub pattern: Pattern,
+    /// Message size of the step, bytes.
+    pub size: u64,
+    /// Messages in the step (warm-up included) for HELLO; datagrams or
+    /// messages received intact for REPORT.
+    pub count: u64,
+    /// Warm-up iterations (HELLO); bytes received intact (REPORT).
+    pub extra: u64,
+}
+
+impl Ctrl {
+    pub fn new(kind: Kind, step: u32, pattern: Pattern) -> Self {
+        Ctrl {
+            kind,
+            step,
+            pattern,
+            size: 0,
+            count: 0,
+            extra: 0,
+        }
+    }
+
+    /// Encodes into 40 bytes: magic, kind u8, pattern u8, 2 zero bytes,
+    /// step u32, size u64, count u64, extra u64, 4 zero bytes; little-endian.
+    pub fn encode(&self) -> [u8; CTRL_LEN] {
+        let mut b = [0u8; CTRL_LEN];
+        b[0..4].copy_from_slice(&MAGIC);
+        b[4] = self.kind as u8;
+        b[5] = match self.pattern {
+            Pattern::OneOne => 1,
+            Pattern::Stream => 2,
+        };
+        b[8..12].copy_from_slice(&self.step.to_le_bytes());
+        b[12..20].copy_from_slice(&self.size.to_le_bytes());
+        b[20..28].copy_from_slice(&self.count.to_le_bytes());
+        b[28..36].copy_from_slice(&self.extra.to_le_bytes());
+        b
+    }
+
+    /// Decodes a control message; None if `b` is not one.
+    pub fn decode(b: &[u8]) -> Option<Ctrl> {
+        if b.len() != CTRL_LEN || b[0..4] != MAGIC {
+            return None;
+        }
+        let kind = match b[4] {
+            1 => Kind::Hello,
+            2 => Kind::Ready,
+            3 => Kind::End,
+            4 => Kind::Report,
+            5 => Kind::Bye,
+            _ => return None,
+        };
+        let pattern = match b[5] {
+            1 => Pattern::OneOne,
+            2 => Pattern::Stream,
+            _ => return None,
+        };
+        let u64at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        Some(Ctrl {
+            kind,
+            step: u32::from_le_bytes(b[8..12].try_into().unwrap()),
+            pattern,
+            size: u64at(12),
+            count: u64at(20),
+            extra: u64at(28),
+        })
+    }
+}
+
+/// Sends a control message.
+pub fn send(ep: &mut dyn Endpoint, c: &Ctrl) -> io::Result<()> {
+    ep.send_msg(&c.encode())
+}
+
+/// Receives the next control message accepted by `want`, waiting at most
+/// `timeout`. On datagram transports other datagrams (stale control, stray
+/// data) are skipped; on reliable transports anything else is an error.
+pub fn recv(
+    ep: &mut dyn Endpoint,
+    timeout: Duration,
+    want: impl Fn(&Ctrl) -> bool,
+) -> io::Result<Ctrl> {
+    if let Some(max) = ep.max_datagram() {
+        let deadline = Instant::now() + timeout;
+        let mut buf = vec![0u8; max.max(CTRL_LEN)];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(crate::transport::timed_out(timeout));
+            }
+            let n = ep.recv_datagram(&mut buf, left)?;
+            if let Some(c) = Ctrl::decode(&buf[..n]) {
+                if want(&c) {
+                    return Ok(c);
+                }
+            }
+        }
+    }
+    let mut b = [0u8; CTRL_LEN];
+    ep.recv_msg(&mut b)?;
+    match Ctrl::decode(&b) {
+        Some(c) if want(&c) => Ok(c),
+        other => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("protocol error: expected a control message, got {other:?}"),
+        )),
+    }
+}
+
+/// Sends `msg` and waits for the answer accepted by `want`; on datagram
+/// transports repeats `msg` every 20 ms until answered or `timeout` passes.
+pub fn request(
+    ep: &mut dyn Endpoint,
+    msg: &Ctrl,
+    timeout: Duration,
+    want: impl Fn(&Ctrl) -> bool,
+) -> io::Result<Ctrl> {
+    if ep.max_datagram().is_none() {
+        send(ep, msg)?;
+        return recv(ep, timeout, want);
+    }
+    let deadline = Instant::now() + timeout;
+    loop {
+        match send(ep, msg) {
+            Ok(()) => {}
+            // The server's port is not open yet (ICMP port unreachable).
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Err(e) => return Err(e),
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "no answer from the server to {:?} for {:.1} s: is `netgauge -a` running with the same mode and port?",
+                    msg.kind,
+                    timeout.as_secs_f64()
+                ),
+            ));
+        }
+        match recv(ep, left.min(RETRY), &want) {
+            Ok(c) => return Ok(c),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::TimedOut | io::ErrorKind::ConnectionRefused
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_rejects() {
+        let c = Ctrl {
+            kind: Kind::Report,
+            step: 7,
+            pattern: Pattern::Stream,
+            size: 1400,
+            count: 12345,
+            extra: 1 << 40,
+        };
+        let b = c.encode();
+        assert_eq!(Ctrl::decode(&b), Some(c));
+        assert_eq!(Ctrl::decode(&b[..CTRL_LEN - 1]), None);
+        let mut bad = b;
+        bad[0] = b'X';
+        assert_eq!(Ctrl::decode(&bad), None);
+        let mut bad = b;
+        bad[4] = 99;
+        assert_eq!(Ctrl::decode(&bad), None);
+    }
+}

@@ -1,0 +1,106 @@
+//! Communication patterns (netgauge's `-x`): `one_one` ping-pong and
+//! `stream` one-way bulk transfer, with the verified payload they carry.
+
+pub mod one_one;
+pub mod stream;
+
+use std::io;
+
+/// The payload of a step: a fixed byte pattern per size whose first (up to)
+/// 8 bytes are replaced by the message's sequence number, little-endian, so
+/// that a stale, duplicated or reordered message is detected, and the rest is
+/// checked with one `memcmp`.
+pub struct Payload {
+    base: Vec<u8>,
+}
+
+/// Bytes of a message holding its sequence number.
+const STAMP: usize = 8;
+
+impl Payload {
+    /// A pattern for messages of up to `max` bytes.
+    pub fn new(max: usize) -> Self {
+        let base = (0..max)
+            .map(|i| (i.wrapping_mul(131) ^ (i >> 8)).wrapping_add(7) as u8)
+            .collect();
+        Payload { base }
+    }
+
+    /// Largest message size this pattern covers, bytes.
+    pub fn capacity(&self) -> usize {
+        self.base.len()
+    }
+
+    /// Writes message `seq` of `buf.len()` bytes into `buf`.
+    pub fn fill(&self, buf: &mut [u8], seq: u64) {
+        let n = buf.len();
+        buf.copy_from_slice(&self.base[..n]);
+        self.stamp(buf, seq);
+    }
+
+    /// Replaces the sequence number of a message already filled.
+    pub fn stamp(&self, buf: &mut [u8], seq: u64) {
+        let k = buf.len().min(STAMP);
+        buf[..k].copy_from_slice(&seq.to_le_bytes()[..k]);
+    }
+
+    /// Checks that `buf` is message `seq`. Errors: `InvalidData` naming the
+    /// first differing byte.
+    pub fn verify(&self, buf: &[u8], seq: u64) -> io::Result<()> {
+        let k = buf.len().min(STAMP);
+        let stamp = &seq.to_le_bytes()[..k];
+        if buf[..k] != *stamp {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "payload mismatch: message {seq} of {} bytes carries sequence bytes {:02x?}, expected {:02x?} (lost, duplicated or reordered data)",
+                    buf.len(),
+                    &buf[..k],
+                    stamp
+                ),
+            ));
+        }
+        if buf[k..] != self.base[k..buf.len()] {
+            let at = k + buf[k..]
+                .iter()
+                .zip(&self.base[k..])
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "payload mismatch: message {seq} of {} bytes differs at byte {at} ({:#04x}, expected {:#04x})",
+                    buf.len(),
+                    buf[at],
+                    self.base[at]
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The sequence number a message of `buf.len()` >= 8 bytes carries.
+    pub fn seq_of(buf: &[u8]) -> Option<u64> {
+        buf.get(..STAMP)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verify_detects_every_kind_of_damage() {
+        let p = Payload::new(2000);
+        for size in [1, 3, 8, 9, 100, 2000] {
+            let mut m = vec![0; size];
+            p.fill(&mut m, 42);
+            p.verify(&m, 42).unwrap();
+            assert!(p.verify(&m, 43).is_err(), "stale message accepted at {size}");
+            let last = size - 1;
+            m[last] ^= 0x10;
+            assert!(p.verify(&m, 42).is_err(), "corruption accepted at {size}");
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! One measurement session of one mode: the client walks the size steps and
+//! produces [`Record`]s; the server answers until the client says BYE.
+
+use std::io;
+use std::time::Duration;
+
+use crate::cli::{size_steps, Args, Mode, Pattern};
+use crate::control::{self, Ctrl, Kind};
+use crate::patterns::{one_one, stream, Payload};
+use crate::report::Record;
+use crate::transport::{self, SessionConfig};
+
+/// The session parameters of `mode` from the command line.
+pub fn session_config(args: &Args, mode: Mode) -> SessionConfig {
+    let remote = if mode.is_ethernet() {
+        args.remote.clone()
+    } else {
+        args.remote_ip.clone().or_else(|| args.remote.clone())
+    };
+    SessionConfig {
+        mode,
+        iface: args.iface.clone(),
+        remote,
+        port: args.port,
+        busy_poll: args.busy_poll,
+        fault: args.fault(),
+        timeout: Duration::from_secs_f64(args.timeout_s),
+        max_msg: args.size.max,
+    }
+}
+
+/// Runs the client side of `mode`: every size step, then BYE. `on_record`
+/// sees each record as soon as its step finished.
+pub fn client(args: &Args, mode: Mode, on_record: &mut dyn FnMut(&Record)) -> io::Result<Vec<Record>> {
+    let cfg = session_config(args, mode);
+    let mut ep = transport::connect(&cfg)?;
+    crate::privilege::drop_after_open();
+    let sizes = size_steps(args.size, args.grade);
+    let payload = Payload::new(args.size.max);
+    let mut records = Vec::new();
+    for (i, &size) in sizes.iter().enumerate() {
+        let step = i as u32 + 1;
+        let (count, warmup) = match args.pattern {
+            Pattern::OneOne => (args.count, args.warmup),
+            Pattern::Stream => (args.count, 0),
+        };
+        let hello = Ctrl {
+            kind: Kind::Hello,
+            step,
+            pattern: args.pattern,
+            size: size as u64,
+            count: (count + warmup) as u64,
+            extra: warmup as u64,
+        };
+        control::request(ep.as_mut(), &hello, cfg.timeout, |c| {
+            c.kind == Kind::Ready && c.step == step
+        })?;
+        let mut rec = match args.pattern {
+            Pattern::OneOne => {
+                let (half_rtt, blocking) = one_one::client(ep.as_mut(), &payload, size, warmup, count)?;
+                let lat = half_rtt.summary().expect("count >= 1 samples");
+                Record {
+                    mode: mode.name().into(),
+                    pattern: args.pattern.name().into(),
+                    size,
+                    iterations: count,
+                    busy_poll: args.busy_poll,
+                    lat_us: Some(lat),
+                    mbit_s: size as f64 * 8.0 / lat.p50,
+                    mb_s: size as f64 / lat.p50,
+                    loss: None,
+                    send_us: blocking.summary(),
+                    transport_stats: None,
+                }
+            }
+            Pattern::Stream => {
+                let r = stream::client(ep.as_mut(), &payload, step, size, count, cfg.timeout)?;
+                let us = r.elapsed.as_secs_f64() * 1e6;
+                Record {
+                    mode: mode.name().into(),
+                    pattern: args.pattern.name().into(),
+                    size,
+                    iterations: count,
+                    busy_poll: args.busy_poll,
+                    lat_us: None,
+                    mbit_s: r.recv_bytes as f64 * 8.0 / us,
+                    mb_s: r.recv_bytes as f64 / us,
+                    loss: mode.is_lossy().then(|| r.loss()),
+                    send_us: None,
+                    transport_stats: None,
+                }
+            }
+        };
+        if args.verbose {
+            rec.transport_stats = ep.stats_line();
+        }
+        on_record(&rec);
+        records.push(rec);
+    }
+    let bye = Ctrl::new(Kind::Bye, sizes.len() as u32 + 1, args.pattern);
+    // A datagram BYE may be lost; the server also ends on its idle timeout.
+    let repeats = if ep.max_datagram().is_some() { 3 } else { 1 };
+    for _ in 0..repeats {
+        control::send(ep.as_mut(), &bye)?;
+    }
+    Ok(records)
+}
+
+/// Runs the server side of `mode` for one client session.
+pub fn server(args: &Args, mode: Mode) -> io::Result<()> {
+    let cfg = session_config(args, mode);
+    let mut ep = transport::accept(&cfg)?;
+    crate::privilege::drop_after_open();
+    let mut last_step = 0u32;
+    let mut payload = Payload::new(0);
+    loop {
+        let c = control::recv(ep.as_mut(), cfg.timeout.max(Duration::from_secs(30)), |c| {
+            (c.kind == Kind::Hello && c.step > last_step) || c.kind == Kind::Bye
+        })?;
+        if c.kind == Kind::Bye {
+            break;
+        }
+        last_step = c.step;
+        let size = usize::try_from(c.size)
+            .ok()
+            .filter(|&s| s <= 1 << 30)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("HELLO asks for {} byte messages: over the 1 GiB limit", c.size)))?;
+        if size > payload.capacity() {
+            payload = Payload::new(size);
+        }
+        control::send(ep.as_mut(), &Ctrl::new(Kind::Ready, c.step, c.pattern))?;
+        match c.pattern {
+            Pattern::OneOne => one_one::server(ep.as_mut(), &payload, size, c.count as usize)?,
+            Pattern::Stream => stream::server(ep.as_mut(), &payload, &c, cfg.timeout)?,
+        }
+        if args.verbose {
+            if let Some(s) = ep.stats_line() {
+                eprintln!("# server {} step {}: {s}", mode.name(), c.step);
+            }
+        }
+    }
+    Ok(())
+}

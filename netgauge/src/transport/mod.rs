@@ -1,0 +1,202 @@
+//! The transports netgauge measures, behind one interface.
+//!
+//! An [`Endpoint`] moves whole messages between client and server:
+//! stream transports (TCP, ESP) write and read exact byte counts; datagram
+//! transports (UDP, EDP) carry a message larger than one datagram as a train
+//! of datagrams of at most [`Endpoint::max_datagram`] bytes; CTP sends one
+//! command per message.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use crate::cli::Mode;
+
+pub mod ctp;
+pub mod edp;
+pub mod esp;
+pub mod tcp;
+pub mod udp;
+
+/// One end of an established measurement session.
+pub trait Endpoint {
+    /// Sends one message of `buf.len()` bytes.
+    fn send_msg(&mut self, buf: &[u8]) -> io::Result<()>;
+
+    /// Receives one message of exactly `buf.len()` bytes (the caller knows
+    /// the size from the control exchange). Errors: `TimedOut` after the
+    /// session timeout without data.
+    fn recv_msg(&mut self, buf: &mut [u8]) -> io::Result<()>;
+
+    /// For datagram transports: the largest payload of one datagram, bytes;
+    /// `None` for transports that carry messages of any size.
+    fn max_datagram(&self) -> Option<usize> {
+        None
+    }
+
+    /// For datagram transports: receives one datagram into `buf`, returning
+    /// its length, or `TimedOut` if none arrives within `timeout`.
+    fn recv_datagram(&mut self, _buf: &mut [u8], _timeout: Duration) -> io::Result<usize> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "not a datagram transport",
+        ))
+    }
+
+    /// The transport's own counters, for `-v` (e.g. ESP's sent,
+    /// retransmitted, out-of-sequence), one line; None if it has none.
+    fn stats_line(&self) -> Option<String> {
+        None
+    }
+}
+
+/// How both ends of a session are set up (from the command line).
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    pub mode: Mode,
+    /// Interface for Ethernet modes.
+    pub iface: Option<String>,
+    /// The server's address: MAC (Ethernet modes) or IP (IP modes). Unused
+    /// by the server.
+    pub remote: Option<String>,
+    pub port: u16,
+    pub busy_poll: bool,
+    /// Fault injection wrapped around Ethernet links.
+    pub fault: Option<::edp::link::fault::FaultConfig>,
+    /// How long a receive may wait before the session fails.
+    pub timeout: Duration,
+    /// Largest message the session will carry, bytes (buffer sizing).
+    pub max_msg: usize,
+}
+
+impl SessionConfig {
+    pub(crate) fn iface(&self) -> io::Result<&str> {
+        self.iface.as_deref().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("mode {} needs an interface: -I IFACE", self.mode.name()),
+            )
+        })
+    }
+
+    pub(crate) fn remote_mac(&self) -> io::Result<::edp::MacAddr> {
+        let r = self.remote.as_deref().unwrap_or_default();
+        r.parse().map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("mode {} needs -R <server MAC>: {e}", self.mode.name()),
+            )
+        })
+    }
+
+    pub(crate) fn remote_ip(&self) -> io::Result<std::net::IpAddr> {
+        let r = self.remote.as_deref().unwrap_or_default();
+        r.parse().map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("mode {} needs -R <server IP>, got {r:?}: {e}", self.mode.name()),
+            )
+        })
+    }
+}
+
+/// Opens the client end of a session for `cfg.mode`.
+pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
+    match cfg.mode {
+        Mode::Udp => udp::connect(cfg),
+        Mode::Tcp => tcp::connect(cfg),
+        Mode::Edp => edp::connect(cfg),
+        Mode::Esp => esp::connect(cfg),
+        Mode::CtpUdp | Mode::CtpEdp => ctp::connect(cfg),
+    }
+}
+
+/// Opens the server end and waits for one client.
+pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
+    match cfg.mode {
+        Mode::Udp => udp::accept(cfg),
+        Mode::Tcp => tcp::accept(cfg),
+        Mode::Edp => edp::accept(cfg),
+        Mode::Esp => esp::accept(cfg),
+        Mode::CtpUdp | Mode::CtpEdp => ctp::accept(cfg),
+    }
+}
+
+/// Calls `op` until it stops returning `WouldBlock`/`Interrupted`, spinning
+/// (busy poll) — or `TimedOut` once `timeout` has passed.
+pub(crate) fn spin<T>(timeout: Duration, mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    let mut deadline: Option<Instant> = None;
+    let mut n: u32 = 0;
+    loop {
+        match op() {
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+                n = n.wrapping_add(1);
+                if n % 1024 == 0 {
+                    let now = Instant::now();
+                    let d = *deadline.get_or_insert(now + timeout);
+                    if now >= d {
+                        return Err(timed_out(timeout));
+                    }
+                }
+                std::hint::spin_loop();
+            }
+            r => return r,
+        }
+    }
+}
+
+/// The error a receive returns after waiting `timeout` for nothing.
+pub(crate) fn timed_out(timeout: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("no data from the peer for {:.1} s", timeout.as_secs_f64()),
+    )
+}
+
+/// Maps a blocking read timeout (`WouldBlock`/`TimedOut` from a socket with
+/// SO_RCVTIMEO) to a `TimedOut` that names the wait.
+pub(crate) fn map_timeout(e: io::Error, timeout: Duration) -> io::Error {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => timed_out(timeout),
+        _ => e,
+    }
+}
+
+/// Sends `buf` as a train of datagrams of at most `max` bytes each.
+pub(crate) fn send_train(
+    buf: &[u8],
+    max: usize,
+    mut send: impl FnMut(&[u8]) -> io::Result<()>,
+) -> io::Result<()> {
+    if buf.is_empty() {
+        return send(buf);
+    }
+    for chunk in buf.chunks(max) {
+        send(chunk)?;
+    }
+    Ok(())
+}
+
+/// Receives a message of `buf.len()` bytes sent by [`send_train`]: datagrams
+/// are appended in order until the message is complete. A datagram that
+/// would overflow the message is an `InvalidData` error (a lost datagram
+/// shifted the train).
+pub(crate) fn recv_train(
+    buf: &mut [u8],
+    mut recv: impl FnMut(&mut [u8]) -> io::Result<usize>,
+) -> io::Result<()> {
+    let total = buf.len();
+    let mut got = 0;
+    loop {
+        let n = recv(&mut buf[got..])?;
+        got += n;
+        if got >= total {
+            return Ok(());
+        }
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("empty datagram inside a {total}-byte message"),
+            ));
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Kernel UDP: the baseline for EDP.
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+use super::{map_timeout, recv_train, send_train, spin, Endpoint, SessionConfig};
+
+/// Largest UDP payload sent per datagram, bytes: one that fits a standard
+/// 1500-byte MTU (1500 - 20 IP - 8 UDP) is not enough for jumbo links, so
+/// the train uses the link's size where it is known; 65507 is UDP's limit.
+const UDP_MAX_PAYLOAD: usize = 65507;
+
+pub struct Udp {
+    sock: UdpSocket,
+    busy_poll: bool,
+    timeout: Duration,
+    max: usize,
+}
+
+fn open(bind: SocketAddr, cfg: &SessionConfig) -> io::Result<UdpSocket> {
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(bind),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    s.set_reuse_address(true)?;
+    // Large buffers, as EDP's PacketLink uses, so both are measured alike.
+    let _ = s.set_recv_buffer_size(4 << 20);
+    let _ = s.set_send_buffer_size(4 << 20);
+    s.bind(&bind.into())?;
+    let sock: UdpSocket = s.into();
+    if cfg.busy_poll {
+        sock.set_nonblocking(true)?;
+    } else {
+        sock.set_read_timeout(Some(cfg.timeout))?;
+    }
+    Ok(sock)
+}
+
+impl Udp {
+    fn new(sock: UdpSocket, cfg: &SessionConfig) -> Self {
+        Udp {
+            sock,
+            busy_poll: cfg.busy_poll,
+            timeout: cfg.timeout,
+            max: UDP_MAX_PAYLOAD,
+        }
+    }
+}
+
+/// Client: an ephemeral port connected to `-R IP:-P port`.
+pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
+    let peer = SocketAddr::new(cfg.remote_ip()?, cfg.port);
+    let bind: SocketAddr = if peer.is_ipv4() {
+        "0.0.0.0:0".parse().unwrap()
+    } else {
+        "[::]:0".parse().unwrap()
+    };
+    let sock = open(bind, cfg)?;
+    sock.connect(peer)?;
+    Ok(Box::new(Udp::new(sock, cfg)))
+}
+
+/// Server: binds `-P port`; the first datagram's source becomes the peer.
+/// That first datagram is the client's hello, answered by the control layer.
+pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
+    let sock = open(SocketAddr::from(([0, 0, 0, 0], cfg.port)), cfg)?;
+    let mut u = Udp::new(sock, cfg);
+    let mut probe = [0u8; 1];
+    // Peek (without consuming) so the control layer reads the hello itself.
+    let from = loop {
+        let r = if u.busy_poll {
+            spin(u.timeout.max(Duration::from_secs(60)), || u.sock.peek_from(&mut probe))
+        } else {
+            u.sock.set_read_timeout(None)?;
+            let r = u.sock.peek_from(&mut probe);
+            u.sock.set_read_timeout(Some(u.timeout))?;
+            r
+        };
+        match r {
+            Ok((_, from)) => break from,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    u.sock.connect(from)?;
+    u.max = UDP_MAX_PAYLOAD;
+    Ok(Box::new(u))
+}
+
+impl Udp {
+    fn recv_one(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.busy_poll {
+            spin(self.timeout, || self.sock.recv(buf))
+        } else {
+            self.sock.recv(buf).map_err(|e| map_timeout(e, self.timeout))
+        }
+    }
+}
+
+impl Endpoint for Udp {
+    fn send_msg(&mut self, buf: &[u8]) -> io::Result<()> {
+        let busy = self.busy_poll;
+        let sock = &self.sock;
+        let timeout = self.timeout;
+        send_train(buf, self.max, |d| {
+            if busy {
+                spin(timeout, || sock.send(d)).map(|_| ())
+            } else {
+                sock.send(d).map(|_| ())
+            }
+        })
+    }
+
+    fn recv_msg(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        recv_train(buf, |b| self.recv_one(b))
+    }
+
+    fn max_datagram(&self) -> Option<usize> {
+        Some(self.max)
+    }
+
+    fn recv_datagram(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<usize> {
+        let saved = self.timeout;
+        self.timeout = timeout;
+        if !self.busy_poll {
+            self.sock.set_read_timeout(Some(timeout))?;
+        }
+        let r = self.recv_one(buf);
+        self.timeout = saved;
+        if !self.busy_poll {
+            self.sock.set_read_timeout(Some(saved))?;
+        }
+        r
+    }
+}
