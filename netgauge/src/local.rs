@@ -98,13 +98,24 @@ fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
     v
 }
 
+/// A process inside the cluster: registered for Ctrl-C, killed if dropped
+/// while still owned (an error path).
 struct KillOnDrop(Option<Child>);
+
+impl KillOnDrop {
+    fn spawn(cmd: &mut std::process::Command) -> io::Result<Self> {
+        let c = cmd.spawn()?;
+        vcluster::register_child(c.id());
+        Ok(KillOnDrop(Some(c)))
+    }
+}
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         if let Some(c) = &mut self.0 {
             let _ = c.kill();
             let _ = c.wait();
+            vcluster::unregister_child(c.id());
         }
     }
 }
@@ -114,7 +125,7 @@ fn run_mode(args: &Args, vc: &VCluster, exe: &str, mode: Mode, port: u16) -> io:
     let mut server = vc.command(&vc.a, exe);
     server.arg("-a").args(&common).args(["-I", &vc.a.iface]);
     server.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-    let mut server = KillOnDrop(Some(server.spawn()?));
+    let mut server = KillOnDrop::spawn(&mut server)?;
 
     let remote = if mode.is_ethernet() { vc.a.mac.to_string() } else { vc.a.ip.to_string() };
     let mut client = vc.command(&vc.b, exe);
@@ -125,7 +136,7 @@ fn run_mode(args: &Args, vc: &VCluster, exe: &str, mode: Mode, port: u16) -> io:
         .args(["-c", &args.count.to_string(), "-g", &args.grade.to_string()])
         .args(["--warmup", &args.warmup.to_string()]);
     client.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut client = KillOnDrop(Some(client.spawn()?));
+    let mut client = KillOnDrop::spawn(&mut client)?;
 
     let stdout = client.0.as_mut().and_then(|c| c.stdout.take()).expect("piped stdout");
     let mut records = Vec::new();

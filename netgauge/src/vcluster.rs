@@ -14,6 +14,18 @@ use edp::MacAddr;
 
 /// Namespaces that exist right now, for the signal handler.
 static LIVE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// Processes running inside the cluster, killed by the signal handler.
+static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Records a process started inside the cluster so that Ctrl-C stops it.
+pub fn register_child(pid: u32) {
+    CHILDREN.lock().unwrap().push(pid);
+}
+
+/// Forgets a process that has been reaped.
+pub fn unregister_child(pid: u32) {
+    CHILDREN.lock().unwrap().retain(|&p| p != pid);
+}
 
 /// Prefix of every namespace netgauge creates: `ng<pid>a`, `ng<pid>b`.
 const PREFIX: &str = "ng";
@@ -142,6 +154,11 @@ fn remove_stale() {
 /// die with their namespace's links.
 pub fn install_signal_cleanup() {
     let _ = ctrlc::set_handler(|| {
+        let pids: Vec<u32> = CHILDREN.lock().map(|v| v.clone()).unwrap_or_default();
+        for pid in pids {
+            // SAFETY: kill(2) on a pid we spawned; at worst it is already gone.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
         let names: Vec<String> = LIVE.lock().map(|v| v.clone()).unwrap_or_default();
         for n in names {
             let _ = ip(&["netns", "del", &n]);

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what building, testing and `netgauge --local` need on a fresh
+# Debian/Ubuntu machine: a Rust toolchain (rustup, if cargo is missing),
+# iproute2 (ip netns, veth), util-linux (unshare), libcap2-bin (setcap).
+# Does nothing for what is already there.
+set -euo pipefail
+
+missing=()
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+command -v setcap >/dev/null 2>&1 || missing+=(libcap2-bin)
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
+command -v curl >/dev/null 2>&1 || { command -v cargo >/dev/null 2>&1 || missing+=(curl ca-certificates); }
+
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    echo "install-deps: cargo is in ~/.cargo/bin; add it to PATH (source ~/.cargo/env)"
+  else
+    echo "install-deps: installing Rust with rustup"
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+  fi
+fi
