@@ -10,6 +10,7 @@ pub mod endpoint;
 pub mod peer;
 pub mod receiver;
 pub mod sender;
+pub mod transport;
 pub mod wire;
 
 pub use endpoint::{
@@ -17,4 +18,5 @@ pub use endpoint::{
     Stats, Status, Transmit,
 };
 pub use sender::Dest;
+pub use transport::{EdpAddr, EdpTransport, Transport, UdpTransport};
 pub use wire::Options;

@@ -1,0 +1,358 @@
+//! L1: CTP endpoints over EDP sockets on SimLinks (virtual clock, seeded
+//! faults). Each test checks that every message is delivered exactly once,
+//! byte-exact, or that its sender got an error delivery.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::time::{Duration, Instant, SystemTime};
+
+use ctp::transport::{EdpAddr, EdpTransport, Transport};
+use ctp::{Config, Delivery, Endpoint, ErrorKind, MsgId, Options};
+use edp::link::fault::FaultConfig;
+use edp::link::sim::{SimClock, SimHub, SimLink};
+use edp::EdpSocket;
+
+const PORT: u16 = 1515;
+
+struct Node {
+    ep: Endpoint<EdpAddr>,
+    tr: EdpTransport,
+    addr: EdpAddr,
+    buf: Vec<u8>,
+    got: Vec<Delivery<EdpAddr>>,
+    send_would_block: u64,
+}
+
+impl Node {
+    fn new(link: SimLink, cfg: Config, seed: u64, t0: Instant) -> Node {
+        let mac = edp::Link::mac(&link);
+        let sock = EdpSocket::from_link(Box::new(link), PORT).unwrap();
+        let tr = EdpTransport::new(sock, PORT).unwrap();
+        let ep = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, seed, tr.broadcast_addr());
+        let n = tr.max_datagram().max(ep.config().max_packet_len());
+        Node {
+            ep,
+            tr,
+            addr: (mac, PORT),
+            buf: vec![0; n],
+            got: Vec::new(),
+            send_would_block: 0,
+        }
+    }
+
+    /// One driver step at `now`: receive everything due, run timers, send.
+    fn step(&mut self, now: Instant) {
+        loop {
+            match self.tr.recv_from(&mut self.buf) {
+                Ok((n, from)) => self.ep.handle_datagram(now, from, &self.buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("recv: {e}"),
+            }
+        }
+        if self.ep.poll_timeout().is_some_and(|t| t <= now) {
+            self.ep.handle_timeout(now);
+        }
+        while let Some(t) = self.ep.poll_transmit(&mut self.buf) {
+            match self.tr.send_to(&self.buf[..t.len], t.dest) {
+                Ok(()) => {}
+                // A full sim queue behaves like a drop; CTP resends.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.send_would_block += 1,
+                Err(e) => panic!("send: {e}"),
+            }
+        }
+        self.got
+            .extend(std::iter::from_fn(|| self.ep.poll_delivery()));
+    }
+
+    fn next_event(&mut self) -> Option<Instant> {
+        match (self.ep.poll_timeout(), self.tr.poll_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// Runs all nodes until no event is pending or `until` returns true; returns
+/// the virtual time spent.
+fn run(
+    clock: &SimClock,
+    nodes: &mut [Node],
+    mut until: impl FnMut(&mut [Node]) -> bool,
+) -> Duration {
+    let start = clock.now();
+    let limit = start + Duration::from_secs(24 * 3600);
+    loop {
+        let now = clock.now();
+        for n in nodes.iter_mut() {
+            n.step(now);
+        }
+        if until(nodes) {
+            break;
+        }
+        let next = nodes.iter_mut().filter_map(|n| n.next_event()).min();
+        match next {
+            None => break,
+            Some(t) => {
+                assert!(t < limit, "simulation did not settle in a virtual day");
+                if t > now {
+                    clock.advance_to(t);
+                }
+            }
+        }
+    }
+    clock.now() - start
+}
+
+/// Deterministic message body for message `i` of `len` bytes.
+fn body(i: u64, len: usize) -> Vec<u8> {
+    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut v = Vec::with_capacity(len + 8);
+    v.extend_from_slice(&i.to_le_bytes());
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.push(x as u8);
+    }
+    v.truncate(len);
+    v
+}
+
+/// Checks the receiver got each message exactly once and byte-exact, unless
+/// its sender got an error; returns (delivered, errors).
+fn check_exactly_once(
+    sent: &HashMap<MsgId, (u64, usize)>,
+    sender_got: &[Delivery<EdpAddr>],
+    receiver_got: &[Delivery<EdpAddr>],
+) -> (usize, usize) {
+    let failed: HashSet<MsgId> = sender_got
+        .iter()
+        .filter_map(|d| match d {
+            Delivery::Error(e) => {
+                assert_eq!(e.kind, ErrorKind::NotConfirmed);
+                e.msg
+            }
+            Delivery::Data(_) => None,
+        })
+        .collect();
+    let by_index: HashMap<u64, (MsgId, usize)> =
+        sent.iter().map(|(m, (i, l))| (*i, (*m, *l))).collect();
+    let mut seen = HashSet::new();
+    for d in receiver_got {
+        match d {
+            Delivery::Data(d) => {
+                let i = if d.data.len() >= 8 {
+                    u64::from_le_bytes(d.data[..8].try_into().unwrap())
+                } else {
+                    // short messages: identified by command number
+                    d.command as u64
+                };
+                let (_, len) = by_index[&i];
+                assert_eq!(d.data.len(), len, "message {i} length");
+                assert!(d.data == body(i, len), "message {i} bytes differ");
+                assert!(seen.insert(i), "message {i} delivered twice");
+            }
+            Delivery::Error(e) => panic!("receiver error {e}"),
+        }
+    }
+    for (m, (i, _)) in sent {
+        assert!(
+            seen.contains(i) || failed.contains(m),
+            "message {i} neither delivered nor reported to its sender"
+        );
+    }
+    (seen.len(), failed.len())
+}
+
+fn cfg(mtu: usize) -> Config {
+    Config::for_edp_mtu(mtu)
+}
+
+#[test]
+fn large_messages_across_loss_reordering_duplication() {
+    let clock = SimClock::new();
+    let t0 = clock.now();
+    let f = FaultConfig::seeded(7)
+        .with_loss(0.05)
+        .with_duplicate(0.05)
+        .with_reorder(0.1, Duration::from_micros(300))
+        .with_delay(Duration::from_micros(20), Duration::from_micros(10));
+    let (la, lb) = SimLink::pair(&clock, 9000, f.clone(), f.with_seed(8));
+    let mut nodes = vec![
+        Node::new(la, cfg(9000), 1, t0),
+        Node::new(lb, cfg(9000), 2, t0),
+    ];
+    let dst = nodes[1].addr;
+    let mut sent = HashMap::new();
+    for i in 0..8u64 {
+        let len = [
+            3 << 20,
+            1 << 20,
+            8969 * 3,
+            8969 * 3 + 1,
+            100_000,
+            1,
+            0,
+            9000,
+        ][i as usize];
+        let data = body(i, len);
+        // command = index so that messages shorter than 8 bytes are identifiable
+        let m = nodes[0]
+            .ep
+            .send_vec(t0, i as u16, dst, data, Options::NONE)
+            .unwrap();
+        sent.insert(m, (i, len));
+    }
+    run(&clock, &mut nodes, |n| {
+        n[0].ep.status().awaiting_confirmation == 0
+    });
+    let (delivered, failed) = check_exactly_once(&sent, &nodes[0].got, &nodes[1].got);
+    assert_eq!((delivered, failed), (8, 0));
+    let s = nodes[1].ep.stats();
+    assert!(
+        s.duplicates_received > 0,
+        "faults produced duplicates: {s:?}"
+    );
+    assert!(nodes[0].ep.stats().data_packets_resent > 0);
+    assert_eq!(nodes[1].ep.status().large_in_progress, 0);
+}
+
+#[test]
+fn unreachable_peer_not_confirmed_on_virtual_clock() {
+    let clock = SimClock::new();
+    let t0 = clock.now();
+    let (la, lb) = SimLink::pair(
+        &clock,
+        1500,
+        FaultConfig::seeded(1).with_loss(1.0),
+        FaultConfig::seeded(2),
+    );
+    let mut nodes = vec![
+        Node::new(la, cfg(1500), 1, t0),
+        Node::new(lb, cfg(1500), 2, t0),
+    ];
+    let dst = nodes[1].addr;
+    let m = nodes[0]
+        .ep
+        .send(t0, 5, dst, &[1, 2, 3], Options::DEL_AFTER_ERROR)
+        .unwrap();
+    let elapsed = run(&clock, &mut nodes, |n| !n[0].got.is_empty());
+    match nodes[0].got.as_slice() {
+        [Delivery::Error(e)] => {
+            assert_eq!(e.kind, ErrorKind::NotConfirmed);
+            assert_eq!((e.msg, e.peer, e.command), (Some(m), Some(dst), Some(5)));
+            assert_eq!(e.code, 9, "first send + 8 resends");
+        }
+        other => panic!("{other:?}"),
+    }
+    // 100 ms default timeout (no exchange yet): error at 511 x 100 ms.
+    assert_eq!(elapsed, Duration::from_millis(100) * 511);
+    assert_eq!(nodes[0].ep.stats().data_packets_resent, 8);
+    assert_eq!(nodes[0].ep.status().awaiting_confirmation, 0);
+    assert!(nodes[1].got.is_empty());
+}
+
+/// Netgauge's acceptance check, on the virtual clock: with 5 % injected
+/// loss, 10 000 commands of mixed sizes (1 B to 1 MiB) are each delivered
+/// exactly once.
+#[test]
+fn ten_thousand_mixed_commands_with_five_percent_loss() {
+    let clock = SimClock::new();
+    let t0 = clock.now();
+    let f = FaultConfig::seeded(11).with_loss(0.05);
+    let (la, lb) = SimLink::pair(&clock, 9000, f.clone(), f.with_seed(12));
+    let mut nodes = vec![
+        Node::new(la, cfg(9000), 3, t0),
+        Node::new(lb, cfg(9000), 4, t0),
+    ];
+    let dst = nodes[1].addr;
+    let mut sent = HashMap::new();
+    let mut x: u64 = 0x1234_5678;
+    let mut total = 0usize;
+    for i in 0..10_000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // sizes log-uniform over 1 B .. 1 MiB, with both ends present
+        let len = match i {
+            0 => 1,
+            1 => 1 << 20,
+            _ => {
+                let bits = (x % 21) as u32; // 0..=20
+                let lo = 1usize << bits.saturating_sub(1);
+                (lo + (x >> 8) as usize % lo.max(1)).clamp(1, 1 << 20)
+            }
+        };
+        total += len;
+        let cmd = if len < 8 { i as u16 & 0x7fff } else { 1 };
+        let m = nodes[0]
+            .ep
+            .send_vec(t0, cmd, dst, body(i, len), Options::NONE)
+            .unwrap();
+        sent.insert(m, (if len < 8 { cmd as u64 } else { i }, len));
+        // keep a short message's command number unique
+        assert!(len >= 8 || i < 0x8000);
+    }
+    // short messages are keyed by command: make sure there were no clashes
+    let short: Vec<u64> = sent
+        .values()
+        .filter(|(_, l)| *l < 8)
+        .map(|(i, _)| *i)
+        .collect();
+    assert_eq!(short.iter().collect::<HashSet<_>>().len(), short.len());
+    let t = run(&clock, &mut nodes, |n| {
+        n[0].ep.status().awaiting_confirmation == 0
+    });
+    let (delivered, failed) = check_exactly_once(&sent, &nodes[0].got, &nodes[1].got);
+    assert_eq!(delivered + failed, 10_000);
+    assert_eq!(failed, 0, "at 5 % loss nothing should exhaust 8 resends");
+    let s0 = nodes[0].ep.stats();
+    let s1 = nodes[1].ep.stats();
+    assert!(s0.data_packets_resent > 0);
+    eprintln!("10k mixed: {total} bytes, virtual time {t:?}\n sender {s0:?}\n receiver {s1:?}");
+}
+
+#[test]
+fn broadcast_on_hub_confirmed_by_each_receiver() {
+    let clock = SimClock::new();
+    let t0 = clock.now();
+    let links = SimHub::new(&clock, 4, 1500, FaultConfig::seeded(3).with_loss(0.1));
+    let mut nodes: Vec<Node> = links
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| Node::new(l, cfg(1500), 10 + i as u64, t0))
+        .collect();
+    let group: Vec<EdpAddr> = nodes[1..].iter().map(|n| n.addr).collect();
+    nodes[0].ep.set_broadcast_group(group).unwrap();
+    let bcast = nodes[0].tr.broadcast_addr().unwrap();
+    let mut ids = Vec::new();
+    for i in 0..20u64 {
+        let len = if i % 2 == 0 { 100 } else { 5000 };
+        ids.push(
+            nodes[0]
+                .ep
+                .send_vec(t0, 40, bcast, body(i, len), Options::NONE)
+                .unwrap(),
+        );
+    }
+    run(&clock, &mut nodes, |n| {
+        n[0].ep.status().awaiting_confirmation == 0
+    });
+    assert!(nodes[0].got.is_empty(), "no errors: {:?}", nodes[0].got);
+    for n in &nodes[1..] {
+        let mut seen: Vec<u64> = n
+            .got
+            .iter()
+            .map(|d| match d {
+                Delivery::Data(d) => {
+                    assert!(d.broadcast);
+                    assert_eq!(d.from, nodes[0].addr);
+                    u64::from_le_bytes(d.data[..8].try_into().unwrap())
+                }
+                Delivery::Error(e) => panic!("{e}"),
+            })
+            .collect();
+        seen.sort();
+        assert_eq!(seen, (0..20).collect::<Vec<_>>(), "each exactly once");
+    }
+}
