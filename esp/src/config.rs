@@ -1,0 +1,95 @@
+//! Tunables of an ESP connection and socket, with their defaults.
+
+use std::time::Duration;
+
+use crate::wire::ETHERTYPE_ESP;
+
+/// Configuration of ESP sockets and connections.
+///
+/// Defaults and why:
+/// - `min_rto` 1 ms: a LAN round trip is 10-100 us, but a blocking peer's
+///   wakeup adds 15-50 us and a loaded 2-vCPU VM delays threads by
+///   milliseconds; TCP's 200 ms (Linux) or 1 s (RFC 6298) would turn one
+///   loss into a stall (the thesis's throughput problem with 10 ms jiffies,
+///   ch. 5.3.3).
+/// - `max_rto` 1 s and `max_retransmissions` 8 (as CTP): a dead peer is
+///   detected within about 1 + 2 + ... + 256 ms + 512 ms ~ 1 s after the
+///   first timeout at the minimum RTO.
+/// - `initial_rto` 10 ms: RTO before the first RTT sample (SYN); RFC 6298
+///   says 1 s for the Internet, which would make one lost SYN cost a second.
+/// - `delayed_ack_segments` 2 and `delayed_ack_time` 100 us: RFC 1122's "every
+///   second full segment" with a timer far under its 500 ms (thesis ch. 5.3.2:
+///   acknowledging every segment costs throughput).
+/// - `send_buffer` / `recv_buffer` 1 MiB: several bandwidth-delay products of
+///   a 25 Gbit/s veth link (25 Gbit/s x 100 us = 312 KB). The receive window
+///   advertised is `free bytes / MSS` segments.
+/// - `initial_cwnd` 10 segments (RFC 6928), congestion control on: slow start
+///   and halving on loss (RFC 5681) keep goodput up under random loss.
+#[derive(Debug, Clone)]
+pub struct EspConfig {
+    /// Lower bound of the retransmission timeout.
+    pub min_rto: Duration,
+    /// Upper bound of the retransmission timeout (backoff stops there).
+    pub max_rto: Duration,
+    /// RTO before the first RTT sample.
+    pub initial_rto: Duration,
+    /// Retransmissions of a segment (or unanswered probes) after which the
+    /// connection is dead (thesis `ESP_MAX_RETRANSMITS`; CTP uses 8).
+    pub max_retransmissions: u32,
+    /// In-order segments received before an ACK is sent at once
+    /// (thesis `ESP_MAX_ACK_PENDING`); 1 disables delayed ACK.
+    pub delayed_ack_segments: u32,
+    /// Longest time an ACK is delayed.
+    pub delayed_ack_time: Duration,
+    /// Send buffer in bytes (unacknowledged plus unsent data).
+    pub send_buffer: usize,
+    /// Receive buffer in bytes; bounds in-order unread data plus
+    /// out-of-order segments (the advertised window).
+    pub recv_buffer: usize,
+    /// Most out-of-order segments kept (thesis ch. 5.2.10); also bounded by
+    /// the window.
+    pub max_out_of_order: usize,
+    /// Initial congestion window in segments (RFC 6928).
+    pub initial_cwnd: u32,
+    /// Slow start and AIMD on loss (RFC 5681); off = the peer's window only.
+    pub congestion_control: bool,
+    /// Idle time after which an established connection sends a keepalive
+    /// probe; unanswered probes count as retransmissions, so a silent peer is
+    /// detected even by a pure receiver. `None` disables keepalive.
+    pub keepalive: Option<Duration>,
+    /// Challenge ACKs (RFC 5961 sec. 3.2, 4.2, 5.2) sent per second at most,
+    /// per connection.
+    pub challenge_ack_limit: u32,
+    /// Listen backlog: established connections waiting for `accept`.
+    pub backlog: usize,
+    /// Half-open (SYN_RCVD) connections a listener keeps at most.
+    pub max_half_open: usize,
+    /// Spin on the link instead of sleeping in blocking calls.
+    pub busy_poll: bool,
+    /// Ethertype of ESP frames (default 0x88B6).
+    pub ethertype: u16,
+}
+
+impl Default for EspConfig {
+    fn default() -> Self {
+        Self {
+            min_rto: Duration::from_millis(1),
+            max_rto: Duration::from_secs(1),
+            initial_rto: Duration::from_millis(10),
+            max_retransmissions: 8,
+            delayed_ack_segments: 2,
+            delayed_ack_time: Duration::from_micros(100),
+            send_buffer: 1 << 20,
+            recv_buffer: 1 << 20,
+            max_out_of_order: 4096,
+            initial_cwnd: 10,
+            congestion_control: true,
+            keepalive: Some(Duration::from_secs(1)),
+            challenge_ack_limit: 100,
+            backlog: 128,
+            max_half_open: 256,
+            busy_poll: false,
+            ethertype: ETHERTYPE_ESP,
+        }
+    }
+}

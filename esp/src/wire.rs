@@ -1,0 +1,720 @@
+//! Wire codec of the ESP header (PROTOCOL section: `esp/PROTOCOL.md`).
+//!
+//! smoltcp style: a checked view over a byte slice ([`EspPacket::new_checked`])
+//! and a plain [`EspRepr`] with `parse` / `emit`. Every length is checked
+//! before a field is read; malformed input is a [`WireError`], never a panic.
+//! The Ethernet header and [`MacAddr`] come from [`edp::wire`].
+//!
+//! ESP header, network byte order, 18 bytes plus options (thesis ch. 5.1
+//! extended with an acknowledgement number, a receive window and option room):
+//!
+//! ```text
+//!  0       2       4       6   7   8               12              16      18
+//! +-------+-------+-------+---+---+---------------+---------------+-------+---------+-----
+//! | sport | dport | plen  |flg|hln|   sequence    |  acknowledge  |window | options | payload
+//! +-------+-------+-------+---+---+---------------+---------------+-------+---------+-----
+//! ```
+//!
+//! The first 6 bytes are laid out as the EDP header (ports, payload length in
+//! bytes). `hln` is the header length in bytes including options (18..=255).
+//! Sequence and acknowledgement numbers count segments, not bytes.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use edp::wire::{EthernetRepr, ETH_HEADER_LEN};
+pub use edp::wire::{MacAddr, WireError, ETHERTYPE_ESP};
+
+/// Length of the fixed ESP header in bytes (without options).
+pub const ESP_HEADER_LEN: usize = 18;
+/// Largest header length the 8-bit header-length field can express, in bytes.
+pub const ESP_MAX_HEADER_LEN: usize = 255;
+/// Most SACK blocks carried in one segment (as TCP, RFC 2018 sec. 3).
+pub const MAX_SACK_BLOCKS: usize = 4;
+/// Option kind: end of option list (the rest of the option room is padding).
+pub const OPT_END: u8 = 0;
+/// Option kind: no-operation (one byte).
+pub const OPT_NOP: u8 = 1;
+/// Option kind: selective acknowledgement, `2 + 8 n` bytes, n = 1..=4 blocks.
+pub const OPT_SACK: u8 = 5;
+
+/// A 32-bit segment sequence number compared with wraparound (RFC 1982
+/// serial number arithmetic, as TCP's `SEQ_LT`): `a < b` iff
+/// `(b - a) mod 2^32` is in `1..2^31`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Seq(pub u32);
+
+impl Seq {
+    /// `self + n` modulo 2^32.
+    #[inline]
+    #[allow(clippy::should_implement_trait)]
+    pub fn add(self, n: u32) -> Seq {
+        Seq(self.0.wrapping_add(n))
+    }
+    /// `self - n` modulo 2^32.
+    #[inline]
+    #[allow(clippy::should_implement_trait)]
+    pub fn sub(self, n: u32) -> Seq {
+        Seq(self.0.wrapping_sub(n))
+    }
+    /// Signed distance `self - other` (valid while |distance| < 2^31).
+    #[inline]
+    pub fn diff(self, other: Seq) -> i32 {
+        self.0.wrapping_sub(other.0) as i32
+    }
+    /// True if `self` lies in `[start, start + len)` with wraparound.
+    #[inline]
+    pub fn in_window(self, start: Seq, len: u32) -> bool {
+        self.0.wrapping_sub(start.0) < len
+    }
+}
+
+impl PartialOrd for Seq {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.diff(*other).cmp(&0))
+    }
+}
+
+impl fmt::Debug for Seq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl fmt::Display for Seq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// ESP header flags (byte 6). The bit values are TCP's.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Flags(pub u8);
+
+impl Flags {
+    /// No more data from the sender (consumes one sequence number).
+    pub const FIN: Flags = Flags(0x01);
+    /// Synchronize sequence numbers (consumes one sequence number).
+    pub const SYN: Flags = Flags(0x02);
+    /// Reset the connection.
+    pub const RST: Flags = Flags(0x04);
+    /// The acknowledgement number is valid.
+    pub const ACK: Flags = Flags(0x10);
+    const KNOWN: u8 = 0x01 | 0x02 | 0x04 | 0x10;
+
+    /// No flag set.
+    pub const fn empty() -> Flags {
+        Flags(0)
+    }
+    /// True if every flag of `other` is set in `self`.
+    #[inline]
+    pub const fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+    /// True if any flag of `other` is set in `self`.
+    #[inline]
+    pub const fn intersects(self, other: Flags) -> bool {
+        self.0 & other.0 != 0
+    }
+    /// Shorthand for `contains(SYN)`.
+    pub const fn syn(self) -> bool {
+        self.contains(Flags::SYN)
+    }
+    /// Shorthand for `contains(ACK)`.
+    pub const fn ack(self) -> bool {
+        self.contains(Flags::ACK)
+    }
+    /// Shorthand for `contains(FIN)`.
+    pub const fn fin(self) -> bool {
+        self.contains(Flags::FIN)
+    }
+    /// Shorthand for `contains(RST)`.
+    pub const fn rst(self) -> bool {
+        self.contains(Flags::RST)
+    }
+}
+
+impl std::ops::BitOr for Flags {
+    type Output = Flags;
+    fn bitor(self, rhs: Flags) -> Flags {
+        Flags(self.0 | rhs.0)
+    }
+}
+
+impl std::ops::BitOrAssign for Flags {
+    fn bitor_assign(&mut self, rhs: Flags) {
+        self.0 |= rhs.0;
+    }
+}
+
+impl fmt::Debug for Flags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (flag, name) in [
+            (Flags::SYN, "SYN"),
+            (Flags::FIN, "FIN"),
+            (Flags::RST, "RST"),
+            (Flags::ACK, "ACK"),
+        ] {
+            if self.contains(flag) {
+                if !first {
+                    f.write_str("|")?;
+                }
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        if first {
+            f.write_str("-")?;
+        }
+        Ok(())
+    }
+}
+
+/// Up to [`MAX_SACK_BLOCKS`] selectively acknowledged ranges `[start, end)` of
+/// segment numbers above the cumulative acknowledgement (RFC 2018 semantics,
+/// in segments).
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct SackBlocks {
+    len: u8,
+    blocks: [(Seq, Seq); MAX_SACK_BLOCKS],
+}
+
+impl SackBlocks {
+    /// No block.
+    pub const fn new() -> Self {
+        Self {
+            len: 0,
+            blocks: [(Seq(0), Seq(0)); MAX_SACK_BLOCKS],
+        }
+    }
+    /// Appends `[start, end)`; returns false (and keeps the list) when full.
+    pub fn push(&mut self, start: Seq, end: Seq) -> bool {
+        if (self.len as usize) < MAX_SACK_BLOCKS {
+            self.blocks[self.len as usize] = (start, end);
+            self.len += 1;
+            true
+        } else {
+            false
+        }
+    }
+    /// The blocks.
+    pub fn as_slice(&self) -> &[(Seq, Seq)] {
+        &self.blocks[..self.len as usize]
+    }
+    /// Number of blocks.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+    /// True if there is no block.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Bytes the SACK option takes on the wire (0 when empty).
+    pub fn wire_len(&self) -> usize {
+        if self.is_empty() {
+            0
+        } else {
+            2 + 8 * self.len()
+        }
+    }
+}
+
+impl fmt::Debug for SackBlocks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.as_slice().iter().map(|(a, b)| a.0..b.0))
+            .finish()
+    }
+}
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+mod field {
+    use std::ops::Range;
+    pub const SRC_PORT: Range<usize> = 0..2;
+    pub const DST_PORT: Range<usize> = 2..4;
+    pub const LENGTH: Range<usize> = 4..6;
+    pub const FLAGS: usize = 6;
+    pub const HLEN: usize = 7;
+    pub const SEQ: Range<usize> = 8..12;
+    pub const ACK: Range<usize> = 12..16;
+    pub const WINDOW: Range<usize> = 16..18;
+}
+
+/// A checked read-only view of an ESP segment (the Ethernet payload).
+#[derive(Debug, Clone, Copy)]
+pub struct EspPacket<T: AsRef<[u8]>> {
+    buf: T,
+}
+
+impl<T: AsRef<[u8]>> EspPacket<T> {
+    /// Wraps `buf` after checking that the fixed header, the header length
+    /// and the payload length are consistent with the buffer. Bytes beyond
+    /// the payload are Ethernet padding.
+    ///
+    /// Errors: [`WireError::Truncated`] if the header, the options or the
+    /// payload are incomplete; [`WireError::Inconsistent`] if the header
+    /// length is below 18 bytes or undefined flag bits are set.
+    pub fn new_checked(buf: T) -> Result<Self, WireError> {
+        let b = buf.as_ref();
+        if b.len() < ESP_HEADER_LEN {
+            return Err(WireError::Truncated {
+                need: ESP_HEADER_LEN,
+                have: b.len(),
+            });
+        }
+        let hlen = b[field::HLEN] as usize;
+        if hlen < ESP_HEADER_LEN {
+            return Err(WireError::Inconsistent("ESP header length below 18 bytes"));
+        }
+        if b[field::FLAGS] & !Flags::KNOWN != 0 {
+            return Err(WireError::Inconsistent("undefined ESP flag bits set"));
+        }
+        let need = hlen + be16(b, field::LENGTH.start) as usize;
+        if b.len() < need {
+            return Err(WireError::Truncated {
+                need,
+                have: b.len(),
+            });
+        }
+        Ok(Self { buf })
+    }
+    /// Source port.
+    pub fn src_port(&self) -> u16 {
+        be16(self.buf.as_ref(), field::SRC_PORT.start)
+    }
+    /// Destination port.
+    pub fn dst_port(&self) -> u16 {
+        be16(self.buf.as_ref(), field::DST_PORT.start)
+    }
+    /// Payload length in bytes.
+    pub fn payload_len(&self) -> u16 {
+        be16(self.buf.as_ref(), field::LENGTH.start)
+    }
+    /// Flags.
+    pub fn flags(&self) -> Flags {
+        Flags(self.buf.as_ref()[field::FLAGS])
+    }
+    /// Header length including options, in bytes.
+    pub fn header_len(&self) -> usize {
+        self.buf.as_ref()[field::HLEN] as usize
+    }
+    /// Sequence number (segments).
+    pub fn seq(&self) -> Seq {
+        Seq(be32(self.buf.as_ref(), field::SEQ.start))
+    }
+    /// Acknowledgement number: the next segment expected (segments).
+    pub fn ack(&self) -> Seq {
+        Seq(be32(self.buf.as_ref(), field::ACK.start))
+    }
+    /// Receive window in segments.
+    pub fn window(&self) -> u16 {
+        be16(self.buf.as_ref(), field::WINDOW.start)
+    }
+    /// The option bytes.
+    pub fn options(&self) -> &[u8] {
+        &self.buf.as_ref()[ESP_HEADER_LEN..self.header_len()]
+    }
+    /// The payload, padding trimmed.
+    pub fn payload(&self) -> &[u8] {
+        let h = self.header_len();
+        &self.buf.as_ref()[h..h + self.payload_len() as usize]
+    }
+}
+
+/// The fields of an ESP header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EspRepr {
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub flags: Flags,
+    /// Sequence number of this segment (segments).
+    pub seq: Seq,
+    /// Next segment expected from the peer; valid when `flags` has ACK.
+    pub ack: Seq,
+    /// Free receive window in segments beyond `ack`.
+    pub window: u16,
+    /// Selective acknowledgements (option kind 5).
+    pub sack: SackBlocks,
+    /// Payload length in bytes.
+    pub payload_len: u16,
+}
+
+impl EspRepr {
+    /// Parses an ESP segment (an Ethernet payload); returns the header and the
+    /// payload with Ethernet padding trimmed.
+    ///
+    /// Errors: those of [`EspPacket::new_checked`]; [`WireError::Inconsistent`]
+    /// for SYN together with RST or FIN, SYN or FIN carrying payload, a
+    /// malformed option, or a SACK block that is empty or longer than 2^31.
+    /// Unknown option kinds are skipped by their length.
+    pub fn parse(segment: &[u8]) -> Result<(Self, &[u8]), WireError> {
+        let p = EspPacket::new_checked(segment)?;
+        let flags = p.flags();
+        if flags.syn() && flags.intersects(Flags::RST | Flags::FIN) {
+            return Err(WireError::Inconsistent("SYN with RST or FIN"));
+        }
+        if flags.intersects(Flags::SYN | Flags::FIN) && p.payload_len() != 0 {
+            return Err(WireError::Inconsistent("SYN or FIN segment with payload"));
+        }
+        let mut sack = SackBlocks::new();
+        let opts = p.options();
+        let mut i = 0;
+        while i < opts.len() {
+            match opts[i] {
+                OPT_END => break,
+                OPT_NOP => i += 1,
+                kind => {
+                    if i + 2 > opts.len() {
+                        return Err(WireError::Inconsistent("option length missing"));
+                    }
+                    let len = opts[i + 1] as usize;
+                    if len < 2 || i + len > opts.len() {
+                        return Err(WireError::Inconsistent("option length out of range"));
+                    }
+                    if kind == OPT_SACK {
+                        let body = &opts[i + 2..i + len];
+                        if body.is_empty()
+                            || body.len() % 8 != 0
+                            || body.len() / 8 > MAX_SACK_BLOCKS
+                            || !sack.is_empty()
+                        {
+                            return Err(WireError::Inconsistent("malformed SACK option"));
+                        }
+                        for b in body.chunks_exact(8) {
+                            let (s, e) = (Seq(be32(b, 0)), Seq(be32(b, 4)));
+                            if e.diff(s) <= 0 {
+                                return Err(WireError::Inconsistent("empty SACK block"));
+                            }
+                            sack.push(s, e);
+                        }
+                    }
+                    i += len;
+                }
+            }
+        }
+        let repr = EspRepr {
+            src_port: p.src_port(),
+            dst_port: p.dst_port(),
+            flags,
+            seq: p.seq(),
+            ack: p.ack(),
+            window: p.window(),
+            sack,
+            payload_len: p.payload_len(),
+        };
+        let h = p.header_len();
+        Ok((repr, &segment[h..h + repr.payload_len as usize]))
+    }
+
+    /// Header length this repr emits, in bytes (options padded to 4 bytes).
+    pub fn header_len(&self) -> usize {
+        let opt = self.sack.wire_len();
+        ESP_HEADER_LEN + opt.div_ceil(4) * 4
+    }
+
+    /// Writes the header (with options) at the start of `buf`; returns its
+    /// length in bytes. Panics if `buf` is shorter than
+    /// [`EspRepr::header_len`] (a caller bug, not input).
+    pub fn emit(&self, buf: &mut [u8]) -> usize {
+        let hlen = self.header_len();
+        let b = &mut buf[..hlen];
+        b[field::SRC_PORT].copy_from_slice(&self.src_port.to_be_bytes());
+        b[field::DST_PORT].copy_from_slice(&self.dst_port.to_be_bytes());
+        b[field::LENGTH].copy_from_slice(&self.payload_len.to_be_bytes());
+        b[field::FLAGS] = self.flags.0;
+        b[field::HLEN] = hlen as u8;
+        b[field::SEQ].copy_from_slice(&self.seq.0.to_be_bytes());
+        b[field::ACK].copy_from_slice(&self.ack.0.to_be_bytes());
+        b[field::WINDOW].copy_from_slice(&self.window.to_be_bytes());
+        let mut i = ESP_HEADER_LEN;
+        if !self.sack.is_empty() {
+            b[i] = OPT_SACK;
+            b[i + 1] = self.sack.wire_len() as u8;
+            i += 2;
+            for (s, e) in self.sack.as_slice() {
+                b[i..i + 4].copy_from_slice(&s.0.to_be_bytes());
+                b[i + 4..i + 8].copy_from_slice(&e.0.to_be_bytes());
+                i += 8;
+            }
+        }
+        for x in &mut b[i..] {
+            *x = OPT_END;
+        }
+        hlen
+    }
+
+    /// Sequence space this segment consumes: 1 for SYN, FIN or a segment with
+    /// payload, else 0 (pure ACK, RST, probe).
+    pub fn seq_len(&self) -> u32 {
+        if self.flags.intersects(Flags::SYN | Flags::FIN) || self.payload_len > 0 {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// The reset to send in answer to `self` when no connection wants it
+    /// (RFC 793 sec. 3.4 "Reset Generation", thesis 5.2.9): `None` for an
+    /// incoming RST (never answer a reset). With ACK set the reset carries
+    /// `seq = SEG.ACK`; otherwise `seq = 0`, `ack = SEG.SEQ + SEG.LEN`, ACK set.
+    pub fn reset_reply(&self) -> Option<EspRepr> {
+        if self.flags.rst() {
+            return None;
+        }
+        let mut r = EspRepr {
+            src_port: self.dst_port,
+            dst_port: self.src_port,
+            ..Default::default()
+        };
+        if self.flags.ack() {
+            r.flags = Flags::RST;
+            r.seq = self.ack;
+        } else {
+            r.flags = Flags::RST | Flags::ACK;
+            r.seq = Seq(0);
+            r.ack = self.seq.add(self.seq_len());
+        }
+        Some(r)
+    }
+}
+
+/// A parsed ESP frame: Ethernet header, ESP header and the trimmed payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EspFrame<'a> {
+    pub eth: EthernetRepr,
+    pub esp: EspRepr,
+    pub payload: &'a [u8],
+}
+
+impl<'a> EspFrame<'a> {
+    /// Parses a whole Ethernet frame carrying ESP with ethertype `ethertype`.
+    ///
+    /// `max_frame` is the largest frame the link can carry (MTU + 14 bytes);
+    /// longer input is [`WireError::Oversized`]. Other errors: those of
+    /// [`EspRepr::parse`], [`WireError::Ethertype`].
+    pub fn parse(frame: &'a [u8], ethertype: u16, max_frame: usize) -> Result<Self, WireError> {
+        if frame.len() > max_frame {
+            return Err(WireError::Oversized {
+                len: frame.len(),
+                max: max_frame,
+            });
+        }
+        let (eth, rest) = EthernetRepr::parse(frame)?;
+        if eth.ethertype != ethertype {
+            return Err(WireError::Ethertype {
+                got: eth.ethertype,
+                expected: ethertype,
+            });
+        }
+        let (esp, payload) = EspRepr::parse(rest)?;
+        Ok(Self { eth, esp, payload })
+    }
+}
+
+/// Builds a complete ESP frame (Ethernet header, ESP header, payload) into
+/// `buf`; returns its length in bytes. `esp.payload_len` is set from
+/// `payload`. The frame is not padded (the NIC pads).
+///
+/// Errors: [`WireError::Oversized`] if the payload exceeds 65535 bytes or the
+/// frame does not fit in `buf`.
+pub fn emit_esp_frame(
+    buf: &mut [u8],
+    eth: &EthernetRepr,
+    esp: &EspRepr,
+    payload: &[u8],
+) -> Result<usize, WireError> {
+    let hlen = esp.header_len();
+    let total = ETH_HEADER_LEN + hlen + payload.len();
+    if payload.len() > u16::MAX as usize || total > buf.len() {
+        return Err(WireError::Oversized {
+            len: total,
+            max: buf.len(),
+        });
+    }
+    eth.emit(buf);
+    let mut esp = *esp;
+    esp.payload_len = payload.len() as u16;
+    esp.emit(&mut buf[ETH_HEADER_LEN..]);
+    buf[ETH_HEADER_LEN + hlen..total].copy_from_slice(payload);
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 1]);
+    const B: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 2]);
+
+    fn eth() -> EthernetRepr {
+        EthernetRepr {
+            dst: B,
+            src: A,
+            ethertype: ETHERTYPE_ESP,
+        }
+    }
+
+    #[test]
+    fn seq_wraparound() {
+        assert!(Seq(1) > Seq(0));
+        assert!(Seq(0) > Seq(u32::MAX));
+        assert!(Seq(5) < Seq(0x8000_0000));
+        assert_eq!(Seq(u32::MAX).add(2), Seq(1));
+        assert_eq!(Seq(1).diff(Seq(u32::MAX)), 2);
+        assert!(Seq(1).in_window(Seq(u32::MAX), 3));
+        assert!(!Seq(2).in_window(Seq(u32::MAX), 3));
+    }
+
+    #[test]
+    fn header_bytes_are_network_order() {
+        let mut buf = [0u8; 128];
+        let esp = EspRepr {
+            src_port: 0x1234,
+            dst_port: 0xabcd,
+            flags: Flags::ACK | Flags::FIN,
+            seq: Seq(0x01020304),
+            ack: Seq(0x0a0b0c0d),
+            window: 0x0102,
+            ..Default::default()
+        };
+        let n = emit_esp_frame(&mut buf, &eth(), &esp, b"").unwrap();
+        assert_eq!(n, 14 + 18);
+        assert_eq!(&buf[12..14], &[0x88, 0xb6]);
+        assert_eq!(
+            &buf[14..32],
+            &[0x12, 0x34, 0xab, 0xcd, 0, 0, 0x11, 18, 1, 2, 3, 4, 0xa, 0xb, 0xc, 0xd, 1, 2]
+        );
+    }
+
+    #[test]
+    fn sack_round_trip_and_padding() {
+        let mut sack = SackBlocks::new();
+        assert!(sack.push(Seq(10), Seq(12)));
+        assert!(sack.push(Seq(20), Seq(21)));
+        let esp = EspRepr {
+            src_port: 1,
+            dst_port: 2,
+            flags: Flags::ACK,
+            seq: Seq(7),
+            ack: Seq(9),
+            window: 64,
+            sack,
+            payload_len: 0,
+        };
+        assert_eq!(esp.header_len(), 18 + 20);
+        let mut buf = [0u8; 80];
+        let n = emit_esp_frame(&mut buf, &eth(), &esp, b"").unwrap();
+        let f = EspFrame::parse(&buf[..n + 10], ETHERTYPE_ESP, 1514).unwrap();
+        assert_eq!(f.esp, esp);
+        assert!(f.payload.is_empty());
+    }
+
+    #[test]
+    fn malformed_segments_are_errors() {
+        let good = EspRepr {
+            src_port: 1,
+            dst_port: 2,
+            flags: Flags::ACK,
+            ..Default::default()
+        };
+        let mut buf = [0u8; 64];
+        let n = good.emit(&mut buf);
+        assert!(EspRepr::parse(&buf[..n]).is_ok());
+        assert!(matches!(
+            EspRepr::parse(&buf[..n - 1]),
+            Err(WireError::Truncated { .. })
+        ));
+        let mut b = buf;
+        b[7] = 10; // header length below 18
+        assert!(EspRepr::parse(&b[..n]).is_err());
+        let mut b = buf;
+        b[6] = 0x80; // undefined flag
+        assert!(EspRepr::parse(&b[..n]).is_err());
+        let mut b = buf;
+        b[6] = 0x06; // SYN|RST
+        assert!(EspRepr::parse(&b[..n]).is_err());
+        let mut b = buf;
+        b[5] = 4; // payload length beyond the buffer
+        assert!(matches!(
+            EspRepr::parse(&b[..n]),
+            Err(WireError::Truncated { need: 22, have: 18 })
+        ));
+        // option with a length running past the header
+        let mut b = [0u8; 64];
+        b[..n].copy_from_slice(&buf[..n]);
+        b[7] = 22;
+        b[18] = OPT_SACK;
+        b[19] = 10;
+        assert!(EspRepr::parse(&b[..22]).is_err());
+        // SYN with payload
+        let mut b = [0u8; 64];
+        b[..n].copy_from_slice(&buf[..n]);
+        b[6] = Flags::SYN.0;
+        b[5] = 1;
+        assert!(EspRepr::parse(&b[..n + 1]).is_err());
+    }
+
+    #[test]
+    fn reset_replies() {
+        let syn = EspRepr {
+            src_port: 5,
+            dst_port: 6,
+            flags: Flags::SYN,
+            seq: Seq(100),
+            ..Default::default()
+        };
+        let r = syn.reset_reply().unwrap();
+        assert_eq!((r.src_port, r.dst_port), (6, 5));
+        assert_eq!(r.flags, Flags::RST | Flags::ACK);
+        assert_eq!(r.ack, Seq(101));
+        let data = EspRepr {
+            flags: Flags::ACK,
+            seq: Seq(3),
+            ack: Seq(77),
+            payload_len: 10,
+            ..syn
+        };
+        let r = data.reset_reply().unwrap();
+        assert_eq!(r.flags, Flags::RST);
+        assert_eq!(r.seq, Seq(77));
+        assert!(r.reset_reply().is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(src in any::<u16>(), dst in any::<u16>(), fl in 0u8..4,
+                      seq in any::<u32>(), ack in any::<u32>(), window in any::<u16>(),
+                      blocks in proptest::collection::vec((any::<u32>(), 1u32..1000), 0..=4),
+                      payload in proptest::collection::vec(any::<u8>(), 0..1600),
+                      pad in 0usize..64) {
+            let flags = [Flags::ACK, Flags::ACK | Flags::RST, Flags::empty(), Flags::RST][fl as usize];
+            let mut sack = SackBlocks::new();
+            for (s, l) in &blocks { sack.push(Seq(*s), Seq(s.wrapping_add(*l))); }
+            let esp = EspRepr { src_port: src, dst_port: dst, flags, seq: Seq(seq), ack: Seq(ack),
+                                window, sack, payload_len: payload.len() as u16 };
+            let mut buf = vec![0u8; 14 + esp.header_len() + payload.len() + pad];
+            let n = emit_esp_frame(&mut buf, &eth(), &esp, &payload).unwrap();
+            prop_assert_eq!(n + pad, buf.len());
+            let f = EspFrame::parse(&buf, ETHERTYPE_ESP, 9014 + 64).unwrap();
+            prop_assert_eq!(f.esp, esp);
+            prop_assert_eq!(f.payload, &payload[..]);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            if let Ok((r, p)) = EspRepr::parse(&bytes) {
+                prop_assert_eq!(p.len(), r.payload_len as usize);
+                prop_assert!(r.sack.len() <= MAX_SACK_BLOCKS);
+            }
+        }
+    }
+}

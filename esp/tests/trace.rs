@@ -1,0 +1,807 @@
+//! State-machine traces at explicit instants (smoltcp `socket/tcp.rs` style):
+//! two sans-IO connections, frames moved by hand, time = T0 + microseconds.
+
+use std::time::{Duration, Instant};
+
+use esp::conn::{reset_frame, Connection, Error, IsnGenerator, State};
+use esp::listener::{DropReason, Listener, SynOutcome};
+use esp::wire::{EspFrame, EspRepr, Flags, MacAddr, Seq, ETHERTYPE_ESP};
+use esp::EspConfig;
+
+const A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xa]);
+const B: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xb]);
+const PA: u16 = 40000;
+const PB: u16 = 80;
+const MTU: usize = 1500;
+const MSS: usize = MTU - 18;
+
+#[derive(Debug, Clone)]
+struct Seg {
+    repr: EspRepr,
+    payload: Vec<u8>,
+}
+
+fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Every frame `c` wants to send at `now`, parsed.
+fn out(c: &mut Connection, now: Instant) -> Vec<Seg> {
+    let mut buf = [0u8; MTU + 14];
+    let mut v = Vec::new();
+    while let Some(n) = c.poll_transmit(now, &mut buf) {
+        let f = EspFrame::parse(&buf[..n], ETHERTYPE_ESP, MTU + 14).expect("own frame parses");
+        assert_eq!(f.eth.src, c.local().0);
+        assert_eq!(f.eth.dst, c.remote().0);
+        v.push(Seg {
+            repr: f.esp,
+            payload: f.payload.to_vec(),
+        });
+        assert!(v.len() < 100_000, "poll_transmit never returns None");
+    }
+    v
+}
+
+fn deliver(c: &mut Connection, now: Instant, segs: &[Seg]) {
+    for s in segs {
+        c.handle_segment(now, &s.repr, &s.payload);
+    }
+}
+
+fn isn() -> IsnGenerator {
+    IsnGenerator::with_key([7; 16])
+}
+
+struct Pair {
+    t0: Instant,
+    a: Connection,
+    b: Connection,
+}
+
+/// Client `a` and server `b` after a clean handshake at t = 0..20 us.
+fn established(cfg_a: EspConfig, cfg_b: EspConfig) -> Pair {
+    let t0 = Instant::now();
+    let mut a = Connection::connect(&cfg_a, MTU, (A, PA), (B, PB), Seq(1000), t0);
+    let syn = out(&mut a, t0);
+    assert_eq!(syn.len(), 1);
+    assert_eq!(syn[0].repr.flags, Flags::SYN);
+    let mut l: Listener<()> = Listener::new(cfg_b, MTU, (B, PB), isn());
+    let mut b = match l.on_segment(t0 + us(5), 0, A, &syn[0].repr, |_| false) {
+        SynOutcome::Accept(c) => c,
+        o => panic!("listener refused the SYN: {o:?}"),
+    };
+    assert_eq!(b.state(), State::SynRcvd);
+    let synack = out(&mut b, t0 + us(5));
+    assert_eq!(synack.len(), 1);
+    assert_eq!(synack[0].repr.flags, Flags::SYN | Flags::ACK);
+    assert_eq!(synack[0].repr.ack, Seq(1001));
+    deliver(&mut a, t0 + us(10), &synack);
+    assert_eq!(a.state(), State::Established);
+    let ack = out(&mut a, t0 + us(10));
+    assert_eq!(ack.len(), 1);
+    assert_eq!(ack[0].repr.flags, Flags::ACK);
+    deliver(&mut b, t0 + us(15), &ack);
+    assert_eq!(b.state(), State::Established);
+    assert!(out(&mut b, t0 + us(15)).is_empty());
+    Pair { t0, a, b }
+}
+
+fn pair() -> Pair {
+    established(EspConfig::default(), EspConfig::default())
+}
+
+#[test]
+fn handshake_and_first_rtt_sample() {
+    let p = pair();
+    // The SYN was acknowledged 10 us after it was sent: first RTT sample.
+    assert_eq!(p.a.rtt().srtt(), Some(us(10)));
+    assert_eq!(p.b.rtt().srtt(), Some(us(10)));
+    assert_eq!(p.a.rcv_nxt(), p.b.snd_nxt());
+    assert_eq!(p.b.rcv_nxt(), Seq(1001));
+    // Nothing is pending but the keepalive.
+    assert_eq!(
+        p.a.poll_timeout(),
+        Some((p.t0 + us(10)) + Duration::from_secs(1))
+    );
+}
+
+#[test]
+fn lost_syn_is_retransmitted_after_initial_rto() {
+    let t0 = Instant::now();
+    let cfg = EspConfig::default();
+    let mut a = Connection::connect(&cfg, MTU, (A, PA), (B, PB), Seq(1), t0);
+    let lost = out(&mut a, t0);
+    assert_eq!(lost.len(), 1);
+    assert_eq!(a.poll_timeout(), Some(t0 + ms(10)));
+    a.handle_timeout(t0 + ms(10) - us(1));
+    assert!(out(&mut a, t0 + ms(10) - us(1)).is_empty());
+    a.handle_timeout(t0 + ms(10));
+    let syn = out(&mut a, t0 + ms(10));
+    assert_eq!(syn.len(), 1);
+    assert_eq!(syn[0].repr.flags, Flags::SYN);
+    assert_eq!(syn[0].repr.seq, Seq(1));
+    assert_eq!(a.stats().retransmitted, 1);
+    // Backoff: next after 20 ms.
+    assert_eq!(a.poll_timeout(), Some(t0 + ms(30)));
+    let mut l: Listener<()> = Listener::new(cfg, MTU, (B, PB), isn());
+    let SynOutcome::Accept(mut b) = l.on_segment(t0 + ms(11), 0, A, &syn[0].repr, |_| false) else {
+        panic!()
+    };
+    let synack = out(&mut b, t0 + ms(11));
+    deliver(&mut a, t0 + ms(12), &synack);
+    assert_eq!(a.state(), State::Established);
+    // Karn: the retransmitted SYN gave no RTT sample.
+    assert_eq!(a.rtt().srtt(), None);
+}
+
+#[test]
+fn lost_synack_answered_by_syn_retransmit() {
+    let t0 = Instant::now();
+    let cfg = EspConfig::default();
+    let mut a = Connection::connect(&cfg, MTU, (A, PA), (B, PB), Seq(1), t0);
+    let syn = out(&mut a, t0);
+    let mut l: Listener<()> = Listener::new(cfg, MTU, (B, PB), isn());
+    let SynOutcome::Accept(mut b) = l.on_segment(t0, 0, A, &syn[0].repr, |_| false) else {
+        panic!()
+    };
+    let _lost = out(&mut b, t0);
+    a.handle_timeout(t0 + ms(10));
+    let syn2 = out(&mut a, t0 + ms(10));
+    assert_eq!(syn2.len(), 1);
+    // The half-open connection answers the repeated SYN with its SYN-ACK.
+    deliver(&mut b, t0 + ms(10), &syn2);
+    let synack = out(&mut b, t0 + ms(10));
+    assert_eq!(synack.len(), 1);
+    assert_eq!(synack[0].repr.flags, Flags::SYN | Flags::ACK);
+    assert_eq!(b.stats().retransmitted, 1);
+    deliver(&mut a, t0 + ms(10) + us(5), &synack);
+    let ack = out(&mut a, t0 + ms(10) + us(5));
+    deliver(&mut b, t0 + ms(10) + us(10), &ack);
+    assert_eq!(a.state(), State::Established);
+    assert_eq!(b.state(), State::Established);
+}
+
+#[test]
+fn lost_final_ack_recovered_by_synack_retransmit_or_data() {
+    let t0 = Instant::now();
+    let cfg = EspConfig::default();
+    let mut a = Connection::connect(&cfg, MTU, (A, PA), (B, PB), Seq(1), t0);
+    let syn = out(&mut a, t0);
+    let mut l: Listener<()> = Listener::new(cfg, MTU, (B, PB), isn());
+    let SynOutcome::Accept(mut b) = l.on_segment(t0, 0, A, &syn[0].repr, |_| false) else {
+        panic!()
+    };
+    let synack = out(&mut b, t0);
+    deliver(&mut a, t0 + us(10), &synack);
+    let _lost_ack = out(&mut a, t0 + us(10));
+    assert_eq!(b.poll_timeout(), Some(t0 + ms(10)));
+    b.handle_timeout(t0 + ms(10));
+    let synack2 = out(&mut b, t0 + ms(10));
+    assert_eq!(synack2.len(), 1);
+    // The established client answers the old SYN-ACK with a (challenge) ACK.
+    deliver(&mut a, t0 + ms(10), &synack2);
+    let ack = out(&mut a, t0 + ms(10));
+    assert_eq!(ack.len(), 1);
+    assert_eq!(ack[0].repr.flags, Flags::ACK);
+    deliver(&mut b, t0 + ms(10), &ack);
+    assert_eq!(b.state(), State::Established);
+
+    // Second variant: the first data segment completes the handshake.
+    let mut a = Connection::connect(&EspConfig::default(), MTU, (A, PA), (B, PB), Seq(1), t0);
+    let syn = out(&mut a, t0);
+    let SynOutcome::Accept(mut b) = l.on_segment(t0, 0, A, &syn[0].repr, |_| false) else {
+        panic!()
+    };
+    deliver(&mut a, t0, &out(&mut b, t0));
+    let _lost_ack = out(&mut a, t0);
+    a.send(b"hello").unwrap();
+    let data = out(&mut a, t0 + us(1));
+    assert_eq!(data.len(), 1);
+    deliver(&mut b, t0 + us(2), &data);
+    assert_eq!(b.state(), State::Established);
+    let mut buf = [0u8; 16];
+    assert_eq!(b.recv(&mut buf), Ok(5));
+    assert_eq!(&buf[..5], b"hello");
+}
+
+#[test]
+fn data_is_segmented_and_delayed_ack_timed() {
+    let mut p = pair();
+    let msg = vec![0x5au8; MSS * 2 + 100];
+    assert_eq!(p.a.send(&msg), Ok(msg.len()));
+    let segs = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(
+        segs.iter().map(|s| s.payload.len()).collect::<Vec<_>>(),
+        vec![MSS, MSS, 100]
+    );
+    assert_eq!(segs[0].repr.seq, Seq(1001));
+    assert_eq!(segs[2].repr.seq, Seq(1003));
+    // One segment: the ACK is delayed by 100 us.
+    deliver(&mut p.b, p.t0 + us(110), &segs[..1]);
+    assert!(out(&mut p.b, p.t0 + us(110)).is_empty());
+    assert_eq!(p.b.poll_timeout(), Some(p.t0 + us(210)));
+    p.b.handle_timeout(p.t0 + us(209));
+    assert!(out(&mut p.b, p.t0 + us(209)).is_empty());
+    p.b.handle_timeout(p.t0 + us(210));
+    let ack = out(&mut p.b, p.t0 + us(210));
+    assert_eq!(ack.len(), 1);
+    assert_eq!(ack[0].repr.ack, Seq(1002));
+    // Two more segments: the second draws an immediate ACK.
+    deliver(&mut p.b, p.t0 + us(220), &segs[1..2]);
+    assert!(out(&mut p.b, p.t0 + us(220)).is_empty());
+    deliver(&mut p.b, p.t0 + us(221), &segs[2..3]);
+    let ack2 = out(&mut p.b, p.t0 + us(221));
+    assert_eq!(ack2.len(), 1);
+    assert_eq!(ack2[0].repr.ack, Seq(1004));
+    deliver(&mut p.a, p.t0 + us(230), &ack);
+    deliver(&mut p.a, p.t0 + us(231), &ack2);
+    assert_eq!(p.a.snd_una(), p.a.snd_nxt());
+    let mut got = vec![0u8; msg.len() + 10];
+    assert_eq!(p.b.recv(&mut got), Ok(msg.len()));
+    assert_eq!(&got[..msg.len()], &msg[..]);
+    assert_eq!(p.b.recv(&mut got), Err(Error::WouldBlock));
+}
+
+#[test]
+fn ack_piggybacks_on_data() {
+    let mut p = pair();
+    p.a.send(b"ping").unwrap();
+    let ping = out(&mut p.a, p.t0 + us(100));
+    deliver(&mut p.b, p.t0 + us(110), &ping);
+    p.b.send(b"pong").unwrap();
+    let pong = out(&mut p.b, p.t0 + us(111));
+    assert_eq!(pong.len(), 1, "the reply carries the ACK: no separate ACK");
+    assert_eq!(pong[0].repr.ack, p.b.rcv_nxt());
+    assert!(
+        p.b.poll_timeout().unwrap() >= p.t0 + us(111) + ms(1),
+        "no delayed-ACK timer armed"
+    );
+    deliver(&mut p.a, p.t0 + us(120), &pong);
+    assert_eq!(p.a.snd_una(), p.a.snd_nxt());
+}
+
+#[test]
+fn rto_backoff_sequence_then_dead_with_errors_on_both_calls() {
+    let mut p = pair();
+    p.a.send(b"lost forever").unwrap();
+    let first = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(first.len(), 1);
+    // SRTT 10 us, RTTVAR 5 us: RTO clamped to the 1 ms minimum.
+    let mut t = p.t0 + us(100);
+    let mut gaps = vec![];
+    loop {
+        let dl = p.a.poll_timeout().unwrap();
+        gaps.push((dl - t).as_millis() as u64);
+        t = dl;
+        p.a.handle_timeout(t);
+        let o = out(&mut p.a, t);
+        if p.a.state() == State::Closed {
+            assert!(o.iter().all(|s| s.repr.flags.rst()));
+            break;
+        }
+        assert_eq!(o.len(), 1);
+        assert_eq!(o[0].payload, b"lost forever");
+    }
+    assert_eq!(gaps, vec![1, 2, 4, 8, 16, 32, 64, 128, 256]);
+    assert_eq!(p.a.stats().retransmitted, 8);
+    assert_eq!(p.a.error(), Some(Error::TimedOut));
+    assert_eq!(p.a.send(b"x"), Err(Error::TimedOut));
+    assert_eq!(p.a.recv(&mut [0u8; 4]), Err(Error::TimedOut));
+}
+
+#[test]
+fn karn_rule_ignores_retransmitted_samples() {
+    let mut p = pair();
+    p.a.send(b"x").unwrap();
+    let seg = out(&mut p.a, p.t0 + us(100));
+    p.a.handle_timeout(p.t0 + us(1100));
+    let re = out(&mut p.a, p.t0 + us(1100));
+    assert_eq!(re.len(), 1);
+    let before = p.a.rtt().srtt();
+    deliver(&mut p.b, p.t0 + us(1200), &seg);
+    p.b.handle_timeout(p.t0 + us(1300));
+    let ack = out(&mut p.b, p.t0 + us(1300));
+    deliver(&mut p.a, p.t0 + us(1400), &ack);
+    assert_eq!(p.a.snd_una(), p.a.snd_nxt());
+    assert_eq!(p.a.rtt().srtt(), before, "ambiguous sample must be ignored");
+    // A segment sent once gives a sample again.
+    p.a.send(b"y").unwrap();
+    let seg = out(&mut p.a, p.t0 + us(2000));
+    deliver(&mut p.b, p.t0 + us(2000), &seg);
+    p.b.handle_timeout(p.t0 + us(2100));
+    deliver(&mut p.a, p.t0 + us(2200), &out(&mut p.b, p.t0 + us(2100)));
+    assert_eq!(p.a.rtt().last_sample(), Some(us(200)));
+}
+
+#[test]
+fn fast_retransmit_costs_one_retransmission() {
+    let mut p = pair();
+    p.a.send(&vec![1u8; MSS * 8]).unwrap();
+    let segs = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(segs.len(), 8);
+    let mut acks = vec![];
+    for (i, s) in segs.iter().enumerate() {
+        if i == 1 {
+            continue; // lost
+        }
+        deliver(&mut p.b, p.t0 + us(110 + i as u64), std::slice::from_ref(s));
+        acks.extend(out(&mut p.b, p.t0 + us(110 + i as u64)));
+    }
+    // After the hole every segment draws an immediate duplicate ACK + SACK.
+    let dups: Vec<_> = acks.iter().filter(|s| s.repr.ack == Seq(1002)).collect();
+    assert_eq!(dups.len(), 6);
+    assert!(!dups[0].repr.sack.is_empty());
+    assert_eq!(p.b.stats().out_of_sequence, 6);
+    let mut re = vec![];
+    for (i, a) in acks.iter().enumerate() {
+        deliver(&mut p.a, p.t0 + us(200 + i as u64), std::slice::from_ref(a));
+        re.extend(out(&mut p.a, p.t0 + us(200 + i as u64)));
+    }
+    assert_eq!(re.len(), 1, "only the lost segment is resent: {re:?}");
+    assert_eq!(re[0].repr.seq, Seq(1002));
+    assert_eq!(p.a.stats().fast_retransmits, 1);
+    assert_eq!(p.a.stats().timeouts, 0);
+    deliver(&mut p.b, p.t0 + us(300), &re);
+    let ack = out(&mut p.b, p.t0 + us(300));
+    assert_eq!(ack.len(), 1, "gap fill is acknowledged at once");
+    assert_eq!(ack[0].repr.ack, Seq(1009));
+    deliver(&mut p.a, p.t0 + us(310), &ack);
+    assert_eq!(p.a.snd_una(), p.a.snd_nxt());
+    let mut buf = vec![0u8; MSS * 9];
+    assert_eq!(p.b.recv(&mut buf), Ok(MSS * 8));
+}
+
+#[test]
+fn zero_window_probes_and_window_update() {
+    let small = EspConfig {
+        recv_buffer: 4 * MSS,
+        ..Default::default()
+    };
+    let mut p = established(EspConfig::default(), small);
+    let total = MSS * 10;
+    let data: Vec<u8> = (0..total).map(|i| i as u8).collect();
+    assert_eq!(p.a.send(&data), Ok(total));
+    let segs = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(
+        segs.len(),
+        4,
+        "the sender never exceeds the 4-segment window"
+    );
+    deliver(&mut p.b, p.t0 + us(110), &segs);
+    let acks = out(&mut p.b, p.t0 + us(110));
+    assert_eq!(acks.last().unwrap().repr.window, 0);
+    deliver(&mut p.a, p.t0 + us(120), &acks);
+    assert!(out(&mut p.a, p.t0 + us(120)).is_empty());
+    // Persist timer: a probe after the RTO (1 ms), then doubling.
+    let t1 = p.a.poll_timeout().unwrap();
+    assert_eq!(t1, (p.t0 + us(120)) + ms(1));
+    p.a.handle_timeout(t1);
+    let probe = out(&mut p.a, t1);
+    assert_eq!(probe.len(), 1);
+    assert!(probe[0].payload.is_empty());
+    assert_eq!(p.a.stats().probes, 1);
+    deliver(&mut p.b, t1, &probe);
+    let answer = out(&mut p.b, t1);
+    assert_eq!(answer.len(), 1);
+    assert_eq!(answer[0].repr.window, 0);
+    deliver(&mut p.a, t1, &answer);
+    assert_eq!(p.a.state(), State::Established);
+    let t2 = p.a.poll_timeout().unwrap();
+    assert_eq!(t2, t1 + ms(2));
+    // The reader drains: a window update reopens the flow.
+    let mut buf = vec![0u8; total];
+    let mut got = p.b.recv(&mut buf).unwrap();
+    let upd = out(&mut p.b, t1 + us(10));
+    assert_eq!(upd.len(), 1);
+    assert_eq!(upd[0].repr.window, 4);
+    deliver(&mut p.a, t1 + us(20), &upd);
+    let mut t = t1 + us(20);
+    for _ in 0..10 {
+        let s = out(&mut p.a, t);
+        deliver(&mut p.b, t, &s);
+        got += p.b.recv(&mut buf[got..]).unwrap_or(0);
+        let a = out(&mut p.b, t);
+        deliver(&mut p.a, t, &a);
+        t += us(10);
+    }
+    assert_eq!(got, total);
+    assert_eq!(buf, data);
+}
+
+fn drain_close(p: &mut Pair, mut t: u64) -> u64 {
+    for _ in 0..10 {
+        let x = out(&mut p.a, p.t0 + us(t));
+        deliver(&mut p.b, p.t0 + us(t), &x);
+        let y = out(&mut p.b, p.t0 + us(t));
+        deliver(&mut p.a, p.t0 + us(t), &y);
+        t += 10;
+    }
+    t
+}
+
+#[test]
+fn close_active_then_passive() {
+    let mut p = pair();
+    p.a.send(b"bye").unwrap();
+    p.a.close();
+    assert_eq!(p.a.state(), State::FinWait1);
+    assert_eq!(p.a.send(b"more"), Err(Error::Closed));
+    let segs = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(segs.len(), 2);
+    assert!(segs[1].repr.flags.fin());
+    deliver(&mut p.b, p.t0 + us(110), &segs);
+    assert_eq!(p.b.state(), State::CloseWait);
+    deliver(&mut p.a, p.t0 + us(120), &out(&mut p.b, p.t0 + us(110)));
+    assert_eq!(p.a.state(), State::FinWait2);
+    let mut buf = [0u8; 8];
+    assert_eq!(p.b.recv(&mut buf), Ok(3));
+    assert_eq!(p.b.recv(&mut buf), Ok(0), "EOF after the data");
+    // The passive side can still send.
+    p.b.send(b"last words").unwrap();
+    p.b.close();
+    assert_eq!(p.b.state(), State::LastAck);
+    let segs = out(&mut p.b, p.t0 + us(130));
+    deliver(&mut p.a, p.t0 + us(140), &segs);
+    assert_eq!(p.a.state(), State::Closed);
+    assert_eq!(p.a.recv(&mut buf), Ok(8));
+    assert_eq!(p.a.recv(&mut buf), Ok(2));
+    assert_eq!(p.a.recv(&mut buf), Ok(0));
+    deliver(&mut p.b, p.t0 + us(150), &out(&mut p.a, p.t0 + us(140)));
+    assert_eq!(p.b.state(), State::Closed);
+    assert_eq!(p.a.error(), None);
+    assert_eq!(p.b.error(), None);
+}
+
+#[test]
+fn close_passive_side_first() {
+    let mut p = pair();
+    p.b.close();
+    drain_close(&mut p, 100);
+    assert_eq!(p.b.state(), State::FinWait2);
+    assert_eq!(p.a.state(), State::CloseWait);
+    p.a.close();
+    drain_close(&mut p, 300);
+    assert_eq!(p.a.state(), State::Closed);
+    assert_eq!(p.b.state(), State::Closed);
+}
+
+#[test]
+fn simultaneous_close_goes_through_closing() {
+    let mut p = pair();
+    p.a.close();
+    p.b.close();
+    let fa = out(&mut p.a, p.t0 + us(100));
+    let fb = out(&mut p.b, p.t0 + us(100));
+    deliver(&mut p.a, p.t0 + us(110), &fb);
+    deliver(&mut p.b, p.t0 + us(110), &fa);
+    assert_eq!(p.a.state(), State::Closing);
+    assert_eq!(p.b.state(), State::Closing);
+    let aa = out(&mut p.a, p.t0 + us(110));
+    let ab = out(&mut p.b, p.t0 + us(110));
+    deliver(&mut p.a, p.t0 + us(120), &ab);
+    deliver(&mut p.b, p.t0 + us(120), &aa);
+    assert_eq!(p.a.state(), State::Closed);
+    assert_eq!(p.b.state(), State::Closed);
+    assert_eq!(p.a.error(), None);
+}
+
+#[test]
+fn lost_last_ack_is_repeated_after_close() {
+    let mut p = pair();
+    p.b.close();
+    drain_close(&mut p, 100);
+    p.a.close();
+    let fin = out(&mut p.a, p.t0 + us(300));
+    deliver(&mut p.b, p.t0 + us(310), &fin);
+    assert_eq!(p.b.state(), State::Closed);
+    let _lost = out(&mut p.b, p.t0 + us(310));
+    p.a.handle_timeout((p.t0 + us(300)) + ms(1));
+    let fin2 = out(&mut p.a, (p.t0 + us(300)) + ms(1));
+    assert_eq!(fin2.len(), 1);
+    deliver(&mut p.b, (p.t0 + us(300)) + ms(1), &fin2);
+    deliver(
+        &mut p.a,
+        (p.t0 + us(300)) + ms(1),
+        &out(&mut p.b, (p.t0 + us(300)) + ms(1)),
+    );
+    assert_eq!(p.a.state(), State::Closed);
+    assert_eq!(p.a.error(), None);
+}
+
+fn rst(b: &Connection, seq: Seq) -> Seg {
+    Seg {
+        repr: EspRepr {
+            src_port: PB,
+            dst_port: PA,
+            flags: Flags::RST,
+            seq,
+            ..Default::default()
+        },
+        payload: vec![],
+    }
+    .with_ack(b.rcv_nxt())
+}
+
+impl Seg {
+    fn with_ack(mut self, ack: Seq) -> Seg {
+        self.repr.ack = ack;
+        self
+    }
+}
+
+#[test]
+fn rfc5961_rst_exact_resets_in_window_challenges_outside_drops() {
+    let mut p = pair();
+    let nxt = p.a.rcv_nxt();
+    // In window but not exact: challenge ACK, the connection survives.
+    deliver(&mut p.a, p.t0 + us(100), &[rst(&p.b, nxt.add(5))]);
+    assert_eq!(p.a.state(), State::Established);
+    let ch = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(ch.len(), 1);
+    assert_eq!(ch[0].repr.flags, Flags::ACK);
+    assert_eq!(ch[0].repr.ack, nxt);
+    assert_eq!(p.a.stats().challenge_acks, 1);
+    // Outside the window: silently dropped.
+    deliver(&mut p.a, p.t0 + us(110), &[rst(&p.b, nxt.add(100_000))]);
+    assert!(out(&mut p.a, p.t0 + us(110)).is_empty());
+    deliver(&mut p.a, p.t0 + us(111), &[rst(&p.b, nxt.sub(1))]);
+    assert!(out(&mut p.a, p.t0 + us(111)).is_empty());
+    assert_eq!(p.a.state(), State::Established);
+    // Exact: reset.
+    deliver(&mut p.a, p.t0 + us(120), &[rst(&p.b, nxt)]);
+    assert_eq!(p.a.state(), State::Closed);
+    assert_eq!(p.a.error(), Some(Error::Reset));
+    assert_eq!(p.a.recv(&mut [0u8; 4]), Err(Error::Reset));
+    assert_eq!(p.a.send(b"x"), Err(Error::Reset));
+}
+
+#[test]
+fn rfc5961_syn_in_established_draws_rate_limited_challenge_acks() {
+    let mut p = pair();
+    let syn = Seg {
+        repr: EspRepr {
+            src_port: PB,
+            dst_port: PA,
+            flags: Flags::SYN,
+            seq: Seq(0xdead),
+            ..Default::default()
+        },
+        payload: vec![],
+    };
+    let mut acks = 0;
+    for i in 0..300 {
+        deliver(&mut p.a, p.t0 + us(100 + i), std::slice::from_ref(&syn));
+        acks += out(&mut p.a, p.t0 + us(100 + i)).len();
+    }
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!(acks, 100, "at most challenge_ack_limit per second");
+    // A second later the budget is back.
+    deliver(&mut p.a, p.t0 + us(2_000_000), &[syn]);
+    assert_eq!(out(&mut p.a, p.t0 + us(2_000_000)).len(), 1);
+}
+
+#[test]
+fn syn_to_closed_port_draws_rst_and_connect_is_refused() {
+    let t0 = Instant::now();
+    let mut a = Connection::connect(&EspConfig::default(), MTU, (A, PA), (B, 9), Seq(5), t0);
+    let syn = out(&mut a, t0);
+    // Nobody listens on port 9 at B: the host's responder answers.
+    let mut buf = [0u8; 128];
+    let n = reset_frame(&mut buf, B, A, ETHERTYPE_ESP, &syn[0].repr).unwrap();
+    let f = EspFrame::parse(&buf[..n], ETHERTYPE_ESP, 1514).unwrap();
+    assert_eq!(f.esp.flags, Flags::RST | Flags::ACK);
+    assert_eq!(f.esp.ack, Seq(6));
+    assert_eq!(f.eth.dst, A);
+    a.handle_segment(t0 + us(10), &f.esp, f.payload);
+    assert_eq!(a.state(), State::Closed);
+    assert_eq!(a.error(), Some(Error::Refused));
+    // An RST is never answered.
+    let esp = f.esp;
+    assert!(reset_frame(&mut buf, A, B, ETHERTYPE_ESP, &esp).is_none());
+}
+
+#[test]
+fn listener_answers_stray_segments_with_rst() {
+    let t0 = Instant::now();
+    let mut l: Listener<()> = Listener::new(EspConfig::default(), MTU, (B, PB), isn());
+    let stray = EspRepr {
+        src_port: PA,
+        dst_port: PB,
+        flags: Flags::ACK,
+        seq: Seq(10),
+        ack: Seq(77),
+        ..Default::default()
+    };
+    match l.on_segment(t0, 0, A, &stray, |_| false) {
+        SynOutcome::Reset(r) => {
+            assert_eq!(r.flags, Flags::RST);
+            assert_eq!(r.seq, Seq(77));
+        }
+        o => panic!("{o:?}"),
+    }
+}
+
+fn syn_from(port: u16) -> EspRepr {
+    EspRepr {
+        src_port: port,
+        dst_port: PB,
+        flags: Flags::SYN,
+        seq: Seq(u32::from(port) * 1000),
+        window: 64,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn full_backlog_drops_syn_until_accept() {
+    let t0 = Instant::now();
+    let cfg = EspConfig {
+        backlog: 2,
+        ..Default::default()
+    };
+    let mut l: Listener<()> = Listener::new(cfg.clone(), MTU, (B, PB), isn());
+    let mut clients = vec![];
+    for port in [1001u16, 1002, 1003] {
+        let mut c = Connection::connect(&cfg, MTU, (A, port), (B, PB), Seq(u32::from(port)), t0);
+        let syn = out(&mut c, t0);
+        match l.on_segment(t0, 0, A, &syn[0].repr, |_| false) {
+            SynOutcome::Accept(mut s) => {
+                deliver(&mut c, t0, &out(&mut s, t0));
+                deliver(&mut s, t0, &out(&mut c, t0));
+                assert_eq!(s.state(), State::Established);
+                l.insert(s, ());
+            }
+            SynOutcome::Drop(r) => {
+                assert_eq!(port, 1003);
+                assert_eq!(r, DropReason::BacklogFull);
+            }
+            o => panic!("{o:?}"),
+        }
+        clients.push(c);
+    }
+    assert_eq!(l.ready(), 2);
+    assert_eq!(l.stats().syns_dropped, 1);
+    // A repeated SYN of a queued connection is a duplicate, not a new one.
+    assert!(matches!(
+        l.on_segment(t0, 0, A, &syn_from(1001), |_| false),
+        SynOutcome::Drop(DropReason::Duplicate)
+    ));
+    let first = l.accept().unwrap();
+    assert_eq!(first.conn.remote(), (A, 1001));
+    // The third client's retransmitted SYN now gets in.
+    clients[2].handle_timeout(t0 + ms(10));
+    let syn = out(&mut clients[2], t0 + ms(10));
+    assert!(matches!(
+        l.on_segment(t0 + ms(10), 0, A, &syn[0].repr, |_| false),
+        SynOutcome::Accept(_)
+    ));
+}
+
+#[test]
+fn half_open_connections_are_bounded_and_reaped() {
+    let t0 = Instant::now();
+    let cfg = EspConfig {
+        max_half_open: 3,
+        max_retransmissions: 1,
+        ..Default::default()
+    };
+    let mut l: Listener<()> = Listener::new(cfg, MTU, (B, PB), isn());
+    for port in 1..=3u16 {
+        let SynOutcome::Accept(c) = l.on_segment(t0, 0, A, &syn_from(port), |_| false) else {
+            panic!()
+        };
+        l.insert(c, ());
+    }
+    assert!(matches!(
+        l.on_segment(t0, 0, A, &syn_from(4), |_| false),
+        SynOutcome::Drop(DropReason::HalfOpenFull)
+    ));
+    // Spoofed SYNs never complete: the SYN-ACKs time out and are reaped.
+    let mut t = t0;
+    for _ in 0..5 {
+        for e in l.entries_mut() {
+            out(&mut e.conn, t);
+        }
+        t += ms(100);
+        for e in l.entries_mut() {
+            e.conn.handle_timeout(t);
+        }
+    }
+    for e in l.entries_mut() {
+        out(&mut e.conn, t);
+    }
+    assert_eq!(l.reap().len(), 3);
+    assert_eq!(l.half_open(), 0);
+    assert!(matches!(
+        l.on_segment(t, 0, A, &syn_from(4), |_| false),
+        SynOutcome::Accept(_)
+    ));
+}
+
+#[test]
+fn old_incarnation_segments_are_rejected() {
+    let g = IsnGenerator::with_key([1; 16]);
+    let i1 = g.isn((A, PA), (B, PB), 1_000_000);
+    let i2 = g.isn((A, PA), (B, PB), 1_000_000 + 4);
+    let other = g.isn((A, PA + 1), (B, PB), 1_000_000);
+    assert_eq!(i2, i1.add(1), "clock term: one tick per 4 us");
+    assert_ne!(other.diff(i1).unsigned_abs() <= 1, true);
+    assert_ne!(
+        IsnGenerator::with_key([2; 16]).isn((A, PA), (B, PB), 0),
+        IsnGenerator::with_key([3; 16]).isn((A, PA), (B, PB), 0)
+    );
+    // A data segment of an earlier connection on the same ports is outside
+    // the new connection's window: dropped, answered with an ACK.
+    let mut p = pair();
+    let old = Seg {
+        repr: EspRepr {
+            src_port: PB,
+            dst_port: PA,
+            flags: Flags::ACK,
+            seq: p.a.rcv_nxt().add(0x4000_0000),
+            ack: p.a.snd_nxt().sub(0x4000_0000),
+            window: 10,
+            ..Default::default()
+        },
+        payload: b"stale".to_vec(),
+    };
+    deliver(&mut p.a, p.t0 + us(100), &[old]);
+    assert_eq!(p.a.recv_available(), 0);
+    assert_eq!(p.a.stats().dropped, 1);
+    assert_eq!(p.a.state(), State::Established);
+}
+
+#[test]
+fn abort_sends_rst_and_peer_sees_reset() {
+    let mut p = pair();
+    p.a.send(b"unsent").unwrap();
+    p.a.abort();
+    let r = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(r.len(), 1);
+    assert!(r[0].repr.flags.rst());
+    deliver(&mut p.b, p.t0 + us(110), &r);
+    assert_eq!(p.b.error(), Some(Error::Reset));
+    assert_eq!(p.a.error(), Some(Error::Aborted));
+    assert_eq!(p.a.send(b"x"), Err(Error::Aborted));
+}
+
+#[test]
+fn keepalive_detects_a_silent_peer() {
+    let mut p = pair();
+    // The peer vanishes: keepalive after 1 s, then probes with backoff.
+    let mut t = p.t0 + us(10);
+    let mut probes = 0;
+    while p.a.state() != State::Closed {
+        t = p.a.poll_timeout().expect("a timer is armed");
+        p.a.handle_timeout(t);
+        probes += out(&mut p.a, t)
+            .iter()
+            .filter(|s| !s.repr.flags.rst())
+            .count();
+        assert!(t < (p.t0 + us(10)) + Duration::from_secs(10));
+    }
+    assert_eq!(probes, 8);
+    assert_eq!(p.a.error(), Some(Error::TimedOut));
+    assert!(t - (p.t0 + us(10)) < Duration::from_secs(3));
+}
+
+#[test]
+fn keepalive_answered_keeps_the_connection() {
+    let mut p = pair();
+    let mut t = p.t0 + us(10);
+    for _ in 0..5 {
+        t = p.a.poll_timeout().unwrap();
+        p.a.handle_timeout(t);
+        let probe = out(&mut p.a, t);
+        assert_eq!(probe.len(), 1);
+        deliver(&mut p.b, t, &probe);
+        deliver(&mut p.a, t, &out(&mut p.b, t));
+    }
+    assert_eq!(p.a.state(), State::Established);
+    assert_eq!(p.a.stats().probes, 5);
+    assert!(t >= (p.t0 + us(10)) + Duration::from_secs(5));
+}
