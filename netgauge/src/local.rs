@@ -153,7 +153,19 @@ fn run_mode(args: &Args, vc: &VCluster, exe: &str, mode: Mode, port: u16) -> io:
     let status = c.wait()?;
     let client_err = read_stderr(&mut c);
     if !status.success() {
-        return Err(io::Error::other(format!("client failed ({status}): {}", client_err.trim())));
+        let mut msg = format!("client failed ({status}): {}", client_err.trim());
+        if let Some(mut s) = server.0.take() {
+            std::thread::sleep(Duration::from_millis(100));
+            if s.try_wait()?.is_none() {
+                let _ = s.kill();
+            }
+            let _ = s.wait();
+            let e = read_stderr(&mut s);
+            if !e.trim().is_empty() {
+                msg.push_str(&format!("; server: {}", e.trim()));
+            }
+        }
+        return Err(io::Error::other(msg));
     }
     // The server ends after the client's BYE; give it a moment, then stop it.
     let mut s = server.0.take().expect("server");

@@ -22,7 +22,9 @@ mod privilege {
     /// Drops every capability once the measurement sockets are open: a
     /// benchmark needs no privilege after that (edp::privilege).
     pub fn drop_after_open() {
-        // Wired to edp::privilege once it lands.
+        if let Err(e) = edp::privilege::drop_capabilities() {
+            log::debug!("could not drop capabilities: {e}");
+        }
     }
 }
 

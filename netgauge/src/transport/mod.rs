@@ -64,8 +64,6 @@ pub struct SessionConfig {
     pub fault: Option<::edp::link::fault::FaultConfig>,
     /// How long a receive may wait before the session fails.
     pub timeout: Duration,
-    /// Largest message the session will carry, bytes (buffer sizing).
-    pub max_msg: usize,
 }
 
 impl SessionConfig {
@@ -188,6 +186,12 @@ pub(crate) fn recv_train(
     let mut got = 0;
     loop {
         let n = recv(&mut buf[got..])?;
+        if got == 0 && crate::control::Ctrl::decode(&buf[..n]).is_some() {
+            // A stale control datagram (a repeated HELLO or END) between
+            // messages: control messages never travel through recv_msg on
+            // datagram transports, so it is skipped.
+            continue;
+        }
         got += n;
         if got >= total {
             return Ok(());
