@@ -6,10 +6,12 @@
 //! as the UDP payload) or over EDP (the same header inside EDP datagrams).
 //! Wire layout and the rules this implementation follows: PROTOCOL.md.
 
+pub mod deliver;
 pub mod endpoint;
 pub mod peer;
 pub mod receiver;
 pub mod sender;
+pub mod socket;
 pub mod transport;
 pub mod wire;
 
@@ -18,5 +20,6 @@ pub use endpoint::{
     Stats, Status, Transmit,
 };
 pub use sender::Dest;
+pub use socket::{CtpConfig, CtpSocket, DriverStats, Handler};
 pub use transport::{EdpAddr, EdpTransport, Transport, UdpTransport};
 pub use wire::Options;

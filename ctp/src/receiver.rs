@@ -71,7 +71,7 @@ impl Reassembly {
         // Part size implied by this part.
         let implied = if last {
             let rest = self.size - len; // parse() checked len <= size
-            if rest % (self.amount as u64 - 1) != 0 {
+            if !rest.is_multiple_of(self.amount as u64 - 1) {
                 return Err(PartError::Inconsistent(
                     "last part does not end the message",
                 ));

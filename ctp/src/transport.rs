@@ -180,6 +180,11 @@ impl EdpTransport {
         Self::new(sock, port)
     }
 
+    /// Gives back the EDP socket.
+    pub fn into_socket(self) -> EdpSocket {
+        self.sock
+    }
+
     /// The EDP socket.
     pub fn socket(&self) -> &EdpSocket {
         &self.sock

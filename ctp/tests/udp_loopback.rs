@@ -1,0 +1,196 @@
+//! L2: CTP over real UDP sockets on loopback: in one process, and between
+//! two processes (this test binary re-run as the echo child).
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ctp::{CtpConfig, CtpSocket, Delivery, ErrorKind, Options, UdpTransport};
+
+const WAIT: Option<Duration> = Some(Duration::from_secs(30));
+const QUIT: u16 = 999;
+
+fn bind() -> CtpSocket<UdpTransport> {
+    CtpSocket::bind_udp("127.0.0.1:0", CtpConfig::default()).expect("bind UDP on loopback")
+}
+
+/// A socket with a server thread, for tests where one thread waits on
+/// another socket of the same process.
+fn bind_served() -> CtpSocket<UdpTransport> {
+    let s = bind();
+    s.spawn_server_thread().unwrap();
+    s
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn data(d: Delivery<SocketAddr>) -> ctp::ReceivedData<SocketAddr> {
+    match d {
+        Delivery::Data(d) => d,
+        Delivery::Error(e) => panic!("unexpected error delivery: {e}"),
+    }
+}
+
+#[test]
+fn send_receive_sizes_in_one_process() {
+    let a = bind_served();
+    let b = bind_served();
+    let pa = a.local_addr().unwrap();
+    let pb = b.local_addr().unwrap();
+    for (i, len) in [0usize, 1, 64, 65400, 65401, 200_000, 10 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let msg = pattern(i as u8, len);
+        a.send(10 + i as u16, pb, &msg, Options::NONE).unwrap();
+        let d = data(b.recv_delivery(WAIT).unwrap());
+        assert_eq!((d.command, d.from, d.size), (10 + i as u16, pa, len as u64));
+        assert!(d.data == msg, "{len}-byte message differs");
+        assert!(a.flush(WAIT).unwrap(), "sender storage empties");
+    }
+    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(b.status().large_in_progress, 0);
+    assert_eq!(a.status().sessions, 1);
+    let s = b.stats();
+    assert_eq!(s.messages_delivered, 7);
+    assert!(s.confirmations_sent >= s.data_packets_received - s.duplicates_received);
+    // the peer's timeout adapted from the 100 ms default
+    assert!(a.with_endpoint(|e| e.peer_srtt(pb)).is_some());
+}
+
+#[test]
+fn ping_and_unreachable_peer() {
+    let a = bind_served();
+    let b = bind_served();
+    let pb = b.local_addr().unwrap();
+    let m = a.ping(1, pb).unwrap();
+    assert!(a.wait_confirmed(m, WAIT).unwrap());
+    b.recv_delivery(WAIT).unwrap();
+    // A closed port: nobody confirms. Short fixed timeout: 511 x 200 us.
+    let dead: SocketAddr = {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.local_addr().unwrap()
+    };
+    a.with_endpoint(|e| e.set_peer_timeout(dead, Duration::from_micros(200)));
+    let m = a
+        .send(2, dead, b"hello?", Options::DEL_AFTER_ERROR)
+        .unwrap();
+    match a.recv_delivery(WAIT).unwrap() {
+        Delivery::Error(e) => {
+            assert_eq!(e.kind, ErrorKind::NotConfirmed);
+            assert_eq!((e.msg, e.peer, e.command), (Some(m), Some(dead), Some(2)));
+        }
+        d => panic!("{d:?}"),
+    }
+    assert_eq!(a.status().awaiting_confirmation, 0);
+}
+
+#[test]
+fn subscribers_run_on_deliverers_and_reply() {
+    let server = bind();
+    let client = bind_served();
+    let ps = server.local_addr().unwrap();
+    let served = Arc::new(AtomicUsize::new(0));
+    let s2 = served.clone();
+    // command 5: echo back as command 6, from a deliverer thread
+    server.subscribe(5, move |sock, d| {
+        let d = data(d);
+        s2.fetch_add(1, Ordering::SeqCst);
+        sock.send(6, d.from, &d.data, Options::NONE).unwrap();
+    });
+    let defaults = Arc::new(Mutex::new(Vec::new()));
+    let d2 = defaults.clone();
+    server.set_default_handler(move |_, d| d2.lock().unwrap().push(data(d).command));
+    let _srv = server.spawn_server_thread().unwrap();
+    for i in 0..50u8 {
+        client.send(5, ps, &[i; 100], Options::NONE).unwrap();
+    }
+    client
+        .send(7, ps, b"to the default receiver", Options::NONE)
+        .unwrap();
+    let mut got = Vec::new();
+    while got.len() < 50 {
+        let d = data(client.recv_delivery(WAIT).unwrap());
+        assert_eq!(d.command, 6);
+        got.push(d.data[0]);
+    }
+    got.sort();
+    assert_eq!(got, (0..50).collect::<Vec<u8>>());
+    assert_eq!(served.load(Ordering::SeqCst), 50);
+    assert!(client.flush(WAIT).unwrap());
+    for _ in 0..3000 {
+        if !defaults.lock().unwrap().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(*defaults.lock().unwrap(), vec![7]);
+    let st = server.status();
+    assert!(st.deliverers >= 1 && st.deliverers <= 50, "{st:?}");
+}
+
+/// The echo child: binds, prints its address, echoes every command back
+/// until QUIT. Does nothing unless run by `two_processes_over_udp`.
+#[test]
+fn udp_echo_child() {
+    if std::env::var_os("CTP_UDP_ECHO_CHILD").is_none() {
+        return;
+    }
+    let s = bind();
+    println!("ADDR {}", s.local_addr().unwrap());
+    loop {
+        let d = data(s.recv_delivery(Some(Duration::from_secs(60))).unwrap());
+        if d.command == QUIT {
+            break;
+        }
+        s.send_vec(d.command, d.from, d.data, Options::NONE)
+            .unwrap();
+    }
+    s.flush(Some(Duration::from_secs(10))).unwrap();
+    println!("CHILD DONE");
+}
+
+#[test]
+fn two_processes_over_udp() {
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([
+            "udp_echo_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("CTP_UDP_ECHO_CHILD", "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let peer: SocketAddr = loop {
+        let l = lines.next().expect("child exited early").unwrap();
+        // libtest prints "test udp_echo_child ... " before the child's output
+        if let Some(pos) = l.find("ADDR ") {
+            break l[pos + 5..].trim().parse().unwrap();
+        }
+    };
+    let me = bind();
+    let sizes = [1usize, 25, 1000, 65400, 65401, 3 << 20];
+    for (i, &len) in sizes.iter().enumerate() {
+        let msg = pattern(100 + i as u8, len);
+        me.send(i as u16, peer, &msg, Options::NONE).unwrap();
+        let d = data(me.recv_delivery(WAIT).unwrap());
+        assert_eq!((d.command, d.from), (i as u16, peer));
+        assert!(d.data == msg, "echo of {len} bytes differs");
+    }
+    me.send(QUIT, peer, b"", Options::NONE).unwrap();
+    assert!(me.flush(WAIT).unwrap());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "child failed: {status}");
+    assert!(lines.any(|l| l.unwrap().contains("CHILD DONE")));
+}
