@@ -1,17 +1,133 @@
-//! ctp transport (being integrated).
+//! CTP commands (`-m ctp-udp`, `-m ctp-edp`): one command per message, each
+//! confirmed by the receiver. The server echoes each command back with the
+//! same command number; the client sends data as command [`DATA_COMMAND`].
 
 use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ::ctp::endpoint::Delivery;
+use ::ctp::socket::{CtpConfig, CtpSocket};
+use ::ctp::transport::{EdpTransport, Transport};
+use ::ctp::wire::Options;
+use ::edp::link::packet::DEFAULT_RX_RING_BYTES;
 
 use super::{Endpoint, SessionConfig};
+use crate::cli::Mode;
 
-fn unsupported(cfg: &SessionConfig) -> io::Error {
-    io::Error::new(io::ErrorKind::Unsupported, format!("mode {} is not built yet", cfg.mode.name()))
+/// Command number of the client's messages (0..=32767, CTP spec).
+pub const DATA_COMMAND: u16 = 7;
+
+/// One end of a CTP session over transport `T`.
+pub struct Ctp<T: Transport> {
+    sock: CtpSocket<T>,
+    /// The other end; the server learns it from the first command.
+    peer: Option<T::Addr>,
+    /// Command number to send with: the client's, or the last one received.
+    command: u16,
+    timeout: Duration,
 }
 
+fn config(cfg: &SessionConfig) -> CtpConfig {
+    let mut c = CtpConfig {
+        busy_poll: cfg.busy_poll,
+        seed: None,
+        ..CtpConfig::default()
+    };
+    c.edp.busy_poll = cfg.busy_poll;
+    c.edp.rx_ring = cfg.busy_poll.then_some(DEFAULT_RX_RING_BYTES);
+    c
+}
+
+fn bind_edp(cfg: &SessionConfig, port: u16) -> io::Result<CtpSocket<EdpTransport>> {
+    let iface = cfg.iface()?;
+    match &cfg.fault {
+        Some(f) => CtpSocket::bind_edp_with_faults(iface, port, config(cfg), f.clone()),
+        None => CtpSocket::bind_edp(iface, port, config(cfg)),
+    }
+}
+
+/// Client: binds an ephemeral port and addresses `-R` (IP or MAC).
 pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
-    Err(unsupported(cfg))
+    match cfg.mode {
+        Mode::CtpEdp => {
+            let sock = bind_edp(cfg, 0)?;
+            let peer = (cfg.remote_mac()?, cfg.port);
+            Ok(Box::new(Ctp::new(sock, Some(peer), cfg)))
+        }
+        _ => {
+            let ip = cfg.remote_ip()?;
+            let bind: SocketAddr = if ip.is_ipv4() {
+                ([0, 0, 0, 0], 0).into()
+            } else {
+                "[::]:0".parse().expect("valid address")
+            };
+            let sock = CtpSocket::bind_udp(bind, config(cfg))?;
+            let peer = SocketAddr::new(ip, cfg.port);
+            Ok(Box::new(Ctp::new(sock, Some(peer), cfg)))
+        }
+    }
 }
 
+/// Server: binds `-P`; the first command's source becomes the peer.
 pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
-    Err(unsupported(cfg))
+    match cfg.mode {
+        Mode::CtpEdp => Ok(Box::new(Ctp::new(bind_edp(cfg, cfg.port)?, None, cfg))),
+        _ => {
+            let sock = CtpSocket::bind_udp(SocketAddr::from(([0, 0, 0, 0], cfg.port)), config(cfg))?;
+            Ok(Box::new(Ctp::new(sock, None, cfg)))
+        }
+    }
+}
+
+impl<T: Transport> Ctp<T> {
+    fn new(sock: CtpSocket<T>, peer: Option<T::Addr>, cfg: &SessionConfig) -> Self {
+        Ctp {
+            sock,
+            peer,
+            command: DATA_COMMAND,
+            timeout: cfg.timeout,
+        }
+    }
+}
+
+impl<T: Transport> Endpoint for Ctp<T> {
+    fn send_msg(&mut self, buf: &[u8]) -> io::Result<()> {
+        let peer = self.peer.ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotConnected, "CTP server has no client yet")
+        })?;
+        self.sock
+            .send(self.command, peer, buf, Options::NONE)
+            .map(|_| ())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("CTP send: {e}")))
+    }
+
+    fn recv_msg(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        match self.sock.recv_delivery(Some(self.timeout))? {
+            Delivery::Data(d) => {
+                if d.data.len() != buf.len() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "CTP command {} carried {} bytes, expected {}",
+                            d.command,
+                            d.data.len(),
+                            buf.len()
+                        ),
+                    ));
+                }
+                buf.copy_from_slice(&d.data);
+                if self.peer.is_none() {
+                    self.peer = Some(d.from);
+                }
+                self.command = d.command;
+                Ok(())
+            }
+            Delivery::Error(e) => Err(io::Error::other(format!("CTP error delivery: {e}"))),
+        }
+    }
+
+    fn stats_line(&self) -> Option<String> {
+        Some(format!("ctp {:?} {:?}", self.sock.stats(), self.sock.status()))
+    }
 }
