@@ -24,7 +24,8 @@ fuzz_target!(|data: &[u8]| {
         None => (1514, data),
     };
 
-    let _ = EthernetFrame::new_checked(frame).map(|f| (f.dst(), f.src(), f.ethertype(), f.payload().len()));
+    let _ = EthernetFrame::new_checked(frame)
+        .map(|f| (f.dst(), f.src(), f.ethertype(), f.payload().len()));
     if frame.len() >= ETH_HEADER_LEN {
         let _ = EdpPacket::new_checked(&frame[ETH_HEADER_LEN..])
             .map(|p| (p.src_port(), p.dst_port(), p.payload().len()));

@@ -182,10 +182,7 @@ impl FaultConfig {
     /// irrelevant.
     pub fn is_transparent(&self) -> bool {
         self.loss == 0.0
-            && self
-                .burst
-                .as_ref()
-                .map_or(true, |b| b.p_good_to_bad == 0.0 || b.loss_in_bad == 0.0)
+            && !matches!(&self.burst, Some(b) if b.p_good_to_bad > 0.0 && b.loss_in_bad > 0.0)
             && self.duplicate == 0.0
             && self.reorder == 0.0
             && self.corrupt == 0.0
@@ -302,16 +299,15 @@ impl FaultConfig {
 fn fmt_duration(d: Duration) -> String {
     let ns = d.as_nanos();
     if ns == 0 {
-        "0us".to_string()
-    } else if ns % 1_000_000_000 == 0 {
-        format!("{}s", ns / 1_000_000_000)
-    } else if ns % 1_000_000 == 0 {
-        format!("{}ms", ns / 1_000_000)
-    } else if ns % 1_000 == 0 {
-        format!("{}us", ns / 1_000)
-    } else {
-        format!("{ns}ns")
+        return "0us".to_string();
     }
+    for (unit, name) in [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")] {
+        let whole = ns / unit;
+        if whole * unit == ns {
+            return format!("{whole}{name}");
+        }
+    }
+    format!("{ns}ns")
 }
 
 impl fmt::Display for FaultConfig {
@@ -488,6 +484,26 @@ impl FaultInjector {
         })
     }
 
+    /// Replaces the configuration mid-run (a link that heals or degrades).
+    /// The generator is reseeded from `cfg.seed`; counters, the Gilbert-Elliott
+    /// state, the rate-limited link's busy time and the FIFO order of frames
+    /// already scheduled are kept, so no frame overtakes an earlier one because
+    /// of the change. Errors: those of [`FaultConfig::validate`] (the old
+    /// config stays).
+    pub fn reconfigure(&mut self, cfg: FaultConfig) -> Result<(), FaultConfigError> {
+        cfg.validate()?;
+        self.rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+        self.transparent = cfg.is_transparent();
+        if cfg.queue_limit.is_none() {
+            self.in_flight.clear();
+        }
+        if cfg.rate_bps != self.cfg.rate_bps {
+            self.rate_rem = 0;
+        }
+        self.cfg = cfg;
+        Ok(())
+    }
+
     /// The configuration.
     pub fn config(&self) -> &FaultConfig {
         &self.cfg
@@ -527,7 +543,8 @@ impl FaultInjector {
         deliver: &mut dyn FnMut(Instant, Vec<u8>),
     ) {
         self.stats.frames += 1;
-        if self.transparent {
+        let fifo_clear = !matches!(self.last_release, Some(t) if t > now);
+        if self.transparent && fifo_clear {
             deliver(now, frame.to_vec());
             return;
         }
@@ -747,6 +764,12 @@ impl<L: Link> FaultLink<L> {
     /// The wrapped link, mutably (frames sent through it bypass the faults).
     pub fn inner_mut(&mut self) -> &mut L {
         &mut self.inner
+    }
+
+    /// Replaces the fault configuration (see [`FaultInjector::reconfigure`]);
+    /// frames already held keep their release instants.
+    pub fn set_faults(&mut self, cfg: FaultConfig) -> Result<(), FaultConfigError> {
+        self.injector.reconfigure(cfg)
     }
 
     /// Unwraps the inner link; frames still held are dropped.
