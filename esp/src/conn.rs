@@ -35,7 +35,7 @@ use siphasher::sip::SipHasher24;
 
 use crate::config::EspConfig;
 use crate::rtt::RttEstimator;
-use crate::wire::{EspRepr, Flags, MacAddr, SackBlocks, Seq, ESP_HEADER_LEN};
+use crate::wire::{fill_checksum, EspRepr, Flags, MacAddr, SackBlocks, Seq, ESP_HEADER_LEN};
 
 /// Largest window expressible on the wire, in segments.
 pub const MAX_WINDOW: u32 = u16::MAX as u32;
@@ -274,7 +274,7 @@ pub struct Connection {
     remote_mac: MacAddr,
     local_port: u16,
     remote_port: u16,
-    /// Largest payload per segment in bytes (link MTU - 18).
+    /// Largest payload per segment in bytes (link MTU - 20).
     mss: usize,
     state: State,
     error: Option<Error>,
@@ -415,7 +415,7 @@ impl Connection {
     }
 
     /// Opens a connection actively: state SYN_SENT, the SYN is ready for
-    /// `poll_transmit`. `mtu` is the link MTU in bytes (MSS = MTU - 18);
+    /// `poll_transmit`. `mtu` is the link MTU in bytes (MSS = MTU - 20);
     /// `iss` comes from [`IsnGenerator::isn`].
     pub fn connect(
         cfg: &EspConfig,
@@ -498,6 +498,12 @@ impl Connection {
     /// (the segment is recovered by retransmission).
     pub fn on_send_error(&mut self) {
         self.stats.send_errors += 1;
+    }
+    /// Records a frame for this connection that failed to parse (bad
+    /// checksum, truncated): counted as received and dropped.
+    pub fn on_malformed(&mut self) {
+        self.stats.received += 1;
+        self.stats.dropped += 1;
     }
     /// Local (MAC, port).
     pub fn local(&self) -> (MacAddr, u16) {
@@ -660,20 +666,16 @@ impl Connection {
     }
 
     /// Shuts down the sending side: a FIN follows the buffered data
-    /// (ESTABLISHED -> FIN_WAIT_1, CLOSE_WAIT -> LAST_ACK). In SYN_SENT the
-    /// connection just closes. Reading stays possible until the peer's FIN.
+    /// (ESTABLISHED -> FIN_WAIT_1, CLOSE_WAIT -> LAST_ACK). Before the
+    /// handshake completed the FIN waits for it (RFC 793 CLOSE call in
+    /// SYN-SENT with queued data). Reading stays possible until the peer's
+    /// FIN. Use [`Connection::abort`] to give up at once.
     pub fn close(&mut self) {
         if self.fin_requested {
             return;
         }
         match self.state {
-            State::SynSent => {
-                self.state = State::Closed;
-                self.rtx.clear();
-                self.to_resend.clear();
-                self.timers = TimerTable::default();
-            }
-            State::SynRcvd => self.fin_requested = true,
+            State::SynSent | State::SynRcvd => self.fin_requested = true,
             State::Established => {
                 self.fin_requested = true;
                 self.state = State::FinWait1;
@@ -1072,6 +1074,7 @@ impl Connection {
         let n = ack.diff(self.snd_una).max(0) as usize;
         let n = n.min(self.rtx.len());
         let mut sample = None;
+        let mut ambiguous = false;
         let mut bytes = 0usize;
         let mut fin_acked = false;
         for _ in 0..n {
@@ -1083,9 +1086,10 @@ impl Connection {
                 self.lost_count -= 1;
             }
             bytes += s.len as usize;
-            if s.tx_count == 1 {
-                // Karn's rule: only segments sent exactly once.
+            if s.tx_count == 1 && !s.sacked {
                 sample = Some(now.saturating_duration_since(s.last_sent));
+            } else {
+                ambiguous = true;
             }
             if s.kind == Kind::Fin {
                 fin_acked = true;
@@ -1096,7 +1100,10 @@ impl Connection {
             self.send_buf.drain(..bytes);
             self.send_base += bytes as u64;
         }
-        if let Some(rtt) = sample {
+        // Karn's rule, strictly: no sample when this ACK also covers a
+        // retransmitted or SACKed segment (it was held back by a hole, so it
+        // measures the recovery, not the path).
+        if let (Some(rtt), false) = (sample, ambiguous) {
             self.rtt.on_sample(rtt);
         }
         self.rtt.reset_backoff();
@@ -1118,8 +1125,8 @@ impl Connection {
             None => {}
         }
         {
-            if grow {
-                if self.cfg.congestion_control {
+            if grow && self.cfg.congestion_control {
+                {
                     let n = n as u32;
                     if self.cwnd < self.ssthresh {
                         self.cwnd = self.cwnd.saturating_add(n);
@@ -1469,7 +1476,11 @@ impl Connection {
         // New data, then FIN.
         let may_send_data = matches!(
             self.state,
-            State::Established | State::CloseWait | State::FinWait1 | State::LastAck
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
         );
         if may_send_data {
             let unsent =
@@ -1626,6 +1637,7 @@ impl Connection {
                 dst[na..].copy_from_slice(&b[..len - na]);
             }
         }
+        fill_checksum(&mut buf[ETH_HEADER_LEN..start + len], self.cfg.checksum);
         start + len
     }
 
@@ -1649,6 +1661,10 @@ impl Connection {
         let h = repr.emit(&mut buf[ETH_HEADER_LEN..]);
         let start = ETH_HEADER_LEN + h;
         buf[start..start + payload.len()].copy_from_slice(payload);
+        fill_checksum(
+            &mut buf[ETH_HEADER_LEN..start + payload.len()],
+            self.cfg.checksum,
+        );
         start + payload.len()
     }
 }

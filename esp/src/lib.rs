@@ -10,10 +10,13 @@
 //! - [`rtt`]: RTO estimation per RFC 6298;
 //! - [`conn`]: the sans-IO connection state machine;
 //! - [`listener`]: the sans-IO listen side (backlog, half-open limit);
+//! - [`driver`]: one connection driven over one link (shared by sockets and
+//!   simulations);
 //! - [`config`]: [`EspConfig`] and its defaults.
 
 pub mod config;
 pub mod conn;
+pub mod driver;
 pub mod listener;
 pub mod rtt;
 pub mod wire;

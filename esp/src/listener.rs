@@ -23,7 +23,7 @@ use crate::wire::{EspRepr, MacAddr};
 pub enum SynOutcome {
     /// A new half-open connection in SYN_RCVD: give it a link (or not) and
     /// [`Listener::insert`] it; its SYN-ACK is waiting in `poll_transmit`.
-    Accept(Connection),
+    Accept(Box<Connection>),
     /// Send this reset to the segment's source (a non-SYN segment for no
     /// connection, RFC 793 "LISTEN" state processing).
     Reset(EspRepr),
@@ -160,7 +160,7 @@ impl<H> Listener<H> {
         match Connection::accept(&self.cfg, self.mtu, self.local, src_mac, repr, iss, now) {
             Some(c) => {
                 self.stats.syns_accepted += 1;
-                SynOutcome::Accept(c)
+                SynOutcome::Accept(Box::new(c))
             }
             None => SynOutcome::Drop(DropReason::Ignored),
         }

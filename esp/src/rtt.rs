@@ -55,7 +55,7 @@ impl RttEstimator {
                 self.rttvar = rtt / 2;
             }
             Some(srtt) => {
-                let delta = if srtt > rtt { srtt - rtt } else { rtt - srtt };
+                let delta = srtt.checked_sub(rtt).unwrap_or_else(|| rtt - srtt);
                 self.rttvar = (self.rttvar * 3 + delta) / 4;
                 self.srtt = Some((srtt * 7 + rtt) / 8);
             }

@@ -5,19 +5,23 @@
 //! before a field is read; malformed input is a [`WireError`], never a panic.
 //! The Ethernet header and [`MacAddr`] come from [`edp::wire`].
 //!
-//! ESP header, network byte order, 18 bytes plus options (thesis ch. 5.1
-//! extended with an acknowledgement number, a receive window and option room):
+//! ESP header, network byte order, 20 bytes plus options (thesis ch. 5.1
+//! extended with an acknowledgement number, a receive window, a checksum and
+//! option room):
 //!
 //! ```text
-//!  0       2       4       6   7   8               12              16      18
-//! +-------+-------+-------+---+---+---------------+---------------+-------+---------+-----
-//! | sport | dport | plen  |flg|hln|   sequence    |  acknowledge  |window | options | payload
-//! +-------+-------+-------+---+---+---------------+---------------+-------+---------+-----
+//!  0       2       4       6   7   8               12              16      18      20
+//! +-------+-------+-------+---+---+---------------+---------------+-------+-------+---------+-----
+//! | sport | dport | plen  |flg|hln|   sequence    |  acknowledge  |window | csum  | options | payload
+//! +-------+-------+-------+---+---+---------------+---------------+-------+-------+---------+-----
 //! ```
 //!
 //! The first 6 bytes are laid out as the EDP header (ports, payload length in
-//! bytes). `hln` is the header length in bytes including options (18..=255).
-//! Sequence and acknowledgement numbers count segments, not bytes.
+//! bytes). `hln` is the header length in bytes including options (20..=255).
+//! Sequence and acknowledgement numbers count segments, not bytes. `csum` is
+//! the Internet checksum (RFC 1071) over header and payload, 0 = not computed
+//! (as UDP): it catches what the Ethernet FCS cannot (a link without FCS such
+//! as veth, or a fault injector's bit flips).
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -26,7 +30,7 @@ use edp::wire::{EthernetRepr, ETH_HEADER_LEN};
 pub use edp::wire::{MacAddr, WireError, ETHERTYPE_ESP};
 
 /// Length of the fixed ESP header in bytes (without options).
-pub const ESP_HEADER_LEN: usize = 18;
+pub const ESP_HEADER_LEN: usize = 20;
 /// Largest header length the 8-bit header-length field can express, in bytes.
 pub const ESP_MAX_HEADER_LEN: usize = 255;
 /// Most SACK blocks carried in one segment (as TCP, RFC 2018 sec. 3).
@@ -246,6 +250,45 @@ mod field {
     pub const SEQ: Range<usize> = 8..12;
     pub const ACK: Range<usize> = 12..16;
     pub const WINDOW: Range<usize> = 16..18;
+    pub const CHECKSUM: Range<usize> = 18..20;
+}
+
+/// RFC 1071 ones' complement sum of `data` (without the final complement).
+fn ones_sum(data: &[u8]) -> u16 {
+    let mut acc: u64 = 0;
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let v = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        let (s, carry) = acc.overflowing_add(v);
+        acc = s + u64::from(carry);
+    }
+    let rest = chunks.remainder();
+    let mut tail = [0u8; 8];
+    tail[..rest.len()].copy_from_slice(rest);
+    let v = u64::from_be_bytes(tail);
+    let (s, carry) = acc.overflowing_add(v);
+    acc = s + u64::from(carry);
+    // Fold 64 -> 16 bits with end-around carry.
+    let mut x = (acc >> 32) + (acc & 0xffff_ffff);
+    x = (x >> 32) + (x & 0xffff_ffff);
+    let mut y = (x >> 16) + (x & 0xffff);
+    y = (y >> 16) + (y & 0xffff);
+    y = (y >> 16) + (y & 0xffff);
+    y as u16
+}
+
+/// Writes the checksum of an emitted segment (header with options, then
+/// payload: exactly `hlen + payload_len` bytes) into its checksum field.
+/// With `enabled == false` the field is set to 0 (not computed).
+pub fn fill_checksum(segment: &mut [u8], enabled: bool) {
+    segment[field::CHECKSUM].copy_from_slice(&[0, 0]);
+    if enabled {
+        let mut c = !ones_sum(segment);
+        if c == 0 {
+            c = 0xffff;
+        }
+        segment[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+    }
 }
 
 /// A checked read-only view of an ESP segment (the Ethernet payload).
@@ -261,7 +304,8 @@ impl<T: AsRef<[u8]>> EspPacket<T> {
     ///
     /// Errors: [`WireError::Truncated`] if the header, the options or the
     /// payload are incomplete; [`WireError::Inconsistent`] if the header
-    /// length is below 18 bytes or undefined flag bits are set.
+    /// length is below 20 bytes or undefined flag bits are set;
+    /// [`WireError::Inconsistent`] for a checksum mismatch.
     pub fn new_checked(buf: T) -> Result<Self, WireError> {
         let b = buf.as_ref();
         if b.len() < ESP_HEADER_LEN {
@@ -272,7 +316,7 @@ impl<T: AsRef<[u8]>> EspPacket<T> {
         }
         let hlen = b[field::HLEN] as usize;
         if hlen < ESP_HEADER_LEN {
-            return Err(WireError::Inconsistent("ESP header length below 18 bytes"));
+            return Err(WireError::Inconsistent("ESP header length below 20 bytes"));
         }
         if b[field::FLAGS] & !Flags::KNOWN != 0 {
             return Err(WireError::Inconsistent("undefined ESP flag bits set"));
@@ -284,7 +328,14 @@ impl<T: AsRef<[u8]>> EspPacket<T> {
                 have: b.len(),
             });
         }
+        if be16(b, field::CHECKSUM.start) != 0 && ones_sum(&b[..need]) != 0xffff {
+            return Err(WireError::Inconsistent("ESP checksum mismatch"));
+        }
         Ok(Self { buf })
+    }
+    /// Checksum field (0 = not computed).
+    pub fn checksum(&self) -> u16 {
+        be16(self.buf.as_ref(), field::CHECKSUM.start)
     }
     /// Source port.
     pub fn src_port(&self) -> u16 {
@@ -420,8 +471,9 @@ impl EspRepr {
         ESP_HEADER_LEN + opt.div_ceil(4) * 4
     }
 
-    /// Writes the header (with options) at the start of `buf`; returns its
-    /// length in bytes. Panics if `buf` is shorter than
+    /// Writes the header (with options, checksum 0) at the start of `buf`;
+    /// returns its length in bytes. Call [`fill_checksum`] once the payload
+    /// follows. Panics if `buf` is shorter than
     /// [`EspRepr::header_len`] (a caller bug, not input).
     pub fn emit(&self, buf: &mut [u8]) -> usize {
         let hlen = self.header_len();
@@ -434,6 +486,7 @@ impl EspRepr {
         b[field::SEQ].copy_from_slice(&self.seq.0.to_be_bytes());
         b[field::ACK].copy_from_slice(&self.ack.0.to_be_bytes());
         b[field::WINDOW].copy_from_slice(&self.window.to_be_bytes());
+        b[field::CHECKSUM].copy_from_slice(&[0, 0]);
         let mut i = ESP_HEADER_LEN;
         if !self.sack.is_empty() {
             b[i] = OPT_SACK;
@@ -521,7 +574,7 @@ impl<'a> EspFrame<'a> {
 
 /// Builds a complete ESP frame (Ethernet header, ESP header, payload) into
 /// `buf`; returns its length in bytes. `esp.payload_len` is set from
-/// `payload`. The frame is not padded (the NIC pads).
+/// `payload`; the checksum is computed. The frame is not padded (the NIC pads).
 ///
 /// Errors: [`WireError::Oversized`] if the payload exceeds 65535 bytes or the
 /// frame does not fit in `buf`.
@@ -544,6 +597,7 @@ pub fn emit_esp_frame(
     esp.payload_len = payload.len() as u16;
     esp.emit(&mut buf[ETH_HEADER_LEN..]);
     buf[ETH_HEADER_LEN + hlen..total].copy_from_slice(payload);
+    fill_checksum(&mut buf[ETH_HEADER_LEN..total], true);
     Ok(total)
 }
 
@@ -587,12 +641,19 @@ mod tests {
             ..Default::default()
         };
         let n = emit_esp_frame(&mut buf, &eth(), &esp, b"").unwrap();
-        assert_eq!(n, 14 + 18);
+        assert_eq!(n, 14 + 20);
         assert_eq!(&buf[12..14], &[0x88, 0xb6]);
         assert_eq!(
             &buf[14..32],
-            &[0x12, 0x34, 0xab, 0xcd, 0, 0, 0x11, 18, 1, 2, 3, 4, 0xa, 0xb, 0xc, 0xd, 1, 2]
+            &[0x12, 0x34, 0xab, 0xcd, 0, 0, 0x11, 20, 1, 2, 3, 4, 0xa, 0xb, 0xc, 0xd, 1, 2]
         );
+        // RFC 1071: the 16-bit words of header + checksum sum to 0xffff.
+        let words: u32 = buf[14..34]
+            .chunks(2)
+            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+            .sum();
+        let folded = (words & 0xffff) + (words >> 16);
+        assert_eq!((folded & 0xffff) + (folded >> 16), 0xffff);
     }
 
     #[test]
@@ -610,7 +671,7 @@ mod tests {
             sack,
             payload_len: 0,
         };
-        assert_eq!(esp.header_len(), 18 + 20);
+        assert_eq!(esp.header_len(), 20 + 20);
         let mut buf = [0u8; 80];
         let n = emit_esp_frame(&mut buf, &eth(), &esp, b"").unwrap();
         let f = EspFrame::parse(&buf[..n + 10], ETHERTYPE_ESP, 1514).unwrap();
@@ -634,7 +695,7 @@ mod tests {
             Err(WireError::Truncated { .. })
         ));
         let mut b = buf;
-        b[7] = 10; // header length below 18
+        b[7] = 10; // header length below 20
         assert!(EspRepr::parse(&b[..n]).is_err());
         let mut b = buf;
         b[6] = 0x80; // undefined flag
@@ -646,15 +707,15 @@ mod tests {
         b[5] = 4; // payload length beyond the buffer
         assert!(matches!(
             EspRepr::parse(&b[..n]),
-            Err(WireError::Truncated { need: 22, have: 18 })
+            Err(WireError::Truncated { need: 24, have: 20 })
         ));
         // option with a length running past the header
         let mut b = [0u8; 64];
         b[..n].copy_from_slice(&buf[..n]);
-        b[7] = 22;
-        b[18] = OPT_SACK;
-        b[19] = 10;
-        assert!(EspRepr::parse(&b[..22]).is_err());
+        b[7] = 24;
+        b[20] = OPT_SACK;
+        b[21] = 10;
+        assert!(EspRepr::parse(&b[..24]).is_err());
         // SYN with payload
         let mut b = [0u8; 64];
         b[..n].copy_from_slice(&buf[..n]);
@@ -687,6 +748,39 @@ mod tests {
         assert_eq!(r.flags, Flags::RST);
         assert_eq!(r.seq, Seq(77));
         assert!(r.reset_reply().is_none());
+    }
+
+    #[test]
+    fn checksum_catches_any_single_bit_flip() {
+        let esp = EspRepr {
+            src_port: 9,
+            dst_port: 10,
+            flags: Flags::ACK,
+            seq: Seq(123456),
+            ack: Seq(654321),
+            window: 77,
+            ..Default::default()
+        };
+        let payload: Vec<u8> = (0..101u8).collect();
+        let mut buf = [0u8; 200];
+        let n = emit_esp_frame(&mut buf, &eth(), &esp, &payload).unwrap();
+        assert!(EspFrame::parse(&buf[..n], ETHERTYPE_ESP, 1514).is_ok());
+        for byte in 14..n {
+            for bit in 0..8 {
+                let mut b = buf;
+                b[byte] ^= 1 << bit;
+                let ok = match EspFrame::parse(&b[..n], ETHERTYPE_ESP, 1514) {
+                    Ok(f) => f.esp == esp && f.payload == &payload[..],
+                    Err(_) => false,
+                };
+                assert!(!ok, "flip of bit {bit} in byte {byte} went unnoticed");
+            }
+        }
+        // 0 = not computed: accepted unchecked.
+        let mut b = buf;
+        fill_checksum(&mut b[14..n], false);
+        assert_eq!(EspPacket::new_checked(&b[14..n]).unwrap().checksum(), 0);
+        assert!(EspFrame::parse(&b[..n], ETHERTYPE_ESP, 1514).is_ok());
     }
 
     proptest! {
