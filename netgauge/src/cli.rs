@@ -255,6 +255,12 @@ pub struct Args {
     #[arg(long = "timeout", default_value_t = 10.0)]
     pub timeout_s: f64,
 
+    /// With --local: repeat the whole comparison N times, alternating the
+    /// order of the modes, and summarise each mode by the median over the
+    /// runs (blocking-mode latency swings from run to run).
+    #[arg(long = "repeat", default_value_t = 1)]
+    pub repeat: usize,
+
     /// Keep the virtual cluster's namespaces after the run (debugging).
     #[arg(long = "keep", hide = true)]
     pub keep: bool,
@@ -329,6 +335,9 @@ impl Args {
         }
         if !(68..=65535).contains(&self.mtu) {
             return Err(format!("--mtu {}: expected 68..65535 bytes", self.mtu));
+        }
+        if self.repeat == 0 || (self.repeat > 1 && !self.local) {
+            return Err("--repeat N needs N >= 1 and --local".into());
         }
         if self.local && self.server {
             return Err("--local runs both ends itself: drop -a".into());

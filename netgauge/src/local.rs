@@ -43,26 +43,35 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
         );
     }
     let mut all = Vec::new();
-    for (i, &mode) in modes.iter().enumerate() {
-        let port = args.port + i as u16;
-        let records = run_mode(args, &vc, exe, mode, port).map_err(|e| {
-            io::Error::new(e.kind(), format!("mode {}: {e}", mode.name()))
-        })?;
-        for r in &records {
-            if args.json {
-                println!("{}", serde_json::to_string(r).map_err(io::Error::other)?);
-            } else if !args.verbose {
-                println!("{:<8} {}", r.mode, report::short_line(r));
-            } else {
-                println!("{:<8} {}{}", r.mode, report::short_line(r),
-                    r.transport_stats.as_deref().map(|s| format!("   [{s}]")).unwrap_or_default());
-            }
+    let mut runs: Vec<Vec<Record>> = Vec::new();
+    for rep in 0..args.repeat {
+        // Alternate the order so that no mode always runs first (warm caches,
+        // frequency scaling, neighbours' load).
+        let order: Vec<(usize, Mode)> = if rep % 2 == 0 {
+            modes.iter().copied().enumerate().collect()
+        } else {
+            modes.iter().copied().enumerate().rev().collect()
+        };
+        let mut this_run = Vec::new();
+        for (i, mode) in order {
+            let port = args.port.wrapping_add(((rep * modes.len() + i) % 1000) as u16);
+            let records = run_mode(args, &vc, exe, mode, port).map_err(|e| {
+                io::Error::new(e.kind(), format!("mode {}: {e}", mode.name()))
+            })?;
+            this_run.extend(records.iter().cloned());
+            print_records(args, &records)?;
+            all.extend(records);
         }
-        all.extend(records);
+        runs.push(this_run);
     }
     if !args.json {
         println!();
-        print!("{}", report::comparison(&all));
+        if args.repeat > 1 {
+            println!("# median over {} runs of each mode's p50 half round-trip and throughput", args.repeat);
+            print!("{}", report::comparison(&report::median_over_runs(&runs, &modes.iter().map(|m| m.name()).collect::<Vec<_>>())));
+        } else {
+            print!("{}", report::comparison(&all));
+        }
     }
     if let Some(path) = &args.output {
         let mut f = std::fs::File::create(path)?;
@@ -72,6 +81,22 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
         }
     }
     Ok(all)
+}
+
+fn print_records(args: &Args, records: &[Record]) -> io::Result<()> {
+    {
+        for r in records {
+            if args.json {
+                println!("{}", serde_json::to_string(r).map_err(io::Error::other)?);
+            } else if !args.verbose {
+                println!("{:<8} {}", r.mode, report::short_line(r));
+            } else {
+                println!("{:<8} {}{}", r.mode, report::short_line(r),
+                    r.transport_stats.as_deref().map(|s| format!("   [{s}]")).unwrap_or_default());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The arguments both ends share.

@@ -151,6 +151,41 @@ pub fn comparison(records: &[Record]) -> String {
     out
 }
 
+/// Summarises repeated runs: for each mode (in `modes` order), pattern and
+/// size, the record whose p50 half round-trip (one_one) or throughput
+/// (stream) is the median over the runs. With an even number of runs the
+/// lower-latency (higher-throughput) middle record is taken.
+pub fn median_over_runs(runs: &[Vec<Record>], modes: &[&str]) -> Vec<Record> {
+    let mut out = Vec::new();
+    let Some(first) = runs.first() else { return out };
+    let mut keys: Vec<(String, usize)> = Vec::new();
+    for r in first {
+        let k = (r.pattern.clone(), r.size);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    for (pattern, size) in &keys {
+        for mode in modes {
+            let mut rs: Vec<&Record> = runs
+                .iter()
+                .flatten()
+                .filter(|r| r.mode == *mode && &r.pattern == pattern && r.size == *size)
+                .collect();
+            if rs.is_empty() {
+                continue;
+            }
+            // Order best first: lower p50, or higher throughput for stream.
+            rs.sort_by(|a, b| match (a.lat_us, b.lat_us) {
+                (Some(x), Some(y)) => x.p50.total_cmp(&y.p50),
+                _ => b.mbit_s.total_cmp(&a.mbit_s),
+            });
+            out.push(rs[(rs.len() - 1) / 2].clone());
+        }
+    }
+    out
+}
+
 /// netgauge's host block (`write_host_information`): uname fields and the
 /// execution time.
 pub fn host_block() -> String {
@@ -243,6 +278,19 @@ mod tests {
             send_us: Some(s),
             transport_stats: None,
         }
+    }
+
+    #[test]
+    fn median_of_runs() {
+        let runs: Vec<Vec<Record>> = [3.0, 1.0, 2.0, 5.0, 4.0]
+            .iter()
+            .map(|&p| vec![rec("edp", p, 1.0), rec("tcp", 10.0 - p, 1.0)])
+            .collect();
+        let m = median_over_runs(&runs, &["tcp", "edp"]);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].mode, "tcp");
+        assert_eq!(m[0].lat_us.unwrap().p50, 7.0);
+        assert_eq!(m[1].lat_us.unwrap().p50, 3.0);
     }
 
     #[test]
