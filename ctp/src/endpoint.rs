@@ -55,13 +55,19 @@ pub struct Config {
     /// Adapt the timeout to measured times (spec v1.2 "adaptive timeouts").
     pub adaptive_timeout: bool,
     /// Floor of the adapted timeout (not in the spec: keeps scheduler jitter on
-    /// a fast LAN from causing spurious resends). Default 500 us.
+    /// a fast LAN from causing spurious resends). Default 1 ms.
     pub min_timeout: Duration,
     /// Ceiling of the adapted timeout. Default 10 s.
     pub max_timeout: Duration,
     /// Resends before a "not confirmed" error (spec: 8; the error comes one
     /// doubled period after the last resend, 511 timeouts after the first send).
     pub max_resends: u32,
+    /// A packet is not declared "not confirmed" earlier than this after its
+    /// first transmission, however short the measured timeout (not in the
+    /// spec: with LAN timeouts of about 1 ms the 8 resends would otherwise
+    /// span only half a second, shorter than a loaded host's stalls).
+    /// Resending goes on meanwhile. Default 1 s.
+    pub min_error_delay: Duration,
     /// Cap of the resend period multiplier (spec `IncResend`: 16384).
     pub max_resend_multiplier: u32,
     /// Most packets in flight (sent, unconfirmed) per destination.
@@ -91,9 +97,10 @@ impl Default for Config {
             default_timeout: Duration::from_millis(100),
             timeout_multiplier: 3,
             adaptive_timeout: true,
-            min_timeout: Duration::from_micros(500),
+            min_timeout: Duration::from_millis(1),
             max_timeout: Duration::from_secs(10),
             max_resends: 8,
+            min_error_delay: Duration::from_secs(1),
             max_resend_multiplier: 16384,
             window_packets: 1024,
             window_bytes: 1 << 20,
@@ -590,6 +597,7 @@ impl<P: PeerAddr> Endpoint<P> {
             p.transmissions = 1;
             p.first_sent = now;
             p.mult = 1;
+            p.base = timeout;
             if !timeout.is_zero() {
                 p.due = now + timeout;
                 self.timers.push(Reverse((p.due, key, i)));
@@ -867,13 +875,26 @@ impl<P: PeerAddr> Endpoint<P> {
             if p.phase != PktPhase::InFlight || p.due != due {
                 continue;
             }
-            let Some(timeout) = self.sessions.get(&dest).map(|s| s.timing.timeout) else {
-                continue;
-            };
+            let timeout = p.base;
             if timeout.is_zero() {
                 continue;
             }
-            if p.mult >= 1u32 << self.cfg.max_resends.min(30) {
+            // Back the destination's timeout off (RFC 6298 5.5), at most to
+            // twice this packet's, so one lost window does not compound; the
+            // next valid measurement sets it again.
+            if self.cfg.adaptive_timeout {
+                if let Some(s) = self.sessions.get_mut(&dest) {
+                    if !s.timing.fixed && !s.timing.timeout.is_zero() {
+                        let backed = (timeout * 2).min(self.cfg.max_timeout);
+                        s.timing.timeout = s.timing.timeout.max(backed);
+                    }
+                }
+            }
+            let m = self.sent.get_mut(&key).expect("present");
+            let p = m.pkt_mut(i);
+            if p.mult >= 1u32 << self.cfg.max_resends.min(30)
+                && now.saturating_duration_since(p.first_sent) >= self.cfg.min_error_delay
+            {
                 let transmissions = p.transmissions;
                 let first_error = !m.errored;
                 m.errored = true;

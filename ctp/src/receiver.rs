@@ -13,6 +13,24 @@ pub enum PartError {
     Inconsistent(&'static str),
 }
 
+/// A zero-filled buffer of `n` bytes from `alloc_zeroed` (fresh pages from
+/// the OS are zero already, so a 100 MiB buffer costs no memset up front).
+/// `None` if the allocation fails.
+fn zeroed(n: usize) -> Option<Vec<u8>> {
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(n).ok()?;
+    // SAFETY: layout has non-zero size; the result is checked for null.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: p was allocated by the global allocator with the layout of
+    // [u8; n] (align 1, size n = capacity), and all n bytes are initialised.
+    Some(unsafe { Vec::from_raw_parts(p, n, n) })
+}
+
 /// A large message being reassembled.
 #[derive(Debug)]
 pub struct Reassembly {
@@ -34,9 +52,7 @@ impl Reassembly {
     /// Errors: `None` if the allocation of `r.message_size` bytes failed.
     pub fn new(r: &Repr, now: Instant) -> Option<Self> {
         let size = usize::try_from(r.message_size).ok()?;
-        let mut buf = Vec::new();
-        buf.try_reserve_exact(size).ok()?;
-        buf.resize(size, 0);
+        let buf = zeroed(size)?;
         let words = (r.amount as usize).div_ceil(64);
         let mut got = Vec::new();
         got.try_reserve_exact(words).ok()?;
@@ -71,7 +87,8 @@ impl Reassembly {
         // Part size implied by this part.
         let implied = if last {
             let rest = self.size - len; // parse() checked len <= size
-            if !rest.is_multiple_of(self.amount as u64 - 1) {
+            #[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; MSRV is 1.80
+            if rest % (self.amount as u64 - 1) != 0 {
                 return Err(PartError::Inconsistent(
                     "last part does not end the message",
                 ));

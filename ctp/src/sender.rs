@@ -1,7 +1,7 @@
 //! The sent-commands storage (CTP spec v1.2, "Storages"): a sent message is
 //! kept with the state of each of its packets until every packet is confirmed.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::wire::{Options, Repr};
 
@@ -38,6 +38,9 @@ pub struct PktState {
     pub first_sent: Instant,
     /// Next timer deadline of this packet (resend or death).
     pub due: Instant,
+    /// The destination's timeout when the packet was first sent: the unit of
+    /// its resend schedule (`base x mult`).
+    pub base: Duration,
     /// Group members that confirmed this packet (broadcast only; bit i = member i).
     pub acks: u64,
 }
@@ -50,6 +53,7 @@ impl PktState {
             transmissions: 0,
             first_sent: now,
             due: now,
+            base: Duration::ZERO,
             acks: 0,
         }
     }

@@ -475,9 +475,18 @@ impl<T: Transport> CtpSocket<T> {
         let now = Instant::now();
         let c2 = &mut *c;
         let mut errors = 0;
+        let mut batch = 0u32;
         loop {
             match c2.tr.recv_from(&mut c2.rx) {
-                Ok((n, from)) => c2.ep.handle_datagram(now, from, &c2.rx[..n]),
+                Ok((n, from)) => {
+                    c2.ep.handle_datagram(now, from, &c2.rx[..n]);
+                    batch += 1;
+                    // Confirm as we go during a long burst, so the sender
+                    // does not time out while we drain the socket.
+                    if batch & 31 == 0 {
+                        self.flush_tx(c2);
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {

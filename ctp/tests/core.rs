@@ -70,9 +70,17 @@ fn normal_command_confirmed_byte_exact() {
     let t2 = t0 + Duration::from_micros(100);
     a.handle_datagram(t2, B, &conf[0].1);
     assert_eq!(a.status().awaiting_confirmation, 0);
-    // adaptive timeout: measured 100 us x 3, above the 500 us floor? no: floor wins
+    // adaptive timeout: measured 100 us x 3 = 300 us, raised to the 1 ms floor
     assert_eq!(a.peer_srtt(B), Some(Duration::from_micros(100)));
-    assert_eq!(a.peer_timeout(B), Duration::from_micros(500));
+    assert_eq!(a.peer_timeout(B), Duration::from_millis(1));
+    // a slower exchange: 2 ms x 3 = 6 ms
+    let mut c = ep(Config::default(), 3, t0);
+    c.send(t0, 1, B, b"", Options::NONE).unwrap();
+    let p = drain(&mut c).pop().unwrap().1;
+    b.handle_datagram(t0, 3, &p);
+    let conf = drain(&mut b).pop().unwrap().1;
+    c.handle_datagram(t0 + Duration::from_millis(2), B, &conf);
+    assert_eq!(c.peer_timeout(B), Duration::from_millis(6));
     assert_eq!(
         a.poll_timeout(),
         None,
@@ -234,6 +242,8 @@ fn unreachable_peer_not_confirmed_after_schedule() {
     expected.push(t * 511);
     assert_eq!(resends, expected);
     assert_eq!(error_at, Some(t * 511));
+    // the destination's timeout backed off to twice the packet's (RFC 6298 5.5)
+    assert_eq!(a.peer_timeout(B), t * 2);
     // Without DelAfterError the command stays stored and is resent further.
     assert!(a.is_pending(id));
     let next = a.poll_timeout().unwrap();
