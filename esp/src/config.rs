@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use edp::link::fault::FaultConfig;
+
 use crate::wire::ETHERTYPE_ESP;
 
 /// Configuration of ESP sockets and connections.
@@ -74,6 +76,23 @@ pub struct EspConfig {
     pub busy_poll: bool,
     /// Ethertype of ESP frames (default 0x88B6).
     pub ethertype: u16,
+    /// Kernel socket buffer (SO_RCVBUF / SO_SNDBUF) of each stream's packet
+    /// socket, in bytes.
+    pub socket_buffer: usize,
+    /// How long dropping a stream waits for its buffered data to be
+    /// acknowledged (graceful close); zero = no wait.
+    pub linger: Duration,
+    /// Faults injected on each stream's link (`edp::link::fault::FaultLink`):
+    /// netgauge's --loss/--dup/--reorder on real links. `None` = none.
+    pub fault: Option<FaultConfig>,
+}
+
+impl EspConfig {
+    /// This configuration with `fault` injected on every stream's link.
+    pub fn with_fault(mut self, fault: FaultConfig) -> Self {
+        self.fault = Some(fault);
+        self
+    }
 }
 
 impl Default for EspConfig {
@@ -97,6 +116,9 @@ impl Default for EspConfig {
             checksum: true,
             busy_poll: false,
             ethertype: ETHERTYPE_ESP,
+            socket_buffer: 4 << 20,
+            linger: Duration::from_secs(2),
+            fault: None,
         }
     }
 }

@@ -12,7 +12,8 @@
 //! allocated once.
 
 use std::io;
-use std::time::Instant;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
 
 use edp::wire::ETH_HEADER_LEN;
 use edp::Link;
@@ -34,12 +35,10 @@ pub struct DriverStats {
     pub recv_errors: u64,
 }
 
-/// A connection and its link.
-pub struct ConnDriver<L: Link> {
-    /// The protocol state machine.
-    pub conn: Connection,
-    /// The link carrying this connection's frames.
-    pub link: L,
+/// Receive and transmit buffers plus counters: the per-connection I/O state
+/// that is not the protocol. Kept apart from the link so a listener can hold
+/// half-open connections as (connection, link, io) triples.
+pub struct Io {
     rx: Vec<u8>,
     tx: Vec<u8>,
     tx_lens: [usize; TX_BATCH],
@@ -49,55 +48,61 @@ pub struct ConnDriver<L: Link> {
     stats: DriverStats,
 }
 
-impl<L: Link> std::fmt::Debug for ConnDriver<L> {
+impl std::fmt::Debug for Io {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConnDriver")
-            .field("conn", &self.conn)
-            .field("stats", &self.stats)
-            .finish()
+        f.debug_struct("Io").field("stats", &self.stats).finish()
     }
 }
 
-impl<L: Link> ConnDriver<L> {
-    /// Couples `conn` with `link`; `ethertype` is the ESP ethertype.
-    pub fn new(conn: Connection, link: L, ethertype: u16) -> Self {
+impl Io {
+    /// Buffers for frames of `link` carrying `ethertype`.
+    pub fn new(link: &dyn Link, ethertype: u16) -> Self {
         let frame_cap = link.mtu() + ETH_HEADER_LEN;
         Self {
-            local_mac: link.mac(),
-            conn,
-            link,
-            rx: vec![0; frame_cap],
+            // Slack so an oversized frame is seen whole and rejected.
+            rx: vec![0; frame_cap + 64],
             tx: vec![0; frame_cap * TX_BATCH],
             tx_lens: [0; TX_BATCH],
             frame_cap,
             ethertype,
+            local_mac: link.mac(),
             stats: DriverStats::default(),
         }
     }
 
-    /// Driver counters.
+    /// Counters.
     pub fn stats(&self) -> DriverStats {
         self.stats
     }
 
     /// One round: receive, timers, transmit. Returns true when any frame
     /// moved. Errors: fatal link errors (not `WouldBlock`).
-    pub fn poll(&mut self, now: Instant) -> io::Result<bool> {
-        let got = self.receive(now)?;
-        self.timers(now);
-        let sent = self.transmit(now)?;
+    pub fn poll(
+        &mut self,
+        conn: &mut Connection,
+        link: &mut dyn Link,
+        now: Instant,
+    ) -> io::Result<bool> {
+        let got = self.receive(conn, link, now)?;
+        timers(conn, now);
+        let sent = self.transmit(conn, link, now)?;
         Ok(got + sent > 0)
     }
 
     /// Hands every ready frame to the connection; returns how many frames
     /// were read.
-    pub fn receive(&mut self, now: Instant) -> io::Result<usize> {
+    pub fn receive(
+        &mut self,
+        conn: &mut Connection,
+        link: &mut dyn Link,
+        now: Instant,
+    ) -> io::Result<usize> {
         let mut n = 0;
         loop {
-            match self.link.recv(&mut self.rx) {
+            match link.recv(&mut self.rx) {
                 Ok(len) => {
                     n += 1;
-                    self.dispatch(now, len);
+                    self.dispatch(conn, now, len);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -109,48 +114,43 @@ impl<L: Link> ConnDriver<L> {
         }
     }
 
-    fn dispatch(&mut self, now: Instant, len: usize) {
+    fn dispatch(&mut self, conn: &mut Connection, now: Instant, len: usize) {
         let frame = &self.rx[..len];
         match EspFrame::parse(frame, self.ethertype, self.frame_cap) {
             Ok(f) => {
-                let (peer_mac, peer_port) = self.conn.remote();
+                let (peer_mac, peer_port) = conn.remote();
                 if f.eth.src != peer_mac
                     || f.esp.src_port != peer_port
-                    || f.esp.dst_port != self.conn.local().1
+                    || f.esp.dst_port != conn.local().1
                     || (f.eth.dst != self.local_mac && !f.eth.dst.is_group())
                 {
                     self.stats.foreign += 1;
                     return;
                 }
-                self.conn.handle_segment(now, &f.esp, f.payload);
+                conn.handle_segment(now, &f.esp, f.payload);
             }
             Err(_) => {
                 self.stats.malformed += 1;
-                self.conn.on_malformed();
+                conn.on_malformed();
             }
-        }
-    }
-
-    /// Fires the connection's expired timers.
-    pub fn timers(&mut self, now: Instant) {
-        if self.conn.poll_timeout().is_some_and(|t| t <= now) {
-            self.conn.handle_timeout(now);
         }
     }
 
     /// Sends every frame the connection has ready; returns how many were
     /// handed to the link. A frame the link refuses (`WouldBlock`, a full
     /// queue) counts as a send error and is recovered by retransmission.
-    pub fn transmit(&mut self, now: Instant) -> io::Result<usize> {
+    pub fn transmit(
+        &mut self,
+        conn: &mut Connection,
+        link: &mut dyn Link,
+        now: Instant,
+    ) -> io::Result<usize> {
         let mut total = 0;
         loop {
             let mut k = 0;
             while k < TX_BATCH {
                 let at = k * self.frame_cap;
-                match self
-                    .conn
-                    .poll_transmit(now, &mut self.tx[at..at + self.frame_cap])
-                {
+                match conn.poll_transmit(now, &mut self.tx[at..at + self.frame_cap]) {
                     Some(n) => {
                         self.tx_lens[k] = n;
                         k += 1;
@@ -168,25 +168,17 @@ impl<L: Link> ConnDriver<L> {
             }
             let mut done = 0;
             while done < k {
-                match self.link.send_batch(&frames[done..k]) {
+                match link.send_batch(&frames[done..k]) {
                     Ok(0) => {
                         // Nothing accepted: the rest is lost locally.
                         for _ in done..k {
-                            self.conn.on_send_error();
+                            conn.on_send_error();
                         }
                         break;
                     }
                     Ok(m) => done += m,
-                    Err(e)
-                        if e.kind() == io::ErrorKind::WouldBlock
-                            || e.kind() == io::ErrorKind::Interrupted
-                            || e.kind() == io::ErrorKind::InvalidInput =>
-                    {
-                        self.conn.on_send_error();
-                        done += 1;
-                    }
-                    Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
-                        self.conn.on_send_error();
+                    Err(e) if is_transient(&e) => {
+                        conn.on_send_error();
                         done += 1;
                     }
                     Err(e) => return Err(e),
@@ -198,13 +190,140 @@ impl<L: Link> ConnDriver<L> {
             }
         }
     }
+}
+
+/// Send errors after which the frame is dropped and recovered by
+/// retransmission: a full queue, EINTR, ENOBUFS, an oversized frame.
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted | io::ErrorKind::InvalidInput
+    ) || e.raw_os_error() == Some(libc::ENOBUFS)
+}
+
+/// Fires the connection's expired timers.
+pub fn timers(conn: &mut Connection, now: Instant) {
+    if conn.poll_timeout().is_some_and(|t| t <= now) {
+        conn.handle_timeout(now);
+    }
+}
+
+/// A connection, its link and its I/O buffers.
+pub struct ConnDriver<L: Link> {
+    /// The protocol state machine.
+    pub conn: Connection,
+    /// The link carrying this connection's frames.
+    pub link: L,
+    io: Io,
+}
+
+impl<L: Link> std::fmt::Debug for ConnDriver<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnDriver")
+            .field("conn", &self.conn)
+            .field("io", &self.io)
+            .finish()
+    }
+}
+
+impl<L: Link> ConnDriver<L> {
+    /// Couples `conn` with `link`; `ethertype` is the ESP ethertype.
+    pub fn new(conn: Connection, link: L, ethertype: u16) -> Self {
+        let io = Io::new(&link, ethertype);
+        Self { conn, link, io }
+    }
+
+    /// Reassembles a driver from its parts.
+    pub fn from_parts(conn: Connection, link: L, io: Io) -> Self {
+        Self { conn, link, io }
+    }
+
+    /// Driver counters.
+    pub fn stats(&self) -> DriverStats {
+        self.io.stats
+    }
+
+    /// One round: receive, timers, transmit (see [`Io::poll`]).
+    pub fn poll(&mut self, now: Instant) -> io::Result<bool> {
+        self.io.poll(&mut self.conn, &mut self.link, now)
+    }
+
+    /// Receives every ready frame (see [`Io::receive`]).
+    pub fn receive(&mut self, now: Instant) -> io::Result<usize> {
+        self.io.receive(&mut self.conn, &mut self.link, now)
+    }
+
+    /// Fires expired timers.
+    pub fn timers(&mut self, now: Instant) {
+        timers(&mut self.conn, now)
+    }
+
+    /// Sends every ready frame (see [`Io::transmit`]).
+    pub fn transmit(&mut self, now: Instant) -> io::Result<usize> {
+        self.io.transmit(&mut self.conn, &mut self.link, now)
+    }
 
     /// The earliest instant the driver must run again without input: the
     /// connection's timer or a frame the link itself holds back.
     pub fn poll_at(&self) -> Option<Instant> {
-        match (self.conn.poll_timeout(), self.link.poll_at()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earliest(self.conn.poll_timeout(), self.link.poll_at())
     }
+}
+
+/// The earlier of two optional instants.
+pub fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Waits until one of `fds` is readable or `deadline` passes (`None` =
+/// forever), with ppoll(2)'s nanosecond timeout (mio rounds to
+/// milliseconds). With no descriptor (in-memory links) it sleeps until the
+/// deadline, at most 1 ms. Returns true when a descriptor is readable.
+///
+/// Errors: from ppoll(2) (EINTR is a normal early return).
+pub fn wait_readable(fds: &[RawFd], deadline: Option<Instant>) -> io::Result<bool> {
+    let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    if fds.is_empty() {
+        std::thread::sleep(
+            timeout
+                .unwrap_or(Duration::from_millis(1))
+                .min(Duration::from_millis(1)),
+        );
+        return Ok(false);
+    }
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: pfds and ts are valid for the duration of the call.
+    let r = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            tsp,
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(r > 0)
 }

@@ -12,15 +12,25 @@
 //! - [`listener`]: the sans-IO listen side (backlog, half-open limit);
 //! - [`driver`]: one connection driven over one link (shared by sockets and
 //!   simulations);
-//! - [`config`]: [`EspConfig`] and its defaults.
+//! - [`config`]: [`EspConfig`] and its defaults;
+//! - [`socket`]: [`EspListener`] and [`EspStream`], std::net-like sockets on
+//!   AF_PACKET links with kernel demultiplexing;
+//! - [`responder`]: the per-host RST responder for SYNs to unowned ports;
+//! - [`bpf`]: SYN-only kernel filters.
 
+pub mod bpf;
 pub mod config;
 pub mod conn;
 pub mod driver;
 pub mod listener;
+pub mod responder;
 pub mod rtt;
+pub mod socket;
 pub mod wire;
 
 pub use config::EspConfig;
 pub use conn::{Connection, Error, IsnGenerator, State, Stats};
+/// Fault injection settings, re-exported for [`EspConfig::with_fault`].
+pub use edp::link::fault::FaultConfig;
 pub use listener::{Listener, SynOutcome};
+pub use socket::{EspListener, EspStream};

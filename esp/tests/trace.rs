@@ -729,7 +729,10 @@ fn old_incarnation_segments_are_rejected() {
     let i2 = g.isn((A, PA), (B, PB), 1_000_000 + 4);
     let other = g.isn((A, PA + 1), (B, PB), 1_000_000);
     assert_eq!(i2, i1.add(1), "clock term: one tick per 4 us");
-    assert!(other.diff(i1).unsigned_abs() > 1, "another port gives another ISN");
+    assert!(
+        other.diff(i1).unsigned_abs() > 1,
+        "another port gives another ISN"
+    );
     assert_ne!(
         IsnGenerator::with_key([2; 16]).isn((A, PA), (B, PB), 0),
         IsnGenerator::with_key([3; 16]).isn((A, PA), (B, PB), 0)

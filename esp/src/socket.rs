@@ -1,0 +1,1055 @@
+//! ESP sockets that look like `std::net`: [`EspListener`] (`bind`,
+//! `accept`) and [`EspStream`] (`connect`, `Read`, `Write`, `shutdown`,
+//! timeouts, nonblocking mode, `mio::event::Source`). Addresses are
+//! `(interface, MAC, port)`.
+//!
+//! Demultiplexing is the kernel's (DESIGN.md principle 3): every socket has
+//! its own AF_PACKET link with a classic BPF filter, so each gets only its
+//! own frames, with no shared daemon and no lock between sockets:
+//! - a stream's filter passes its local port from the peer's MAC and port
+//!   only;
+//! - a listener's filter passes only SYN segments (SYN set, ACK clear) for its
+//!   port, so established traffic never wakes it; when a SYN is accepted the
+//!   listener opens the new connection's own link (filtered on the peer)
+//!   before its SYN-ACK leaves;
+//! - ports are owned through `edp::ports` leases (abstract Unix sockets,
+//!   exclusive across processes, released when the process dies); `connect`
+//!   takes an ephemeral port;
+//! - a SYN to a port nobody owns draws RST from the per-host responder
+//!   ([`crate::responder`]).
+//!
+//! Progress (DESIGN.md principle 6): the calling thread drives the protocol:
+//! every call receives pending frames, fires expired timers and sends what is
+//! due; blocking calls wait in ppoll(2) on the link with the next protocol
+//! deadline as a nanosecond timeout (or spin with `busy_poll`). While the
+//! application computes, nobody drives the stream unless
+//! [`EspStream::spawn_progress`] started a progress thread (the stream then
+//! lives behind a mutex; without it the hot path takes no lock).
+
+use std::collections::HashSet;
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use edp::link::fault::FaultLink;
+use edp::link::packet::{FilterSpec, PacketConfig, PacketLink};
+use edp::ports::{self, PortLease};
+use edp::wire::ETH_HEADER_LEN;
+use edp::Link;
+
+use crate::config::EspConfig;
+use crate::conn::{reset_frame, Connection, Error, IsnGenerator, State, Stats};
+use crate::driver::{earliest, wait_readable, ConnDriver, Io};
+use crate::listener::{Listener, SynOutcome};
+use crate::responder::{shared_responder, Responder};
+use crate::wire::{EspFrame, MacAddr, ESP_HEADER_LEN};
+
+/// A link as the sockets hold it: a `PacketLink`, possibly wrapped in a
+/// `FaultLink`, or any other [`Link`].
+pub type BoxLink = Box<dyn Link>;
+
+/// The process's ISN key (RFC 6528: random per boot; here per process).
+fn isn_generator() -> &'static IsnGenerator {
+    static G: OnceLock<IsnGenerator> = OnceLock::new();
+    G.get_or_init(IsnGenerator::random)
+}
+
+/// The ISN clock term: microseconds since the Unix epoch.
+fn clock_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+fn open_link(
+    iface: &str,
+    cfg: &EspConfig,
+    port: u16,
+    peer: Option<(MacAddr, u16)>,
+) -> io::Result<BoxLink> {
+    let link = PacketLink::open(
+        iface,
+        &PacketConfig {
+            ethertype: cfg.ethertype,
+            rcvbuf: cfg.socket_buffer,
+            sndbuf: cfg.socket_buffer,
+            filter: Some(FilterSpec {
+                ethertype: cfg.ethertype,
+                port,
+                extra_ports: Vec::new(),
+                peer,
+            }),
+            ..PacketConfig::default()
+        },
+    )?;
+    let mut link = link;
+    if cfg.busy_poll {
+        if let Err(e) = link.set_busy_poll(true) {
+            log::debug!("ESP on {iface}: {e}; spinning in user space only");
+        }
+    }
+    Ok(wrap_fault(Box::new(link), cfg))
+}
+
+fn wrap_fault(link: BoxLink, cfg: &EspConfig) -> BoxLink {
+    match &cfg.fault {
+        Some(f) if !f.is_transparent() => Box::new(FaultLink::new(link, f.clone())),
+        _ => link,
+    }
+}
+
+fn check_mtu(link: &dyn Link) -> io::Result<()> {
+    if link.mtu() <= ESP_HEADER_LEN {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "link MTU of {} bytes cannot carry the {ESP_HEADER_LEN}-byte ESP header",
+                link.mtu()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Removes an accepted connection's peer from its listener's set when the
+/// stream is dropped (so a later SYN from the same peer and port is new).
+#[derive(Debug)]
+struct Registration {
+    set: Arc<Mutex<HashSet<(MacAddr, u16)>>>,
+    key: (MacAddr, u16),
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        lock(&self.set).remove(&self.key);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The state of one stream: the driver and the resources it keeps alive.
+struct Core {
+    drv: ConnDriver<BoxLink>,
+    _lease: Option<PortLease>,
+    _registration: Option<Registration>,
+    _responder: Option<Arc<Responder>>,
+}
+
+impl Core {
+    fn pump(&mut self) -> io::Result<()> {
+        self.drv.poll(Instant::now()).map(|_| ())
+    }
+}
+
+struct Shared {
+    core: Mutex<Core>,
+    stop: AtomicBool,
+}
+
+enum Inner {
+    Direct(Box<Core>),
+    Shared(Arc<Shared>),
+    Moved,
+}
+
+/// Options of a stream handle (not protocol state).
+#[derive(Debug, Clone, Copy)]
+struct Opts {
+    nonblocking: bool,
+    busy_poll: bool,
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
+    read_shut: bool,
+    linger: Duration,
+}
+
+/// A reliable, ordered, flow-controlled ESP byte stream.
+pub struct EspStream {
+    inner: Inner,
+    progress: Option<JoinHandle<()>>,
+    opts: Opts,
+    fd: Option<RawFd>,
+    iface: String,
+    local: (MacAddr, u16),
+    peer: (MacAddr, u16),
+}
+
+impl std::fmt::Debug for EspStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EspStream")
+            .field("iface", &self.iface)
+            .field("local", &self.local)
+            .field("peer", &self.peer)
+            .field("opts", &self.opts)
+            .finish()
+    }
+}
+
+enum Step<T> {
+    Done(T),
+    Wait,
+}
+
+impl EspStream {
+    /// Connects to `(iface, peer MAC, peer port)` with default options and
+    /// waits for the handshake (see [`EspStream::connect_with`]).
+    pub fn connect(addr: (&str, MacAddr, u16)) -> io::Result<EspStream> {
+        Self::connect_with(addr.0, addr.1, addr.2, EspConfig::default())
+    }
+
+    /// Like [`EspStream::connect`], giving up after `timeout`.
+    pub fn connect_timeout(addr: (&str, MacAddr, u16), timeout: Duration) -> io::Result<EspStream> {
+        Self::connect_timeout_with(addr.0, addr.1, addr.2, EspConfig::default(), timeout)
+    }
+
+    /// Connects from an ephemeral port of `iface` to `peer_mac`/`port` with
+    /// `cfg` and waits until the connection is established. Without a
+    /// timeout the wait ends when the SYN was retransmitted
+    /// `max_retransmissions` times (about 2.6 s with the defaults).
+    ///
+    /// Errors: `ConnectionRefused` when the peer answers RST (no listener);
+    /// `TimedOut` when the SYN is never answered; `AddrInUse` when no
+    /// ephemeral port is free; `NotFound` for an unknown interface;
+    /// `PermissionDenied` naming CAP_NET_RAW and the `setcap` command;
+    /// `InvalidInput` for a group MAC or port 0.
+    pub fn connect_with(
+        iface: &str,
+        peer_mac: MacAddr,
+        port: u16,
+        cfg: EspConfig,
+    ) -> io::Result<EspStream> {
+        Self::connect_inner(iface, peer_mac, port, cfg, None)
+    }
+
+    /// [`EspStream::connect_with`] with a bound on the handshake time.
+    pub fn connect_timeout_with(
+        iface: &str,
+        peer_mac: MacAddr,
+        port: u16,
+        cfg: EspConfig,
+        timeout: Duration,
+    ) -> io::Result<EspStream> {
+        Self::connect_inner(iface, peer_mac, port, cfg, Some(timeout))
+    }
+
+    fn connect_inner(
+        iface: &str,
+        peer_mac: MacAddr,
+        port: u16,
+        cfg: EspConfig,
+        timeout: Option<Duration>,
+    ) -> io::Result<EspStream> {
+        if peer_mac.is_group() || port == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ESP connect to {peer_mac} port {port}: need a unicast MAC and a port > 0"),
+            ));
+        }
+        let responder = shared_responder(iface, cfg.ethertype)?;
+        let lease = ports::allocate(iface, cfg.ethertype, 0)?;
+        let link = open_link(iface, &cfg, lease.port(), Some((peer_mac, port)))?;
+        let mut s = Self::connect_link_inner(link, lease.port(), (peer_mac, port), cfg, timeout)?;
+        s.iface = iface.to_string();
+        if let Inner::Direct(core) = &mut s.inner {
+            core._lease = Some(lease);
+            core._responder = Some(responder);
+        }
+        Ok(s)
+    }
+
+    /// Connects over any link (a `SimLink`, a `UdpLink`, a `FaultLink`, ...)
+    /// from `local_port` to `peer`, waiting at most `timeout` (`None` = until
+    /// the SYN retransmissions are exhausted). No port lease is taken and no
+    /// kernel filter applies: the link must carry only this connection's
+    /// frames (others are counted and dropped).
+    ///
+    /// Errors: as [`EspStream::connect_with`].
+    pub fn connect_link(
+        link: BoxLink,
+        local_port: u16,
+        peer: (MacAddr, u16),
+        cfg: EspConfig,
+        timeout: Option<Duration>,
+    ) -> io::Result<EspStream> {
+        Self::connect_link_inner(link, local_port, peer, cfg, timeout)
+    }
+
+    fn connect_link_inner(
+        link: BoxLink,
+        local_port: u16,
+        peer: (MacAddr, u16),
+        cfg: EspConfig,
+        timeout: Option<Duration>,
+    ) -> io::Result<EspStream> {
+        check_mtu(&*link)?;
+        let now = Instant::now();
+        let local = (link.mac(), local_port);
+        let iss = isn_generator().isn(local, peer, clock_us());
+        let conn = Connection::connect(&cfg, link.mtu(), local, peer, iss, now);
+        let mut s = Self::from_parts(conn, link, Io::new, &cfg);
+        let deadline = timeout.map(|t| now + t);
+        s.blocking(deadline, "connect", |c| {
+            let conn = &c.drv.conn;
+            if conn.is_established() {
+                return Ok(Step::Done(()));
+            }
+            match conn.error() {
+                Some(Error::TimedOut) => Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "ESP connect to {} port {}: no answer to {} SYN retransmissions",
+                        peer.0, peer.1, cfg.max_retransmissions
+                    ),
+                )),
+                Some(Error::Refused) => Err(io::Error::new(
+                    io::ErrorKind::ConnectionRefused,
+                    format!(
+                        "ESP connect to {} port {}: refused (RST: no listener on that port)",
+                        peer.0, peer.1
+                    ),
+                )),
+                Some(e) => Err(e.into()),
+                None => Ok(Step::Wait),
+            }
+        })?;
+        Ok(s)
+    }
+
+    /// Waits on `link` for one SYN to `local_port` and accepts it on that
+    /// same link (for links without kernel demultiplexing: a `SimLink`, a
+    /// `UdpLink`). Waits at most `timeout` (`None` = forever).
+    ///
+    /// Errors: `TimedOut`; link errors.
+    pub fn accept_link(
+        mut link: BoxLink,
+        local_port: u16,
+        cfg: EspConfig,
+        timeout: Option<Duration>,
+    ) -> io::Result<EspStream> {
+        check_mtu(&*link)?;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut rx = vec![0u8; link.mtu() + ETH_HEADER_LEN + 64];
+        let mut listener: Listener<()> = Listener::new(
+            cfg.clone(),
+            link.mtu(),
+            (link.mac(), local_port),
+            isn_generator().clone(),
+        );
+        let conn = loop {
+            match link.recv(&mut rx) {
+                Ok(n) => {
+                    let Ok(f) = EspFrame::parse(&rx[..n], cfg.ethertype, link.mtu() + 14) else {
+                        continue;
+                    };
+                    if let SynOutcome::Accept(c) =
+                        listener
+                            .on_segment(Instant::now(), clock_us(), f.eth.src, &f.esp, |_| false)
+                    {
+                        break c;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!("ESP accept on port {local_port}: no SYN within the timeout"),
+                        ));
+                    }
+                    let fds: Vec<RawFd> = link.raw_fd().into_iter().collect();
+                    wait_readable(&fds, earliest(deadline, link.poll_at()))?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        };
+        let mut s = Self::from_parts(*conn, link, Io::new, &cfg);
+        s.blocking(deadline, "accept", |c| {
+            if c.drv.conn.is_established() {
+                Ok(Step::Done(()))
+            } else if let Some(e) = c.drv.conn.error() {
+                Err(e.into())
+            } else {
+                Ok(Step::Wait)
+            }
+        })?;
+        Ok(s)
+    }
+
+    fn from_parts(
+        conn: Connection,
+        link: BoxLink,
+        io: impl FnOnce(&dyn Link, u16) -> Io,
+        cfg: &EspConfig,
+    ) -> EspStream {
+        let io = io(&*link, cfg.ethertype);
+        Self::from_driver(ConnDriver::from_parts(conn, link, io), cfg)
+    }
+
+    fn from_driver(drv: ConnDriver<BoxLink>, cfg: &EspConfig) -> EspStream {
+        let local = drv.conn.local();
+        let peer = drv.conn.remote();
+        let fd = drv.link.raw_fd();
+        EspStream {
+            inner: Inner::Direct(Box::new(Core {
+                drv,
+                _lease: None,
+                _registration: None,
+                _responder: None,
+            })),
+            progress: None,
+            opts: Opts {
+                nonblocking: false,
+                busy_poll: cfg.busy_poll,
+                read_timeout: None,
+                write_timeout: None,
+                read_shut: false,
+                linger: cfg.linger,
+            },
+            fd,
+            iface: String::new(),
+            local,
+            peer,
+        }
+    }
+
+    /// Runs `f` on the core (locking it when a progress thread runs).
+    fn with<T>(&mut self, f: impl FnOnce(&mut Core) -> T) -> T {
+        match &mut self.inner {
+            Inner::Direct(c) => f(c),
+            Inner::Shared(s) => f(&mut lock(&s.core)),
+            Inner::Moved => unreachable!("stream core moved"),
+        }
+    }
+
+    /// Drives the connection, tries `attempt`, and waits (ppoll on the link
+    /// until the next protocol deadline, or spinning) until it is done or
+    /// `deadline` passes.
+    fn blocking<T>(
+        &mut self,
+        deadline: Option<Instant>,
+        what: &str,
+        mut attempt: impl FnMut(&mut Core) -> io::Result<Step<T>>,
+    ) -> io::Result<T> {
+        loop {
+            let (step, poll_at) = self.with(|c| -> io::Result<_> {
+                c.pump()?;
+                let step = attempt(c)?;
+                c.drv.transmit(Instant::now())?;
+                Ok((step, c.drv.poll_at()))
+            })?;
+            if let Step::Done(v) = step {
+                return Ok(v);
+            }
+            if self.opts.nonblocking {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("ESP {what}: not done within the timeout"),
+                ));
+            }
+            if self.opts.busy_poll {
+                std::hint::spin_loop();
+                continue;
+            }
+            let fds: Vec<RawFd> = self.fd.into_iter().collect();
+            let until = earliest(poll_at, deadline);
+            // With a progress thread the timers are its job: just wait for input.
+            let until = if matches!(self.inner, Inner::Shared(_)) {
+                earliest(deadline, Some(now + Duration::from_millis(1)))
+            } else {
+                until
+            };
+            wait_readable(&fds, until)?;
+        }
+    }
+
+    /// Local (interface, MAC, port).
+    pub fn local_addr(&self) -> io::Result<(String, MacAddr, u16)> {
+        Ok((self.iface.clone(), self.local.0, self.local.1))
+    }
+
+    /// Peer (MAC, port).
+    pub fn peer_addr(&self) -> io::Result<(MacAddr, u16)> {
+        Ok(self.peer)
+    }
+
+    /// Counters (sent, retransmitted, send errors, received, out of
+    /// sequence, dropped, duplicates, ... as the thesis's `esp_stats`).
+    pub fn stats(&mut self) -> Stats {
+        self.with(|c| c.drv.conn.stats())
+    }
+
+    /// Connection state.
+    pub fn state(&mut self) -> State {
+        self.with(|c| c.drv.conn.state())
+    }
+
+    /// The error that ended the connection, if any (not cleared).
+    pub fn take_error(&mut self) -> io::Result<Option<io::Error>> {
+        Ok(self.with(|c| c.drv.conn.error()).map(Into::into))
+    }
+
+    /// Nonblocking mode: `read`, `write` return `WouldBlock` instead of
+    /// waiting. Drive timers with [`EspStream::drive`] at
+    /// [`EspStream::poll_at`] when using mio.
+    pub fn set_nonblocking(&mut self, nonblocking: bool) -> io::Result<()> {
+        self.opts.nonblocking = nonblocking;
+        Ok(())
+    }
+
+    /// Spin instead of sleeping in blocking calls (lowest latency, one core
+    /// busy). Also sets `SO_BUSY_POLL` where the link supports it.
+    pub fn set_busy_poll(&mut self, on: bool) {
+        self.opts.busy_poll = on;
+    }
+
+    /// Read timeout (`None` = wait forever). Errors: `InvalidInput` for zero.
+    pub fn set_read_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
+        if t == Some(Duration::ZERO) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "read timeout must not be zero",
+            ));
+        }
+        self.opts.read_timeout = t;
+        Ok(())
+    }
+
+    /// Write timeout (`None` = wait forever). Errors: `InvalidInput` for zero.
+    pub fn set_write_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
+        if t == Some(Duration::ZERO) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "write timeout must not be zero",
+            ));
+        }
+        self.opts.write_timeout = t;
+        Ok(())
+    }
+
+    /// The read timeout.
+    pub fn read_timeout(&self) -> Option<Duration> {
+        self.opts.read_timeout
+    }
+
+    /// The write timeout.
+    pub fn write_timeout(&self) -> Option<Duration> {
+        self.opts.write_timeout
+    }
+
+    /// Shuts down reading (later reads return 0), writing (FIN after the
+    /// buffered data; later writes fail with `BrokenPipe`) or both.
+    pub fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
+        if matches!(how, Shutdown::Read | Shutdown::Both) {
+            self.opts.read_shut = true;
+        }
+        if matches!(how, Shutdown::Write | Shutdown::Both) {
+            self.with(|c| -> io::Result<()> {
+                c.drv.conn.close();
+                c.drv.transmit(Instant::now())?;
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Aborts: sends RST and drops buffered data (SO_LINGER 0).
+    pub fn abort(&mut self) -> io::Result<()> {
+        self.with(|c| -> io::Result<()> {
+            c.drv.conn.abort();
+            c.drv.transmit(Instant::now())?;
+            Ok(())
+        })
+    }
+
+    /// The next protocol deadline (retransmission, delayed ACK, probe):
+    /// nonblocking users call [`EspStream::drive`] then.
+    pub fn poll_at(&mut self) -> Option<Instant> {
+        self.with(|c| c.drv.poll_at())
+    }
+
+    /// Receives pending frames, fires expired timers, sends what is due.
+    pub fn drive(&mut self) -> io::Result<()> {
+        self.with(|c| c.pump())
+    }
+
+    /// Blocks until every byte written so far is acknowledged by the peer,
+    /// or `timeout` passes. Errors: `TimedOut`; the connection's error.
+    pub fn wait_acked(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        self.blocking(deadline, "wait for acknowledgements", |c| {
+            if let Some(e) = c.drv.conn.error() {
+                return Err(e.into());
+            }
+            Ok(if c.drv.conn.send_pending() == 0 {
+                Step::Done(())
+            } else {
+                Step::Wait
+            })
+        })
+    }
+
+    /// Starts a progress thread that keeps retransmissions, ACKs and window
+    /// updates going while the application computes (MPI-style asynchronous
+    /// progress). From then on the stream is behind a mutex shared with the
+    /// thread. The thread stops when the stream is dropped.
+    pub fn spawn_progress(&mut self) -> io::Result<()> {
+        if matches!(self.inner, Inner::Shared(_)) {
+            return Ok(());
+        }
+        let Inner::Direct(core) = std::mem::replace(&mut self.inner, Inner::Moved) else {
+            unreachable!()
+        };
+        let shared = Arc::new(Shared {
+            core: Mutex::new(*core),
+            stop: AtomicBool::new(false),
+        });
+        let s2 = shared.clone();
+        let fd = self.fd;
+        let name = format!("esp-progress-{}", self.local.1);
+        match std::thread::Builder::new()
+            .name(name)
+            .spawn(move || progress_loop(s2, fd))
+        {
+            Ok(h) => {
+                self.progress = Some(h);
+                self.inner = Inner::Shared(shared);
+                Ok(())
+            }
+            Err(e) => {
+                let core = Arc::try_unwrap(shared)
+                    .ok()
+                    .expect("thread never started")
+                    .core
+                    .into_inner()
+                    .unwrap_or_else(|p| p.into_inner());
+                self.inner = Inner::Direct(Box::new(core));
+                Err(e)
+            }
+        }
+    }
+}
+
+fn progress_loop(shared: Arc<Shared>, fd: Option<RawFd>) {
+    let fds: Vec<RawFd> = fd.into_iter().collect();
+    while !shared.stop.load(Ordering::Relaxed) {
+        let next = {
+            let mut c = lock(&shared.core);
+            if let Err(e) = c.pump() {
+                log::warn!("ESP progress thread: {e}");
+            }
+            c.drv.poll_at()
+        };
+        let cap = Instant::now() + Duration::from_millis(10);
+        if let Err(e) = wait_readable(&fds, Some(next.map_or(cap, |t| t.min(cap)))) {
+            log::warn!("ESP progress thread: {e}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+impl Read for EspStream {
+    /// Reads received bytes; 0 at the end of the stream (the peer's FIN) or
+    /// after `shutdown(Read)`.
+    ///
+    /// Errors: `WouldBlock` (nonblocking, nothing ready); `TimedOut` (read
+    /// timeout); `ConnectionReset`, `TimedOut` (retransmission limit: the
+    /// connection is dead), `ConnectionAborted` after `abort`.
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.opts.read_shut || buf.is_empty() {
+            return Ok(0);
+        }
+        let deadline = self.opts.read_timeout.map(|t| Instant::now() + t);
+        self.blocking(deadline, "read", |c| match c.drv.conn.recv(buf) {
+            Ok(n) => Ok(Step::Done(n)),
+            Err(Error::WouldBlock) => Ok(Step::Wait),
+            Err(e) => Err(e.into()),
+        })
+    }
+}
+
+impl Write for EspStream {
+    /// Copies as much of `buf` as the send buffer takes (waiting for space
+    /// when blocking) and sends what the peer's window and the congestion
+    /// window allow; a write larger than a segment is split into segments.
+    ///
+    /// Errors: `WouldBlock` (nonblocking, buffer full); `TimedOut` (write
+    /// timeout, or the connection died at the retransmission limit);
+    /// `BrokenPipe` after `shutdown(Write)`; `ConnectionReset`.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let deadline = self.opts.write_timeout.map(|t| Instant::now() + t);
+        self.blocking(deadline, "write", |c| match c.drv.conn.send(buf) {
+            Ok(n) => Ok(Step::Done(n)),
+            Err(Error::WouldBlock) => Ok(Step::Wait),
+            Err(e) => Err(e.into()),
+        })
+    }
+
+    /// Sends what is due now (segments are sent as soon as written; this
+    /// does not wait for acknowledgements: see [`EspStream::wait_acked`]).
+    fn flush(&mut self) -> io::Result<()> {
+        self.with(|c| c.drv.transmit(Instant::now()).map(|_| ()))
+    }
+}
+
+impl Drop for EspStream {
+    fn drop(&mut self) {
+        if let Inner::Shared(s) = &self.inner {
+            s.stop.store(true, Ordering::Relaxed);
+        }
+        if let Some(h) = self.progress.take() {
+            let _ = h.join();
+        }
+        // Graceful close: FIN after the buffered data, lingering until the
+        // data is acknowledged (or the linger time passes).
+        let linger = self.opts.linger;
+        if matches!(self.inner, Inner::Moved) || linger.is_zero() {
+            return;
+        }
+        self.opts.nonblocking = false;
+        let done = self.with(|c| {
+            c.drv.conn.close();
+            c.drv.conn.error().is_some() || c.drv.conn.state() == State::Closed
+        });
+        if done {
+            let _ = self.with(|c| c.drv.transmit(Instant::now()));
+            return;
+        }
+        let r = self.blocking(Some(Instant::now() + linger), "close", |c| {
+            let conn = &c.drv.conn;
+            Ok(
+                if conn.error().is_some()
+                    || matches!(conn.state(), State::Closed | State::FinWait2)
+                    || (conn.send_pending() == 0 && conn.state() != State::FinWait1)
+                {
+                    Step::Done(())
+                } else {
+                    Step::Wait
+                },
+            )
+        });
+        if r.is_err() {
+            log::debug!("ESP stream {:?}: close did not complete: {r:?}", self.local);
+        }
+    }
+}
+
+impl mio::event::Source for EspStream {
+    fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        source_fd(self.fd)?.register(registry, token, interests)
+    }
+    fn reregister(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        source_fd(self.fd)?.reregister(registry, token, interests)
+    }
+    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
+        source_fd(self.fd)?.deregister(registry)
+    }
+}
+
+fn source_fd(fd: Option<RawFd>) -> io::Result<FdSource> {
+    fd.map(FdSource).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this ESP socket's link has no file descriptor to poll",
+        )
+    })
+}
+
+struct FdSource(RawFd);
+
+impl FdSource {
+    fn register(&self, r: &mio::Registry, t: mio::Token, i: mio::Interest) -> io::Result<()> {
+        mio::unix::SourceFd(&self.0).register(r, t, i)
+    }
+    fn reregister(&self, r: &mio::Registry, t: mio::Token, i: mio::Interest) -> io::Result<()> {
+        mio::unix::SourceFd(&self.0).reregister(r, t, i)
+    }
+    fn deregister(&self, r: &mio::Registry) -> io::Result<()> {
+        mio::unix::SourceFd(&self.0).deregister(r)
+    }
+}
+
+use mio::event::Source as _;
+
+/// A half-open or not yet accepted connection owned by a listener.
+struct Child {
+    link: BoxLink,
+    io: Io,
+}
+
+struct ListenerCore {
+    link: PacketLink,
+    listener: Listener<Child>,
+    iface: String,
+    cfg: EspConfig,
+    known: Arc<Mutex<HashSet<(MacAddr, u16)>>>,
+    rx: Vec<u8>,
+    tx: Vec<u8>,
+}
+
+/// A listening ESP socket.
+pub struct EspListener {
+    core: Mutex<ListenerCore>,
+    fd: RawFd,
+    local: (String, MacAddr, u16),
+    nonblocking: AtomicBool,
+    _lease: PortLease,
+    _responder: Arc<Responder>,
+}
+
+impl std::fmt::Debug for EspListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EspListener")
+            .field("local", &self.local)
+            .finish()
+    }
+}
+
+impl EspListener {
+    /// Binds `(iface, port)` with default options (port 0 = an ephemeral
+    /// port). See [`EspListener::bind_with`].
+    pub fn bind(addr: (&str, u16)) -> io::Result<EspListener> {
+        Self::bind_with(addr.0, addr.1, EspConfig::default())
+    }
+
+    /// Takes the port's lease and opens a packet socket that passes only SYN
+    /// segments for the port. At most `cfg.backlog` established connections
+    /// wait for `accept` and at most `cfg.max_half_open` are half-open;
+    /// further SYNs are dropped (the client retries).
+    ///
+    /// Errors: `AddrInUse` when another socket owns the port; `NotFound`
+    /// for an unknown interface; `PermissionDenied` naming CAP_NET_RAW.
+    pub fn bind_with(iface: &str, port: u16, cfg: EspConfig) -> io::Result<EspListener> {
+        let responder = shared_responder(iface, cfg.ethertype)?;
+        let lease = ports::allocate(iface, cfg.ethertype, port)?;
+        let port = lease.port();
+        let link = PacketLink::open(
+            iface,
+            &PacketConfig {
+                ethertype: cfg.ethertype,
+                rcvbuf: 1 << 20,
+                sndbuf: 256 << 10,
+                filter: Some(FilterSpec::port(cfg.ethertype, port)),
+                ..PacketConfig::default()
+            },
+        )?;
+        let fd = link.raw_fd().expect("packet link has a descriptor");
+        crate::bpf::attach(fd, &mut crate::bpf::syn_filter(cfg.ethertype, Some(port)))?;
+        let mac = link.mac();
+        let frame = link.mtu() + ETH_HEADER_LEN;
+        let listener = Listener::new(
+            cfg.clone(),
+            link.mtu(),
+            (mac, port),
+            isn_generator().clone(),
+        );
+        Ok(EspListener {
+            core: Mutex::new(ListenerCore {
+                link,
+                listener,
+                iface: iface.to_string(),
+                cfg,
+                known: Arc::new(Mutex::new(HashSet::new())),
+                rx: vec![0; frame + 64],
+                tx: vec![0; 128],
+            }),
+            fd,
+            local: (iface.to_string(), mac, port),
+            nonblocking: AtomicBool::new(false),
+            _lease: lease,
+            _responder: responder,
+        })
+    }
+
+    /// Local (interface, MAC, port).
+    pub fn local_addr(&self) -> io::Result<(String, MacAddr, u16)> {
+        Ok(self.local.clone())
+    }
+
+    /// Nonblocking mode: `accept` returns `WouldBlock` when no connection is
+    /// ready.
+    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        self.nonblocking.store(nonblocking, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Counters of the listen side (SYNs accepted and dropped, resets).
+    pub fn stats(&self) -> crate::listener::ListenerStats {
+        lock(&self.core).listener.stats()
+    }
+
+    /// Waits for an established connection and returns it with the peer's
+    /// (MAC, port). Half-open connections are driven while waiting.
+    ///
+    /// Errors: `WouldBlock` in nonblocking mode; link errors.
+    pub fn accept(&self) -> io::Result<(EspStream, (MacAddr, u16))> {
+        self.accept_timeout(None)
+    }
+
+    /// [`EspListener::accept`] waiting at most `timeout`. Errors: `TimedOut`.
+    pub fn accept_timeout(
+        &self,
+        timeout: Option<Duration>,
+    ) -> io::Result<(EspStream, (MacAddr, u16))> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let (fds, next) = {
+                let mut core = lock(&self.core);
+                if let Some(s) = core.pump()? {
+                    return Ok(s);
+                }
+                let mut fds = vec![self.fd];
+                fds.extend(
+                    core.listener
+                        .entries()
+                        .iter()
+                        .filter_map(|e| e.handle.link.raw_fd()),
+                );
+                let next = core
+                    .listener
+                    .entries()
+                    .iter()
+                    .filter_map(|e| earliest(e.conn.poll_timeout(), e.handle.link.poll_at()))
+                    .min();
+                (fds, next)
+            };
+            if self.nonblocking.load(Ordering::Relaxed) {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "ESP accept on port {}: nothing within the timeout",
+                        self.local.2
+                    ),
+                ));
+            }
+            wait_readable(&fds, earliest(next, deadline))?;
+        }
+    }
+}
+
+impl ListenerCore {
+    /// Handles SYNs, drives owned connections, returns one ready to accept.
+    fn pump(&mut self) -> io::Result<Option<(EspStream, (MacAddr, u16))>> {
+        let max = self.link.mtu() + ETH_HEADER_LEN;
+        loop {
+            let n = match self.link.recv(&mut self.rx) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            let Ok(f) = EspFrame::parse(&self.rx[..n], self.cfg.ethertype, max) else {
+                continue;
+            };
+            let now = Instant::now();
+            let known = self.known.clone();
+            let outcome = self
+                .listener
+                .on_segment(now, clock_us(), f.eth.src, &f.esp, |r| {
+                    lock(&known).contains(&r)
+                });
+            match outcome {
+                SynOutcome::Accept(conn) => {
+                    let remote = conn.remote();
+                    match open_link(&self.iface, &self.cfg, conn.local().1, Some(remote)) {
+                        Ok(link) => {
+                            let io = Io::new(&*link, self.cfg.ethertype);
+                            self.listener.insert(*conn, Child { link, io });
+                        }
+                        Err(e) => {
+                            log::warn!("ESP listener: no link for {remote:?}: {e}");
+                        }
+                    }
+                }
+                SynOutcome::Reset(_) => {
+                    let (src, repr) = (f.eth.src, f.esp);
+                    if let Some(len) = reset_frame(
+                        &mut self.tx,
+                        self.link.mac(),
+                        src,
+                        self.cfg.ethertype,
+                        &repr,
+                    ) {
+                        let _ = self.link.send(&self.tx[..len]);
+                    }
+                }
+                SynOutcome::Drop(_) => {}
+            }
+        }
+        let now = Instant::now();
+        for e in self.listener.entries_mut() {
+            let child = &mut e.handle;
+            if let Err(err) = child.io.poll(&mut e.conn, &mut *child.link, now) {
+                log::warn!(
+                    "ESP listener: half-open connection {:?}: {err}",
+                    e.conn.remote()
+                );
+            }
+        }
+        self.listener.reap();
+        let Some(entry) = self.listener.accept() else {
+            return Ok(None);
+        };
+        let remote = entry.conn.remote();
+        lock(&self.known).insert(remote);
+        let registration = Registration {
+            set: self.known.clone(),
+            key: remote,
+        };
+        let Child { link, io } = entry.handle;
+        let drv = ConnDriver::from_parts(entry.conn, link, io);
+        let mut s = EspStream::from_driver(drv, &self.cfg);
+        s.iface = self.iface.clone();
+        if let Inner::Direct(core) = &mut s.inner {
+            core._registration = Some(registration);
+        }
+        Ok(Some((s, remote)))
+    }
+}
+
+impl mio::event::Source for EspListener {
+    fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        mio::unix::SourceFd(&self.fd).register(registry, token, interests)
+    }
+    fn reregister(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        mio::unix::SourceFd(&self.fd).reregister(registry, token, interests)
+    }
+    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
+        mio::unix::SourceFd(&self.fd).deregister(registry)
+    }
+}
