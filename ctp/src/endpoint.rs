@@ -315,6 +315,9 @@ pub struct Endpoint<P: PeerAddr> {
     next_reassembly_check: Option<Instant>,
     deliveries: VecDeque<Delivery<P>>,
     tx: VecDeque<Tx<P>>,
+    /// Confirmations wait behind data: a reply goes out before the
+    /// confirmation of the request it answers (latency), a few packets later.
+    tx_conf: VecDeque<Tx<P>>,
     group: Vec<P>,
     stats: Stats,
 }
@@ -357,6 +360,7 @@ impl<P: PeerAddr> Endpoint<P> {
             next_reassembly_check: None,
             deliveries: VecDeque::new(),
             tx: VecDeque::new(),
+            tx_conf: VecDeque::new(),
             group: Vec::new(),
             stats: Stats::default(),
         }
@@ -692,7 +696,7 @@ impl<P: PeerAddr> Endpoint<P> {
     }
 
     fn confirm(&mut self, to: P, r: &Repr) {
-        self.tx.push_back(Tx::Confirm {
+        self.tx_conf.push_back(Tx::Confirm {
             to,
             repr: r.confirmation(),
         });
@@ -987,7 +991,7 @@ impl<P: PeerAddr> Endpoint<P> {
     /// Writes the next datagram to send into `buf` (which must hold at least
     /// [`Config::max_packet_len`] bytes) and returns its destination and length.
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit<P>> {
-        while let Some(tx) = self.tx.pop_front() {
+        while let Some(tx) = self.tx.pop_front().or_else(|| self.tx_conf.pop_front()) {
             match tx {
                 Tx::Confirm { to, repr } => {
                     repr.emit(buf);
@@ -1024,7 +1028,7 @@ impl<P: PeerAddr> Endpoint<P> {
 
     /// True if [`poll_transmit`](Self::poll_transmit) may return a datagram.
     pub fn has_transmit(&self) -> bool {
-        !self.tx.is_empty()
+        !self.tx.is_empty() || !self.tx_conf.is_empty()
     }
 
     /// The next delivery, if any.

@@ -89,6 +89,9 @@ struct Core<T: Transport> {
     tx: Vec<u8>,
     rx: Vec<u8>,
     blocked: Option<(T::Addr, usize)>,
+    /// Datagrams (mostly confirmations) left unsent so that a delivery
+    /// reaches the application first; sent at the next progress or send.
+    deferred: bool,
     last_send_failed: bool,
     stats: DriverStats,
 }
@@ -113,6 +116,11 @@ struct Shared<T: Transport> {
 
 impl<T: Transport> Drop for Shared<T> {
     fn drop(&mut self) {
+        // Confirmations deferred behind a delivery still go out.
+        let c = self.core.get_mut().unwrap_or_else(|e| e.into_inner());
+        if c.deferred || c.ep.has_transmit() {
+            CtpSocket::<T>::flush_tx(c);
+        }
         self.pool.shutdown();
     }
 }
@@ -239,6 +247,7 @@ impl<T: Transport> CtpSocket<T> {
             tx: vec![0; bufsize],
             rx: vec![0; bufsize],
             blocked: None,
+            deferred: false,
             last_send_failed: false,
             stats: DriverStats::default(),
         };
@@ -346,7 +355,7 @@ impl<T: Transport> CtpSocket<T> {
     /// After the core changed outside the poller: send what is ready, route
     /// deliveries, wake a sleeping poller so it re-reads the deadline.
     fn after_change(&self, c: &mut Core<T>) {
-        self.flush_tx(c);
+        Self::flush_tx(c);
         self.route(c);
         if self.shared.polling.load(Ordering::Acquire) {
             let _ = self.shared.waker.wake();
@@ -400,7 +409,8 @@ impl<T: Transport> CtpSocket<T> {
             .default = None;
     }
 
-    fn route(&self, c: &mut Core<T>) {
+    /// Routes deliveries; returns true if any went to the application queue.
+    fn route(&self, c: &mut Core<T>) -> bool {
         let mut queued = false;
         while let Some(d) = c.ep.poll_delivery() {
             let h = {
@@ -427,10 +437,12 @@ impl<T: Transport> CtpSocket<T> {
         if queued {
             self.shared.queue_cv.notify_all();
         }
+        queued
     }
 
-    fn flush_tx(&self, c: &mut Core<T>) {
+    fn flush_tx(c: &mut Core<T>) {
         let c = &mut *c;
+        c.deferred = false;
         if let Some((dest, len)) = c.blocked {
             match c.tr.send_to(&c.tx[..len], dest) {
                 Ok(()) => c.blocked = None,
@@ -470,8 +482,14 @@ impl<T: Transport> CtpSocket<T> {
         c.last_send_failed = true;
     }
 
-    /// Receives what is ready, runs due timers, sends, routes deliveries.
+    /// Receives what is ready, runs due timers, routes deliveries, sends.
+    /// When a delivery was queued for the application the sends are
+    /// deferred to the next call, so the application sees it one syscall
+    /// earlier (and a reply it sends goes out before the confirmation).
     fn progress(&self, c: &mut Core<T>) {
+        if c.deferred {
+            Self::flush_tx(c);
+        }
         let now = Instant::now();
         let c2 = &mut *c;
         let mut errors = 0;
@@ -484,7 +502,7 @@ impl<T: Transport> CtpSocket<T> {
                     // Confirm as we go during a long burst, so the sender
                     // does not time out while we drain the socket.
                     if batch & 31 == 0 {
-                        self.flush_tx(c2);
+                        Self::flush_tx(c2);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -502,13 +520,22 @@ impl<T: Transport> CtpSocket<T> {
         if c2.ep.poll_timeout().is_some_and(|t| t <= now) {
             c2.ep.handle_timeout(now);
         }
-        self.flush_tx(c);
-        self.route(c);
+        if self.route(c) && c.blocked.is_none() {
+            c.deferred = true;
+        } else {
+            Self::flush_tx(c);
+        }
     }
 
     /// Drives the protocol until `done` returns true (checked after each
     /// progress step) or `deadline` passes; returns whether `done` held.
     fn drive(&self, deadline: Option<Instant>, mut done: impl FnMut() -> bool) -> io::Result<bool> {
+        {
+            let mut c = lock(&self.shared.core);
+            if c.deferred {
+                Self::flush_tx(&mut c);
+            }
+        }
         loop {
             if done() {
                 return Ok(true);
@@ -531,6 +558,14 @@ impl<T: Transport> CtpSocket<T> {
                     if done() {
                         self.shared.polling.store(false, Ordering::Release);
                         return Ok(true);
+                    }
+                    {
+                        // Not returning to the application: send what
+                        // progress deferred before sleeping.
+                        let mut c = lock(&self.shared.core);
+                        if c.deferred {
+                            Self::flush_tx(&mut c);
+                        }
                     }
                     let wake = match (next, deadline) {
                         (Some(a), Some(b)) => Some(a.min(b)),

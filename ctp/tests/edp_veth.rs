@@ -122,6 +122,12 @@ fn run_echo(test: &str, mtu: usize, faults: Option<FaultConfig>, sizes: &[usize]
         }
         s.send(QUIT, server_addr, b"", Options::NONE).unwrap();
         assert!(s.flush(WAIT).unwrap());
+        // Linger: if our confirmation of the last echo was lost, the server
+        // resends it and must hear a confirmation before it can flush.
+        let end = std::time::Instant::now() + Duration::from_secs(2);
+        while std::time::Instant::now() < end {
+            s.poll(Duration::from_millis(50)).unwrap();
+        }
         s.stats()
     });
     server.join().expect("server thread");
