@@ -186,7 +186,16 @@ fn run(
     holder.store(false, Ordering::Relaxed);
 }
 
-type Key = (String, u16);
+type Key = (u64, String, u16);
+
+/// Inode of the calling thread's network namespace (responders are per
+/// namespace, like the interfaces they serve).
+fn netns_id() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net")
+        .map(|m| m.ino())
+        .unwrap_or(0)
+}
 
 fn registry() -> &'static Mutex<HashMap<Key, Weak<Responder>>> {
     static R: std::sync::OnceLock<Mutex<HashMap<Key, Weak<Responder>>>> =
@@ -199,7 +208,7 @@ fn registry() -> &'static Mutex<HashMap<Key, Weak<Responder>>> {
 ///
 /// Errors: as [`Responder::spawn`].
 pub fn shared_responder(iface: &str, ethertype: u16) -> io::Result<Arc<Responder>> {
-    let key = (iface.to_string(), ethertype);
+    let key = (netns_id(), iface.to_string(), ethertype);
     let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
     if let Some(r) = reg.get(&key).and_then(Weak::upgrade) {
         return Ok(r);

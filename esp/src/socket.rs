@@ -460,7 +460,6 @@ impl EspStream {
                 std::hint::spin_loop();
                 continue;
             }
-            let fds: Vec<RawFd> = self.fd.into_iter().collect();
             let until = earliest(poll_at, deadline);
             // With a progress thread the timers are its job: just wait for input.
             let until = if matches!(self.inner, Inner::Shared(_)) {
@@ -468,7 +467,7 @@ impl EspStream {
             } else {
                 until
             };
-            wait_readable(&fds, until)?;
+            wait_readable(self.fd.as_slice(), until)?;
         }
     }
 

@@ -1,0 +1,313 @@
+//! ESP on real links: AF_PACKET sockets between network namespaces joined by
+//! veth pairs (the lead's harness in tests/common). Needs root; without it
+//! (or without `ip netns`) each test prints why and returns, except under
+//! CI=true where it fails.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::Shutdown;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::setup;
+use esp::{EspConfig, EspListener, EspStream, FaultConfig};
+
+/// Generous liveness bound (not a timing assertion).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn byte_at(i: u64, seed: u64) -> u8 {
+    let x = (i ^ seed.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    ((x >> 56) as u8) ^ (i as u8)
+}
+
+fn fill(buf: &mut [u8], from: u64, seed: u64) {
+    for (k, b) in buf.iter_mut().enumerate() {
+        *b = byte_at(from + k as u64, seed);
+    }
+}
+
+/// FNV-1a over 8-byte words (cheap in debug builds).
+fn hash_update(h: &mut u64, data: &[u8]) {
+    for c in data.chunks(8) {
+        let mut w = [0u8; 8];
+        w[..c.len()].copy_from_slice(c);
+        *h ^= u64::from_le_bytes(w);
+        *h = h.wrapping_mul(0x100_0000_01b3);
+    }
+}
+
+/// Writes `len` pattern bytes, shuts down writing, reads the peer's 16-byte
+/// report (length, hash).
+fn send_and_report(s: &mut EspStream, len: usize, seed: u64) -> (u64, u64, u64) {
+    let mut chunk = vec![0u8; 256 * 1024];
+    let mut sent = 0usize;
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    while sent < len {
+        let n = (len - sent).min(chunk.len());
+        fill(&mut chunk[..n], sent as u64, seed);
+        hash_update(&mut h, &chunk[..n]);
+        s.write_all(&chunk[..n]).expect("write");
+        sent += n;
+    }
+    s.shutdown(Shutdown::Write).unwrap();
+    let mut report = [0u8; 16];
+    s.read_exact(&mut report).expect("report");
+    let got_len = u64::from_be_bytes(report[..8].try_into().unwrap());
+    let got_hash = u64::from_be_bytes(report[8..].try_into().unwrap());
+    (h, got_len, got_hash)
+}
+
+/// Reads to EOF, checks every byte against the pattern, answers (len, hash).
+fn receive_and_report(s: &mut EspStream, seed: u64) -> u64 {
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut expect = vec![0u8; 256 * 1024];
+    let mut total = 0u64;
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    loop {
+        let n = s.read(&mut buf).expect("read");
+        if n == 0 {
+            break;
+        }
+        fill(&mut expect[..n], total, seed);
+        assert!(buf[..n] == expect[..n], "corrupt data near offset {total}");
+        hash_update(&mut h, &buf[..n]);
+        total += n as u64;
+    }
+    let mut report = [0u8; 16];
+    report[..8].copy_from_slice(&total.to_be_bytes());
+    report[8..].copy_from_slice(&h.to_be_bytes());
+    s.write_all(&report).unwrap();
+    total
+}
+
+fn bulk(test: &str, len: usize, cfg: EspConfig) {
+    let Some(net) = setup(test, 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let (tx, rx) = mpsc::channel();
+    let (bi, cfg_b) = (b.clone(), cfg.clone());
+    let server = b.spawn(move || {
+        let l = EspListener::bind_with(&bi.iface, 7000, cfg_b).unwrap();
+        tx.send(()).unwrap();
+        let (mut s, _peer) = l.accept_timeout(Some(PATIENCE)).unwrap();
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        let total = receive_and_report(&mut s, 42);
+        let st = s.stats();
+        (total, st)
+    });
+    rx.recv().unwrap();
+    let (ai, bmac) = (a.iface.clone(), b.mac);
+    let (h, got_len, got_hash, st) = a.run(move || {
+        let mut s = EspStream::connect_timeout_with(&ai, bmac, 7000, cfg, PATIENCE).unwrap();
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        s.set_write_timeout(Some(PATIENCE)).unwrap();
+        let (h, l, gh) = send_and_report(&mut s, len, 42);
+        (h, l, gh, s.stats())
+    });
+    let (total, st_b) = server.join().unwrap();
+    eprintln!("{test}: sender {st:?}\nreceiver {st_b:?}");
+    assert_eq!(got_len, len as u64);
+    assert_eq!(total, len as u64);
+    assert_eq!(got_hash, h, "hash of the received stream differs");
+}
+
+#[test]
+fn stream_100mb_byte_exact() {
+    bulk("esp_100mb", 100 << 20, EspConfig::default());
+}
+
+#[test]
+fn stream_100mb_byte_exact_with_1_percent_loss() {
+    let cfg = EspConfig::default().with_fault(FaultConfig::seeded(7).with_loss(0.01));
+    bulk("esp_100mb_loss", 100 << 20, cfg);
+}
+
+#[test]
+fn connect_to_a_closed_port_is_refused() {
+    let Some(net) = setup("esp_refused", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    // Host B runs the RST responder as soon as any ESP socket exists there.
+    let (tx, rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let bi = b.clone();
+    let keeper = b.spawn(move || {
+        let _l = EspListener::bind((bi.iface.as_str(), 7100)).unwrap();
+        tx.send(()).unwrap();
+        let _ = done_rx.recv_timeout(PATIENCE);
+    });
+    rx.recv().unwrap();
+    let (ai, bmac) = (a.iface.clone(), b.mac);
+    let err = a.run(move || {
+        // The responder may take up to its lease retry to become the holder.
+        let mut last = None;
+        for _ in 0..20 {
+            match EspStream::connect_timeout_with(
+                &ai,
+                bmac,
+                7199,
+                EspConfig::default(),
+                Duration::from_secs(3),
+            ) {
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => return e,
+                Err(e) => last = Some(e),
+                Ok(_) => panic!("connected to a port nobody listens on"),
+            }
+        }
+        panic!("never refused: {last:?}");
+    });
+    assert_eq!(err.kind(), ErrorKind::ConnectionRefused);
+    done_tx.send(()).unwrap();
+    keeper.join().unwrap();
+}
+
+#[test]
+fn sixty_four_concurrent_connections() {
+    let Some(net) = setup("esp_64conn", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    const N: usize = 64;
+    const LEN: usize = 256 * 1024;
+    let (tx, rx) = mpsc::channel();
+    let bi = b.clone();
+    let server = b.spawn(move || {
+        let l = EspListener::bind((bi.iface.as_str(), 7200)).unwrap();
+        tx.send(()).unwrap();
+        let mut workers = Vec::new();
+        for _ in 0..N {
+            let (mut s, _) = l.accept_timeout(Some(PATIENCE)).unwrap();
+            workers.push(std::thread::spawn(move || {
+                s.set_read_timeout(Some(PATIENCE)).unwrap();
+                // Echo until EOF.
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = s.read(&mut buf).unwrap();
+                    if n == 0 {
+                        break;
+                    }
+                    s.write_all(&buf[..n]).unwrap();
+                }
+                s.shutdown(Shutdown::Write).unwrap();
+            }));
+        }
+        for w in workers {
+            w.join().unwrap();
+        }
+    });
+    rx.recv().unwrap();
+    let (ai, bmac) = (a.iface.clone(), b.mac);
+    a.run(move || {
+        let clients: Vec<_> = (0..N)
+            .map(|i| {
+                let ai = ai.clone();
+                std::thread::spawn(move || {
+                    let mut s = EspStream::connect_timeout_with(
+                        &ai,
+                        bmac,
+                        7200,
+                        EspConfig::default(),
+                        PATIENCE,
+                    )
+                    .unwrap();
+                    s.set_read_timeout(Some(PATIENCE)).unwrap();
+                    let mut data = vec![0u8; LEN];
+                    fill(&mut data, 0, i as u64);
+                    // Write and read concurrently through the progress
+                    // thread: the echo would otherwise fill both windows.
+                    s.spawn_progress().unwrap();
+                    let mut back = Vec::with_capacity(LEN);
+                    let mut buf = vec![0u8; 64 * 1024];
+                    let mut sent = 0;
+                    s.set_nonblocking(true).unwrap();
+                    while back.len() < LEN {
+                        if sent < LEN {
+                            match s.write(&data[sent..]) {
+                                Ok(n) => sent += n,
+                                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                                Err(e) => panic!("client {i}: write: {e}"),
+                            }
+                        }
+                        match s.read(&mut buf) {
+                            Ok(0) => panic!("client {i}: early EOF"),
+                            Ok(n) => back.extend_from_slice(&buf[..n]),
+                            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                                std::thread::sleep(Duration::from_micros(200))
+                            }
+                            Err(e) => panic!("client {i}: read: {e}"),
+                        }
+                    }
+                    assert!(back == data, "client {i}: echo differs");
+                    s.set_nonblocking(false).unwrap();
+                    s.shutdown(Shutdown::Write).unwrap();
+                    assert_eq!(s.read(&mut buf).unwrap(), 0);
+                })
+            })
+            .collect();
+        for c in clients {
+            c.join().unwrap();
+        }
+    });
+    server.join().unwrap();
+}
+
+#[test]
+fn accept_and_close_under_load() {
+    let Some(net) = setup("esp_churn", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    const ROUNDS: usize = 100;
+    let (tx, rx) = mpsc::channel();
+    let bi = b.clone();
+    let server = b.spawn(move || {
+        let bulk_l = EspListener::bind((bi.iface.as_str(), 7300)).unwrap();
+        let l = EspListener::bind((bi.iface.as_str(), 7301)).unwrap();
+        tx.send(()).unwrap();
+        let bulk = std::thread::spawn(move || {
+            let (mut s, _) = bulk_l.accept_timeout(Some(PATIENCE)).unwrap();
+            s.set_read_timeout(Some(PATIENCE)).unwrap();
+            receive_and_report(&mut s, 9)
+        });
+        for i in 0..ROUNDS {
+            let (mut s, _) = l.accept_timeout(Some(PATIENCE)).unwrap();
+            s.set_read_timeout(Some(PATIENCE)).unwrap();
+            let mut b = [0u8; 8];
+            s.read_exact(&mut b).unwrap();
+            assert_eq!(u64::from_be_bytes(b), i as u64);
+            s.write_all(&b).unwrap();
+        }
+        bulk.join().unwrap()
+    });
+    rx.recv().unwrap();
+    let (ai, bmac) = (a.iface.clone(), b.mac);
+    a.run(move || {
+        let ai2 = ai.clone();
+        let bulk = std::thread::spawn(move || {
+            let mut s =
+                EspStream::connect_timeout_with(&ai2, bmac, 7300, EspConfig::default(), PATIENCE)
+                    .unwrap();
+            s.set_read_timeout(Some(PATIENCE)).unwrap();
+            send_and_report(&mut s, 20 << 20, 9)
+        });
+        for i in 0..ROUNDS {
+            let mut s =
+                EspStream::connect_timeout_with(&ai, bmac, 7301, EspConfig::default(), PATIENCE)
+                    .unwrap();
+            s.set_read_timeout(Some(PATIENCE)).unwrap();
+            s.write_all(&(i as u64).to_be_bytes()).unwrap();
+            let mut b = [0u8; 8];
+            s.read_exact(&mut b).unwrap();
+            assert_eq!(u64::from_be_bytes(b), i as u64);
+            // Dropped here: graceful close.
+        }
+        let (h, len, got) = bulk.join().unwrap();
+        assert_eq!(len, 20 << 20);
+        assert_eq!(got, h);
+    });
+    assert_eq!(server.join().unwrap(), 20 << 20);
+}
