@@ -1016,18 +1016,20 @@ impl Connection {
         if self.recovery.is_none() {
             self.enter_recovery(false);
         }
-        let mut above = 0u32;
-        let mut marks = Vec::new();
-        for i in (0..self.rtx.len()).rev() {
-            let s = &self.rtx[i];
+        // Forward scan; `sacked_count - seen` = SACKed segments above index i.
+        let mut seen = 0u32;
+        for i in 0..self.rtx.len() {
+            let s = self.rtx[i];
             if s.sacked {
-                above += 1;
-            } else if above >= DUP_THRESH && !s.lost && s.episode != self.episode {
-                marks.push(i);
+                seen += 1;
+                continue;
             }
-        }
-        for &i in marks.iter().rev() {
-            self.mark_lost(i);
+            if self.sacked_count - seen < DUP_THRESH {
+                break;
+            }
+            if !s.lost && s.episode != self.episode {
+                self.mark_lost(i);
+            }
         }
     }
 
@@ -1073,6 +1075,10 @@ impl Connection {
     fn on_new_ack(&mut self, now: Instant, ack: Seq) {
         let n = ack.diff(self.snd_una).max(0) as usize;
         let n = n.min(self.rtx.len());
+        // Grow cwnd only while it is used (RFC 7661 spirit): an
+        // application-limited sender would otherwise inflate it without
+        // evidence and burst later.
+        let cwnd_used = self.pipe().saturating_mul(2) >= self.cwnd;
         let mut sample = None;
         let mut ambiguous = false;
         let mut bytes = 0usize;
@@ -1125,7 +1131,7 @@ impl Connection {
             None => {}
         }
         {
-            if grow && self.cfg.congestion_control {
+            if grow && cwnd_used && self.cfg.congestion_control {
                 {
                     let n = n as u32;
                     if self.cwnd < self.ssthresh {

@@ -311,3 +311,63 @@ fn accept_and_close_under_load() {
     });
     assert_eq!(server.join().unwrap(), 20 << 20);
 }
+
+#[test]
+fn ping_pong_blocking_busy_poll_and_progress_thread() {
+    let Some(net) = setup("esp_pingpong", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    const ROUNDS: usize = 2000;
+    let sizes = [1usize, 64, 1480, 1481, 4096, 65536];
+    for mode in ["blocking", "busy_poll", "progress"] {
+        let (tx, rx) = mpsc::channel();
+        let bi = b.clone();
+        let server = b.spawn(move || {
+            let cfg = EspConfig {
+                busy_poll: mode == "busy_poll",
+                ..EspConfig::default()
+            };
+            let l = EspListener::bind_with(&bi.iface, 7400, cfg).unwrap();
+            tx.send(()).unwrap();
+            let (mut s, _) = l.accept_timeout(Some(PATIENCE)).unwrap();
+            if mode == "progress" {
+                s.spawn_progress().unwrap();
+            }
+            s.set_read_timeout(Some(PATIENCE)).unwrap();
+            let mut buf = vec![0u8; 65536];
+            for &n in &sizes {
+                for _ in 0..ROUNDS / sizes.len() {
+                    s.read_exact(&mut buf[..n]).unwrap();
+                    s.write_all(&buf[..n]).unwrap();
+                }
+            }
+        });
+        rx.recv().unwrap();
+        let (ai, bmac) = (a.iface.clone(), b.mac);
+        a.run(move || {
+            let cfg = EspConfig {
+                busy_poll: mode == "busy_poll",
+                ..EspConfig::default()
+            };
+            let mut s = EspStream::connect_timeout_with(&ai, bmac, 7400, cfg, PATIENCE).unwrap();
+            if mode == "progress" {
+                s.spawn_progress().unwrap();
+            }
+            s.set_read_timeout(Some(PATIENCE)).unwrap();
+            let mut out = vec![0u8; 65536];
+            let mut back = vec![0u8; 65536];
+            for (k, &n) in sizes.iter().enumerate() {
+                for r in 0..ROUNDS / sizes.len() {
+                    fill(&mut out[..n], r as u64, k as u64);
+                    s.write_all(&out[..n]).unwrap();
+                    s.read_exact(&mut back[..n]).unwrap();
+                    assert!(out[..n] == back[..n], "{mode}: round {r} size {n} differs");
+                }
+            }
+            let st = s.stats();
+            eprintln!("{mode}: {st:?}");
+        });
+        server.join().unwrap();
+    }
+}
