@@ -26,6 +26,8 @@ pub mod socket;
 pub mod wire;
 
 pub use link::packet::PacketLink;
+/// Re-exported so users name `mio::Token` etc. with the version EDP uses.
+pub use mio;
 pub use link::Link;
 pub use ports::PortLease;
 pub use socket::{EdpConfig, EdpSocket, EdpStats};
