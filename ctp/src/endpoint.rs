@@ -74,6 +74,10 @@ pub struct Config {
     pub window_packets: usize,
     /// Most bytes in flight per destination (at least one packet is always allowed).
     pub window_bytes: usize,
+    /// Most message bytes kept in the sent-commands storage; `send` refuses
+    /// more with [`SendError::Full`] (a single larger message is accepted
+    /// when the storage is empty). Default 256 MiB.
+    pub max_stored_bytes: u64,
     /// Largest message accepted by `send`, bytes (at most 2^48 - 1, spec table 1).
     pub max_message_size: u64,
     /// Memory for large messages being reassembled, bytes, over all peers. A
@@ -104,6 +108,7 @@ impl Default for Config {
             max_resend_multiplier: 16384,
             window_packets: 1024,
             window_bytes: 1 << 20,
+            max_stored_bytes: 256 << 20,
             max_message_size: MAX_MESSAGE_SIZE,
             max_reassembly_bytes: 1 << 30,
             reassembly_idle_timeout: Duration::from_secs(120),
@@ -240,6 +245,12 @@ pub enum SendError {
     NoBroadcast,
     #[error("out of memory for a message of {0} bytes")]
     OutOfMemory(u64),
+    /// The sent-commands storage holds `stored` bytes awaiting confirmation;
+    /// `size` more would exceed `limit`. Retry after confirmations arrive.
+    #[error(
+        "sent-commands storage full: {stored} bytes await confirmation, {size} more exceed the limit of {limit}"
+    )]
+    Full { stored: u64, size: u64, limit: u64 },
 }
 
 /// Storage sizes (the `Get...Count` of spec `CCTPNet`).
@@ -308,6 +319,7 @@ pub struct Endpoint<P: PeerAddr> {
     sent_index: HashMap<(Dest<P>, u32), MsgId>,
     unique_index: HashMap<(Dest<P>, u16), MsgId>,
     next_key: MsgId,
+    stored_bytes: u64,
     timers: BinaryHeap<Reverse<(Instant, MsgId, u32)>>,
     large: HashMap<(P, bool, u32), Reassembly>,
     large_bytes: u64,
@@ -353,6 +365,7 @@ impl<P: PeerAddr> Endpoint<P> {
             sent_index: HashMap::new(),
             unique_index: HashMap::new(),
             next_key: 1,
+            stored_bytes: 0,
             timers: BinaryHeap::new(),
             large: HashMap::new(),
             large_bytes: 0,
@@ -472,6 +485,13 @@ impl<P: PeerAddr> Endpoint<P> {
         if size > max {
             return Err(SendError::TooLarge { size, max });
         }
+        if !self.has_room(size) {
+            return Err(SendError::Full {
+                stored: self.stored_bytes,
+                size,
+                limit: self.cfg.max_stored_bytes,
+            });
+        }
         let part = self.cfg.data_size;
         let count = (data.len().div_ceil(part)).max(1);
         if count > u32::MAX as usize {
@@ -521,6 +541,7 @@ impl<P: PeerAddr> Endpoint<P> {
             unconfirmed: count,
             errored: false,
         };
+        self.stored_bytes += size;
         self.sent.insert(key, msg);
         self.sent_index.insert((dest, first_id), key);
         if options.contains(Options::UNIQUE_COMMAND) {
@@ -548,6 +569,17 @@ impl<P: PeerAddr> Endpoint<P> {
         true
     }
 
+    /// True if a message of `size` bytes fits the sent-commands storage now
+    /// (see [`Config::max_stored_bytes`]).
+    pub fn has_room(&self, size: u64) -> bool {
+        self.stored_bytes == 0 || self.stored_bytes + size <= self.cfg.max_stored_bytes
+    }
+
+    /// Bytes of message data in the sent-commands storage.
+    pub fn stored_bytes(&self) -> u64 {
+        self.stored_bytes
+    }
+
     /// True while message `msg` awaits confirmation.
     pub fn is_pending(&self, msg: MsgId) -> bool {
         self.sent.contains_key(&msg)
@@ -557,6 +589,7 @@ impl<P: PeerAddr> Endpoint<P> {
         let Some(m) = self.sent.remove(&key) else {
             return;
         };
+        self.stored_bytes -= m.data.len() as u64;
         self.sent_index.remove(&(m.dest, m.first_id));
         if self.unique_index.get(&(m.dest, m.command)) == Some(&key) {
             self.unique_index.remove(&(m.dest, m.command));

@@ -49,6 +49,10 @@ pub struct CtpConfig {
     pub edp: EdpConfig,
     /// EDP only: destination port of broadcasts (default: our own port).
     pub edp_broadcast_port: Option<u16>,
+    /// How long `send` waits (driving the protocol) for room in a full
+    /// sent-commands storage before failing with [`SendError::Full`];
+    /// `None` waits without limit. Default 60 s.
+    pub send_timeout: Option<Duration>,
 }
 
 impl Default for CtpConfig {
@@ -64,6 +68,7 @@ impl Default for CtpConfig {
                 ..EdpConfig::default()
             },
             edp_broadcast_port: None,
+            send_timeout: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -112,6 +117,7 @@ struct Shared<T: Transport> {
     pool: Arc<DelivererPool>,
     has_source: bool,
     name: String,
+    send_timeout: Option<Duration>,
 }
 
 impl<T: Transport> Drop for Shared<T> {
@@ -266,6 +272,7 @@ impl<T: Transport> CtpSocket<T> {
                 pool: DelivererPool::new(cfg.max_deliverers),
                 has_source,
                 name,
+                send_timeout: cfg.send_timeout,
             }),
         })
     }
@@ -290,10 +297,12 @@ impl<T: Transport> CtpSocket<T> {
     }
 
     /// Sends `data` as command `command` (0..=32767) to `peer` with `options`
-    /// (CTP spec "Options"). Returns at once: the packets are kept until
-    /// confirmed; a failure arrives later as an error delivery.
+    /// (CTP spec "Options"). Returns once the message is stored: its packets
+    /// are kept until confirmed; a failure arrives later as an error delivery.
+    /// When the sent-commands storage is full it first drives the protocol
+    /// until confirmations make room (at most `send_timeout`).
     ///
-    /// Errors: [`SendError`].
+    /// Errors: [`SendError`] (`Full` after `send_timeout`).
     pub fn send(
         &self,
         command: u16,
@@ -301,7 +310,7 @@ impl<T: Transport> CtpSocket<T> {
         data: &[u8],
         options: Options,
     ) -> Result<MsgId, SendError> {
-        let mut c = lock(&self.shared.core);
+        let mut c = self.storage_room(data.len() as u64)?;
         let id = c.ep.send(Instant::now(), command, peer, data, options)?;
         self.after_change(&mut c);
         Ok(id)
@@ -315,7 +324,7 @@ impl<T: Transport> CtpSocket<T> {
         data: Vec<u8>,
         options: Options,
     ) -> Result<MsgId, SendError> {
-        let mut c = lock(&self.shared.core);
+        let mut c = self.storage_room(data.len() as u64)?;
         let id =
             c.ep.send_vec(Instant::now(), command, peer, data, options)?;
         self.after_change(&mut c);
@@ -331,7 +340,7 @@ impl<T: Transport> CtpSocket<T> {
         data: &[u8],
         options: Options,
     ) -> Result<MsgId, SendError> {
-        let mut c = lock(&self.shared.core);
+        let mut c = self.storage_room(data.len() as u64)?;
         let b = c.ep.broadcast_addr().ok_or(SendError::NoBroadcast)?;
         let id = c.ep.send(
             Instant::now(),
@@ -350,6 +359,29 @@ impl<T: Transport> CtpSocket<T> {
         let id = c.ep.ping(Instant::now(), command, peer)?;
         self.after_change(&mut c);
         Ok(id)
+    }
+
+    /// Locks the core once the storage has room for `size` bytes, driving
+    /// the protocol while it waits.
+    fn storage_room(&self, size: u64) -> Result<MutexGuard<'_, Core<T>>, SendError> {
+        {
+            let c = lock(&self.shared.core);
+            if c.ep.has_room(size) {
+                return Ok(c);
+            }
+        }
+        let deadline = self.shared.send_timeout.map(|t| Instant::now() + t);
+        let _ = self.drive(deadline, || lock(&self.shared.core).ep.has_room(size));
+        let c = lock(&self.shared.core);
+        if c.ep.has_room(size) {
+            Ok(c)
+        } else {
+            Err(SendError::Full {
+                stored: c.ep.stored_bytes(),
+                size,
+                limit: c.ep.config().max_stored_bytes,
+            })
+        }
     }
 
     /// After the core changed outside the poller: send what is ready, route

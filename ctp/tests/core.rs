@@ -508,3 +508,33 @@ fn broadcast_confirmed_by_each_group_member() {
     assert_eq!(b.received_ids(A, true), vec![r.id]);
     assert!(b.received_ids(A, false).is_empty());
 }
+
+#[test]
+fn storage_limit_refuses_until_confirmed() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        max_stored_bytes: 100,
+        ..Config::default()
+    };
+    let mut a = ep(cfg.clone(), 1, t0);
+    let mut b = ep(cfg, 2, t0);
+    // a single message larger than the limit is fine on an empty storage
+    a.send(t0, 1, B, &[0; 150], Options::NONE).unwrap();
+    assert_eq!(
+        a.send(t0, 1, B, &[0; 1], Options::NONE),
+        Err(SendError::Full {
+            stored: 150,
+            size: 1,
+            limit: 100
+        })
+    );
+    for (_, p) in drain(&mut a) {
+        b.handle_datagram(t0, A, &p);
+    }
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(t0, B, &c);
+    }
+    assert_eq!(a.stored_bytes(), 0);
+    a.send(t0, 1, B, &[0; 60], Options::NONE).unwrap();
+    assert!(a.has_room(40) && !a.has_room(41));
+}

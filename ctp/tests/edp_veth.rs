@@ -224,3 +224,100 @@ fn broadcast_over_edp_on_a_bridge() {
         assert!(got.values().all(|&n| n == 1), "each exactly once: {got:?}");
     }
 }
+
+/// Not a check: prints p50/p99 half round-trip of 64-byte commands, CTP over
+/// EDP and CTP over UDP on the same veth pair (netgauge owns the real
+/// measurement). Run: `cargo test --release -p ctp --test edp_veth
+/// latency_report -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn latency_report() {
+    let Some(net) = common::setup("ctp_edp_lat", 2, 1500) else {
+        return;
+    };
+    let (h0, h1) = (net.host(0).clone(), net.host(1).clone());
+    // IPv4 on the veth pair for the UDP run
+    for (h, ip) in [(&h0, "10.77.0.1/24"), (&h1, "10.77.0.2/24")] {
+        let st = std::process::Command::new("ip")
+            .args(["-n", &h.ns, "addr", "add", ip, "dev", &h.iface])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    const N: usize = 20_000;
+    for busy in [false, true] {
+        let mut cfg = CtpConfig {
+            busy_poll: busy,
+            ..CtpConfig::default()
+        };
+        // busy polling reads EDP frames from a TPACKET_V2 ring (DESIGN.md)
+        cfg.edp.rx_ring = busy.then_some(4 << 20);
+        // EDP
+        let (if0, if1) = (h0.iface.clone(), h1.iface.clone());
+        let c0 = cfg.clone();
+        let srv = h0.spawn(move || {
+            let s = CtpSocket::bind_edp(&if0, PORT, c0).unwrap();
+            echo_server(s)
+        });
+        let c1 = cfg.clone();
+        let peer = (h0.mac, PORT);
+        let edp = h1.run(move || {
+            let s = CtpSocket::bind_edp(&if1, PORT, c1).unwrap();
+            let r = pingpong(&s, peer, N);
+            s.send(QUIT, peer, b"", Options::NONE).unwrap();
+            s.flush(WAIT).unwrap();
+            r
+        });
+        srv.join().unwrap();
+        // UDP
+        let c0 = cfg.clone();
+        let srv = h0.spawn(move || {
+            let s = CtpSocket::bind_udp("10.77.0.1:1515", c0).unwrap();
+            loop {
+                let d = s.recv_delivery(Some(Duration::from_secs(60))).unwrap();
+                let Delivery::Data(d) = d else { continue };
+                if d.command == QUIT {
+                    break;
+                }
+                s.send_vec(d.command, d.from, d.data, Options::NONE)
+                    .unwrap();
+            }
+            s.flush(WAIT).unwrap();
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let c1 = cfg.clone();
+        let udp = h1.run(move || {
+            let s = CtpSocket::bind_udp("10.77.0.2:1515", c1).unwrap();
+            let peer: std::net::SocketAddr = "10.77.0.1:1515".parse().unwrap();
+            let r = pingpong(&s, peer, N);
+            s.send(QUIT, peer, b"", Options::NONE).unwrap();
+            s.flush(WAIT).unwrap();
+            r
+        });
+        srv.join().unwrap();
+        eprintln!(
+            "busy_poll={busy}: 64 B half round-trip p50/p99 (us): EDP {:.2}/{:.2}, UDP {:.2}/{:.2}, p50 ratio EDP/UDP {:.2}",
+            edp.0, edp.1, udp.0, udp.1, edp.0 / udp.0
+        );
+    }
+}
+
+fn pingpong<T: ctp::Transport>(s: &CtpSocket<T>, peer: T::Addr, n: usize) -> (f64, f64) {
+    let msg = [7u8; 64];
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n + 1000 {
+        let t = std::time::Instant::now();
+        s.send(5, peer, &msg, Options::NONE).unwrap();
+        loop {
+            if let Delivery::Data(d) = s.recv_delivery(WAIT).unwrap() {
+                assert_eq!(d.data.len(), 64);
+                break;
+            }
+        }
+        if i >= 1000 {
+            v.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
+        }
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (v[n / 2], v[n * 99 / 100])
+}

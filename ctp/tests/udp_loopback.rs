@@ -194,3 +194,39 @@ fn two_processes_over_udp() {
     assert!(status.success(), "child failed: {status}");
     assert!(lines.any(|l| l.unwrap().contains("CHILD DONE")));
 }
+
+/// A sender faster than confirmations: `send` waits for room in a 1 MiB
+/// storage instead of growing without bound; everything arrives once.
+#[test]
+fn send_blocks_on_full_storage() {
+    let cfg = CtpConfig {
+        core: ctp::Config {
+            max_stored_bytes: 1 << 20,
+            ..ctp::Config::default()
+        },
+        ..CtpConfig::default()
+    };
+    let a = CtpSocket::bind_udp("127.0.0.1:0", cfg).unwrap();
+    let b = bind_served();
+    let pb = b.local_addr().unwrap();
+    let n = 400u32;
+    let recv = std::thread::spawn(move || {
+        let mut seen = vec![0u8; n as usize];
+        for _ in 0..n {
+            let d = data(b.recv_delivery(WAIT).unwrap());
+            let i = u32::from_le_bytes(d.data[..4].try_into().unwrap());
+            assert_eq!(d.data.len(), 100_000);
+            seen[i as usize] += 1;
+        }
+        seen
+    });
+    for i in 0..n {
+        let mut m = pattern(i as u8, 100_000);
+        m[..4].copy_from_slice(&i.to_le_bytes());
+        a.send_vec(3, pb, m, Options::NONE).unwrap();
+        assert!(a.with_endpoint(|e| e.stored_bytes()) <= 1 << 20);
+    }
+    assert!(a.flush(WAIT).unwrap());
+    let seen = recv.join().unwrap();
+    assert!(seen.iter().all(|&c| c == 1));
+}
