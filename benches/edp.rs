@@ -1,0 +1,98 @@
+//! EDP benchmarks (criterion):
+//!
+//! - `edp_codec/encode_decode/{64,1400}`: build one EDP frame and parse it
+//!   back (ns per frame);
+//! - `edp_veth_send/{send,send_batch}/64`: the send path of an
+//!   [`EdpSocket`] on a veth pair between two network namespaces (frames per
+//!   second: one `send` per frame, or `send_batch` of 64 frames per
+//!   `sendmmsg`). Needs root; otherwise prints why and skips this group.
+//!
+//! Run: `cargo bench --bench edp` (add `-- --quick` for a short run).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+
+use edp::wire::{emit_edp_frame, EdpFrame, EthernetRepr};
+use edp::{EdpConfig, EdpSocket, MacAddr, ETHERTYPE_EDP};
+
+fn codec(c: &mut Criterion) {
+    let eth = EthernetRepr {
+        dst: MacAddr([2, 0, 0, 0, 0, 2]),
+        src: MacAddr([2, 0, 0, 0, 0, 1]),
+        ethertype: ETHERTYPE_EDP,
+    };
+    let mut g = c.benchmark_group("edp_codec");
+    g.throughput(Throughput::Elements(1));
+    for size in [64usize, 1400] {
+        let payload = vec![0xABu8; size];
+        let mut buf = vec![0u8; 1514];
+        g.bench_with_input(BenchmarkId::new("encode_decode", size), &size, |b, _| {
+            b.iter(|| {
+                let n = emit_edp_frame(&mut buf, &eth, 49152, 7000, black_box(&payload)).unwrap();
+                let f = EdpFrame::parse(black_box(&buf[..n]), ETHERTYPE_EDP, 1514).unwrap();
+                black_box(f.payload.len())
+            })
+        });
+    }
+    g.finish();
+}
+
+fn veth_send(c: &mut Criterion) {
+    if !common::is_root() {
+        eprintln!("SKIPPED edp_veth_send: needs root to create network namespaces");
+        return;
+    }
+    let net = match common::TestNet::pair("bench_send", 1500) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("SKIPPED edp_veth_send: {e}");
+            return;
+        }
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let cfg = EdpConfig {
+        echo_responder: false,
+        ..EdpConfig::default()
+    };
+    // The socket stays in namespace a after the thread that made it ends.
+    let mut s = a.run(|| EdpSocket::bind_with((a.iface.as_str(), 0), &cfg).unwrap());
+    // Nobody listens on b: frames are dropped by b's stack after delivery,
+    // so this measures the sender's path (syscall, qdisc, veth transfer).
+    s.connect(b.mac, 7000).unwrap();
+    let payload = vec![0x5Au8; 64];
+    let batch: Vec<&[u8]> = (0..edp::socket::SEND_BATCH)
+        .map(|_| payload.as_slice())
+        .collect();
+
+    let mut g = c.benchmark_group("edp_veth_send");
+    g.sample_size(20).measurement_time(Duration::from_secs(3));
+    g.throughput(Throughput::Elements(1));
+    g.bench_function(BenchmarkId::new("send", 64), |bch| {
+        bch.iter(|| s.send(black_box(&payload)).unwrap())
+    });
+    g.throughput(Throughput::Elements(batch.len() as u64));
+    g.bench_function(BenchmarkId::new("send_batch", 64), |bch| {
+        bch.iter(|| {
+            let mut k = 0;
+            while k < batch.len() {
+                k += s.send_batch(&batch[k..]).unwrap();
+            }
+        })
+    });
+    g.finish();
+    let st = s.stats();
+    eprintln!(
+        "edp_veth_send: sent={} send_errors={}",
+        st.sent, st.send_errors
+    );
+    drop(s);
+    drop(net);
+}
+
+criterion_group!(benches, codec, veth_send);
+criterion_main!(benches);
