@@ -5,6 +5,31 @@
 //! Runs over UDP (wire-compatible with CTP: the 25-byte little-endian header
 //! as the UDP payload) or over EDP (the same header inside EDP datagrams).
 //! Wire layout and the rules this implementation follows: PROTOCOL.md.
+//!
+//! Layers:
+//! - [`wire`]: the header codec (checked view + `Repr`);
+//! - [`peer`]: received-id lists and send timing per session;
+//! - [`sender`] / [`receiver`]: the sent-commands and large-commands storages;
+//! - [`endpoint`]: the sans-IO core [`Endpoint`] (`handle_datagram(now, from,
+//!   bytes)`, `handle_timeout(now)`, `poll_transmit`, `poll_delivery`,
+//!   `poll_timeout`);
+//! - [`transport`]: [`UdpTransport`] and [`EdpTransport`];
+//! - [`socket`]: the [`CtpSocket`] driver on `edp::event::EventLoop`;
+//! - [`deliver`]: the bounded deliverer thread pool.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ctp::{CtpConfig, CtpSocket, Delivery, Options};
+//! # fn main() -> std::io::Result<()> {
+//! let a = CtpSocket::bind_udp("127.0.0.1:1515", CtpConfig::default())?;
+//! let b: std::net::SocketAddr = "127.0.0.1:1516".parse().unwrap();
+//! a.send(7, b, b"start the computation", Options::NONE).unwrap();
+//! match a.recv_delivery(Some(Duration::from_secs(1)))? {
+//!     Delivery::Data(d) => println!("command {} from {:?}: {} bytes", d.command, d.from, d.size),
+//!     Delivery::Error(e) => eprintln!("{e}"),
+//! }
+//! # Ok(()) }
+//! ```
 
 pub mod deliver;
 pub mod endpoint;

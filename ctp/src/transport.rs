@@ -45,7 +45,7 @@ pub trait Transport: Send + 'static {
     fn local_name(&self) -> String;
 }
 
-/// Default UDP socket buffers in bytes (capped by net.core.[rw]mem_max).
+/// Default UDP socket buffers in bytes (capped by `net.core.rmem_max` / `wmem_max`).
 pub const UDP_SOCKET_BUFFER: usize = 4 << 20;
 
 /// CTP over a UDP socket (CTP v1.2's own transport).
