@@ -127,7 +127,7 @@ impl<T: Transport> Endpoint for Ctp<T> {
         }
     }
 
-    fn stats_line(&self) -> Option<String> {
+    fn stats_line(&mut self) -> Option<String> {
         Some(format!("ctp {:?} {:?}", self.sock.stats(), self.sock.status()))
     }
 }

@@ -122,7 +122,7 @@ impl Endpoint for Edp {
         Ok(n)
     }
 
-    fn stats_line(&self) -> Option<String> {
+    fn stats_line(&mut self) -> Option<String> {
         let s = self.sock.stats();
         Some(format!(
             "edp sent {} send_errors {} received {} dropped {}",

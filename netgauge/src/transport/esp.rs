@@ -1,17 +1,89 @@
-//! esp transport (being integrated).
+//! ESP streams over AF_PACKET (`-m esp`): the reliable counterpart of EDP,
+//! measured against kernel TCP. With `--loss/--dup/--reorder` every
+//! stream's link is wrapped in the fault-injecting link.
 
-use std::io;
+use std::io::{self, Read, Write};
+use std::time::{Duration, Instant};
 
-use super::{Endpoint, SessionConfig};
+use ::edp::link::packet::DEFAULT_RX_RING_BYTES;
+use ::esp::config::EspConfig;
+use ::esp::socket::{EspListener, EspStream};
 
-fn unsupported(cfg: &SessionConfig) -> io::Error {
-    io::Error::new(io::ErrorKind::Unsupported, format!("mode {} is not built yet", cfg.mode.name()))
+use super::{map_timeout, Endpoint, SessionConfig};
+
+pub struct Esp {
+    stream: EspStream,
+    timeout: Duration,
 }
 
+fn config(cfg: &SessionConfig) -> EspConfig {
+    let mut c = EspConfig {
+        busy_poll: cfg.busy_poll,
+        rx_ring: cfg.busy_poll.then_some(DEFAULT_RX_RING_BYTES),
+        ..EspConfig::default()
+    };
+    if let Some(f) = &cfg.fault {
+        c = c.with_fault(f.clone());
+    }
+    c
+}
+
+fn setup(mut stream: EspStream, cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
+    stream.set_read_timeout(Some(cfg.timeout))?;
+    stream.set_write_timeout(Some(cfg.timeout))?;
+    stream.set_busy_poll(cfg.busy_poll);
+    Ok(Box::new(Esp {
+        stream,
+        timeout: cfg.timeout,
+    }))
+}
+
+/// Client: connects to `-R MAC`, port `-P`, retrying while the server is
+/// not listening yet (RST answers: connection refused).
 pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
-    Err(unsupported(cfg))
+    let iface = cfg.iface()?;
+    let mac = cfg.remote_mac()?;
+    let deadline = Instant::now() + cfg.timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match EspStream::connect_timeout_with(iface, mac, cfg.port, config(cfg), left.max(Duration::from_millis(1))) {
+            Ok(s) => return setup(s, cfg),
+            Err(e)
+                if matches!(e.kind(), io::ErrorKind::ConnectionRefused | io::ErrorKind::TimedOut)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(io::Error::new(e.kind(), format!("esp connect to {mac} port {}: {e}", cfg.port))),
+        }
+    }
 }
 
+/// Server: listens on `-P` and accepts one stream.
 pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
-    Err(unsupported(cfg))
+    let l = EspListener::bind_with(cfg.iface()?, cfg.port, config(cfg))?;
+    let (s, _) = l.accept()?;
+    setup(s, cfg)
+}
+
+impl Endpoint for Esp {
+    fn send_msg(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.stream.write_all(buf).map_err(|e| map_timeout(e, self.timeout))
+    }
+
+    fn recv_msg(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        self.stream.read_exact(buf).map_err(|e| match e.kind() {
+            io::ErrorKind::UnexpectedEof => io::Error::new(e.kind(), "esp peer closed the stream"),
+            _ => map_timeout(e, self.timeout),
+        })
+    }
+
+    /// ESP's per-connection statistics (the thesis's esp_stats).
+    fn stats_line(&mut self) -> Option<String> {
+        let s = self.stream.stats();
+        Some(format!(
+            "esp sent {} retransmitted {} send_errors {} received {} out_of_sequence {} dropped {} duplicates {}",
+            s.sent, s.retransmitted, s.send_errors, s.received, s.out_of_sequence, s.dropped, s.duplicates
+        ))
+    }
 }

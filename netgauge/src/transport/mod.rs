@@ -44,7 +44,7 @@ pub trait Endpoint {
 
     /// The transport's own counters, for `-v` (e.g. ESP's sent,
     /// retransmitted, out-of-sequence), one line; None if it has none.
-    fn stats_line(&self) -> Option<String> {
+    fn stats_line(&mut self) -> Option<String> {
         None
     }
 }
