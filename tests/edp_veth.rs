@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use edp::echo::{self, ping};
 use edp::event::EventLoop;
+use edp::link::fault::{FaultConfig, FaultLink};
 use edp::link::packet::{FilterSpec, PacketConfig, PacketLink};
 use edp::wire::{emit_edp_frame, EthernetRepr, EDP_HEADER_LEN, ETH_HEADER_LEN};
 use edp::{EdpConfig, EdpSocket, Link, MacAddr, ETHERTYPE_EDP};
@@ -614,4 +615,46 @@ fn unknown_interface_is_named() {
     let e = EdpSocket::bind(("nosuch-if9", 0)).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::NotFound);
     assert!(e.to_string().contains("nosuch-if9"), "{e}");
+}
+
+#[test]
+fn wrapped_link_delays_are_released_while_waiting() {
+    let Some(net) = setup("wrapped_link_delays", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let bi = b.clone();
+    let echo_server = b.spawn(move || {
+        let mut s = EdpSocket::bind_with((bi.iface.as_str(), 7500), quiet()).unwrap();
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut buf = [0u8; 1500];
+        for _ in 0..3 {
+            let (n, mac, port) = s.recv_from(&mut buf).unwrap();
+            s.send_to(&buf[..n], (mac, port)).unwrap();
+        }
+    });
+    ready_rx.recv().unwrap();
+    a.run(|| {
+        // Every frame a sends is held 2 ms by the fault wrapper; it is only
+        // released by later link calls, here the blocking recv's waits,
+        // which must wake at the wrapper's poll_at().
+        let faults = FaultConfig::seeded(7).with_delay(Duration::from_millis(2), Duration::ZERO);
+        let mut s = EdpSocket::bind_wrapped((a.iface.as_str(), 0), quiet(), |l| {
+            Box::new(FaultLink::new(l, faults))
+        })
+        .unwrap();
+        s.connect(b.mac, 7500).unwrap();
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        let mut buf = [0u8; 64];
+        for i in 0..3u8 {
+            s.send(&[i; 10]).unwrap();
+            let n = s.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &[i; 10]);
+        }
+        let st = s.stats();
+        assert_eq!((st.sent, st.received, st.dropped), (3, 3, 0));
+    });
+    echo_server.join().unwrap();
 }

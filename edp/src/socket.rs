@@ -18,7 +18,7 @@
 
 use std::borrow::Borrow;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use crate::echo;
@@ -112,8 +112,9 @@ pub struct EdpSocket {
     ethertype: u16,
     port: u16,
     _lease: Option<PortLease>,
-    /// The link is our own PacketLink: its kernel filter may be replaced on connect.
-    kernel_filter: bool,
+    /// Descriptor of our own PacketLink (possibly inside a wrapper, which
+    /// owns it as long as `link` lives): its kernel filter is narrowed on connect.
+    filter_fd: Option<RawFd>,
     peer: Option<(MacAddr, u16)>,
     nonblocking: bool,
     read_timeout: Option<Duration>,
@@ -161,6 +162,21 @@ impl EdpSocket {
     /// `NotFound` naming an unknown interface; `PermissionDenied` naming
     /// CAP_NET_RAW and the `setcap` command; socket option errors.
     pub fn bind_with(addr: (&str, u16), config: impl Borrow<EdpConfig>) -> io::Result<Self> {
+        Self::bind_wrapped(addr, config, |link| link)
+    }
+
+    /// Like [`EdpSocket::bind_with`], with the AF_PACKET link passed through
+    /// `wrap` before the socket uses it, e.g. to inject faults:
+    /// `EdpSocket::bind_wrapped(("eth0", 0), cfg, |l| Box::new(FaultLink::new(l, faults)))`.
+    /// The kernel filter still applies (and is narrowed on connect): the
+    /// wrapper only sees this socket's frames.
+    ///
+    /// Errors: as [`EdpSocket::bind_with`].
+    pub fn bind_wrapped(
+        addr: (&str, u16),
+        config: impl Borrow<EdpConfig>,
+        wrap: impl FnOnce(Box<dyn Link>) -> Box<dyn Link>,
+    ) -> io::Result<Self> {
         let config = config.borrow();
         let (iface, port) = addr;
         let lease = ports::allocate(iface, config.ethertype, port)?;
@@ -181,13 +197,14 @@ impl EdpSocket {
                 log::debug!("EDP socket on {iface}: {e}; spinning in user space only");
             }
         }
+        let fd = link.fd().as_raw_fd();
         let responder = if config.echo_responder {
             Some(echo::shared_responder(iface, config.ethertype)?)
         } else {
             None
         };
-        let mut s = Self::from_link_with(Box::new(link), lease, config)?;
-        s.kernel_filter = true;
+        let mut s = Self::from_link_with(wrap(Box::new(link)), lease, config)?;
+        s.filter_fd = Some(fd);
         s._responder = responder;
         Ok(s)
     }
@@ -238,7 +255,7 @@ impl EdpSocket {
             ethertype: config.ethertype,
             port,
             _lease: lease,
-            kernel_filter: false,
+            filter_fd: None,
             peer: None,
             nonblocking: false,
             read_timeout: None,
@@ -297,8 +314,7 @@ impl EdpSocket {
         if port == CONTROL_PORT {
             return Err(invalid("cannot connect to EDP port 0 (control)".into()));
         }
-        if self.kernel_filter {
-            let fd = self.link.raw_fd().expect("PacketLink has a descriptor");
+        if let Some(fd) = self.filter_fd {
             // SAFETY: the descriptor is owned by self.link, alive for this call.
             let bfd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
             let spec = FilterSpec {
@@ -397,7 +413,7 @@ impl EdpSocket {
                     self.stats.sent += 1;
                     return Ok(buf.len());
                 }
-                Err(e) => send_failed(&mut self.stats, self.nonblocking, e, deadline)?,
+                Err(e) => send_failed(&mut self.stats, self.nonblocking, &*self.link, e, deadline)?,
             }
         }
     }
@@ -443,6 +459,7 @@ impl EdpSocket {
                 Ok(0) if count > 0 => send_failed(
                     &mut self.stats,
                     self.nonblocking,
+                    &*self.link,
                     io::ErrorKind::WouldBlock.into(),
                     deadline,
                 )?,
@@ -450,7 +467,7 @@ impl EdpSocket {
                     self.stats.sent += k as u64;
                     return Ok(k);
                 }
-                Err(e) => send_failed(&mut self.stats, self.nonblocking, e, deadline)?,
+                Err(e) => send_failed(&mut self.stats, self.nonblocking, &*self.link, e, deadline)?,
             }
         }
     }
@@ -464,32 +481,41 @@ impl EdpSocket {
 fn send_failed(
     stats: &mut EdpStats,
     nonblocking: bool,
+    link: &dyn Link,
     e: io::Error,
     deadline: Option<Instant>,
 ) -> io::Result<()> {
-    {
-        let full = e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == Some(libc::ENOBUFS);
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(());
-        }
-        if !full {
-            stats.send_errors += 1;
-            return Err(e);
-        }
-        if nonblocking {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "EDP send: transmit queue still full at the write timeout",
-            ));
-        }
-        // The queue drains in microseconds: yield rather than sleep in poll
-        // (a packet socket's POLLOUT does not track qdisc drops).
-        std::thread::yield_now();
-        Ok(())
+    if e.kind() == io::ErrorKind::Interrupted {
+        return Ok(());
     }
+    let again = e.kind() == io::ErrorKind::WouldBlock;
+    let nobufs = e.raw_os_error() == Some(libc::ENOBUFS);
+    if !again && !nobufs {
+        stats.send_errors += 1;
+        return Err(e);
+    }
+    if nonblocking {
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
+    let now = Instant::now();
+    if deadline.is_some_and(|d| now >= d) {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "EDP send: transmit queue still full at the write timeout",
+        ));
+    }
+    match (again, link.raw_fd(), link.poll_at()) {
+        // Socket send buffer full: sleep until it has room.
+        (true, Some(fd), None) => {
+            let timeout = deadline.map(|d| d.saturating_duration_since(now));
+            poll_fd(fd, libc::POLLOUT, timeout)?;
+        }
+        // ENOBUFS (the qdisc or device dropped the frame: POLLOUT does not
+        // track that) or a wrapper's hold queue: the queue drains in
+        // microseconds, so yield and retry.
+        _ => std::thread::yield_now(),
+    }
+    Ok(())
 }
 
 impl EdpSocket {
