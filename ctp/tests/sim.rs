@@ -183,6 +183,10 @@ fn large_messages_across_loss_reordering_duplication() {
         Node::new(lb, cfg(9000), 2, t0),
     ];
     let dst = nodes[1].addr;
+    // ids cross 2^32 - 1 inside the first (3 MiB, 351-packet) message
+    nodes[0]
+        .ep
+        .set_next_id(ctp::Dest::Peer(dst), u32::MAX - 100);
     let mut sent = HashMap::new();
     for i in 0..8u64 {
         let len = [
