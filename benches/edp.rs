@@ -5,7 +5,10 @@
 //! - `edp_veth_send/{send,send_batch}/64`: the send path of an
 //!   [`EdpSocket`] on a veth pair between two network namespaces (frames per
 //!   second: one `send` per frame, or `send_batch` of 64 frames per
-//!   `sendmmsg`). Needs root; otherwise prints why and skips this group.
+//!   `sendmmsg`). Needs root; otherwise prints why and skips this group;
+//! - `edp_veth_rtt/{blocking,busy_poll,rx_ring+busy_poll}/64`: round trip
+//!   of a 64-byte datagram to an echo thread in the other namespace (half
+//!   of it is the half round-trip netgauge reports). Needs root.
 //!
 //! Run: `cargo bench --bench edp` (add `-- --quick` for a short run).
 
@@ -94,5 +97,77 @@ fn veth_send(c: &mut Criterion) {
     drop(net);
 }
 
-criterion_group!(benches, codec, veth_send);
+fn veth_rtt(c: &mut Criterion) {
+    if !common::is_root() {
+        eprintln!("SKIPPED edp_veth_rtt: needs root to create network namespaces");
+        return;
+    }
+    let net = match common::TestNet::pair("bench_rtt", 1500) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("SKIPPED edp_veth_rtt: {e}");
+            return;
+        }
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let quiet = EdpConfig {
+        echo_responder: false,
+        ..EdpConfig::default()
+    };
+    let variants = [
+        ("blocking", quiet.clone()),
+        (
+            "busy_poll",
+            EdpConfig {
+                busy_poll: true,
+                ..quiet.clone()
+            },
+        ),
+        (
+            "rx_ring+busy_poll",
+            EdpConfig {
+                busy_poll: true,
+                rx_ring: Some(1 << 20),
+                ..quiet.clone()
+            },
+        ),
+    ];
+    let mut g = c.benchmark_group("edp_veth_rtt");
+    g.sample_size(20).measurement_time(Duration::from_secs(3));
+    for (i, (name, cfg)) in variants.into_iter().enumerate() {
+        let port = 7600 + i as u16;
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (bi, scfg) = (b.clone(), cfg.clone());
+        // Echo thread: answers until it receives the 1-byte stop datagram.
+        let server = b.spawn(move || {
+            let mut s = EdpSocket::bind_with((bi.iface.as_str(), port), &scfg).unwrap();
+            ready_tx.send(()).unwrap();
+            let mut buf = [0u8; 1500];
+            loop {
+                let (n, mac, p) = s.recv_from(&mut buf).unwrap();
+                if n == 1 {
+                    break;
+                }
+                s.send_to(&buf[..n], (mac, p)).unwrap();
+            }
+        });
+        ready_rx.recv().unwrap();
+        let mut s = a.run(|| EdpSocket::bind_with((a.iface.as_str(), 0), &cfg).unwrap());
+        s.connect(b.mac, port).unwrap();
+        let payload = [0x33u8; 64];
+        let mut buf = [0u8; 1500];
+        g.bench_function(BenchmarkId::new(name, 64), |bch| {
+            bch.iter(|| {
+                s.send(&payload).unwrap();
+                s.recv(&mut buf).unwrap()
+            })
+        });
+        s.send(&[0xFF]).unwrap();
+        server.join().unwrap();
+    }
+    g.finish();
+    drop(net);
+}
+
+criterion_group!(benches, codec, veth_send, veth_rtt);
 criterion_main!(benches);
