@@ -26,6 +26,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -164,6 +165,8 @@ pub struct ResponderStats {
 #[derive(Debug)]
 pub struct Responder {
     stop: Arc<AtomicBool>,
+    /// eventfd that wakes the thread at once when it must stop.
+    wake: Arc<OwnedFd>,
     holder: Arc<AtomicBool>,
     stats: Arc<ResponderStats>,
     thread: Option<JoinHandle<()>>,
@@ -188,15 +191,23 @@ impl Responder {
             },
         )?;
         let stop = Arc::new(AtomicBool::new(false));
+        // SAFETY: plain eventfd(2) call; result checked.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fresh descriptor we own.
+        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
         let holder = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(ResponderStats::default());
-        let (s, h, st) = (stop.clone(), holder.clone(), stats.clone());
+        let (s, h, st, w) = (stop.clone(), holder.clone(), stats.clone(), wake.clone());
         let name = iface.to_string();
         let thread = std::thread::Builder::new()
             .name(format!("edp-echo-{iface}"))
-            .spawn(move || run_responder(link, name, ethertype, s, h, st))?;
+            .spawn(move || run_responder(link, name, ethertype, s, w, h, st))?;
         Ok(Responder {
             stop,
+            wake,
             holder,
             stats,
             thread: Some(thread),
@@ -217,20 +228,59 @@ impl Responder {
 impl Drop for Responder {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes to our eventfd.
+        unsafe {
+            libc::write(
+                self.wake.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            );
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-/// Poll period of the responder thread (to notice `stop` and retry the lease).
-const RESPONDER_TICK: Duration = Duration::from_millis(100);
+/// Waits until `a` is readable, `b` is readable, or `timeout` passes.
+fn poll2(a: RawFd, b: RawFd, timeout: Option<Duration>) -> io::Result<()> {
+    let mut fds = [
+        libc::pollfd {
+            fd: a,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: b,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: fds and ts are valid for the call.
+    let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
 
 fn run_responder(
     mut link: PacketLink,
     iface: String,
     ethertype: u16,
     stop: Arc<AtomicBool>,
+    wake: Arc<OwnedFd>,
     holder: Arc<AtomicBool>,
     stats: Arc<ResponderStats>,
 ) {
@@ -260,9 +310,14 @@ fn run_responder(
                 }
             }
         }
-        if let Err(e) = poll_fd(fd, libc::POLLIN, Some(RESPONDER_TICK)) {
+        // Sleep until a frame, a stop request, or the next lease attempt.
+        let timeout = match lease {
+            Some(_) => None,
+            None => Some(next_try.saturating_duration_since(Instant::now())),
+        };
+        if let Err(e) = poll2(fd, wake.as_raw_fd(), timeout) {
             log::warn!("echo responder on {iface}: poll: {e}");
-            std::thread::sleep(RESPONDER_TICK);
+            std::thread::sleep(Duration::from_millis(100));
         }
         loop {
             let n = match link.recv(&mut rx) {

@@ -12,6 +12,10 @@
 //! or not from the connected peer are counted in [`EdpStats::dropped`] and
 //! skipped.
 //!
+//! Sockets see frames arriving on their interface, not frames their own host
+//! sends (`PACKET_IGNORE_OUTGOING`): two sockets talk across a link (e.g.
+//! between network namespaces joined by a veth pair), not within one host.
+//!
 //! Waiting: a blocking receive polls the link's descriptor with `ppoll(2)`
 //! (microsecond timeout) or, in busy-poll mode, spins on the nonblocking
 //! receive; both honour the read timeout.
