@@ -85,6 +85,10 @@ pub struct EdpStats {
     /// address, from a non-peer while connected, or larger than the
     /// caller's buffer.
     pub dropped: u64,
+    /// Frames the kernel dropped before this socket could read them (its
+    /// receive buffer or RX ring was full), from `PACKET_STATISTICS`; always
+    /// 0 over links without a packet socket.
+    pub kernel_drops: u64,
 }
 
 /// How a socket built over an arbitrary link holds its port.
@@ -128,6 +132,7 @@ pub struct EdpSocket {
     rx: Vec<u8>,
     batch_tx: Vec<u8>,
     stats: EdpStats,
+    kernel_drops: std::cell::Cell<u64>,
     _responder: Option<std::sync::Arc<echo::Responder>>,
 }
 
@@ -271,6 +276,7 @@ impl EdpSocket {
             rx: vec![0; frame + 64],
             batch_tx: Vec::new(),
             stats: EdpStats::default(),
+            kernel_drops: std::cell::Cell::new(0),
             _responder: None,
         })
     }
@@ -283,7 +289,19 @@ impl EdpSocket {
 
     /// Counters since the socket was created.
     pub fn stats(&self) -> EdpStats {
-        self.stats
+        if let Some(fd) = self.filter_fd {
+            // SAFETY: the descriptor is owned by self.link, alive for this call.
+            let bfd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            // The kernel resets its counters on read: accumulate them here.
+            if let Ok(k) = crate::link::packet::read_kernel_stats(bfd) {
+                self.kernel_drops
+                    .set(self.kernel_drops.get() + k.drops as u64);
+            }
+        }
+        EdpStats {
+            kernel_drops: self.kernel_drops.get(),
+            ..self.stats
+        }
     }
 
     /// `(interface, MAC, port)` of this socket (interface is empty for a

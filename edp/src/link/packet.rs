@@ -297,6 +297,34 @@ pub struct KernelStats {
     pub drops: u32,
 }
 
+/// Reads and resets the counters of packet socket `fd` (`PACKET_STATISTICS`).
+///
+/// Errors: from getsockopt(2) (e.g. `ENOPROTOOPT` if `fd` is not a packet socket).
+pub fn read_kernel_stats(fd: BorrowedFd<'_>) -> io::Result<KernelStats> {
+    let mut st = libc::tpacket_stats {
+        tp_packets: 0,
+        tp_drops: 0,
+    };
+    let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    // SAFETY: st and len are valid for writes.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            &mut st as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(annotate(io::Error::last_os_error(), "PACKET_STATISTICS"));
+    }
+    Ok(KernelStats {
+        packets: st.tp_packets,
+        drops: st.tp_drops,
+    })
+}
+
 /// A TPACKET_V2 receive ring mapped into this process.
 struct RxRing {
     map: *mut u8,
@@ -623,28 +651,7 @@ impl PacketLink {
     /// Reads and resets the kernel's counters (`PACKET_STATISTICS`): frames
     /// that passed the filter and those dropped for lack of buffer space.
     pub fn kernel_stats(&self) -> io::Result<KernelStats> {
-        let mut st = libc::tpacket_stats {
-            tp_packets: 0,
-            tp_drops: 0,
-        };
-        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
-        // SAFETY: st and len are valid for writes.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                &mut st as *mut _ as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        if r < 0 {
-            return Err(annotate(io::Error::last_os_error(), "PACKET_STATISTICS"));
-        }
-        Ok(KernelStats {
-            packets: st.tp_packets,
-            drops: st.tp_drops,
-        })
+        read_kernel_stats(self.fd.as_fd())
     }
 
     /// True when a frame is waiting in the RX ring (always false without a ring).
@@ -729,14 +736,12 @@ impl PacketLink {
                 )
             };
             if r < 0 {
-                let e = io::Error::last_os_error();
-                if total > 0 && e.kind() == io::ErrorKind::WouldBlock {
-                    break;
-                }
+                // An error after some frames: report those; the error
+                // (if persistent) comes back on the next call.
                 if total > 0 {
                     break;
                 }
-                return Err(e);
+                return Err(io::Error::last_os_error());
             }
             let r = r as usize;
             for i in 0..r {
