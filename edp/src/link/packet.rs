@@ -991,6 +991,57 @@ mod tests {
         );
     }
 
+    /// What the filter must accept, written directly from the FilterSpec docs.
+    fn reference(spec: &FilterSpec, f: &[u8]) -> bool {
+        if f.len() < 18 {
+            return false;
+        }
+        let be = |i: usize| u16::from_be_bytes([f[i], f[i + 1]]);
+        if be(12) != spec.ethertype {
+            return false;
+        }
+        let dport = be(16);
+        if spec.extra_ports.contains(&dport) {
+            return true;
+        }
+        if dport != spec.port {
+            return false;
+        }
+        match spec.peer {
+            None => true,
+            Some((mac, port)) => f[6..12] == mac.0 && be(14) == port,
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn filter_agrees_with_its_specification(
+            ethertype in proptest::sample::select(vec![ETHERTYPE_EDP, ETHERTYPE_ESP, 0x0800]),
+            port in 0u16..8,
+            extra in proptest::collection::vec(0u16..8, 0..4),
+            peer in proptest::option::of((0u8..3, 0u16..4)),
+            frame in proptest::collection::vec(0u8..4, 0..40),
+            f_ethertype in proptest::sample::select(vec![ETHERTYPE_EDP, ETHERTYPE_ESP, 0x0800]),
+        ) {
+            // Small value ranges make matches likely.
+            let spec = FilterSpec {
+                ethertype,
+                port,
+                extra_ports: extra,
+                peer: peer.map(|(m, p)| (MacAddr([m, 0, 0, 0, 0, m]), p)),
+            };
+            let mut f = frame;
+            if f.len() >= 14 {
+                f[12..14].copy_from_slice(&f_ethertype.to_be_bytes());
+                f[6] = f[11];
+                f[7..11].fill(0);
+            }
+            let prog = build_filter(&spec).unwrap();
+            let got = run(&prog, &f) == BPF_ACCEPT;
+            proptest::prop_assert_eq!(got, reference(&spec, &f));
+        }
+    }
+
     #[test]
     fn filter_is_accepted_by_the_kernel() {
         // Attach to an unprivileged socket to prove the kernel's verifier
