@@ -538,6 +538,12 @@ fn ping_measures_rtt_and_detects_a_dead_host() {
         assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
         assert!(start.elapsed() >= t);
         assert!(e.to_string().contains("02:de:ad:00:00:01"), "{e}");
+        // the interface that reaches b is found; lo does not reach it
+        let (found, _) = echo::find_interface(b.mac, &["lo", &a.iface], PATIENCE).unwrap();
+        assert_eq!(found, a.iface);
+        let e =
+            echo::find_interface(MacAddr([0x02, 0xde, 0xad, 0, 0, 2]), &[&a.iface], t).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
         // group addresses are never pinged
         assert_eq!(
             ping(&a.iface, MacAddr::BROADCAST, t).unwrap_err().kind(),
@@ -545,7 +551,7 @@ fn ping_measures_rtt_and_detects_a_dead_host() {
         );
     });
     stop_tx.send(()).unwrap();
-    assert!(server.join().unwrap() >= 6);
+    assert!(server.join().unwrap() >= 7);
 }
 
 #[test]

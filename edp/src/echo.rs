@@ -542,6 +542,45 @@ pub fn ping(iface: &str, mac: MacAddr, timeout: Duration) -> io::Result<Duration
     Pinger::new(iface, ETHERTYPE_EDP)?.ping(mac, timeout)
 }
 
+/// Which of `ifaces` reaches `mac`: pings it through every interface at
+/// once (thesis ch. 6.3: the Open MPI port found the interface to a peer by
+/// EDP echo) and returns the first interface that gets a reply, with its
+/// round-trip time, without waiting for the others (their pings end by
+/// themselves within `timeout`). Interfaces that cannot be opened count as
+/// not reaching `mac`.
+///
+/// Errors: `NotFound` naming `mac` and each interface's failure when none
+/// got a reply within about `timeout`.
+pub fn find_interface(
+    mac: MacAddr,
+    ifaces: &[&str],
+    timeout: Duration,
+) -> io::Result<(String, Duration)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    for &i in ifaces {
+        let (tx, name) = (tx.clone(), i.to_string());
+        // Threads inherit the caller's network namespace.
+        std::thread::Builder::new()
+            .name(format!("edp-find-{i}"))
+            .spawn(move || {
+                let r = ping(&name, mac, timeout);
+                let _ = tx.send((name, r));
+            })?;
+    }
+    drop(tx);
+    let mut why = Vec::new();
+    for (name, r) in rx {
+        match r {
+            Ok(rtt) => return Ok((name, rtt)),
+            Err(e) => why.push(format!("{name}: {e}")),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("no interface reaches {mac}: {}", why.join("; ")),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
