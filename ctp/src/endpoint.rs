@@ -21,7 +21,7 @@
 //! queue, each refusal reported or left to the sender's resends.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BinaryHeap, HashSet, VecDeque};
 use std::fmt;
 use std::hash::Hash;
 use std::time::{Duration, Instant, SystemTime};
@@ -29,6 +29,7 @@ use std::time::{Duration, Instant, SystemTime};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::fxhash::{FxHashMap as HashMap, FxHashSet};
 use crate::peer::{IdStatus, RecvIdList, SendTiming};
 use crate::receiver::Reassembly;
 use crate::sender::{Dest, PktPhase, PktState, SentMsg};
@@ -323,7 +324,7 @@ pub struct Endpoint<P: PeerAddr> {
     timers: BinaryHeap<Reverse<(Instant, MsgId, u32)>>,
     large: HashMap<(P, bool, u32), Reassembly>,
     large_bytes: u64,
-    refused: HashSet<(P, bool, u32)>,
+    refused: FxHashSet<(P, bool, u32)>,
     next_reassembly_check: Option<Instant>,
     deliveries: VecDeque<Delivery<P>>,
     tx: VecDeque<Tx<P>>,
@@ -359,17 +360,17 @@ impl<P: PeerAddr> Endpoint<P> {
             broadcast_addr,
             wall_base: (now, wall_now),
             rng: ChaCha8Rng::seed_from_u64(seed),
-            sessions: HashMap::new(),
-            recv: HashMap::new(),
-            sent: HashMap::new(),
-            sent_index: HashMap::new(),
-            unique_index: HashMap::new(),
+            sessions: HashMap::default(),
+            recv: HashMap::default(),
+            sent: HashMap::default(),
+            sent_index: HashMap::default(),
+            unique_index: HashMap::default(),
             next_key: 1,
             stored_bytes: 0,
             timers: BinaryHeap::new(),
-            large: HashMap::new(),
+            large: HashMap::default(),
             large_bytes: 0,
-            refused: HashSet::new(),
+            refused: FxHashSet::default(),
             next_reassembly_check: None,
             deliveries: VecDeque::new(),
             tx: VecDeque::new(),

@@ -33,6 +33,7 @@
 
 pub mod deliver;
 pub mod endpoint;
+pub mod fxhash;
 pub mod peer;
 pub mod receiver;
 pub mod sender;

@@ -538,3 +538,31 @@ fn storage_limit_refuses_until_confirmed() {
     a.send(t0, 1, B, &[0; 60], Options::NONE).unwrap();
     assert!(a.has_room(40) && !a.has_room(41));
 }
+
+/// Not a check: prints the core's cost per 64-byte command (send, transmit,
+/// receive, confirm, confirmation handled, delivery taken), in memory. Run:
+/// `cargo test --release -p ctp --test core core_cost_report -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn core_cost_report() {
+    let t0 = Instant::now();
+    let mut a = ep(Config::default(), 1, t0);
+    let mut b = ep(Config::default(), 2, t0);
+    let mut buf = vec![0u8; a.config().max_packet_len()];
+    let msg = [1u8; 64];
+    let n = 1_000_000;
+    let start = Instant::now();
+    for _ in 0..n {
+        let now = Instant::now();
+        a.send(now, 3, B, &msg, Options::NONE).unwrap();
+        let t = a.poll_transmit(&mut buf).unwrap();
+        b.handle_datagram(now, A, &buf[..t.len]);
+        let c = b.poll_transmit(&mut buf).unwrap();
+        a.handle_datagram(now, B, &buf[..c.len]);
+        std::hint::black_box(b.poll_delivery().unwrap());
+        std::hint::black_box(a.poll_timeout());
+    }
+    let per = start.elapsed() / n;
+    eprintln!("core cost per 64-byte command and its confirmation: {per:?}");
+    assert_eq!(a.status().awaiting_confirmation, 0);
+}
