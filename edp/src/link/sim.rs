@@ -14,6 +14,27 @@
 //! driver loop is: send, `recv` until `WouldBlock`, then
 //! `clock.advance_to(next_event(..))` or to the next protocol timeout.
 //!
+//! ```
+//! use std::time::Duration;
+//! use edp::link::fault::FaultConfig;
+//! use edp::link::sim::{next_event, SimClock, SimLink};
+//! use edp::Link;
+//!
+//! let clock = SimClock::new();
+//! let lossy = FaultConfig::seeded(7)
+//!     .with_loss(0.01)
+//!     .with_delay(Duration::from_micros(20), Duration::ZERO);
+//! let (mut a, mut b) = SimLink::pair(&clock, 1500, lossy, FaultConfig::default());
+//! let mut frame = [0u8; 64];
+//! frame[..6].copy_from_slice(&b.mac().octets());
+//! a.send(&frame)?;
+//! let mut buf = [0u8; 1514];
+//! assert!(b.recv(&mut buf).is_err()); // WouldBlock: 20 us of latency
+//! clock.advance_to(next_event(&[&a, &b]).unwrap());
+//! assert_eq!(b.recv(&mut buf)?, 64);
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! Queues are bounded (default [`DEFAULT_SIM_QUEUE`] frames per receiving
 //! port) so a runaway test cannot eat memory: a unicast `send` to a full port
 //! returns `WouldBlock`; a group frame is tail-dropped at full ports and
