@@ -157,6 +157,9 @@ pub struct Stats {
     pub challenge_acks: u64,
     /// Zero-window and keepalive probes sent.
     pub probes: u64,
+    /// Loss episodes undone because a DSACK showed the retransmission was
+    /// unnecessary (spurious timeout or reordering).
+    pub spurious: u64,
     /// Smoothed RTT in us (0 before the first sample).
     pub srtt_us: u64,
     /// Current RTO in us.
@@ -236,6 +239,16 @@ enum Slot {
     Fin,
 }
 
+/// Congestion state saved when a loss episode starts.
+#[derive(Debug, Clone, Copy)]
+struct Undo {
+    cwnd: u32,
+    ssthresh: u32,
+    /// Sequence range outstanding when the episode started.
+    from: Seq,
+    to: Seq,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Timer {
     Rto = 0,
@@ -309,6 +322,10 @@ pub struct Connection {
     recovery: Option<Seq>,
     /// The recovery episode was started by a timeout (cwnd grows in slow start).
     recovery_rto: bool,
+    /// Congestion state before the current loss episode, restored when a
+    /// DSACK shows a retransmission of the episode was spurious (RFC 2883,
+    /// RFC 3708 spirit): a stalled receiver, not a loss.
+    undo: Option<Undo>,
     dup_acks: u32,
     rtt: RttEstimator,
     probe_now: bool,
@@ -330,6 +347,8 @@ pub struct Connection {
     ack_pending: u32,
     ack_now: bool,
     rst_pending: Option<EspRepr>,
+    /// A duplicate segment to report as DSACK in the next ACK.
+    dsack: Option<Seq>,
     challenge_start: Option<Instant>,
     challenge_count: u32,
 }
@@ -393,6 +412,7 @@ impl Connection {
             ssthresh: u32::MAX,
             recovery: None,
             recovery_rto: false,
+            undo: None,
             dup_acks: 0,
             persist_backoff: 0,
             probe_now: false,
@@ -409,6 +429,7 @@ impl Connection {
             ack_pending: 0,
             ack_now: false,
             rst_pending: None,
+            dsack: None,
             challenge_start: None,
             challenge_count: 0,
         }
@@ -880,6 +901,7 @@ impl Connection {
         } else if !(in_window || f.fin() && repr.seq == self.rcv_nxt) {
             if repr.seq.diff(self.rcv_nxt) < 0 {
                 self.stats.duplicates += 1;
+                self.dsack = Some(repr.seq);
             } else {
                 self.stats.dropped += 1;
             }
@@ -967,6 +989,7 @@ impl Connection {
             self.snd_wl1 = repr.seq;
             self.snd_wl2 = ack;
         }
+        self.check_dsack(repr);
         let new_sacks = self.apply_sack(&repr.sack);
         if advanced {
             self.on_new_ack(now, ack);
@@ -1046,6 +1069,47 @@ impl Connection {
         self.to_resend.push_back(seq);
     }
 
+    fn save_undo(&mut self) {
+        self.undo = Some(Undo {
+            cwnd: self.cwnd,
+            ssthresh: self.ssthresh,
+            from: self.snd_una,
+            to: self.snd_nxt,
+        });
+    }
+
+    /// A DSACK (first SACK block at or below the cumulative ACK) reports a
+    /// segment the receiver got twice: if it belongs to the current loss
+    /// episode, the episode was spurious: restore cwnd and ssthresh and
+    /// cancel the pending retransmissions.
+    fn check_dsack(&mut self, repr: &EspRepr) {
+        let Some(&(s, e)) = repr.sack.as_slice().first() else {
+            return;
+        };
+        if e.diff(repr.ack) > 0 {
+            return; // an ordinary SACK block
+        }
+        let Some(u) = self.undo else {
+            return;
+        };
+        if s.diff(u.from) < 0 || s.diff(u.to) >= 0 {
+            return;
+        }
+        self.undo = None;
+        self.stats.spurious += 1;
+        if self.cfg.congestion_control {
+            self.cwnd = self.cwnd.max(u.cwnd);
+            self.ssthresh = u.ssthresh;
+        }
+        self.recovery = None;
+        self.recovery_rto = false;
+        self.to_resend.clear();
+        for seg in self.rtx.iter_mut() {
+            seg.lost = false;
+        }
+        self.lost_count = 0;
+    }
+
     fn pipe(&self) -> u32 {
         (self.rtx.len() as u32)
             .saturating_sub(self.sacked_count)
@@ -1058,6 +1122,7 @@ impl Connection {
             self.recovery = Some(self.snd_nxt);
             self.recovery_rto = false;
             self.stats.fast_retransmits += 1;
+            self.save_undo();
             if self.cfg.congestion_control {
                 self.ssthresh = (self.pipe() / 2).max(2);
                 self.cwnd = self.ssthresh;
@@ -1127,7 +1192,13 @@ impl Connection {
                 }
                 grow = self.recovery_rto;
             }
-            Some(_) => self.recovery = None,
+            Some(_) => {
+                // Episode over; its undo record stays until the next one,
+                // since the DSACK of a spurious timeout arrives after the
+                // ACK that ended it.
+                self.recovery = None;
+                self.recovery_rto = false;
+            }
             None => {}
         }
         {
@@ -1191,6 +1262,7 @@ impl Connection {
         self.ack_now = true;
         if idx < self.ooo.len() && !matches!(self.ooo[idx], Slot::Empty) {
             self.stats.duplicates += 1;
+            self.dsack = Some(seq);
             return;
         }
         if self.ooo_count >= self.cfg.max_out_of_order {
@@ -1333,11 +1405,19 @@ impl Connection {
         }
         self.stats.timeouts += 1;
         let head_retx = self.rtx[0].tx_count.saturating_sub(1);
-        if head_retx >= self.cfg.max_retransmissions {
+        let limit = if self.rtx[0].kind == Kind::Syn {
+            self.cfg.max_syn_retransmissions
+        } else {
+            self.cfg.max_retransmissions
+        };
+        if head_retx >= limit {
             self.timed_out();
             return;
         }
         self.rtt.back_off();
+        if self.undo.is_none() || !self.recovery_rto {
+            self.save_undo();
+        }
         if self.cfg.congestion_control {
             self.ssthresh = (self.pipe() / 2).max(2);
             self.cwnd = 1;
@@ -1456,7 +1536,10 @@ impl Connection {
             return None;
         }
         // An ACK that carries SACK goes first: data segments carry no options.
-        if self.ack_now && self.ooo_count > 0 && self.state.is_synchronized() {
+        if self.ack_now
+            && (self.ooo_count > 0 || self.dsack.is_some())
+            && self.state.is_synchronized()
+        {
             return Some(self.emit_ack(buf, true));
         }
         // Retransmissions.
@@ -1564,8 +1647,13 @@ impl Connection {
 
     fn emit_ack(&mut self, buf: &mut [u8], with_sack: bool) -> usize {
         let mut repr = self.header(Flags::ACK, self.snd_nxt);
-        if with_sack && self.ooo_count > 0 {
+        let dsack = self.dsack.take();
+        if with_sack && (self.ooo_count > 0 || dsack.is_some()) {
             let mut sack = SackBlocks::new();
+            if let Some(d) = dsack {
+                // RFC 2883: the duplicate first.
+                sack.push(d, d.add(1));
+            }
             let base = self.rcv_nxt.add(1);
             let mut start: Option<usize> = None;
             for (i, s) in self.ooo.iter().enumerate() {

@@ -294,14 +294,23 @@ pub fn wait_readable(fds: &[RawFd], deadline: Option<Instant>) -> io::Result<boo
         );
         return Ok(false);
     }
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+    let pfd = |fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // No allocation for the common case (a stream waits on one descriptor).
+    let mut small = [pfd(-1); 4];
+    let mut large = Vec::new();
+    let pfds: &mut [libc::pollfd] = if fds.len() <= small.len() {
+        for (p, &fd) in small.iter_mut().zip(fds) {
+            *p = pfd(fd);
+        }
+        &mut small[..fds.len()]
+    } else {
+        large.extend(fds.iter().map(|&fd| pfd(fd)));
+        &mut large
+    };
     let ts = timeout.map(|t| libc::timespec {
         tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
         tv_nsec: t.subsec_nanos() as libc::c_long,

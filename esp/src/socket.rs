@@ -71,22 +71,41 @@ fn open_link(
     port: u16,
     peer: Option<(MacAddr, u16)>,
 ) -> io::Result<BoxLink> {
-    let link = PacketLink::open(
-        iface,
-        &PacketConfig {
+    let pc = PacketConfig {
+        ethertype: cfg.ethertype,
+        rcvbuf: cfg.socket_buffer,
+        sndbuf: cfg.socket_buffer,
+        filter: Some(FilterSpec {
             ethertype: cfg.ethertype,
-            rcvbuf: cfg.socket_buffer,
-            sndbuf: cfg.socket_buffer,
-            filter: Some(FilterSpec {
-                ethertype: cfg.ethertype,
-                port,
-                extra_ports: Vec::new(),
-                peer,
-            }),
-            ..PacketConfig::default()
-        },
-    )?;
-    let mut link = link;
+            port,
+            extra_ports: Vec::new(),
+            peer,
+        }),
+        rx_ring: cfg.rx_ring,
+        ..PacketConfig::default()
+    };
+    let mut link = match PacketLink::open(iface, &pc) {
+        Ok(l) => l,
+        Err(e)
+            if pc.rx_ring.is_some()
+                && !matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+                ) =>
+        {
+            // Ring memory is a kernel resource that can run out with many
+            // sockets: fall back to plain recv rather than fail.
+            log::warn!("ESP on {iface}: no receive ring ({e}); using recv(2)");
+            PacketLink::open(
+                iface,
+                &PacketConfig {
+                    rx_ring: None,
+                    ..pc
+                },
+            )?
+        }
+        Err(e) => return Err(e),
+    };
     if cfg.busy_poll {
         if let Err(e) = link.set_busy_poll(true) {
             log::debug!("ESP on {iface}: {e}; spinning in user space only");
@@ -142,8 +161,9 @@ struct Core {
 }
 
 impl Core {
-    fn pump(&mut self) -> io::Result<()> {
-        self.drv.poll(Instant::now()).map(|_| ())
+    /// Receives, fires timers, transmits; true when any frame moved.
+    fn pump(&mut self) -> io::Result<bool> {
+        self.drv.poll(Instant::now())
     }
 }
 
@@ -167,6 +187,7 @@ struct Opts {
     write_timeout: Option<Duration>,
     read_shut: bool,
     linger: Duration,
+    spin: Duration,
 }
 
 /// A reliable, ordered, flow-controlled ESP byte stream.
@@ -211,7 +232,7 @@ impl EspStream {
     /// Connects from an ephemeral port of `iface` to `peer_mac`/`port` with
     /// `cfg` and waits until the connection is established. Without a
     /// timeout the wait ends when the SYN was retransmitted
-    /// `max_retransmissions` times (about 2.6 s with the defaults).
+    /// `max_syn_retransmissions` times (about 5.3 s with the defaults).
     ///
     /// Errors: `ConnectionRefused` when the peer answers RST (no listener);
     /// `TimedOut` when the SYN is never answered; `AddrInUse` when no
@@ -304,7 +325,7 @@ impl EspStream {
                     io::ErrorKind::TimedOut,
                     format!(
                         "ESP connect to {} port {}: no answer to {} SYN retransmissions",
-                        peer.0, peer.1, cfg.max_retransmissions
+                        peer.0, peer.1, cfg.max_syn_retransmissions
                     ),
                 )),
                 Some(Error::Refused) => Err(io::Error::new(
@@ -410,6 +431,7 @@ impl EspStream {
                 write_timeout: None,
                 read_shut: false,
                 linger: cfg.linger,
+                spin: cfg.spin_before_sleep,
             },
             fd,
             iface: String::new(),
@@ -436,12 +458,13 @@ impl EspStream {
         what: &str,
         mut attempt: impl FnMut(&mut Core) -> io::Result<Step<T>>,
     ) -> io::Result<T> {
+        let mut spin_until: Option<Instant> = None;
         loop {
-            let (step, poll_at) = self.with(|c| -> io::Result<_> {
-                c.pump()?;
+            let (step, poll_at, moved) = self.with(|c| -> io::Result<_> {
+                let moved = c.pump()?;
                 let step = attempt(c)?;
                 c.drv.transmit(Instant::now())?;
-                Ok((step, c.drv.poll_at()))
+                Ok((step, c.drv.poll_at(), moved))
             })?;
             if let Step::Done(v) = step {
                 return Ok(v);
@@ -457,6 +480,15 @@ impl EspStream {
                 ));
             }
             if self.opts.busy_poll {
+                std::hint::spin_loop();
+                continue;
+            }
+            // Adaptive polling: while frames keep coming, poll a little
+            // longer before sleeping (a wakeup costs more than a short spin).
+            if moved && !self.opts.spin.is_zero() {
+                spin_until = Some(now + self.opts.spin);
+            }
+            if spin_until.is_some_and(|t| now < t) && poll_at.is_none_or(|t| now < t) {
                 std::hint::spin_loop();
                 continue;
             }
@@ -578,7 +610,7 @@ impl EspStream {
 
     /// Receives pending frames, fires expired timers, sends what is due.
     pub fn drive(&mut self) -> io::Result<()> {
-        self.with(|c| c.pump())
+        self.with(|c| c.pump().map(|_| ()))
     }
 
     /// Blocks until every byte written so far is acknowledged by the peer,

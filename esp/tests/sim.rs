@@ -258,12 +258,13 @@ fn lossy(p: f64, seed: u64) -> FaultConfig {
 fn ten_mb(ab: FaultConfig, ba: FaultConfig) -> Outcome {
     let o = transfer(&EspConfig::default(), ab, ba, 10 * MB);
     eprintln!(
-        "10 MB in {:?} virtual: sent {} retx {} timeouts {} fast {} ooo {} dup {} dropped {}",
+        "10 MB in {:?} virtual: sent {} retx {} timeouts {} fast {} spurious {} ooo {} dup {} dropped {}",
         o.elapsed,
         o.a.sent,
         o.a.retransmitted,
         o.a.timeouts,
         o.a.fast_retransmits,
+        o.a.spurious,
         o.b.out_of_sequence,
         o.b.duplicates,
         o.b.dropped
@@ -504,16 +505,20 @@ mod prop {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
         #[test]
         fn random_operations_keep_the_stream_exact(
             ops in proptest::collection::vec(op(), 1..40),
             loss in 0.0f64..0.1,
             dup in 0.0f64..0.05,
             reorder in 0.0f64..0.05,
+            corrupt in 0.0f64..0.02,
             seed in any::<u64>(),
         ) {
-            let f = |s| lossy(loss, s).with_duplicate(dup).with_reorder(reorder, Duration::ZERO);
+            let f = |s| lossy(loss, s)
+                .with_duplicate(dup)
+                .with_reorder(reorder, Duration::ZERO)
+                .with_corrupt(corrupt);
             let mut sim = connect(&EspConfig::default(), f(seed), f(seed ^ 1));
             let mut written = [0usize; 2];
             let mut read = [0usize; 2];

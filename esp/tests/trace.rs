@@ -356,6 +356,31 @@ fn fast_retransmit_costs_one_retransmission() {
 }
 
 #[test]
+fn spurious_timeout_is_undone_by_dsack() {
+    let mut p = pair();
+    p.a.send(&vec![3u8; MSS * 20]).unwrap();
+    let segs = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(segs.len(), 10, "initial window of 10 segments");
+    let cwnd_before = p.a.cwnd();
+    // The receiver stalls: the sender times out and resends the head.
+    p.a.handle_timeout(p.t0 + us(100) + ms(1));
+    let re = out(&mut p.a, p.t0 + us(100) + ms(1));
+    assert_eq!(re.len(), 1);
+    assert_eq!(p.a.cwnd(), 1);
+    // The stall ends: the originals arrive and are acknowledged, then the
+    // retransmission arrives as a duplicate and draws a DSACK.
+    deliver(&mut p.b, p.t0 + ms(2), &segs);
+    deliver(&mut p.a, p.t0 + ms(2), &out(&mut p.b, p.t0 + ms(2)));
+    deliver(&mut p.b, p.t0 + ms(2) + us(10), &re);
+    let dsack = out(&mut p.b, p.t0 + ms(2) + us(10));
+    assert_eq!(dsack.len(), 1);
+    assert_eq!(dsack[0].repr.sack.as_slice()[0].0, re[0].repr.seq);
+    deliver(&mut p.a, p.t0 + ms(2) + us(20), &dsack);
+    assert_eq!(p.a.stats().spurious, 1);
+    assert!(p.a.cwnd() >= cwnd_before, "cwnd restored");
+}
+
+#[test]
 fn zero_window_probes_and_window_update() {
     let small = EspConfig {
         recv_buffer: 4 * MSS,
@@ -686,7 +711,7 @@ fn half_open_connections_are_bounded_and_reaped() {
     let t0 = Instant::now();
     let cfg = EspConfig {
         max_half_open: 3,
-        max_retransmissions: 1,
+        max_syn_retransmissions: 1,
         ..Default::default()
     };
     let mut l: Listener<()> = Listener::new(cfg, MTU, (B, PB), isn());

@@ -371,3 +371,146 @@ fn ping_pong_blocking_busy_poll_and_progress_thread() {
         server.join().unwrap();
     }
 }
+
+/// Not a test: prints ESP bulk throughput and 64-byte half round trip on a
+/// veth pair next to kernel TCP (TCP_NODELAY) on the same pair. Run with
+/// `cargo test --release -p esp --test veth report -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn report_throughput_and_latency() {
+    use std::net::{TcpListener, TcpStream};
+    use std::time::Instant;
+    let Some(net) = setup("esp_report", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    // Addresses for TCP.
+    for (h, ip) in [(&a, "10.77.0.1/24"), (&b, "10.77.0.2/24")] {
+        let st = h
+            .command("ip")
+            .args(["addr", "add", ip, "dev", &h.iface])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    const BULK: usize = 1 << 30;
+    const RT: usize = 20_000;
+    let only = std::env::var("ESP_REPORT_ONLY").ok();
+    for proto in ["esp", "tcp"] {
+        for busy in [false, true] {
+            if only
+                .as_deref()
+                .is_some_and(|o| o != format!("{proto}{busy}"))
+            {
+                continue;
+            }
+            let (tx, rx) = mpsc::channel();
+            let bi = b.clone();
+            let server = b.spawn(move || {
+                let mut buf = vec![0u8; 1 << 20];
+                let cfg = EspConfig {
+                    busy_poll: busy,
+                    ..EspConfig::default()
+                };
+                let mut conn: Handler = if proto == "esp" {
+                    let l = EspListener::bind_with(&bi.iface, 7500, cfg).unwrap();
+                    tx.send(()).unwrap();
+                    let (mut s, _) = l.accept().unwrap();
+                    Box::new(move |b: &mut [u8]| {
+                        let n = s.read(b).unwrap();
+                        if n == 1 {
+                            s.write_all(&b[..1]).unwrap();
+                        }
+                        n
+                    })
+                } else {
+                    let l = TcpListener::bind("10.77.0.2:7500").unwrap();
+                    tx.send(()).unwrap();
+                    let (mut s, _) = l.accept().unwrap();
+                    s.set_nodelay(true).unwrap();
+                    Box::new(move |b: &mut [u8]| {
+                        let n = s.read(b).unwrap();
+                        if n == 1 {
+                            s.write_all(&b[..1]).unwrap();
+                        }
+                        n
+                    })
+                };
+                // Ping-pong phase (1-byte messages), then bulk until EOF.
+                for _ in 0..RT {
+                    conn(&mut buf[..1]);
+                }
+                let mut total = 0;
+                loop {
+                    let n = conn(&mut buf[..]);
+                    if n == 0 {
+                        break;
+                    }
+                    total += n;
+                }
+                total
+            });
+            rx.recv().unwrap();
+            let (ai, bmac) = (a.iface.clone(), b.mac);
+            let (lat, gbps) = a.run(move || {
+                let cfg = EspConfig {
+                    busy_poll: busy,
+                    ..EspConfig::default()
+                };
+                let mut s: Box<dyn ReadWrite> = if proto == "esp" {
+                    Box::new(EspStream::connect_with(&ai, bmac, 7500, cfg).unwrap())
+                } else {
+                    let t = TcpStream::connect("10.77.0.2:7500").unwrap();
+                    t.set_nodelay(true).unwrap();
+                    Box::new(t)
+                };
+                let mut one = [0u8; 1];
+                let t0 = Instant::now();
+                for _ in 0..RT {
+                    s.write_all(&one).unwrap();
+                    s.read_exact(&mut one).unwrap();
+                }
+                let lat = t0.elapsed() / (2 * RT as u32);
+                let data = vec![0x5au8; 1 << 20];
+                let t0 = Instant::now();
+                for _ in 0..BULK / data.len() {
+                    s.write_all(&data).unwrap();
+                }
+                s.close_write();
+                let mut b = [0u8; 1];
+                let _ = s.read(&mut b);
+                s.report();
+                let secs = t0.elapsed().as_secs_f64();
+                (lat, BULK as f64 * 8.0 / secs / 1e9)
+            });
+            assert_eq!(server.join().unwrap(), BULK);
+            println!(
+                "{proto} busy_poll={busy}: 1-byte half round trip (mean) {:?}, bulk {gbps:.2} Gbit/s",
+                lat
+            );
+        }
+    }
+}
+
+/// Reads into the buffer, echoes 1-byte messages; returns the count.
+type Handler = Box<dyn FnMut(&mut [u8]) -> usize>;
+
+trait ReadWrite: Read + Write {
+    fn close_write(&mut self);
+    fn report(&mut self) {}
+}
+
+impl ReadWrite for EspStream {
+    fn close_write(&mut self) {
+        self.shutdown(Shutdown::Write).unwrap();
+    }
+    fn report(&mut self) {
+        println!("sender stats: {:?}", self.stats());
+    }
+}
+
+impl ReadWrite for std::net::TcpStream {
+    fn close_write(&mut self) {
+        std::net::TcpStream::shutdown(self, Shutdown::Write).unwrap();
+    }
+}
