@@ -287,7 +287,8 @@ impl EdpSocket {
         self.link.mtu() - EDP_HEADER_LEN
     }
 
-    /// Counters since the socket was created.
+    /// Counters since the socket was created. On a packet socket this reads
+    /// the kernel's drop counter (one getsockopt(2) per call).
     pub fn stats(&self) -> EdpStats {
         if let Some(fd) = self.filter_fd {
             // SAFETY: the descriptor is owned by self.link, alive for this call.
