@@ -738,3 +738,45 @@ impl<T: Transport> CtpSocket<T> {
         lock(&self.shared.core).stats
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync<X: Send + Sync>() {}
+
+    #[test]
+    fn sockets_are_send_and_sync() {
+        send_sync::<CtpSocket<UdpTransport>>();
+        send_sync::<CtpSocket<EdpTransport>>();
+    }
+
+    #[test]
+    fn transport_too_small_for_a_header_is_refused() {
+        struct Tiny;
+        impl Transport for Tiny {
+            type Addr = u8;
+            fn send_to(&mut self, _: &[u8], _: u8) -> io::Result<()> {
+                Ok(())
+            }
+            fn recv_from(&mut self, _: &mut [u8]) -> io::Result<(usize, u8)> {
+                Err(io::ErrorKind::WouldBlock.into())
+            }
+            fn max_datagram(&self) -> usize {
+                20
+            }
+            fn broadcast_addr(&self) -> Option<u8> {
+                None
+            }
+            fn source(&mut self) -> Option<&mut dyn mio::event::Source> {
+                None
+            }
+            fn local_name(&self) -> String {
+                "tiny".into()
+            }
+        }
+        let e = CtpSocket::new(Tiny, CtpConfig::default()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("25-byte CTP header"), "{e}");
+    }
+}

@@ -232,7 +232,11 @@ fn broadcast_over_edp_on_a_bridge() {
 #[test]
 #[ignore]
 fn latency_report() {
-    let Some(net) = common::setup("ctp_edp_lat", 2, 1500) else {
+    let mtu: usize = std::env::var("CTP_REPORT_MTU")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1500);
+    let Some(net) = common::setup("ctp_edp_lat", 2, mtu) else {
         return;
     };
     let (h0, h1) = (net.host(0).clone(), net.host(1).clone());
@@ -264,6 +268,13 @@ fn latency_report() {
         let edp = h1.run(move || {
             let s = CtpSocket::bind_edp(&if1, PORT, c1).unwrap();
             let r = pingpong(&s, peer, N);
+            let g = bulk(&s, peer, 100 << 20);
+            eprintln!(
+                "busy_poll={busy} mtu={mtu}: CTP over EDP, 100 MiB echo: {g:.2} Gbit/s; {:?} {:?} timeout {:?}",
+                s.stats(),
+                s.driver_stats(),
+                s.with_endpoint(|e| (e.peer_timeout(peer), e.peer_srtt(peer)))
+            );
             s.send(QUIT, peer, b"", Options::NONE).unwrap();
             s.flush(WAIT).unwrap();
             r
@@ -290,6 +301,8 @@ fn latency_report() {
             let s = CtpSocket::bind_udp("10.77.0.2:1515", c1).unwrap();
             let peer: std::net::SocketAddr = "10.77.0.1:1515".parse().unwrap();
             let r = pingpong(&s, peer, N);
+            let g = bulk(&s, peer, 100 << 20);
+            eprintln!("busy_poll={busy} mtu={mtu}: CTP over UDP, 100 MiB echo: {g:.2} Gbit/s");
             s.send(QUIT, peer, b"", Options::NONE).unwrap();
             s.flush(WAIT).unwrap();
             r
@@ -300,6 +313,21 @@ fn latency_report() {
             edp.0, edp.1, udp.0, udp.1, edp.0 / udp.0
         );
     }
+}
+
+/// Sends one `len`-byte message and waits for its echo; returns Gbit/s of
+/// the round trip (2 x len bytes).
+fn bulk<T: ctp::Transport>(s: &CtpSocket<T>, peer: T::Addr, len: usize) -> f64 {
+    let msg = vec![3u8; len];
+    let t = std::time::Instant::now();
+    s.send_vec(6, peer, msg, Options::NONE).unwrap();
+    loop {
+        if let Delivery::Data(d) = s.recv_delivery(WAIT).unwrap() {
+            assert_eq!(d.data.len(), len);
+            break;
+        }
+    }
+    (2 * len) as f64 * 8.0 / t.elapsed().as_secs_f64() / 1e9
 }
 
 fn pingpong<T: ctp::Transport>(s: &CtpSocket<T>, peer: T::Addr, n: usize) -> (f64, f64) {
@@ -320,4 +348,58 @@ fn pingpong<T: ctp::Transport>(s: &CtpSocket<T>, peer: T::Addr, n: usize) -> (f6
     }
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     (v[n / 2], v[n * 99 / 100])
+}
+
+/// Child role of `two_processes_over_edp`: an echo server in its namespace.
+#[test]
+#[ignore]
+fn edp_echo_child() {
+    let Ok(iface) = std::env::var("CTP_EDP_CHILD_IFACE") else {
+        return;
+    };
+    let s = CtpSocket::bind_edp(&iface, PORT, CtpConfig::default()).unwrap();
+    let (_, mac, port) = s.local_addr().unwrap();
+    println!("READY {mac} {port}");
+    echo_server(s);
+    println!("CHILD DONE");
+}
+
+/// Two processes, one per namespace: the child echoes, the parent checks.
+#[test]
+fn two_processes_over_edp() {
+    let Some(net) = common::setup("ctp_edp_2proc", 2, 1500) else {
+        return;
+    };
+    let (h0, h1) = (net.host(0).clone(), net.host(1).clone());
+    let mut child = h0.spawn_test_child(
+        "edp_echo_child",
+        &[("CTP_EDP_CHILD_IFACE", h0.iface.clone())],
+    );
+    let ready = child.expect_line("READY");
+    let mut it = ready.split_whitespace();
+    let mac: edp::MacAddr = it.next().unwrap().parse().unwrap();
+    let port: u16 = it.next().unwrap().parse().unwrap();
+    assert_eq!((mac, port), (h0.mac, PORT));
+    let if1 = h1.iface.clone();
+    h1.run(move || {
+        let s = CtpSocket::bind_edp(&if1, PORT, CtpConfig::default()).unwrap();
+        for (i, len) in [1usize, 1469, 1470, 1 << 20].into_iter().enumerate() {
+            let msg = pattern(i as u64 + 50, len);
+            s.send(20 + i as u16, (mac, port), &msg, Options::NONE)
+                .unwrap();
+            let d = data(s.recv_delivery(WAIT).unwrap());
+            assert_eq!((d.command, d.from), (20 + i as u16, (mac, port)));
+            assert!(d.data == msg, "echo of {len} bytes differs");
+        }
+        s.send(QUIT, (mac, port), b"", Options::NONE).unwrap();
+        assert!(s.flush(WAIT).unwrap());
+        // stay a while: the child may resend the last echo if our
+        // confirmation was lost
+        let end = std::time::Instant::now() + Duration::from_secs(1);
+        while std::time::Instant::now() < end {
+            s.poll(Duration::from_millis(50)).unwrap();
+        }
+    });
+    child.expect_line("CHILD DONE");
+    child.wait_success();
 }
