@@ -82,11 +82,9 @@ impl FromStr for ModeArg {
             "ctp-udp" => ModeArg::One(Mode::CtpUdp),
             "ctp-edp" => ModeArg::One(Mode::CtpEdp),
             "all" => ModeArg::All,
-            other => {
-                return Err(format!(
-                    "unknown mode {other:?}: expected edp, udp, tcp, esp, ctp, ctp-udp, ctp-edp or all"
-                ))
-            }
+            other => return Err(format!(
+                "unknown mode {other:?}: expected edp, udp, tcp, esp, ctp, ctp-udp, ctp-edp or all"
+            )),
         })
     }
 }
@@ -130,10 +128,9 @@ impl FromStr for SizeRange {
                 Some('m' | 'M') => (&t[..t.len() - 1], 1024 * 1024),
                 _ => (t, 1),
             };
-            digits
-                .parse::<usize>()
-                .map(|v| v * mult)
-                .map_err(|_| format!("invalid size {t:?} in -s {s:?}: expected bytes, e.g. 1-65536"))
+            digits.parse::<usize>().map(|v| v * mult).map_err(|_| {
+                format!("invalid size {t:?} in -s {s:?}: expected bytes, e.g. 1-65536")
+            })
         };
         let (min, max) = match s.split_once('-') {
             Some((a, b)) => (num(a)?, num(b)?),
@@ -168,7 +165,12 @@ pub struct Args {
     pub modes: Vec<ModeArg>,
 
     /// Communication pattern.
-    #[arg(short = 'x', long = "comm_pattern", value_enum, default_value = "one_one")]
+    #[arg(
+        short = 'x',
+        long = "comm_pattern",
+        value_enum,
+        default_value = "one_one"
+    )]
     pub pattern: Pattern,
 
     /// Message size range in bytes, MIN-MAX (k/M suffixes allowed).
@@ -322,9 +324,15 @@ impl Args {
 
     /// Checks combinations clap cannot express. Returns a message for the user.
     pub fn validate(&self) -> Result<(), String> {
-        for (name, p) in [("--loss", self.loss), ("--dup", self.dup), ("--reorder", self.reorder)] {
+        for (name, p) in [
+            ("--loss", self.loss),
+            ("--dup", self.dup),
+            ("--reorder", self.reorder),
+        ] {
             if !(0.0..=100.0).contains(&p) {
-                return Err(format!("{name} {p}: expected a percentage between 0 and 100"));
+                return Err(format!(
+                    "{name} {p}: expected a percentage between 0 and 100"
+                ));
             }
         }
         if self.count == 0 {
@@ -384,9 +392,21 @@ mod tests {
 
     #[test]
     fn size_range_parsing() {
-        assert_eq!("1-65536".parse::<SizeRange>().unwrap(), SizeRange { min: 1, max: 65536 });
-        assert_eq!("64".parse::<SizeRange>().unwrap(), SizeRange { min: 64, max: 64 });
-        assert_eq!("1k-1M".parse::<SizeRange>().unwrap(), SizeRange { min: 1024, max: 1 << 20 });
+        assert_eq!(
+            "1-65536".parse::<SizeRange>().unwrap(),
+            SizeRange { min: 1, max: 65536 }
+        );
+        assert_eq!(
+            "64".parse::<SizeRange>().unwrap(),
+            SizeRange { min: 64, max: 64 }
+        );
+        assert_eq!(
+            "1k-1M".parse::<SizeRange>().unwrap(),
+            SizeRange {
+                min: 1024,
+                max: 1 << 20
+            }
+        );
         assert!("0-10".parse::<SizeRange>().is_err());
         assert!("10-1".parse::<SizeRange>().is_err());
         assert!("x".parse::<SizeRange>().is_err());
@@ -394,9 +414,16 @@ mod tests {
 
     #[test]
     fn ctp_resolves_by_remote() {
-        let parse = |v: &[&str]| Args::parse_from(std::iter::once("netgauge").chain(v.iter().copied()));
-        assert_eq!(parse(&["-m", "ctp", "-R", "02:00:00:00:00:01"]).resolve_modes(), vec![Mode::CtpEdp]);
-        assert_eq!(parse(&["-m", "ctp", "-R", "198.18.0.1"]).resolve_modes(), vec![Mode::CtpUdp]);
+        let parse =
+            |v: &[&str]| Args::parse_from(std::iter::once("netgauge").chain(v.iter().copied()));
+        assert_eq!(
+            parse(&["-m", "ctp", "-R", "02:00:00:00:00:01"]).resolve_modes(),
+            vec![Mode::CtpEdp]
+        );
+        assert_eq!(
+            parse(&["-m", "ctp", "-R", "198.18.0.1"]).resolve_modes(),
+            vec![Mode::CtpUdp]
+        );
         assert_eq!(parse(&["--local"]).resolve_modes(), Mode::ALL.to_vec());
         assert_eq!(
             parse(&["--local", "-m", "edp,udp,edp"]).resolve_modes(),

@@ -32,7 +32,9 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
         vc.keep();
     }
     let exe = std::env::current_exe()?;
-    let exe = exe.to_str().ok_or_else(|| io::Error::other("netgauge's path is not UTF-8"))?;
+    let exe = exe
+        .to_str()
+        .ok_or_else(|| io::Error::other("netgauge's path is not UTF-8"))?;
     let modes = args.resolve_modes();
     if !args.json {
         println!(
@@ -54,10 +56,11 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
         };
         let mut this_run = Vec::new();
         for (i, mode) in order {
-            let port = args.port.wrapping_add(((rep * modes.len() + i) % 1000) as u16);
-            let records = run_mode(args, &vc, exe, mode, port).map_err(|e| {
-                io::Error::new(e.kind(), format!("mode {}: {e}", mode.name()))
-            })?;
+            let port = args
+                .port
+                .wrapping_add(((rep * modes.len() + i) % 1000) as u16);
+            let records = run_mode(args, &vc, exe, mode, port)
+                .map_err(|e| io::Error::new(e.kind(), format!("mode {}: {e}", mode.name())))?;
             this_run.extend(records.iter().cloned());
             print_records(args, &records)?;
             all.extend(records);
@@ -67,8 +70,17 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
     if !args.json {
         println!();
         if args.repeat > 1 {
-            println!("# median over {} runs of each mode's p50 half round-trip and throughput", args.repeat);
-            print!("{}", report::comparison(&report::median_over_runs(&runs, &modes.iter().map(|m| m.name()).collect::<Vec<_>>())));
+            println!(
+                "# median over {} runs of each mode's p50 half round-trip and throughput",
+                args.repeat
+            );
+            print!(
+                "{}",
+                report::comparison(&report::median_over_runs(
+                    &runs,
+                    &modes.iter().map(|m| m.name()).collect::<Vec<_>>()
+                ))
+            );
         } else {
             print!("{}", report::comparison(&all));
         }
@@ -76,7 +88,11 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
     if let Some(path) = &args.output {
         let mut f = std::fs::File::create(path)?;
         for mode in &modes {
-            let rs: Vec<Record> = all.iter().filter(|r| r.mode == mode.name()).cloned().collect();
+            let rs: Vec<Record> = all
+                .iter()
+                .filter(|r| r.mode == mode.name())
+                .cloned()
+                .collect();
             report::write_long_form(&mut f, &rs)?;
         }
     }
@@ -91,8 +107,15 @@ fn print_records(args: &Args, records: &[Record]) -> io::Result<()> {
             } else if !args.verbose {
                 println!("{:<8} {}", r.mode, report::short_line(r));
             } else {
-                println!("{:<8} {}{}", r.mode, report::short_line(r),
-                    r.transport_stats.as_deref().map(|s| format!("   [{s}]")).unwrap_or_default());
+                println!(
+                    "{:<8} {}{}",
+                    r.mode,
+                    report::short_line(r),
+                    r.transport_stats
+                        .as_deref()
+                        .map(|s| format!("   [{s}]"))
+                        .unwrap_or_default()
+                );
             }
         }
     }
@@ -102,11 +125,16 @@ fn print_records(args: &Args, records: &[Record]) -> io::Result<()> {
 /// The arguments both ends share.
 fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
     let mut v = vec![
-        "-m".into(), mode.name().into(),
-        "-P".into(), port.to_string(),
-        "-x".into(), args.pattern.name().into(),
-        "--timeout".into(), args.timeout_s.to_string(),
-        "--seed".into(), args.seed.to_string(),
+        "-m".into(),
+        mode.name().into(),
+        "-P".into(),
+        port.to_string(),
+        "-x".into(),
+        args.pattern.name().into(),
+        "--timeout".into(),
+        args.timeout_s.to_string(),
+        "--seed".into(),
+        args.seed.to_string(),
     ];
     if args.busy_poll {
         v.push("--busy-poll".into());
@@ -114,7 +142,11 @@ fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
     if args.verbose {
         v.push("-v".into());
     }
-    for (flag, p) in [("--loss", args.loss), ("--dup", args.dup), ("--reorder", args.reorder)] {
+    for (flag, p) in [
+        ("--loss", args.loss),
+        ("--dup", args.dup),
+        ("--reorder", args.reorder),
+    ] {
         if p > 0.0 {
             v.push(flag.into());
             v.push(p.to_string());
@@ -145,14 +177,27 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn run_mode(args: &Args, vc: &VCluster, exe: &str, mode: Mode, port: u16) -> io::Result<Vec<Record>> {
+fn run_mode(
+    args: &Args,
+    vc: &VCluster,
+    exe: &str,
+    mode: Mode,
+    port: u16,
+) -> io::Result<Vec<Record>> {
     let common = common_args(args, mode, port);
     let mut server = vc.command(&vc.a, exe);
     server.arg("-a").args(&common).args(["-I", &vc.a.iface]);
-    server.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    server
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     let mut server = KillOnDrop::spawn(&mut server)?;
 
-    let remote = if mode.is_ethernet() { vc.a.mac.to_string() } else { vc.a.ip.to_string() };
+    let remote = if mode.is_ethernet() {
+        vc.a.mac.to_string()
+    } else {
+        vc.a.ip.to_string()
+    };
     let mut client = vc.command(&vc.b, exe);
     client
         .args(&common)
@@ -160,16 +205,26 @@ fn run_mode(args: &Args, vc: &VCluster, exe: &str, mode: Mode, port: u16) -> io:
         .args(["-s", &format!("{}-{}", args.size.min, args.size.max)])
         .args(["-c", &args.count.to_string(), "-g", &args.grade.to_string()])
         .args(["--warmup", &args.warmup.to_string()]);
-    client.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    client
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut client = KillOnDrop::spawn(&mut client)?;
 
-    let stdout = client.0.as_mut().and_then(|c| c.stdout.take()).expect("piped stdout");
+    let stdout = client
+        .0
+        .as_mut()
+        .and_then(|c| c.stdout.take())
+        .expect("piped stdout");
     let mut records = Vec::new();
     for line in BufReader::new(stdout).lines() {
         let line = line?;
         if line.trim_start().starts_with('{') {
             let r: Record = serde_json::from_str(&line).map_err(|e| {
-                io::Error::new(io::ErrorKind::InvalidData, format!("client printed bad JSON {line:?}: {e}"))
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("client printed bad JSON {line:?}: {e}"),
+                )
             })?;
             records.push(r);
         }
@@ -209,7 +264,12 @@ fn run_mode(args: &Args, vc: &VCluster, exe: &str, mode: Mode, port: u16) -> io:
     let server_err = read_stderr(&mut s);
     match status {
         Some(st) if st.success() => {}
-        Some(st) => return Err(io::Error::other(format!("server failed ({st}): {}", server_err.trim()))),
+        Some(st) => {
+            return Err(io::Error::other(format!(
+                "server failed ({st}): {}",
+                server_err.trim()
+            )))
+        }
         None => log::warn!("{} server did not exit after BYE; stopped it", mode.name()),
     }
     if args.verbose && !server_err.trim().is_empty() {
@@ -218,7 +278,8 @@ fn run_mode(args: &Args, vc: &VCluster, exe: &str, mode: Mode, port: u16) -> io:
     let expected = crate::cli::size_steps(args.size, args.grade).len();
     if records.len() != expected {
         return Err(io::Error::other(format!(
-            "client reported {} of {expected} sizes", records.len()
+            "client reported {} of {expected} sizes",
+            records.len()
         )));
     }
     if args.pattern == Pattern::OneOne && records.iter().any(|r| r.lat_us.is_none()) {
@@ -280,17 +341,16 @@ fn reexec_in_userns() -> io::Result<Vec<Record>> {
 /// Inside a fresh user + mount namespace: give `ip netns` a private, writable
 /// /run/netns (and /var/run/netns), as only root could otherwise create it.
 fn prepare_userns_mounts() -> io::Result<()> {
-    for dir in ["/run/netns"] {
-        let _ = std::fs::create_dir_all(dir);
-        let status = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "tmpfs", dir])
-            .status()?;
-        if !status.success() {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!("cannot mount a private tmpfs on {dir} inside the user namespace"),
-            ));
-        }
+    let dir = "/run/netns";
+    let _ = std::fs::create_dir_all(dir);
+    let status = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "tmpfs", dir])
+        .status()?;
+    if !status.success() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("cannot mount a private tmpfs on {dir} inside the user namespace"),
+        ));
     }
     Ok(())
 }

@@ -157,7 +157,9 @@ pub fn comparison(records: &[Record]) -> String {
 /// lower-latency (higher-throughput) middle record is taken.
 pub fn median_over_runs(runs: &[Vec<Record>], modes: &[&str]) -> Vec<Record> {
     let mut out = Vec::new();
-    let Some(first) = runs.first() else { return out };
+    let Some(first) = runs.first() else {
+        return out;
+    };
     let mut keys: Vec<(String, usize)> = Vec::new();
     for r in first {
         let k = (r.pattern.clone(), r.size);
@@ -195,7 +197,11 @@ pub fn host_block() -> String {
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
     if unsafe { libc::uname(&mut u) } == 0 {
         let f = |b: &[libc::c_char]| {
-            let bytes: Vec<u8> = b.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+            let bytes: Vec<u8> = b
+                .iter()
+                .take_while(|&&c| c != 0)
+                .map(|&c| c as u8)
+                .collect();
             String::from_utf8_lossy(&bytes).into_owned()
         };
         let _ = writeln!(out, "# Sysname : {}", f(&u.sysname));
@@ -208,7 +214,10 @@ pub fn host_block() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let _ = writeln!(out, "# Execution time and date (UTC, seconds since the epoch): {secs}");
+    let _ = writeln!(
+        out,
+        "# Execution time and date (UTC, seconds since the epoch): {secs}"
+    );
     out
 }
 
@@ -218,7 +227,11 @@ pub fn host_block() -> String {
 pub fn write_long_form(w: &mut dyn Write, records: &[Record]) -> io::Result<()> {
     w.write_all(host_block().as_bytes())?;
     let mode = records.first().map(|r| r.mode.as_str()).unwrap_or("-");
-    writeln!(w, "## Netgauge v{} (Rust) - mode {mode} - 2 processes", env!("CARGO_PKG_VERSION"))?;
+    writeln!(
+        w,
+        "## Netgauge v{} (Rust) - mode {mode} - 2 processes",
+        env!("CARGO_PKG_VERSION")
+    )?;
     w.write_all(
         b"##\n## A...message size [byte]\n##\n\
 ## B...minimum send blocking time\n## C...average send blocking time\n\
@@ -235,7 +248,13 @@ pub fn write_long_form(w: &mut dyn Write, records: &[Record]) -> io::Result<()> 
     for r in records {
         match (&r.lat_us, &r.send_us) {
             (Some(l), Some(b)) => {
-                let bw = |t: f64| if t > 0.0 { r.size as f64 / t * 8.0 } else { 0.0 };
+                let bw = |t: f64| {
+                    if t > 0.0 {
+                        r.size as f64 / t * 8.0
+                    } else {
+                        0.0
+                    }
+                };
                 writeln!(
                     w,
                     "{} - {:.2} {:.2} {:.2} {:.2} ({:.2} {}) - {:.2} {:.2} {:.2} {:.2} ({:.2} {}) - {:.2} {:.2} {:.2} {:.2}",
@@ -301,10 +320,14 @@ mod tests {
         assert!(c.contains("0.50x"), "{c}");
         assert!(c.contains("2.00x"), "{c}");
         let mut long = Vec::new();
-        write_long_form(&mut long, &[r.clone()]).unwrap();
+        write_long_form(&mut long, std::slice::from_ref(&r)).unwrap();
         let long = String::from_utf8(long).unwrap();
         assert!(long.contains("# Sysname : Linux"), "{long}");
-        assert!(long.lines().last().unwrap().starts_with("64 - 1.80 2.00 2.00 6.00 (0.10 1) - "));
+        assert!(long
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("64 - 1.80 2.00 2.00 6.00 (0.10 1) - "));
         let j = serde_json::to_value(&r).unwrap();
         assert_eq!(j["lat_us"]["p50"], 2.0);
         assert_eq!(j["mode"], "edp");

@@ -30,7 +30,11 @@ pub fn session_config(args: &Args, mode: Mode) -> SessionConfig {
 
 /// Runs the client side of `mode`: every size step, then BYE. `on_record`
 /// sees each record as soon as its step finished.
-pub fn client(args: &Args, mode: Mode, on_record: &mut dyn FnMut(&Record)) -> io::Result<Vec<Record>> {
+pub fn client(
+    args: &Args,
+    mode: Mode,
+    on_record: &mut dyn FnMut(&Record),
+) -> io::Result<Vec<Record>> {
     let cfg = session_config(args, mode);
     let mut ep = transport::connect(&cfg)?;
     crate::privilege::drop_after_open();
@@ -56,7 +60,8 @@ pub fn client(args: &Args, mode: Mode, on_record: &mut dyn FnMut(&Record)) -> io
         })?;
         let mut rec = match args.pattern {
             Pattern::OneOne => {
-                let (half_rtt, blocking) = one_one::client(ep.as_mut(), &payload, size, warmup, count)?;
+                let (half_rtt, blocking) =
+                    one_one::client(ep.as_mut(), &payload, size, warmup, count)?;
                 let lat = half_rtt.summary().expect("count >= 1 samples");
                 Record {
                     mode: mode.name().into(),
@@ -128,7 +133,15 @@ pub fn server(args: &Args, mode: Mode) -> io::Result<()> {
         let size = usize::try_from(c.size)
             .ok()
             .filter(|&s| s <= 1 << 30)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("HELLO asks for {} byte messages: over the 1 GiB limit", c.size)))?;
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "HELLO asks for {} byte messages: over the 1 GiB limit",
+                        c.size
+                    ),
+                )
+            })?;
         if size > payload.capacity() {
             payload = Payload::new(size);
         }

@@ -51,12 +51,17 @@ pub struct VCluster {
 }
 
 fn ip(args: &[&str]) -> io::Result<Output> {
-    let out = Command::new("ip").args(args).stdin(Stdio::null()).output().map_err(|e| {
-        io::Error::new(
+    let out =
+        Command::new("ip")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| {
+                io::Error::new(
             e.kind(),
             format!("cannot run `ip` (iproute2): {e}; install it with `apt-get install iproute2`"),
         )
-    })?;
+            })?;
     if !out.status.success() {
         return Err(io::Error::other(format!(
             "`ip {}` failed: {}",
@@ -92,9 +97,27 @@ impl VCluster {
         // From here on, Drop removes whatever was built.
         let mtu_s = mtu.to_string();
         ip(&[
-            "link", "add", "name", &vc.a.iface, "netns", &vc.a.netns, "mtu", &mtu_s, "address",
-            &vc.a.mac.to_string(), "type", "veth", "peer", "name", &vc.b.iface, "netns",
-            &vc.b.netns, "mtu", &mtu_s, "address", &vc.b.mac.to_string(),
+            "link",
+            "add",
+            "name",
+            &vc.a.iface,
+            "netns",
+            &vc.a.netns,
+            "mtu",
+            &mtu_s,
+            "address",
+            &vc.a.mac.to_string(),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &vc.b.iface,
+            "netns",
+            &vc.b.netns,
+            "mtu",
+            &mtu_s,
+            "address",
+            &vc.b.mac.to_string(),
         ])?;
         for h in [&vc.a, &vc.b] {
             let n = |args: &[&str]| {
@@ -137,12 +160,20 @@ impl Drop for VCluster {
 /// Deletes the namespaces of netgauge runs whose process no longer exists
 /// (a run killed with SIGKILL cannot clean up after itself).
 fn remove_stale() {
-    let Ok(out) = ip(&["netns", "list"]) else { return };
+    let Ok(out) = ip(&["netns", "list"]) else {
+        return;
+    };
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let name = line.split_whitespace().next().unwrap_or("");
-        let Some(rest) = name.strip_prefix(PREFIX) else { continue };
-        let Some(pid) = rest.strip_suffix(['a', 'b']) else { continue };
-        let Ok(pid) = pid.parse::<u32>() else { continue };
+        let Some(rest) = name.strip_prefix(PREFIX) else {
+            continue;
+        };
+        let Some(pid) = rest.strip_suffix(['a', 'b']) else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             let _ = ip(&["netns", "del", name]);
         }

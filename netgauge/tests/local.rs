@@ -20,7 +20,11 @@ fn can_run() -> bool {
     if root && ip_ok {
         return true;
     }
-    let why = if !root { "not root" } else { "`ip netns` unavailable" };
+    let why = if !root {
+        "not root"
+    } else {
+        "`ip netns` unavailable"
+    };
     if std::env::var("CI").as_deref() == Ok("true") {
         panic!("CI=true but the netns tests cannot run: {why}");
     }
@@ -52,9 +56,17 @@ fn check_one_one(r: &Value, mode: &str, size: u64, iterations: u64) {
     assert_eq!(r["size"], size);
     assert_eq!(r["iterations"], iterations);
     let lat = &r["lat_us"];
-    let f = |k: &str| lat[k].as_f64().unwrap_or_else(|| panic!("lat_us.{k} missing in {r}"));
-    let (min, p50, p90, p99, max, avg) = (f("min"), f("p50"), f("p90"), f("p99"), f("max"), f("avg"));
-    assert!(min > 0.0 && min <= p50 && p50 <= p90 && p90 <= p99 && p99 <= max, "{r}");
+    let f = |k: &str| {
+        lat[k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("lat_us.{k} missing in {r}"))
+    };
+    let (min, p50, p90, p99, max, avg) =
+        (f("min"), f("p50"), f("p90"), f("p99"), f("max"), f("avg"));
+    assert!(
+        min > 0.0 && min <= p50 && p50 <= p90 && p90 <= p99 && p99 <= max,
+        "{r}"
+    );
     assert!(avg >= min && avg <= max, "{r}");
     let mbit = r["mbit_s"].as_f64().unwrap();
     let mb = r["mb_s"].as_f64().unwrap();
@@ -68,7 +80,10 @@ fn no_leftover_namespaces() {
     let list = String::from_utf8_lossy(&out.stdout);
     // Namespaces of finished netgauge runs (ng<pid>a/b with a dead pid) must be gone.
     for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
-        if let Some(pid) = name.strip_prefix("ng").and_then(|r| r.strip_suffix(['a', 'b'])) {
+        if let Some(pid) = name
+            .strip_prefix("ng")
+            .and_then(|r| r.strip_suffix(['a', 'b']))
+        {
             if let Ok(pid) = pid.parse::<u32>() {
                 assert!(
                     std::path::Path::new(&format!("/proc/{pid}")).exists(),
@@ -101,7 +116,17 @@ fn local_stream_busy_poll_jumbo() {
         return;
     }
     let records = run_json(&[
-        "-x", "stream", "-m", "tcp,udp,edp,esp", "-s", "8000", "-c", "2000", "--mtu", "9000", "--busy-poll",
+        "-x",
+        "stream",
+        "-m",
+        "tcp,udp,edp,esp",
+        "-s",
+        "8000",
+        "-c",
+        "2000",
+        "--mtu",
+        "9000",
+        "--busy-poll",
     ]);
     assert_eq!(records.len(), 4, "{records:?}");
     for r in &records {
@@ -111,7 +136,11 @@ fn local_stream_busy_poll_jumbo() {
         assert!(r["lat_us"].is_null());
         assert!(r["mbit_s"].as_f64().unwrap() > 0.0, "{r}");
         let lossy = matches!(r["mode"].as_str(), Some("udp" | "edp"));
-        assert_eq!(r.get("loss").is_some(), lossy, "loss is reported for datagram modes only: {r}");
+        assert_eq!(
+            r.get("loss").is_some(),
+            lossy,
+            "loss is reported for datagram modes only: {r}"
+        );
         if let Some(l) = r.get("loss") {
             let l = l.as_f64().unwrap();
             assert!((0.0..1.0).contains(&l), "{r}");
@@ -131,7 +160,11 @@ fn long_form_output_file() {
         .arg(&dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("4 bytes"), "{text}");
     assert!(text.contains("p50/tcp"), "comparison table missing: {text}");
@@ -174,7 +207,10 @@ fn ctrl_c_removes_the_cluster() {
 
 #[test]
 fn bad_arguments_are_explained() {
-    let out = Command::new(NETGAUGE).args(["-m", "carrier-pigeon"]).output().unwrap();
+    let out = Command::new(NETGAUGE)
+        .args(["-m", "carrier-pigeon"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown mode"));
     let out = Command::new(NETGAUGE).args(["-m", "udp"]).output().unwrap();

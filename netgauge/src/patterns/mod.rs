@@ -97,7 +97,10 @@ mod tests {
             let mut m = vec![0; size];
             p.fill(&mut m, 42);
             p.verify(&m, 42).unwrap();
-            assert!(p.verify(&m, 43).is_err(), "stale message accepted at {size}");
+            assert!(
+                p.verify(&m, 43).is_err(),
+                "stale message accepted at {size}"
+            );
             let last = size - 1;
             m[last] ^= 0x10;
             assert!(p.verify(&m, 42).is_err(), "corruption accepted at {size}");

@@ -46,7 +46,12 @@ pub fn client(
 }
 
 /// Server side of one size step: receive, echo, then verify.
-pub fn server(ep: &mut dyn Endpoint, payload: &Payload, size: usize, total: usize) -> io::Result<()> {
+pub fn server(
+    ep: &mut dyn Endpoint,
+    payload: &Payload,
+    size: usize,
+    total: usize,
+) -> io::Result<()> {
     let mut buf = vec![0u8; size];
     for it in 0..total {
         ep.recv_msg(&mut buf)?;

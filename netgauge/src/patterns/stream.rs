@@ -115,9 +115,9 @@ pub fn server(
             let mut buf = vec![0u8; size];
             for i in 0..count {
                 ep.recv_msg(&mut buf)?;
-                payload.verify(&buf, i as u64).map_err(|e| {
-                    io::Error::new(e.kind(), format!("stream message {i}: {e}"))
-                })?;
+                payload
+                    .verify(&buf, i as u64)
+                    .map_err(|e| io::Error::new(e.kind(), format!("stream message {i}: {e}")))?;
             }
             report.count = count as u64;
             report.extra = (size * count) as u64;
@@ -155,7 +155,10 @@ pub fn server(
                 }
             }
             if bad > 0 || dup > 0 {
-                log::warn!("stream step {}: {bad} corrupted and {dup} duplicated datagrams dropped", hello.step);
+                log::warn!(
+                    "stream step {}: {bad} corrupted and {dup} duplicated datagrams dropped",
+                    hello.step
+                );
             }
             report.count = ok;
             report.extra = bytes;

@@ -74,7 +74,8 @@ pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     match cfg.mode {
         Mode::CtpEdp => Ok(Box::new(Ctp::new(bind_edp(cfg, cfg.port)?, None, cfg))),
         _ => {
-            let sock = CtpSocket::bind_udp(SocketAddr::from(([0, 0, 0, 0], cfg.port)), config(cfg))?;
+            let sock =
+                CtpSocket::bind_udp(SocketAddr::from(([0, 0, 0, 0], cfg.port)), config(cfg))?;
             Ok(Box::new(Ctp::new(sock, None, cfg)))
         }
     }
@@ -128,6 +129,10 @@ impl<T: Transport> Endpoint for Ctp<T> {
     }
 
     fn stats_line(&mut self) -> Option<String> {
-        Some(format!("ctp {:?} {:?}", self.sock.stats(), self.sock.status()))
+        Some(format!(
+            "ctp {:?} {:?}",
+            self.sock.stats(),
+            self.sock.status()
+        ))
     }
 }

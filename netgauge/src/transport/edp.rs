@@ -111,8 +111,12 @@ impl Endpoint for Edp {
     }
 
     fn recv_datagram(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<usize> {
-        self.sock.set_read_timeout(Some(timeout.max(Duration::from_micros(1))))?;
-        let r = self.sock.recv_from(buf).map_err(|e| map_timeout(e, timeout));
+        self.sock
+            .set_read_timeout(Some(timeout.max(Duration::from_micros(1))))?;
+        let r = self
+            .sock
+            .recv_from(buf)
+            .map_err(|e| map_timeout(e, timeout));
         self.sock.set_read_timeout(Some(self.timeout))?;
         let (n, mac, port) = r?;
         if !self.connected {

@@ -46,15 +46,28 @@ pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     let deadline = Instant::now() + cfg.timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        match EspStream::connect_timeout_with(iface, mac, cfg.port, config(cfg), left.max(Duration::from_millis(1))) {
+        match EspStream::connect_timeout_with(
+            iface,
+            mac,
+            cfg.port,
+            config(cfg),
+            left.max(Duration::from_millis(1)),
+        ) {
             Ok(s) => return setup(s, cfg),
             Err(e)
-                if matches!(e.kind(), io::ErrorKind::ConnectionRefused | io::ErrorKind::TimedOut)
-                    && Instant::now() < deadline =>
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionRefused | io::ErrorKind::TimedOut
+                ) && Instant::now() < deadline =>
             {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            Err(e) => return Err(io::Error::new(e.kind(), format!("esp connect to {mac} port {}: {e}", cfg.port))),
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("esp connect to {mac} port {}: {e}", cfg.port),
+                ))
+            }
         }
     }
 }
@@ -68,7 +81,9 @@ pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
 
 impl Endpoint for Esp {
     fn send_msg(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.stream.write_all(buf).map_err(|e| map_timeout(e, self.timeout))
+        self.stream
+            .write_all(buf)
+            .map_err(|e| map_timeout(e, self.timeout))
     }
 
     fn recv_msg(&mut self, buf: &mut [u8]) -> io::Result<()> {

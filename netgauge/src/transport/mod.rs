@@ -91,7 +91,10 @@ impl SessionConfig {
         r.parse().map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("mode {} needs -R <server IP>, got {r:?}: {e}", self.mode.name()),
+                format!(
+                    "mode {} needs -R <server IP>, got {r:?}: {e}",
+                    self.mode.name()
+                ),
             )
         })
     }
@@ -126,9 +129,14 @@ pub(crate) fn spin<T>(timeout: Duration, mut op: impl FnMut() -> io::Result<T>) 
     let mut n: u32 = 0;
     loop {
         match op() {
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
                 n = n.wrapping_add(1);
-                if n % 1024 == 0 {
+                if n & 1023 == 0 {
                     let now = Instant::now();
                     let d = *deadline.get_or_insert(now + timeout);
                     if now >= d {

@@ -35,9 +35,7 @@ pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     loop {
         match TcpStream::connect_timeout(&peer, cfg.timeout) {
             Ok(s) => return setup(s, cfg),
-            Err(e)
-                if e.kind() == io::ErrorKind::ConnectionRefused && Instant::now() < deadline =>
-            {
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) => {
@@ -60,7 +58,10 @@ pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
 impl Endpoint for Tcp {
     fn send_msg(&mut self, buf: &[u8]) -> io::Result<()> {
         if !self.busy_poll {
-            return self.stream.write_all(buf).map_err(|e| map_timeout(e, self.timeout));
+            return self
+                .stream
+                .write_all(buf)
+                .map_err(|e| map_timeout(e, self.timeout));
         }
         let mut off = 0;
         while off < buf.len() {
@@ -77,7 +78,9 @@ impl Endpoint for Tcp {
                 let s = &mut self.stream;
                 spin(self.timeout, || s.read(&mut buf[off..]))?
             } else {
-                self.stream.read(&mut buf[off..]).map_err(|e| map_timeout(e, self.timeout))?
+                self.stream
+                    .read(&mut buf[off..])
+                    .map_err(|e| map_timeout(e, self.timeout))?
             };
             if n == 0 {
                 return Err(io::Error::new(

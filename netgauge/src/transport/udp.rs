@@ -71,7 +71,9 @@ pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     // Peek (without consuming) so the control layer reads the hello itself.
     let from = loop {
         let r = if u.busy_poll {
-            spin(u.timeout.max(Duration::from_secs(60)), || u.sock.peek_from(&mut probe))
+            spin(u.timeout.max(Duration::from_secs(60)), || {
+                u.sock.peek_from(&mut probe)
+            })
         } else {
             u.sock.set_read_timeout(None)?;
             let r = u.sock.peek_from(&mut probe);
@@ -94,7 +96,9 @@ impl Udp {
         if self.busy_poll {
             spin(self.timeout, || self.sock.recv(buf))
         } else {
-            self.sock.recv(buf).map_err(|e| map_timeout(e, self.timeout))
+            self.sock
+                .recv(buf)
+                .map_err(|e| map_timeout(e, self.timeout))
         }
     }
 }
