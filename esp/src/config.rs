@@ -22,12 +22,13 @@ use crate::wire::ETHERTYPE_ESP;
 /// - `delayed_ack_segments` 2 and `delayed_ack_time` 100 us: RFC 1122's "every
 ///   second full segment" with a timer far under its 500 ms (thesis ch. 5.3.2:
 ///   acknowledging every segment costs throughput).
-/// - `send_buffer` 1 MiB, `recv_buffer` 2 MiB: several bandwidth-delay
+/// - `send_buffer` 4 MiB, `recv_buffer` 2 MiB: several bandwidth-delay
 ///   products of a 25 Gbit/s veth link (25 Gbit/s x 100 us = 312 KB); the
 ///   receive window advertised is `free bytes / MSS` segments (1416 at MTU
 ///   1500). Measured on a loaded 2-vCPU VM the RTT under bulk load grows to
 ///   1-7 ms (the receiver is descheduled), so a larger window keeps the
-///   sender busy.
+///   sender busy. The send buffer holds every unacknowledged byte, so it
+///   must exceed the peer's window or it, not the window, limits the flight.
 /// - `rx_ring` 4 MiB (TPACKET_V2, about 2600 frame slots at MTU 1500): at
 ///   least the receive window, so a burst of a full window fits while the
 ///   reader sleeps; falls back to recv(2) if the kernel refuses the ring.
@@ -123,7 +124,7 @@ impl Default for EspConfig {
             max_syn_retransmissions: 10,
             delayed_ack_segments: 2,
             delayed_ack_time: Duration::from_micros(100),
-            send_buffer: 1 << 20,
+            send_buffer: 4 << 20,
             recv_buffer: 2 << 20,
             max_out_of_order: 4096,
             initial_cwnd: 10,

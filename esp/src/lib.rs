@@ -17,6 +17,25 @@
 //!   AF_PACKET links with kernel demultiplexing;
 //! - [`responder`]: the per-host RST responder for SYNs to unowned ports;
 //! - [`bpf`]: SYN-only kernel filters.
+//!
+//! Blocking use (as netgauge does):
+//!
+//! ```no_run
+//! # fn main() -> std::io::Result<()> {
+//! use std::io::{Read, Write};
+//! use esp::{EspConfig, EspListener, EspStream};
+//! // host B
+//! let listener = EspListener::bind(("eth0", 7000))?;
+//! // host A
+//! let peer: edp::MacAddr = "02:00:00:00:00:02".parse().unwrap();
+//! let mut s = EspStream::connect_with("eth0", peer, 7000, EspConfig::default())?;
+//! s.write_all(b"hello")?;
+//! // host B
+//! let (mut t, _peer) = listener.accept()?;
+//! let mut buf = [0u8; 5];
+//! t.read_exact(&mut buf)?;
+//! # Ok(()) }
+//! ```
 
 pub mod bpf;
 pub mod config;

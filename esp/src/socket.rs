@@ -926,6 +926,18 @@ impl EspListener {
         Ok(())
     }
 
+    /// The next deadline of the half-open connections (SYN-ACK
+    /// retransmission): with mio, the listener's descriptor only signals new
+    /// SYNs, so call `accept` again at this instant too.
+    pub fn poll_at(&self) -> Option<Instant> {
+        let core = lock(&self.core);
+        core.listener
+            .entries()
+            .iter()
+            .filter_map(|e| earliest(e.conn.poll_timeout(), e.handle.link.poll_at()))
+            .min()
+    }
+
     /// Counters of the listen side (SYNs accepted and dropped, resets).
     pub fn stats(&self) -> crate::listener::ListenerStats {
         lock(&self.core).listener.stats()
