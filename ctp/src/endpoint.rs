@@ -332,6 +332,9 @@ pub struct Endpoint<P: PeerAddr> {
     /// confirmation of the request it answers (latency), a few packets later.
     tx_conf: VecDeque<Tx<P>>,
     group: Vec<P>,
+    /// Addresses our own broadcasts came back from (UDP loopback of a
+    /// broadcast to our own port).
+    self_addrs: Vec<P>,
     stats: Stats,
 }
 
@@ -376,6 +379,7 @@ impl<P: PeerAddr> Endpoint<P> {
             tx: VecDeque::new(),
             tx_conf: VecDeque::new(),
             group: Vec::new(),
+            self_addrs: Vec::new(),
             stats: Stats::default(),
         }
     }
@@ -696,6 +700,11 @@ impl<P: PeerAddr> Endpoint<P> {
             self.stats.stale_confirmations += 1;
             return;
         }
+        if bcast && self.self_addrs.contains(&from) {
+            // our own confirmation of our own broadcast (UDP loops it back)
+            self.stats.stale_confirmations += 1;
+            return;
+        }
         if bcast && !group.is_empty() {
             let Some(pos) = group.iter().position(|g| *g == from) else {
                 self.stats.stale_confirmations += 1;
@@ -761,6 +770,14 @@ impl<P: PeerAddr> Endpoint<P> {
     fn on_data(&mut self, now: Instant, from: P, r: &Repr, body: &[u8]) {
         self.stats.data_packets_received += 1;
         let bcast = r.options.contains(Options::BROADCAST);
+        if bcast && !self.self_addrs.contains(&from) && self.is_own_broadcast(r, body) {
+            // A node bound to the broadcast port hears its own broadcasts:
+            // remember the address they come from, so that our confirmation
+            // of them is not taken for a receiver's.
+            if self.self_addrs.len() < 16 {
+                self.self_addrs.push(from);
+            }
+        }
         let cap = self.cfg.max_out_of_order_ids;
         let list = self
             .recv
@@ -895,6 +912,27 @@ impl<P: PeerAddr> Endpoint<P> {
                 data: ra.buf,
             }));
         }
+    }
+
+    /// True if `r`/`body` is exactly a packet of one of our own broadcasts in flight.
+    fn is_own_broadcast(&self, r: &Repr, body: &[u8]) -> bool {
+        let first_id = r.id.wrapping_sub(r.number);
+        let Some(m) = self
+            .sent_index
+            .get(&(Dest::Broadcast, first_id))
+            .and_then(|k| self.sent.get(k))
+        else {
+            return false;
+        };
+        if r.number >= m.count() || m.pkt(r.number).phase != PktPhase::InFlight {
+            return false;
+        }
+        let mine = m.repr(r.number);
+        let (s, e) = m.part(r.number);
+        mine.command == r.command
+            && mine.amount == r.amount
+            && mine.message_size == r.message_size
+            && m.data[s..e] == *body
     }
 
     /// Runs the timers due at `now`: resends, "not confirmed" errors, dropping

@@ -566,3 +566,31 @@ fn core_cost_report() {
     eprintln!("core cost per 64-byte command and its confirmation: {per:?}");
     assert_eq!(a.status().awaiting_confirmation, 0);
 }
+
+/// Over UDP a node bound to the broadcast port hears its own broadcast and
+/// confirms it to itself; that confirmation must not count as a receiver's.
+#[test]
+fn own_broadcast_confirmation_is_not_a_receivers() {
+    let t0 = Instant::now();
+    const SELF_SEEN_AS: u8 = 9;
+    let mut a = ep(Config::default(), 1, t0);
+    let mut b = ep(Config::default(), 2, t0);
+    let id = a.send(t0, 60, BCAST, b"hello all", Options::NONE).unwrap();
+    let out = drain(&mut a);
+    // the broadcast loops back to A itself, from A's own address
+    a.handle_datagram(t0, SELF_SEEN_AS, &out[0].1);
+    let own_conf = drain(&mut a);
+    assert_eq!(own_conf.len(), 1);
+    assert_eq!(own_conf[0].0, SELF_SEEN_AS);
+    a.handle_datagram(t0, SELF_SEEN_AS, &own_conf[0].1);
+    assert!(a.is_pending(id), "self-confirmation ignored");
+    // a real receiver confirms
+    b.handle_datagram(t0, A, &out[0].1);
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(t0, B, &c);
+    }
+    assert!(!a.is_pending(id));
+    // A delivered its own broadcast once, like every receiver
+    assert_eq!(deliveries(&mut a).len(), 1);
+    assert_eq!(deliveries(&mut b).len(), 1);
+}
