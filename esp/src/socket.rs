@@ -1096,3 +1096,18 @@ impl mio::event::Source for EspListener {
         mio::unix::SourceFd(&self.fd).deregister(registry)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send<T: Send>() {}
+    fn sync<T: Sync>() {}
+
+    #[test]
+    fn sockets_can_move_between_threads() {
+        send::<EspStream>();
+        send::<EspListener>();
+        sync::<EspListener>();
+    }
+}

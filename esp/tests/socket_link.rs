@@ -1,0 +1,110 @@
+//! The socket layer over in-memory links (no root needed): `EspStream`
+//! connect/accept, Read/Write, shutdown, timeouts and the progress thread on
+//! a `SimLink` pair whose clock is not advanced (no delay faults, so frames
+//! are deliverable at once; the sockets use the real clock for timers).
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::Shutdown;
+use std::time::Duration;
+
+use edp::link::fault::FaultConfig;
+use edp::link::sim::{SimClock, SimLink};
+use edp::Link;
+use esp::{EspConfig, EspStream};
+
+const PATIENCE: Option<Duration> = Some(Duration::from_secs(30));
+
+fn pair() -> (Box<dyn Link>, Box<dyn Link>) {
+    let clock = SimClock::new();
+    let (a, b) = SimLink::pair(&clock, 1500, FaultConfig::seeded(1), FaultConfig::seeded(2));
+    (Box::new(a), Box::new(b))
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+#[test]
+fn stream_over_a_sim_link() {
+    let (la, lb) = pair();
+    let (ma, mb) = (la.mac(), lb.mac());
+    let server = std::thread::spawn(move || {
+        let mut s = EspStream::accept_link(lb, 80, EspConfig::default(), PATIENCE).unwrap();
+        assert_eq!(s.peer_addr().unwrap(), (ma, 40000));
+        s.set_read_timeout(PATIENCE).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        s.write_all(&(got.len() as u64).to_be_bytes()).unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        got
+    });
+    let mut c =
+        EspStream::connect_link(la, 40000, (mb, 80), EspConfig::default(), PATIENCE).unwrap();
+    c.set_read_timeout(PATIENCE).unwrap();
+    let data = pattern(3 << 20);
+    c.write_all(&data).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(c.write(b"x").unwrap_err().kind(), ErrorKind::BrokenPipe);
+    let mut n = [0u8; 8];
+    c.read_exact(&mut n).unwrap();
+    assert_eq!(u64::from_be_bytes(n), data.len() as u64);
+    assert_eq!(c.read(&mut n).unwrap(), 0, "EOF after the peer's FIN");
+    let got = server.join().unwrap();
+    assert!(got == data);
+    let st = c.stats();
+    assert_eq!(st.bytes_sent, data.len() as u64);
+}
+
+#[test]
+fn read_timeout_and_nonblocking() {
+    let (la, lb) = pair();
+    let mb = lb.mac();
+    let server = std::thread::spawn(move || {
+        let mut s = EspStream::accept_link(lb, 80, EspConfig::default(), PATIENCE).unwrap();
+        let mut b = [0u8; 1];
+        s.set_read_timeout(PATIENCE).unwrap();
+        s.read_exact(&mut b).unwrap();
+        s.write_all(&b).unwrap();
+        s
+    });
+    let mut c =
+        EspStream::connect_link(la, 40000, (mb, 80), EspConfig::default(), PATIENCE).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    let mut b = [0u8; 1];
+    assert_eq!(c.read(&mut b).unwrap_err().kind(), ErrorKind::TimedOut);
+    c.set_nonblocking(true).unwrap();
+    assert_eq!(c.read(&mut b).unwrap_err().kind(), ErrorKind::WouldBlock);
+    c.set_nonblocking(false).unwrap();
+    c.set_read_timeout(PATIENCE).unwrap();
+    c.write_all(b"q").unwrap();
+    c.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"q");
+    drop(server.join().unwrap());
+}
+
+#[test]
+fn progress_thread_acknowledges_while_the_application_computes() {
+    let (la, lb) = pair();
+    let mb = lb.mac();
+    let (acked_tx, acked_rx) = std::sync::mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let mut s = EspStream::accept_link(lb, 80, EspConfig::default(), PATIENCE).unwrap();
+        s.spawn_progress().unwrap();
+        // "Compute" without calling into the stream until the client saw
+        // every byte acknowledged: only the progress thread can ACK.
+        acked_rx
+            .recv_timeout(PATIENCE.unwrap())
+            .expect("client never saw its data acknowledged");
+        s.set_read_timeout(PATIENCE).unwrap();
+        let mut got = vec![0u8; 256 * 1024];
+        s.read_exact(&mut got).unwrap();
+        got
+    });
+    let mut c =
+        EspStream::connect_link(la, 40000, (mb, 80), EspConfig::default(), PATIENCE).unwrap();
+    let data = pattern(256 * 1024);
+    c.write_all(&data).unwrap();
+    c.wait_acked(PATIENCE).unwrap();
+    acked_tx.send(()).unwrap();
+    assert!(server.join().unwrap() == data);
+}
