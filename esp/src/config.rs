@@ -34,6 +34,10 @@ use crate::wire::ETHERTYPE_ESP;
 ///   reader sleeps; falls back to recv(2) if the kernel refuses the ring.
 /// - `checksum` on: veth has no FCS and the fault injector flips bits; the
 ///   RFC 1071 sum costs one pass over the payload.
+/// - `backlog` 128, `max_half_open` 64: each connection the listener holds
+///   already has its own packet socket and receive ring (4 MiB of kernel
+///   memory), so the half-open bound also bounds what a SYN flood can pin
+///   (64 x 4 MiB).
 /// - `initial_cwnd` 10 segments (RFC 6928), congestion control on: slow start
 ///   and halving on loss (RFC 5681) keep goodput up under random loss.
 #[derive(Debug, Clone)]
@@ -132,7 +136,7 @@ impl Default for EspConfig {
             keepalive: Some(Duration::from_secs(1)),
             challenge_ack_limit: 100,
             backlog: 128,
-            max_half_open: 256,
+            max_half_open: 64,
             checksum: true,
             spin_before_sleep: Duration::ZERO,
             busy_poll: false,
