@@ -10,6 +10,9 @@
 //!   of a 64-byte datagram to an echo thread in the other namespace (half
 //!   of it is the half round-trip netgauge reports). Needs root.
 //!
+//! - after them (unfiltered runs only): min / p50 / p99 of the half
+//!   round-trip for blocking, RX ring, busy poll and ring + busy poll.
+//!
 //! Run: `cargo bench --bench edp` (add `-- --quick` for a short run).
 
 #[path = "../tests/common/mod.rs"]
@@ -18,7 +21,7 @@ mod common;
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 
 use edp::wire::{emit_edp_frame, EdpFrame, EthernetRepr};
 use edp::{EdpConfig, EdpSocket, MacAddr, ETHERTYPE_EDP};
@@ -169,5 +172,105 @@ fn veth_rtt(c: &mut Criterion) {
     drop(net);
 }
 
+/// Half round-trip percentiles (netgauge's convention: RTT / 2), printed
+/// after the criterion groups. Criterion reports means, which on a shared
+/// 2-core machine are dominated by preemption of the busy-polling threads;
+/// p50 is the robust comparison.
+fn rtt_percentiles() {
+    if !common::is_root() {
+        eprintln!("SKIPPED edp half-RTT percentiles: needs root");
+        return;
+    }
+    let net = match common::TestNet::pair("bench_pct", 1500) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("SKIPPED edp half-RTT percentiles: {e}");
+            return;
+        }
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let quiet = EdpConfig {
+        echo_responder: false,
+        ..EdpConfig::default()
+    };
+    let ring = Some(edp::link::packet::DEFAULT_RX_RING_BYTES);
+    let variants = [
+        ("blocking", quiet.clone()),
+        (
+            "rx_ring",
+            EdpConfig {
+                rx_ring: ring,
+                ..quiet.clone()
+            },
+        ),
+        (
+            "busy_poll",
+            EdpConfig {
+                busy_poll: true,
+                ..quiet.clone()
+            },
+        ),
+        (
+            "rx_ring+busy_poll",
+            EdpConfig {
+                busy_poll: true,
+                rx_ring: ring,
+                ..quiet.clone()
+            },
+        ),
+    ];
+    let rounds = 3000;
+    println!("edp half-RTT, 64 B, veth, {rounds} round trips each:");
+    for (i, (name, cfg)) in variants.into_iter().enumerate() {
+        let port = 7700 + i as u16;
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (bi, scfg) = (b.clone(), cfg.clone());
+        let server = b.spawn(move || {
+            let mut s = EdpSocket::bind_with((bi.iface.as_str(), port), &scfg).unwrap();
+            ready_tx.send(()).unwrap();
+            let mut buf = [0u8; 1500];
+            loop {
+                let (n, mac, p) = s.recv_from(&mut buf).unwrap();
+                if n == 1 {
+                    break;
+                }
+                s.send_to(&buf[..n], (mac, p)).unwrap();
+            }
+        });
+        ready_rx.recv().unwrap();
+        let mut s = a.run(|| EdpSocket::bind_with((a.iface.as_str(), 0), &cfg).unwrap());
+        s.connect(b.mac, port).unwrap();
+        let payload = [0x33u8; 64];
+        let mut buf = [0u8; 1500];
+        let mut half = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let t = std::time::Instant::now();
+            s.send(&payload).unwrap();
+            s.recv(&mut buf).unwrap();
+            half.push(t.elapsed().as_nanos() as f64 / 2000.0);
+        }
+        s.send(&[0xFF]).unwrap();
+        server.join().unwrap();
+        half.sort_by(f64::total_cmp);
+        println!(
+            "  {name:18} min {:6.2} us  p50 {:6.2} us  p99 {:8.2} us",
+            half[0],
+            half[rounds / 2],
+            half[rounds * 99 / 100]
+        );
+    }
+    drop(net);
+}
+
 criterion_group!(benches, codec, veth_send, veth_rtt);
-criterion_main!(benches);
+
+fn main() {
+    benches();
+    // Only on a full run, not when criterion lists benchmarks or is filtered.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filtered = args.iter().any(|a| !a.starts_with('-'));
+    if !filtered && !args.iter().any(|a| a == "--list") {
+        rtt_percentiles();
+    }
+    Criterion::default().configure_from_args().final_summary();
+}
