@@ -177,8 +177,9 @@ impl EdpSocket {
     /// Like [`EdpSocket::bind_with`], with the AF_PACKET link passed through
     /// `wrap` before the socket uses it, e.g. to inject faults:
     /// `EdpSocket::bind_wrapped(("eth0", 0), cfg, |l| Box::new(FaultLink::new(l, faults)))`.
-    /// The kernel filter still applies (and is narrowed on connect): the
-    /// wrapper only sees this socket's frames.
+    /// The kernel filter still applies (and is narrowed on connect) as long
+    /// as the wrapper's `raw_fd()` is the packet socket's, as
+    /// `FaultLink`'s is: the wrapper only sees this socket's frames.
     ///
     /// Errors: as [`EdpSocket::bind_with`].
     pub fn bind_wrapped(
@@ -213,7 +214,11 @@ impl EdpSocket {
             None
         };
         let mut s = Self::from_link_with(wrap(Box::new(link)), lease, config)?;
-        s.filter_fd = Some(fd);
+        // Only a wrapper that still exposes our packet socket (and so owns
+        // it) lets us narrow its filter and read its counters later.
+        if s.link.raw_fd() == Some(fd) {
+            s.filter_fd = Some(fd);
+        }
         s._responder = responder;
         Ok(s)
     }
@@ -323,7 +328,7 @@ impl EdpSocket {
         self.ethertype
     }
 
-    /// The underlying link (e.g. to read `PacketLink` kernel counters).
+    /// The underlying link (its MAC, MTU, descriptor, `poll_at`).
     pub fn link(&self) -> &dyn Link {
         &*self.link
     }
