@@ -719,3 +719,43 @@ fn frames_the_kernel_drops_are_counted() {
     // Every frame was either delivered or counted: none lost silently.
     assert_eq!(st.received + st.kernel_drops, count, "{st:?}");
 }
+
+#[test]
+fn rx_ring_wraps_around_many_times() {
+    let Some(net) = setup("rx_ring_wraps", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    // A small ring (about 160 frame slots) and 10 times as many frames,
+    // sent in bursts that fit, each burst read before the next.
+    let cfg = EdpConfig {
+        rx_ring: Some(256 << 10),
+        ..quiet()
+    };
+    let mut r = b.run(|| EdpSocket::bind_with((b.iface.as_str(), 7800), &cfg).unwrap());
+    r.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut t = a.run(|| EdpSocket::bind_with((a.iface.as_str(), 0), quiet()).unwrap());
+    t.connect(b.mac, 7800).unwrap();
+    let mut buf = [0u8; 1500];
+    let mut next = 0u32;
+    for _burst in 0..16 {
+        for k in 0..100u32 {
+            let v = next + k;
+            let len = 4 + (v as usize * 7) % 1400;
+            let mut d = pattern(len, v as u8);
+            d[..4].copy_from_slice(&v.to_be_bytes());
+            t.send(&d).unwrap();
+        }
+        for k in 0..100u32 {
+            let v = next + k;
+            let (n, _, _) = r.recv_from(&mut buf).unwrap();
+            let len = 4 + (v as usize * 7) % 1400;
+            let mut d = pattern(len, v as u8);
+            d[..4].copy_from_slice(&v.to_be_bytes());
+            assert_eq!(&buf[..n], &d[..], "datagram {v}");
+        }
+        next += 100;
+    }
+    let st = r.stats();
+    assert_eq!((st.received, st.dropped, st.kernel_drops), (1600, 0, 0));
+}
