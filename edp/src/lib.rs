@@ -26,9 +26,9 @@ pub mod socket;
 pub mod wire;
 
 pub use link::packet::PacketLink;
+pub use link::Link;
 /// Re-exported so users name `mio::Token` etc. with the version EDP uses.
 pub use mio;
-pub use link::Link;
 pub use ports::PortLease;
 pub use socket::{EdpConfig, EdpSocket, EdpStats};
 pub use wire::{MacAddr, WireError, ETHERTYPE_EDP, ETHERTYPE_ESP};
