@@ -759,3 +759,21 @@ fn rx_ring_wraps_around_many_times() {
     let st = r.stats();
     assert_eq!((st.received, st.dropped, st.kernel_drops), (1600, 0, 0));
 }
+
+#[test]
+fn sending_on_a_down_interface_is_an_error_naming_it() {
+    let Some(net) = setup("down_interface", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let mut s = a.run(|| EdpSocket::bind_with((a.iface.as_str(), 0), quiet()).unwrap());
+    let st = std::process::Command::new("ip")
+        .args(["-n", &a.ns, "link", "set", &a.iface, "down"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let e = s.send_to(b"x", (b.mac, 7900)).unwrap_err();
+    assert!(e.to_string().contains(&a.iface), "{e}");
+    assert_eq!(s.stats().send_errors, 1);
+    assert_eq!(s.stats().sent, 0);
+}

@@ -741,7 +741,7 @@ impl PacketLink {
                 if total > 0 {
                     break;
                 }
-                return Err(io::Error::last_os_error());
+                return Err(self.io_error("recvmmsg"));
             }
             let r = r as usize;
             for i in 0..r {
@@ -753,6 +753,18 @@ impl PacketLink {
             }
         }
         Ok(total)
+    }
+}
+
+impl PacketLink {
+    /// Names the interface in errors other than the transient ones callers
+    /// match on by code (EAGAIN, ENOBUFS, EINTR), which are passed as they are.
+    fn io_error(&self, what: &str) -> io::Error {
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => e,
+            _ => io::Error::new(e.kind(), format!("{what} on {}: {e}", self.iface.name)),
+        }
     }
 }
 
@@ -777,7 +789,7 @@ impl Link for PacketLink {
             )
         };
         if r < 0 {
-            return Err(io::Error::last_os_error());
+            return Err(self.io_error("send"));
         }
         Ok(())
     }
@@ -820,9 +832,8 @@ impl Link for PacketLink {
                 )
             };
             if r < 0 {
-                let e = io::Error::last_os_error();
                 if total == 0 {
-                    return Err(e);
+                    return Err(self.io_error("sendmmsg"));
                 }
                 break;
             }
@@ -850,7 +861,7 @@ impl Link for PacketLink {
             )
         };
         if r < 0 {
-            return Err(io::Error::last_os_error());
+            return Err(self.io_error("recv"));
         }
         Ok(r as usize)
     }
