@@ -95,6 +95,7 @@ impl TestNet {
                 mac,
             });
         }
+        net.wait_ready()?;
         Ok(net)
     }
 
@@ -134,6 +135,7 @@ impl TestNet {
                 mac,
             });
         }
+        net.wait_ready()?;
         Ok(net)
     }
 
@@ -157,6 +159,32 @@ impl TestNet {
         ip(&["netns", "add", &ns])?;
         self.namespaces.push(ns.clone());
         ip(&["-n", &ns, "link", "set", "lo", "up"])
+    }
+
+    /// Waits until every host's interface is operationally up with its
+    /// real qdisc attached. Until the kernel's link-watch work has run
+    /// (asynchronously, late on a loaded machine), the device still has the
+    /// `noop` qdisc, which drops every frame while send() reports success.
+    fn wait_ready(&self) -> Result<(), String> {
+        for h in &self.hosts {
+            let ready = wait_until(Duration::from_secs(20), || {
+                Command::new("ip")
+                    .args(["-n", &h.ns, "-o", "link", "show", "dev", &h.iface])
+                    .output()
+                    .map(|o| {
+                        let s = String::from_utf8_lossy(&o.stdout);
+                        s.contains("state UP") && !s.contains("qdisc noop")
+                    })
+                    .unwrap_or(false)
+            });
+            if !ready {
+                return Err(format!(
+                    "{} in {} did not come up (state UP, qdisc attached) within 20 s",
+                    h.iface, h.ns
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn configure(ns: &str, ifname: &str, mac: MacAddr, mtu: usize) -> Result<(), String> {
