@@ -442,6 +442,8 @@ impl Pinger {
             ));
         }
         let start = Instant::now();
+        // A timeout too large to represent is capped at a day.
+        let timeout = timeout.min(Duration::from_secs(86_400));
         let deadline = start + timeout;
         let interval = timeout / PING_ATTEMPTS;
         let first_seq = self.seq;

@@ -501,7 +501,9 @@ impl EdpSocket {
     }
 
     fn write_deadline(&self) -> Option<Instant> {
-        self.write_timeout.map(|t| Instant::now() + t)
+        // A timeout too large to represent means no deadline.
+        self.write_timeout
+            .and_then(|t| Instant::now().checked_add(t))
     }
 }
 
@@ -558,7 +560,8 @@ impl EdpSocket {
         let deadline = if self.nonblocking {
             None
         } else {
-            self.read_timeout.map(|t| Instant::now() + t)
+            self.read_timeout
+                .and_then(|t| Instant::now().checked_add(t))
         };
         loop {
             match self.link.recv(&mut self.rx) {
@@ -863,6 +866,18 @@ mod tests {
         let e = b.recv_from(&mut buf).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
         assert!(start.elapsed() >= Duration::from_millis(5));
+    }
+
+    #[test]
+    fn huge_timeouts_mean_no_deadline() {
+        let (mut a, mut b) = pair(1500);
+        b.set_nonblocking(false).unwrap();
+        b.set_read_timeout(Some(Duration::MAX)).unwrap();
+        a.set_write_timeout(Some(Duration::MAX)).unwrap();
+        let bm = mac(&b);
+        a.send_to(b"x", (bm, 20)).unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(b.recv_from(&mut buf).unwrap().0, 1);
     }
 
     #[test]
