@@ -777,3 +777,42 @@ fn sending_on_a_down_interface_is_an_error_naming_it() {
     assert_eq!(s.stats().send_errors, 1);
     assert_eq!(s.stats().sent, 0);
 }
+
+#[test]
+fn broadcast_reaches_every_host_on_a_bridge() {
+    let Some(net) = setup("broadcast_on_bridge", 3, 1500) else {
+        return;
+    };
+    let hosts: Vec<Host> = net.hosts.clone();
+    let mut receivers: Vec<EdpSocket> = hosts[1..]
+        .iter()
+        .map(|h| {
+            h.run(|| {
+                let mut s = EdpSocket::bind_with((h.iface.as_str(), 7950), quiet()).unwrap();
+                s.set_read_timeout(Some(PATIENCE)).unwrap();
+                s
+            })
+        })
+        .collect();
+    let h0 = &hosts[0];
+    h0.run(|| {
+        let mut s = EdpSocket::bind_with((h0.iface.as_str(), 0), quiet()).unwrap();
+        s.send_to(b"to all", (MacAddr::BROADCAST, 7950)).unwrap();
+        // unicast to host 2 only
+        s.send_to(b"to h2", (hosts[2].mac, 7950)).unwrap();
+    });
+    let mut buf = [0u8; 64];
+    for (i, r) in receivers.iter_mut().enumerate() {
+        let (n, mac, _) = r.recv_from(&mut buf).unwrap();
+        assert_eq!((&buf[..n], mac), (&b"to all"[..], h0.mac), "host {}", i + 1);
+    }
+    let (n, _, _) = receivers[1].recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"to h2");
+    // The bridge learned host 2's MAC: host 1 never sees that frame, or
+    // (before learning) drops it as not addressed to it.
+    receivers[0].set_nonblocking(true).unwrap();
+    assert_eq!(
+        receivers[0].recv_from(&mut buf).unwrap_err().kind(),
+        io::ErrorKind::WouldBlock
+    );
+}
