@@ -49,6 +49,10 @@ pub struct CtpConfig {
     pub edp: EdpConfig,
     /// EDP only: destination port of broadcasts (default: our own port).
     pub edp_broadcast_port: Option<u16>,
+    /// Outside busy-poll mode, spin this long at the start of each wait
+    /// before sleeping in epoll (a reply that comes sooner costs no wakeup;
+    /// like the kernel's `net.core.busy_poll`). Default 0: sleep at once.
+    pub spin_before_sleep: Duration,
     /// How long `send` waits (driving the protocol) for room in a full
     /// sent-commands storage before failing with [`SendError::Full`];
     /// `None` waits without limit. Default 60 s.
@@ -69,6 +73,7 @@ impl Default for CtpConfig {
             },
             edp_broadcast_port: None,
             send_timeout: Some(Duration::from_secs(60)),
+            spin_before_sleep: Duration::ZERO,
         }
     }
 }
@@ -118,6 +123,7 @@ struct Shared<T: Transport> {
     has_source: bool,
     name: String,
     send_timeout: Option<Duration>,
+    spin: Duration,
 }
 
 impl<T: Transport> Drop for Shared<T> {
@@ -273,6 +279,7 @@ impl<T: Transport> CtpSocket<T> {
                 has_source,
                 name,
                 send_timeout: cfg.send_timeout,
+                spin: cfg.spin_before_sleep,
             }),
         })
     }
@@ -562,6 +569,7 @@ impl<T: Transport> CtpSocket<T> {
     /// Drives the protocol until `done` returns true (checked after each
     /// progress step) or `deadline` passes; returns whether `done` held.
     fn drive(&self, deadline: Option<Instant>, mut done: impl FnMut() -> bool) -> io::Result<bool> {
+        let spin_until = Instant::now() + self.shared.spin;
         {
             let mut c = lock(&self.shared.core);
             if c.deferred {
@@ -603,7 +611,8 @@ impl<T: Transport> CtpSocket<T> {
                         (Some(a), Some(b)) => Some(a.min(b)),
                         (a, b) => a.or(b),
                     };
-                    let r = if ev.busy() {
+                    let r = if ev.busy() || Instant::now() < spin_until {
+                        std::hint::spin_loop();
                         Ok(())
                     } else if self.shared.has_source {
                         ev.wait(wake)

@@ -249,9 +249,14 @@ fn latency_report() {
         assert!(st.success());
     }
     const N: usize = 20_000;
+    let spin: u64 = std::env::var("CTP_REPORT_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     for busy in [false, true] {
         let mut cfg = CtpConfig {
             busy_poll: busy,
+            spin_before_sleep: Duration::from_micros(spin),
             ..CtpConfig::default()
         };
         // busy polling reads EDP frames from a TPACKET_V2 ring (DESIGN.md)
