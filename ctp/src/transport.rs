@@ -7,7 +7,6 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Instant;
 
 use edp::link::fault::{FaultConfig, FaultLink};
-use edp::link::packet::{FilterSpec, PacketConfig, PacketLink};
 use edp::{EdpConfig, EdpSocket, MacAddr};
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -152,31 +151,22 @@ impl EdpTransport {
 
     /// Like [`EdpTransport::bind`], with the link wrapped in a
     /// [`FaultLink`] injecting `faults` on the send side (netgauge `--loss`).
-    /// The echo responder is not joined.
     ///
-    /// Errors: port lease, AF_PACKET and fault-config errors.
+    /// Errors: `InvalidInput` for an invalid fault config; those of
+    /// `EdpSocket::bind_wrapped`.
     pub fn bind_with_faults(
         iface: &str,
         port: u16,
         cfg: &EdpConfig,
         faults: FaultConfig,
     ) -> io::Result<Self> {
-        let lease = edp::ports::allocate(iface, cfg.ethertype, port)?;
-        let link = PacketLink::open(
-            iface,
-            &PacketConfig {
-                ethertype: cfg.ethertype,
-                rcvbuf: cfg.rcvbuf,
-                sndbuf: cfg.sndbuf,
-                filter: Some(FilterSpec::port(cfg.ethertype, lease.port())),
-                rx_ring: cfg.rx_ring,
-                ..PacketConfig::default()
-            },
-        )?;
-        let link = FaultLink::try_new(link, faults)
+        faults
+            .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        let port = lease.port();
-        let sock = EdpSocket::from_link_with(Box::new(link), lease, cfg)?;
+        let sock = EdpSocket::bind_wrapped((iface, port), cfg, move |l| {
+            Box::new(FaultLink::new(l, faults))
+        })?;
+        let port = sock.local_addr()?.2;
         Self::new(sock, port)
     }
 
