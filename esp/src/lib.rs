@@ -16,7 +16,9 @@
 //! - [`socket`]: [`EspListener`] and [`EspStream`], std::net-like sockets on
 //!   AF_PACKET links with kernel demultiplexing;
 //! - [`responder`]: the per-host RST responder for SYNs to unowned ports;
-//! - [`bpf`]: SYN-only kernel filters.
+//! - [`bpf`]: SYN-only kernel filters;
+//! - [`alarm`]: the process-wide alarm thread for protocol deadlines of
+//!   sleeping callers.
 //!
 //! Blocking use (as netgauge does):
 //!
@@ -37,6 +39,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod alarm;
 pub mod bpf;
 pub mod config;
 pub mod conn;

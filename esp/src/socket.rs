@@ -41,6 +41,7 @@ use edp::ports::{self, PortLease};
 use edp::wire::ETH_HEADER_LEN;
 use edp::Link;
 
+use crate::alarm::Alarm;
 use crate::config::EspConfig;
 use crate::conn::{reset_frame, Connection, Error, IsnGenerator, State, Stats};
 use crate::driver::{earliest, wait_readable, ConnDriver, Io};
@@ -199,6 +200,7 @@ pub struct EspStream {
     iface: String,
     local: (MacAddr, u16),
     peer: (MacAddr, u16),
+    alarm: Option<Alarm>,
 }
 
 impl std::fmt::Debug for EspStream {
@@ -437,6 +439,7 @@ impl EspStream {
             iface: String::new(),
             local,
             peer,
+            alarm: None,
         }
     }
 
@@ -459,8 +462,23 @@ impl EspStream {
         mut attempt: impl FnMut(&mut Core) -> io::Result<Step<T>>,
     ) -> io::Result<T> {
         let mut spin_until: Option<Instant> = None;
+        // A blocking caller that finds nothing to do goes straight to
+        // ppoll (which returns at once if frames are queued) instead of
+        // first trying a receive that, without a ring, costs a syscall.
+        let mut receive = self.opts.nonblocking || self.opts.busy_poll;
         loop {
             let (step, poll_at, moved) = self.with(|c| -> io::Result<_> {
+                // Fast path: try before receiving; due timers run first.
+                let now = Instant::now();
+                c.drv.timers(now);
+                if let Step::Done(v) = attempt(c)? {
+                    c.drv.transmit(now)?;
+                    return Ok((Step::Done(v), None, false));
+                }
+                if !receive {
+                    c.drv.transmit(now)?;
+                    return Ok((Step::Wait, c.drv.poll_at(), false));
+                }
                 let moved = c.pump()?;
                 let step = attempt(c)?;
                 c.drv.transmit(Instant::now())?;
@@ -492,15 +510,35 @@ impl EspStream {
                 std::hint::spin_loop();
                 continue;
             }
-            let until = earliest(poll_at, deadline);
-            // With a progress thread the timers are its job: just wait for input.
-            let until = if matches!(self.inner, Inner::Shared(_)) {
-                earliest(deadline, Some(now + Duration::from_millis(1)))
+            if matches!(self.inner, Inner::Shared(_)) {
+                // With a progress thread the timers are its job.
+                let until = earliest(deadline, Some(now + Duration::from_millis(1)));
+                wait_readable(self.fd.as_slice(), until)?;
+            } else if let (Some(fd), Some(alarm)) = (self.fd, self.alarm()) {
+                // Protocol deadlines through the alarm thread: this sleep
+                // carries only the caller's own timeout (see `alarm`).
+                alarm.set(poll_at);
+                wait_readable(&[fd, alarm.fd()], deadline)?;
             } else {
-                until
-            };
-            wait_readable(self.fd.as_slice(), until)?;
+                wait_readable(self.fd.as_slice(), earliest(poll_at, deadline))?;
+            }
+            receive = true;
         }
+    }
+
+    /// The stream's alarm, created on first use (`None` if the alarm
+    /// service is unavailable: waits then carry the deadline themselves).
+    fn alarm(&mut self) -> Option<&Alarm> {
+        if self.alarm.is_none() {
+            match Alarm::new() {
+                Ok(a) => self.alarm = Some(a),
+                Err(e) => {
+                    log::debug!("ESP: {e}; timers ride on ppoll timeouts");
+                    return None;
+                }
+            }
+        }
+        self.alarm.as_ref()
     }
 
     /// Local (interface, MAC, port).
