@@ -20,11 +20,14 @@
 //!
 //! Progress (DESIGN.md principle 6): the calling thread drives the protocol:
 //! every call receives pending frames, fires expired timers and sends what is
-//! due; blocking calls wait in ppoll(2) on the link with the next protocol
-//! deadline as a nanosecond timeout (or spin with `busy_poll`). While the
-//! application computes, nobody drives the stream unless
-//! [`EspStream::spawn_progress`] started a progress thread (the stream then
-//! lives behind a mutex; without it the hot path takes no lock).
+//! due; blocking calls sleep in ppoll(2) on the link and on the stream's
+//! [`crate::alarm::Alarm`], which the process-wide alarm thread signals at the
+//! next protocol deadline (RTO, delayed ACK, probe) with microsecond
+//! resolution (a short ppoll timeout per wait measured slower on a KVM
+//! guest), or spin with `busy_poll`. While the application computes, nobody
+//! drives the stream unless [`EspStream::spawn_progress`] started a progress
+//! thread (the stream then lives behind a mutex; without it the hot path
+//! takes no lock).
 
 use std::collections::HashSet;
 use std::io::{self, Read, Write};
