@@ -680,15 +680,13 @@ impl<T: Transport> CtpSocket<T> {
         lock(&self.shared.queue).pop_front()
     }
 
-    /// Drives the protocol for at most `timeout` (one wait), e.g. from an
-    /// application loop that does not read deliveries.
+    /// Drives the protocol for `timeout` (receiving, confirming, resending,
+    /// routing deliveries), e.g. from an application loop that does not read
+    /// deliveries, or to linger after the last send.
+    ///
+    /// Errors: event-loop errors.
     pub fn poll(&self, timeout: Duration) -> io::Result<()> {
-        let mut first = true;
-        self.drive(Some(Instant::now() + timeout), || {
-            let r = !first;
-            first = false;
-            r
-        })?;
+        self.drive(Some(Instant::now() + timeout), || false)?;
         Ok(())
     }
 

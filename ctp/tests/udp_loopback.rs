@@ -230,3 +230,17 @@ fn send_blocks_on_full_storage() {
     let seen = recv.join().unwrap();
     assert!(seen.iter().all(|&c| c == 1));
 }
+
+/// `poll` waits (it is not a spin): an idle socket's poll of 50 ms returns
+/// no sooner than the deadline, and the server thread sleeps between events.
+#[test]
+fn poll_waits_for_its_timeout_when_idle() {
+    let s = bind();
+    let t = std::time::Instant::now();
+    s.poll(Duration::from_millis(50)).unwrap();
+    assert!(
+        t.elapsed() >= Duration::from_millis(50),
+        "{:?}",
+        t.elapsed()
+    );
+}
