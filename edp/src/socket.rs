@@ -52,6 +52,10 @@ pub struct EdpConfig {
     pub rcvbuf: usize,
     /// Socket send buffer in bytes.
     pub sndbuf: usize,
+    /// Send with `PACKET_QDISC_BYPASS`: frames go straight to the driver,
+    /// skipping the interface's queueing discipline (lower latency; no
+    /// traffic shaping, and a full driver queue drops instead of queueing).
+    pub qdisc_bypass: bool,
     /// Take part in answering echo requests on this interface (see
     /// [`crate::echo`]): one responder thread per process, interface and
     /// ethertype, shared by all sockets.
@@ -66,6 +70,7 @@ impl Default for EdpConfig {
             rx_ring: None,
             rcvbuf: DEFAULT_SOCKET_BUFFER,
             sndbuf: DEFAULT_SOCKET_BUFFER,
+            qdisc_bypass: false,
             echo_responder: true,
         }
     }
@@ -198,6 +203,7 @@ impl EdpSocket {
                 sndbuf: config.sndbuf,
                 filter: Some(FilterSpec::port(config.ethertype, lease.port())),
                 rx_ring: config.rx_ring,
+                qdisc_bypass: config.qdisc_bypass,
                 ..PacketConfig::default()
             },
         )?;
@@ -564,7 +570,18 @@ impl EdpSocket {
                 .and_then(|t| Instant::now().checked_add(t))
         };
         loop {
-            match self.link.recv(&mut self.rx) {
+            let r = if self.nonblocking || self.busy_poll {
+                self.link.recv(&mut self.rx)
+            } else {
+                // Sleep in the link (one system call per frame on a PacketLink).
+                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                if left == Some(Duration::ZERO) {
+                    Err(io::ErrorKind::WouldBlock.into())
+                } else {
+                    self.link.recv_wait(&mut self.rx, left)
+                }
+            };
+            match r {
                 Ok(n) => {
                     if let Some(r) = self.accept(n, buf)? {
                         return Ok(r);
@@ -574,23 +591,18 @@ impl EdpSocket {
                     if self.nonblocking {
                         return Err(e);
                     }
-                    let now = Instant::now();
-                    if let Some(d) = deadline {
-                        if now >= d {
-                            return Err(io::Error::new(
-                                io::ErrorKind::TimedOut,
-                                format!(
-                                    "EDP receive on port {}: nothing within the read timeout of {:?}",
-                                    self.port,
-                                    self.read_timeout.unwrap_or_default()
-                                ),
-                            ));
-                        }
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!(
+                                "EDP receive on port {}: nothing within the read timeout of {:?}",
+                                self.port,
+                                self.read_timeout.unwrap_or_default()
+                            ),
+                        ));
                     }
                     if self.busy_poll {
                         std::hint::spin_loop();
-                    } else {
-                        self.wait(now, deadline)?;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -605,27 +617,6 @@ impl EdpSocket {
     pub fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.peer_addr()?;
         self.recv_from(buf).map(|(n, _, _)| n)
-    }
-
-    /// Sleeps until the link may have a frame or `deadline`.
-    fn wait(&self, now: Instant, deadline: Option<Instant>) -> io::Result<()> {
-        let mut until = deadline;
-        if let Some(t) = self.link.poll_at() {
-            until = Some(until.map_or(t, |d| d.min(t)));
-        }
-        let timeout = until.map(|u| u.saturating_duration_since(now));
-        match self.link.raw_fd() {
-            Some(fd) => poll_fd(fd, libc::POLLIN, timeout).map(|_| ()),
-            None => {
-                // In-memory link without a descriptor: short sleeps.
-                std::thread::sleep(
-                    timeout
-                        .unwrap_or(Duration::MAX)
-                        .min(Duration::from_micros(50)),
-                );
-                Ok(())
-            }
-        }
     }
 
     /// Checks the frame in `self.rx[..n]`; copies its payload into `out`.

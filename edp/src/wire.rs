@@ -213,7 +213,10 @@ impl<T: AsRef<[u8]>> EdpPacket<T> {
         }
         let need = EDP_HEADER_LEN + be16(b, 4) as usize;
         if b.len() < need {
-            return Err(WireError::Truncated { need, have: b.len() });
+            return Err(WireError::Truncated {
+                need,
+                have: b.len(),
+            });
         }
         Ok(Self { buf })
     }
@@ -318,7 +321,9 @@ pub fn emit_edp_frame(
     if payload.len() > u16::MAX as usize || total > buf.len() {
         return Err(WireError::Oversized {
             len: total,
-            max: buf.len().min(ETH_HEADER_LEN + EDP_HEADER_LEN + u16::MAX as usize),
+            max: buf
+                .len()
+                .min(ETH_HEADER_LEN + EDP_HEADER_LEN + u16::MAX as usize),
         });
     }
     eth.emit(buf);

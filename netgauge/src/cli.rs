@@ -82,9 +82,11 @@ impl FromStr for ModeArg {
             "ctp-udp" => ModeArg::One(Mode::CtpUdp),
             "ctp-edp" => ModeArg::One(Mode::CtpEdp),
             "all" => ModeArg::All,
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "unknown mode {other:?}: expected edp, udp, tcp, esp, ctp, ctp-udp, ctp-edp or all"
-            )),
+            ))
+            }
         })
     }
 }

@@ -129,7 +129,35 @@ impl VCluster {
             n(&["link", "set", "lo", "up"])?;
             n(&["link", "set", &h.iface, "up"])?;
         }
+        vc.wait_ready()?;
         Ok(vc)
+    }
+
+    /// Waits until both veth ends are operationally up with their real qdisc
+    /// attached: until the kernel's link-watch work has run (late on a
+    /// loaded machine) a device has the `noop` qdisc, which drops every
+    /// frame while send() reports success.
+    fn wait_ready(&self) -> io::Result<()> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        for h in [&self.a, &self.b] {
+            loop {
+                let out = ip(&["-n", &h.netns, "-o", "link", "show", "dev", &h.iface])?;
+                let s = String::from_utf8_lossy(&out.stdout);
+                if s.contains("state UP") && !s.contains("qdisc noop") {
+                    break;
+                }
+                if std::time::Instant::now() > deadline {
+                    return Err(io::Error::other(format!(
+                        "{} in {} did not come up within 20 s: {}",
+                        h.iface,
+                        h.netns,
+                        s.trim()
+                    )));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+        Ok(())
     }
 
     /// Keeps the namespaces after the cluster is dropped (debugging).

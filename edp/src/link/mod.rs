@@ -13,7 +13,7 @@
 
 use std::io;
 use std::os::fd::RawFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::wire::MacAddr;
 
@@ -46,6 +46,37 @@ pub trait Link: Send {
     /// Errors: `WouldBlock` when no frame is ready.
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize>;
 
+    /// Receives one frame like [`Link::recv`], first waiting up to `timeout`
+    /// (`None` = without limit) for one to arrive; `WouldBlock` when none
+    /// came in time. Used by blocking sockets.
+    ///
+    /// The default tries `recv`, then sleeps in poll(2) on
+    /// [`Link::raw_fd`] until it is readable, the timeout passes or
+    /// [`Link::poll_at`] is due (links without a descriptor sleep 50 us at a
+    /// time), then tries once more. `PacketLink` overrides it to sleep inside
+    /// recv(2): one system call per frame, as a blocking UDP socket.
+    fn recv_wait(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize> {
+        match self.recv(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            r => return r,
+        }
+        let now = Instant::now();
+        let mut until = timeout.map(|t| now + t);
+        if let Some(t) = self.poll_at() {
+            until = Some(until.map_or(t, |u| u.min(t)));
+        }
+        let wait = until.map(|u| u.saturating_duration_since(now));
+        match self.raw_fd() {
+            Some(fd) => {
+                crate::event::poll_fd(fd, libc::POLLIN, wait)?;
+            }
+            None => {
+                std::thread::sleep(wait.unwrap_or(Duration::MAX).min(Duration::from_micros(50)))
+            }
+        }
+        self.recv(buf)
+    }
+
     /// MAC address of this end.
     fn mac(&self) -> MacAddr;
 
@@ -76,6 +107,9 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         (**self).recv(buf)
+    }
+    fn recv_wait(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize> {
+        (**self).recv_wait(buf, timeout)
     }
     fn mac(&self) -> MacAddr {
         (**self).mac()

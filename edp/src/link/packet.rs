@@ -5,7 +5,11 @@
 //! reaches the socket before its filter is in place: a packet socket opened
 //! with protocol 0 receives nothing until it is bound to a protocol):
 //!
-//! 1. `SOCK_NONBLOCK | SOCK_CLOEXEC`;
+//! 1. `SOCK_CLOEXEC`; every operation of the [`Link`] trait passes
+//!    `MSG_DONTWAIT`, so the link never blocks, except
+//!    [`Link::recv_wait`], which sleeps inside recv(2) (with `SO_RCVTIMEO`
+//!    for its timeout, rounded up to the kernel's timer tick): one system
+//!    call per frame, as a blocking UDP socket, instead of poll + recv;
 //! 2. large buffers: `SO_RCVBUFFORCE` / `SO_SNDBUFFORCE` (need CAP_NET_ADMIN,
 //!    e.g. root), falling back to `SO_RCVBUF` / `SO_SNDBUF` (capped by
 //!    `net.core.rmem_max` / `wmem_max`); default 4 MiB each;
@@ -35,6 +39,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use super::Link;
 use crate::iface::{self, IfaceInfo};
@@ -466,6 +471,8 @@ pub struct PacketLink {
     ethertype: u16,
     ring: Option<RxRing>,
     busy_poll: bool,
+    /// The `SO_RCVTIMEO` currently set (`None` = never set: block forever).
+    rcvtimeo: Option<Duration>,
 }
 
 impl std::fmt::Debug for PacketLink {
@@ -503,13 +510,7 @@ impl PacketLink {
         let info = iface::lookup(iface)?;
         // Protocol 0: receive nothing until bind() below.
         // SAFETY: plain socket(2) call; the result is checked.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                0,
-            )
-        };
+        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if raw < 0 {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
@@ -586,6 +587,7 @@ impl PacketLink {
             ethertype: config.ethertype,
             ring,
             busy_poll: false,
+            rcvtimeo: None,
         })
     }
 
@@ -860,6 +862,40 @@ impl Link for PacketLink {
                 libc::MSG_DONTWAIT,
             )
         };
+        if r < 0 {
+            return Err(self.io_error("recv"));
+        }
+        Ok(r as usize)
+    }
+
+    fn recv_wait(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize> {
+        let fd = self.fd.as_raw_fd();
+        if let Some(ring) = self.ring.as_mut() {
+            if let Some(n) = ring.try_recv(buf) {
+                return Ok(n);
+            }
+            crate::event::poll_fd(fd, libc::POLLIN, timeout)?;
+            return ring
+                .try_recv(buf)
+                .ok_or_else(|| io::ErrorKind::WouldBlock.into());
+        }
+        if timeout == Some(Duration::ZERO) {
+            return self.recv(buf);
+        }
+        // SO_RCVTIMEO 0 means "no limit", which is what None asks for.
+        let want = timeout.unwrap_or(Duration::ZERO);
+        if self.rcvtimeo != Some(want) {
+            let tv = libc::timeval {
+                tv_sec: want.as_secs().min(i32::MAX as u64) as libc::time_t,
+                tv_usec: want.subsec_micros() as libc::suseconds_t,
+            };
+            setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv)
+                .map_err(|e| annotate(e, "SO_RCVTIMEO"))?;
+            self.rcvtimeo = Some(want);
+        }
+        // SAFETY: buf is a valid writable buffer; the socket is blocking (no
+        // O_NONBLOCK), so this sleeps until a frame or SO_RCVTIMEO.
+        let r = unsafe { libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
         if r < 0 {
             return Err(self.io_error("recv"));
         }

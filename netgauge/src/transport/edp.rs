@@ -8,9 +8,9 @@ use std::io;
 use std::time::Duration;
 
 use ::edp::link::fault::FaultLink;
-use ::edp::link::packet::{FilterSpec, PacketConfig, PacketLink, DEFAULT_RX_RING_BYTES};
+use ::edp::link::packet::DEFAULT_RX_RING_BYTES;
 use ::edp::socket::{EdpConfig, EdpSocket, SEND_BATCH};
-use ::edp::{ports, ETHERTYPE_EDP};
+use ::edp::ETHERTYPE_EDP;
 
 use super::{map_timeout, recv_train, Endpoint, SessionConfig};
 
@@ -29,24 +29,14 @@ pub fn open_socket(cfg: &SessionConfig, ethertype: u16, port: u16) -> io::Result
         ethertype,
         busy_poll: cfg.busy_poll,
         rx_ring: cfg.busy_poll.then_some(DEFAULT_RX_RING_BYTES),
+        qdisc_bypass: true,
         ..EdpConfig::default()
     };
     let mut sock = match &cfg.fault {
         None => EdpSocket::bind_with((iface, port), &ecfg)?,
-        Some(fault) => {
-            let lease = ports::allocate(iface, ethertype, port)?;
-            let link = PacketLink::open(
-                iface,
-                &PacketConfig {
-                    ethertype,
-                    filter: Some(FilterSpec::port(ethertype, lease.port())),
-                    rx_ring: ecfg.rx_ring,
-                    ..PacketConfig::default()
-                },
-            )?;
-            let link = FaultLink::new(link, fault.clone());
-            EdpSocket::from_link_with(Box::new(link), lease, &ecfg)?
-        }
+        Some(fault) => EdpSocket::bind_wrapped((iface, port), &ecfg, |link| {
+            Box::new(FaultLink::new(link, fault.clone()))
+        })?,
     };
     sock.set_read_timeout(Some(cfg.timeout))?;
     sock.set_write_timeout(Some(cfg.timeout))?;
