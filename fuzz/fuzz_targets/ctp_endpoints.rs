@@ -1,0 +1,292 @@
+//! Fuzzes two CTP endpoints (`ctp::endpoint::Endpoint`, the sans-IO core)
+//! talking CTP-over-EDP through a `SimLink` pair whose faults (loss,
+//! duplication, reordering, delay, rate) the input chooses, driven by an
+//! input-chosen sequence of sends (normal and large messages), clock steps
+//! and injected datagrams (arbitrary bytes handed to `handle_datagram`).
+//!
+//! Checks: no panic, no livelock at one instant; without injection, the CTP
+//! guarantee (DESIGN.md): every message is delivered at most once, intact,
+//! and once the endpoints are idle each message was delivered or its sender
+//! got an error delivery for it. Corruption is not injected: EDP and CTP have
+//! no checksum of their own and rely on the Ethernet FCS.
+#![no_main]
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use ctp::endpoint::{Config, Delivery, Endpoint, MsgId};
+use ctp::Options;
+use edp::link::fault::FaultConfig;
+use edp::link::sim::{next_event, SimClock, SimLink};
+use edp::wire::{emit_edp_frame, EdpFrame, EthernetRepr, ETHERTYPE_EDP};
+use edp::Link;
+use libfuzzer_sys::fuzz_target;
+
+const MTU: usize = 1500;
+const PORT: u16 = 7000;
+
+fn prob(b: u8) -> f64 {
+    if b < 128 {
+        0.0
+    } else {
+        f64::from(b - 128) / 127.0 * 0.3
+    }
+}
+
+fn faults(h: &[u8], seed: u64) -> FaultConfig {
+    let mut f = FaultConfig::seeded(seed)
+        .with_loss(prob(h[0]))
+        .with_duplicate(prob(h[1]))
+        .with_reorder(prob(h[2]), Duration::from_micros(200))
+        .with_delay(
+            Duration::from_micros(u64::from(h[3] % 64) * 10),
+            Duration::from_micros(u64::from(h[3] >> 6) * 10),
+        );
+    if h[4] != 0 {
+        f = f.with_rate(u64::from(h[4]) * 10_000_000);
+    }
+    f
+}
+
+/// Payload of message `index` (sent by `from`) of `len` bytes: a 9-byte tag
+/// then a pattern, so the receiver can tell which message it got and check
+/// every byte.
+fn payload(from: u8, index: u32, len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len.max(9));
+    v.push(from);
+    v.extend_from_slice(&index.to_le_bytes());
+    v.extend_from_slice(&(len as u32).to_le_bytes());
+    let mut k = 0u32;
+    while v.len() < len.max(9) {
+        v.push(
+            (index
+                .wrapping_mul(31)
+                .wrapping_add(k)
+                .wrapping_mul(0x9E37_79B9)
+                >> 24) as u8,
+        );
+        k += 1;
+    }
+    v
+}
+
+struct Sent {
+    msg: MsgId,
+    delivered: u32,
+    failed: bool,
+}
+
+struct Sim {
+    clock: SimClock,
+    links: [SimLink; 2],
+    eps: [Endpoint<u8>; 2],
+    /// Messages sent by end `i`, by index.
+    sent: [Vec<Sent>; 2],
+    by_msg: [HashMap<MsgId, usize>; 2],
+    injected: bool,
+    buf: Vec<u8>,
+    frame: Vec<u8>,
+}
+
+impl Sim {
+    fn pump(&mut self) {
+        for spin in 0.. {
+            assert!(spin < 100_000, "livelock at one instant");
+            let now = self.clock.now();
+            let mut moved = false;
+            for i in 0..2 {
+                if self.eps[i].poll_timeout().is_some_and(|t| t <= now) {
+                    self.eps[i].handle_timeout(now);
+                }
+                while let Some(t) = self.eps[i].poll_transmit(&mut self.buf) {
+                    moved = true;
+                    assert_eq!(t.dest as usize, 1 - i, "datagram to an unknown peer");
+                    let eth = EthernetRepr {
+                        dst: self.links[1 - i].mac(),
+                        src: self.links[i].mac(),
+                        ethertype: ETHERTYPE_EDP,
+                    };
+                    let n = emit_edp_frame(&mut self.frame, &eth, PORT, PORT, &self.buf[..t.len])
+                        .expect("a CTP datagram fits the EDP MTU");
+                    let _ = self.links[i].send(&self.frame[..n]);
+                }
+            }
+            for i in 0..2 {
+                while let Ok(n) = self.links[i].recv(&mut self.frame) {
+                    moved = true;
+                    let f = EdpFrame::parse(&self.frame[..n], ETHERTYPE_EDP, MTU + 14)
+                        .expect("sim frames are well formed");
+                    self.eps[i].handle_datagram(now, (1 - i) as u8, f.payload);
+                }
+                while let Some(d) = self.eps[i].poll_delivery() {
+                    self.on_delivery(i, d);
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    fn on_delivery(&mut self, at: usize, d: Delivery<u8>) {
+        match d {
+            Delivery::Data(r) => {
+                if self.injected {
+                    return; // forged messages are indistinguishable: no check
+                }
+                assert_eq!(r.from as usize, 1 - at);
+                assert_eq!(r.size, r.data.len() as u64);
+                assert!(r.data.len() >= 9, "message shorter than its tag");
+                let from = r.data[0];
+                assert_eq!(from as usize, 1 - at, "tag names the wrong sender");
+                let index = u32::from_le_bytes(r.data[1..5].try_into().unwrap());
+                let len = u32::from_le_bytes(r.data[5..9].try_into().unwrap()) as usize;
+                assert_eq!(
+                    r.data,
+                    payload(from, index, len),
+                    "message {index} corrupted"
+                );
+                let s = &mut self.sent[1 - at][index as usize];
+                s.delivered += 1;
+                assert_eq!(s.delivered, 1, "message {index} delivered twice");
+            }
+            Delivery::Error(e) => {
+                if let Some(&k) = e.msg.and_then(|m| self.by_msg[at].get(&m)) {
+                    self.sent[at][k].failed = true;
+                }
+            }
+        }
+    }
+
+    fn next(&mut self) -> Option<std::time::Instant> {
+        let [a, b] = &mut self.eps;
+        [
+            next_event(&[&self.links[0], &self.links[1]]),
+            a.poll_timeout(),
+            b.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() < 11 {
+        return;
+    }
+    let (h, mut ops) = data.split_at(11);
+    let seed = u64::from(h[10]);
+    let clock = SimClock::new();
+    let (la, lb) = SimLink::pair(&clock, MTU, faults(&h[0..5], seed), faults(&h[5..10], seed));
+    let cfg = Config::for_edp_mtu(MTU);
+    let now = clock.now();
+    let wall = SystemTime::UNIX_EPOCH;
+    let eps = [
+        Endpoint::new(cfg.clone(), now, wall, seed, None),
+        Endpoint::new(cfg, now, wall, seed ^ 1, None),
+    ];
+    let mut sim = Sim {
+        clock,
+        links: [la, lb],
+        eps,
+        sent: [Vec::new(), Vec::new()],
+        by_msg: [HashMap::new(), HashMap::new()],
+        injected: false,
+        buf: vec![0u8; MTU],
+        frame: vec![0u8; MTU + 14],
+    };
+    let no_inject = std::env::var_os("CTP_FUZZ_NO_INJECT").is_some_and(|v| v == "1");
+
+    while let Some((&op, rest)) = ops.split_first() {
+        ops = rest;
+        let arg = ops.first().copied().unwrap_or(0);
+        ops = ops.get(1..).unwrap_or(&[]);
+        let from = usize::from(op & 0x10 != 0);
+        match op % 8 {
+            0..=2 => {
+                // Normal (small) or large message; a few options that keep
+                // the exactly-once-or-error guarantee.
+                let len = if op % 8 == 2 {
+                    usize::from(arg) * 733
+                } else {
+                    usize::from(arg)
+                };
+                let options = match op >> 6 {
+                    1 => Options::DEL_AFTER_ERROR,
+                    2 => Options::NO_RESEND,
+                    _ => Options::NONE,
+                };
+                let index = sim.sent[from].len() as u32;
+                let now = sim.clock.now();
+                let command = u16::from(arg) * 97 % 32768;
+                if let Ok(msg) = sim.eps[from].send(
+                    now,
+                    command,
+                    (1 - from) as u8,
+                    &payload(from as u8, index, len),
+                    options,
+                ) {
+                    sim.by_msg[from].insert(msg, index as usize);
+                    sim.sent[from].push(Sent {
+                        msg,
+                        delivered: 0,
+                        failed: false,
+                    });
+                }
+            }
+            3 => sim
+                .clock
+                .advance(Duration::from_micros(u64::from(arg) * 50)),
+            4 | 5 => {
+                if let Some(t) = sim.next() {
+                    sim.clock.advance_to(t);
+                }
+            }
+            6 => {
+                let take = usize::from(arg % 64).min(ops.len());
+                let (x, rest) = ops.split_at(take);
+                ops = rest;
+                if !no_inject {
+                    let now = sim.clock.now();
+                    sim.eps[from].handle_datagram(now, (1 - from) as u8, x);
+                    sim.injected = true;
+                }
+            }
+            _ => {
+                // Cancel a message (the sender gives up on it: neither
+                // delivery nor error is then owed).
+                if let Some(s) = sim.sent[from].get_mut(usize::from(arg)) {
+                    if sim.eps[from].cancel(s.msg) {
+                        s.failed = true;
+                    }
+                }
+            }
+        }
+        sim.pump();
+    }
+
+    // Run until idle (or a virtual hour: resends back off up to 10 s each).
+    let start = sim.clock.now();
+    loop {
+        sim.pump();
+        match sim.next() {
+            Some(t) if t - start < Duration::from_secs(3600) => {
+                let now = sim.clock.now();
+                sim.clock.advance_to(t.max(now));
+            }
+            _ => break,
+        }
+    }
+    if !sim.injected {
+        for (i, list) in sim.sent.iter().enumerate() {
+            for (k, s) in list.iter().enumerate() {
+                assert!(
+                    s.delivered == 1 || s.failed,
+                    "message {k} from end {i} ({:?}) neither delivered nor failed",
+                    s.msg
+                );
+            }
+        }
+    }
+});
