@@ -102,8 +102,10 @@ pub struct EspConfig {
     /// (frames read from shared memory, no syscall per frame); `None` =
     /// plain recv(2).
     pub rx_ring: Option<usize>,
-    /// How long dropping a stream waits for its buffered data to be
-    /// acknowledged (graceful close); zero = no wait.
+    /// How long a dropped stream keeps closing in the background (the
+    /// process's closer thread delivers its buffered data and FIN and
+    /// answers the peer's FIN, holding the port lease meanwhile); zero =
+    /// drop at once. `drop` itself never blocks.
     pub linger: Duration,
     /// Faults injected on each stream's link (`edp::link::fault::FaultLink`):
     /// netgauge's --loss/--dup/--reorder on real links. `None` = none.

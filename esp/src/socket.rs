@@ -777,6 +777,12 @@ impl Write for EspStream {
 }
 
 impl Drop for EspStream {
+    /// Graceful close without blocking: the FIN follows the buffered data,
+    /// and if the connection is not finished yet it is handed to the
+    /// process's closer thread, which keeps driving it (retransmissions,
+    /// the peer's FIN) until it is CLOSED or `linger` passes, like the
+    /// kernel's orphaned TCP sockets. The port lease is held until then.
+    /// With `linger` zero the connection is dropped at once.
     fn drop(&mut self) {
         if let Inner::Shared(s) = &self.inner {
             s.stop.store(true, Ordering::Relaxed);
@@ -784,37 +790,96 @@ impl Drop for EspStream {
         if let Some(h) = self.progress.take() {
             let _ = h.join();
         }
-        // Graceful close: FIN after the buffered data, lingering until the
-        // data is acknowledged (or the linger time passes).
+        let core = match std::mem::replace(&mut self.inner, Inner::Moved) {
+            Inner::Direct(c) => *c,
+            Inner::Shared(s) => match Arc::try_unwrap(s) {
+                Ok(s) => s.core.into_inner().unwrap_or_else(|p| p.into_inner()),
+                Err(_) => return,
+            },
+            Inner::Moved => return,
+        };
         let linger = self.opts.linger;
-        if matches!(self.inner, Inner::Moved) || linger.is_zero() {
+        if linger.is_zero() {
             return;
         }
-        self.opts.nonblocking = false;
-        let done = self.with(|c| {
-            c.drv.conn.close();
-            c.drv.conn.error().is_some() || c.drv.conn.state() == State::Closed
-        });
-        if done {
-            let _ = self.with(|c| c.drv.transmit(Instant::now()));
-            return;
+        adopt(core, Instant::now() + linger);
+    }
+}
+
+/// A dropped stream still closing.
+struct Orphan {
+    core: Core,
+    until: Instant,
+}
+
+struct Closer {
+    orphans: Mutex<Vec<Orphan>>,
+    wake: crate::alarm::Alarm,
+}
+
+fn closer() -> Option<&'static Closer> {
+    static C: OnceLock<Option<&'static Closer>> = OnceLock::new();
+    *C.get_or_init(|| {
+        let wake = Alarm::new().ok()?;
+        let c: &'static Closer = Box::leak(Box::new(Closer {
+            orphans: Mutex::new(Vec::new()),
+            wake,
+        }));
+        std::thread::Builder::new()
+            .name("esp-closer".into())
+            .spawn(move || run_closer(c))
+            .ok()?;
+        Some(c)
+    })
+}
+
+fn finished(c: &Core) -> bool {
+    let conn = &c.drv.conn;
+    conn.state() == State::Closed && conn.is_finished()
+}
+
+/// Closes `core` in the background (see `Drop for EspStream`).
+fn adopt(mut core: Core, until: Instant) {
+    core.drv.conn.close();
+    let _ = core.pump();
+    if finished(&core) || core.drv.conn.error().is_some() {
+        return;
+    }
+    match closer() {
+        Some(c) => {
+            lock(&c.orphans).push(Orphan { core, until });
+            // Wake the closer at once (an alarm already due signals).
+            c.wake.set(Some(Instant::now()));
         }
-        let r = self.blocking(Some(Instant::now() + linger), "close", |c| {
-            let conn = &c.drv.conn;
-            Ok(
-                if conn.error().is_some()
-                    || matches!(conn.state(), State::Closed | State::FinWait2)
-                    || (conn.send_pending() == 0 && conn.state() != State::FinWait1)
-                {
-                    Step::Done(())
-                } else {
-                    Step::Wait
-                },
-            )
-        });
-        if r.is_err() {
-            log::debug!("ESP stream {:?}: close did not complete: {r:?}", self.local);
-        }
+        None => log::debug!("ESP: no closer thread; connection dropped unclosed"),
+    }
+}
+
+fn run_closer(c: &'static Closer) {
+    loop {
+        // Clear the wake signal before looking at the list: an orphan added
+        // after this point signals again.
+        c.wake.set(None);
+        let now = Instant::now();
+        let (fds, next) = {
+            let mut list = lock(&c.orphans);
+            list.retain_mut(|o| {
+                if o.core.pump().is_err() {
+                    return false;
+                }
+                !(finished(&o.core) || o.core.drv.conn.error().is_some() || now >= o.until)
+            });
+            let mut fds: Vec<RawFd> = vec![c.wake.fd()];
+            fds.extend(list.iter().filter_map(|o| o.core.drv.link.raw_fd()));
+            let next = list
+                .iter()
+                .filter_map(|o| earliest(o.core.drv.poll_at(), Some(o.until)))
+                .min();
+            (fds, next)
+        };
+        // In-memory links have no descriptor: poll them every millisecond.
+        let cap = now + Duration::from_millis(if next.is_some() { 1 } else { 1000 });
+        let _ = wait_readable(&fds, Some(next.map_or(cap, |t| t.min(cap))));
     }
 }
 

@@ -108,3 +108,35 @@ fn progress_thread_acknowledges_while_the_application_computes() {
     acked_tx.send(()).unwrap();
     assert!(server.join().unwrap() == data);
 }
+
+#[test]
+fn drop_delivers_buffered_data_in_the_background() {
+    let (la, lb) = pair();
+    let mb = lb.mac();
+    let server = std::thread::spawn(move || {
+        let mut s = EspStream::accept_link(lb, 80, EspConfig::default(), PATIENCE).unwrap();
+        s.set_read_timeout(PATIENCE).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        got
+    });
+    let data = pattern(3 << 20);
+    {
+        let mut c =
+            EspStream::connect_link(la, 40000, (mb, 80), EspConfig::default(), PATIENCE).unwrap();
+        // The send buffer takes the data; most of it is not even sent yet.
+        c.set_nonblocking(true).unwrap();
+        let mut off = 0;
+        while off < data.len() {
+            match c.write(&data[off..]) {
+                Ok(n) => off += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    c.set_nonblocking(false).unwrap();
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        // Dropped here: the closer thread finishes the transfer and the FIN.
+    }
+    assert!(server.join().unwrap() == data);
+}
