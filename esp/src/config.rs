@@ -145,7 +145,7 @@ impl Default for EspConfig {
             ethertype: ETHERTYPE_ESP,
             socket_buffer: 4 << 20,
             rx_ring: Some(4 << 20),
-            linger: Duration::from_secs(2),
+            linger: Duration::from_secs(10),
             fault: None,
         }
     }
