@@ -1108,6 +1108,11 @@ impl<P: PeerAddr> Endpoint<P> {
         self.deliveries.pop_front()
     }
 
+    /// Large messages being reassembled (cheap; see [`Status`]).
+    pub fn reassembling(&self) -> usize {
+        self.large.len()
+    }
+
     /// Storage sizes.
     pub fn status(&self) -> Status {
         let mut peers: HashSet<Dest<P>> = self.sessions.keys().copied().collect();
