@@ -88,6 +88,9 @@ pub struct Config {
     /// A large message with no new part for this long is dropped with an error
     /// delivery.
     pub reassembly_idle_timeout: Duration,
+    /// Most receiving sessions (peers we keep a received-id list for); data
+    /// from further peers is refused unconfirmed. Default 65536.
+    pub max_sessions: usize,
     /// Most ids remembered beyond the in-sequence one per peer (received-id list).
     pub max_out_of_order_ids: usize,
     /// Most deliveries queued before new data packets are refused (unconfirmed,
@@ -113,6 +116,7 @@ impl Default for Config {
             max_message_size: MAX_MESSAGE_SIZE,
             max_reassembly_bytes: 1 << 30,
             reassembly_idle_timeout: Duration::from_secs(120),
+            max_sessions: 1 << 16,
             max_out_of_order_ids: 1 << 20,
             max_queued_deliveries: 1 << 16,
         }
@@ -779,6 +783,10 @@ impl<P: PeerAddr> Endpoint<P> {
             }
         }
         let cap = self.cfg.max_out_of_order_ids;
+        if self.recv.len() >= self.cfg.max_sessions && !self.recv.contains_key(&(from, bcast)) {
+            self.stats.refused += 1;
+            return;
+        }
         let list = self
             .recv
             .entry((from, bcast))

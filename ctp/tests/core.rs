@@ -594,3 +594,24 @@ fn own_broadcast_confirmation_is_not_a_receivers() {
     assert_eq!(deliveries(&mut a).len(), 1);
     assert_eq!(deliveries(&mut b).len(), 1);
 }
+
+#[test]
+fn receiving_sessions_are_bounded() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        max_sessions: 2,
+        ..Config::default()
+    };
+    let mut b = ep(cfg, 2, t0);
+    for src in [10u8, 11, 12] {
+        let mut a = ep(Config::default(), src as u64, t0);
+        a.send(t0, 1, B, b"hi", Options::NONE).unwrap();
+        for (_, p) in drain(&mut a) {
+            b.handle_datagram(t0, src, &p);
+        }
+    }
+    assert_eq!(deliveries(&mut b).len(), 2);
+    assert_eq!(drain(&mut b).len(), 2, "the third peer is not confirmed");
+    assert_eq!(b.stats().refused, 1);
+    assert_eq!(b.status().sessions, 2);
+}
