@@ -520,6 +520,17 @@ impl Connection {
     pub fn on_send_error(&mut self) {
         self.stats.send_errors += 1;
     }
+    /// Sends a delayed ACK now instead of at its timer: for a caller about
+    /// to sleep, one frame is cheaper than a wakeup 100 us later (and the
+    /// peer learns sooner). Returns true if an ACK was pending.
+    pub fn ack_pending_now(&mut self) -> bool {
+        if self.ack_pending > 0 && self.state.is_synchronized() {
+            self.ack_now = true;
+            true
+        } else {
+            false
+        }
+    }
     /// Records a frame for this connection that failed to parse (bad
     /// checksum, truncated): counted as received and dropped.
     pub fn on_malformed(&mut self) {

@@ -469,6 +469,7 @@ impl EspStream {
         // ppoll (which returns at once if frames are queued) instead of
         // first trying a receive that, without a ring, costs a syscall.
         let mut receive = self.opts.nonblocking || self.opts.busy_poll;
+        let busy = self.opts.busy_poll || self.opts.nonblocking;
         loop {
             let (step, poll_at, moved) = self.with(|c| -> io::Result<_> {
                 // Fast path: try before receiving; due timers run first.
@@ -482,9 +483,27 @@ impl EspStream {
                     c.drv.transmit(now)?;
                     return Ok((Step::Wait, c.drv.poll_at(), false));
                 }
-                let moved = c.pump()?;
+                let now = Instant::now();
+                let moved = c.drv.receive(now)? > 0;
+                c.drv.timers(now);
                 let step = attempt(c)?;
-                c.drv.transmit(Instant::now())?;
+                match step {
+                    // Done with fresh input: what is due (typically an ACK)
+                    // goes out with the caller's next call, so a reply
+                    // written right away carries it; a pure ACK would wake
+                    // the peer's blocked reader for nothing (a kernel TCP
+                    // reader is not woken by ACKs). The peer's RTO bounds
+                    // the delay if the caller does not come back.
+                    Step::Done(_) => {}
+                    Step::Wait => {
+                        if !busy {
+                            // About to sleep: a pending delayed ACK goes out
+                            // now rather than waking us later.
+                            c.drv.conn.ack_pending_now();
+                        }
+                        c.drv.transmit(now)?;
+                    }
+                }
                 Ok((step, c.drv.poll_at(), moved))
             })?;
             if let Step::Done(v) = step {
