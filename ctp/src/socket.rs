@@ -310,6 +310,24 @@ impl<T: Transport> CtpSocket<T> {
         r
     }
 
+    /// The receivers a broadcast must be confirmed by (at most 64); see
+    /// [`Endpoint::set_broadcast_group`]. Errors: `Err(n)` for more than 64.
+    pub fn set_broadcast_group(&self, group: Vec<T::Addr>) -> Result<(), usize> {
+        self.with_endpoint(|e| e.set_broadcast_group(group))
+    }
+
+    /// Fixes the resend timeout for `peer` (no adaptation; zero disables
+    /// resending), as the spec's `SetTimeout`.
+    pub fn set_peer_timeout(&self, peer: T::Addr, timeout: Duration) {
+        self.with_endpoint(|e| e.set_peer_timeout(peer, timeout))
+    }
+
+    /// Drops message `msg` from the sent-commands storage (no further
+    /// resends, no error). Returns false if it was no longer stored.
+    pub fn cancel(&self, msg: MsgId) -> bool {
+        self.with_endpoint(|e| e.cancel(msg))
+    }
+
     /// Spin while waiting (busy polling) instead of sleeping in epoll.
     pub fn set_busy_poll(&self, on: bool) {
         lock(&self.shared.ev).set_busy(on);

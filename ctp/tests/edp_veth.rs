@@ -207,7 +207,7 @@ fn broadcast_over_edp_on_a_bridge() {
     let if0 = h0.iface.clone();
     h0.run(move || {
         let s = CtpSocket::bind_edp(&if0, PORT, CtpConfig::default()).unwrap();
-        s.with_endpoint(|e| e.set_broadcast_group(group)).unwrap();
+        s.set_broadcast_group(group).unwrap();
         for i in 0..10u64 {
             let len = if i % 2 == 0 { 200 } else { 5000 };
             s.broadcast(7, &pattern(i, len), Options::NONE).unwrap();

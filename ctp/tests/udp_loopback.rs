@@ -78,7 +78,7 @@ fn ping_and_unreachable_peer() {
         let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         s.local_addr().unwrap()
     };
-    a.with_endpoint(|e| e.set_peer_timeout(dead, Duration::from_micros(200)));
+    a.set_peer_timeout(dead, Duration::from_micros(200));
     let m = a
         .send(2, dead, b"hello?", Options::DEL_AFTER_ERROR)
         .unwrap();
