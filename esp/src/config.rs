@@ -91,6 +91,10 @@ pub struct EspConfig {
     /// sleeping in ppoll(2) (adaptive polling: a wakeup costs 5-50 us);
     /// zero = sleep at once.
     pub spin_before_sleep: Duration,
+    /// Start a progress thread for every stream (see
+    /// `EspStream::spawn_progress`): ACKs and retransmissions continue while
+    /// the application computes, at the price of a mutex on each call.
+    pub progress_thread: bool,
     /// Spin on the link instead of sleeping in blocking calls.
     pub busy_poll: bool,
     /// Ethertype of ESP frames (default 0x88B6).
@@ -141,6 +145,7 @@ impl Default for EspConfig {
             max_half_open: 64,
             checksum: true,
             spin_before_sleep: Duration::ZERO,
+            progress_thread: false,
             busy_poll: false,
             ethertype: ETHERTYPE_ESP,
             socket_buffer: 4 << 20,

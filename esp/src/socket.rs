@@ -280,11 +280,15 @@ impl EspStream {
         let responder = shared_responder(iface, cfg.ethertype)?;
         let lease = ports::allocate(iface, cfg.ethertype, 0)?;
         let link = open_link(iface, &cfg, lease.port(), Some((peer_mac, port)))?;
+        let progress = cfg.progress_thread;
         let mut s = Self::connect_link_inner(link, lease.port(), (peer_mac, port), cfg, timeout)?;
         s.iface = iface.to_string();
         if let Inner::Direct(core) = &mut s.inner {
             core._lease = Some(lease);
             core._responder = Some(responder);
+        }
+        if progress {
+            s.spawn_progress()?;
         }
         Ok(s)
     }
@@ -1195,6 +1199,9 @@ impl ListenerCore {
         s.iface = self.iface.clone();
         if let Inner::Direct(core) = &mut s.inner {
             core._registration = Some(registration);
+        }
+        if self.cfg.progress_thread {
+            s.spawn_progress()?;
         }
         Ok(Some((s, remote)))
     }

@@ -324,16 +324,16 @@ fn ping_pong_blocking_busy_poll_and_progress_thread() {
         let (tx, rx) = mpsc::channel();
         let bi = b.clone();
         let server = b.spawn(move || {
+            // The server gets its progress thread from the config flag,
+            // the client calls spawn_progress.
             let cfg = EspConfig {
                 busy_poll: mode == "busy_poll",
+                progress_thread: mode == "progress",
                 ..EspConfig::default()
             };
             let l = EspListener::bind_with(&bi.iface, 7400, cfg).unwrap();
             tx.send(()).unwrap();
             let (mut s, _) = l.accept_timeout(Some(PATIENCE)).unwrap();
-            if mode == "progress" {
-                s.spawn_progress().unwrap();
-            }
             s.set_read_timeout(Some(PATIENCE)).unwrap();
             let mut buf = vec![0u8; 65536];
             for &n in &sizes {
