@@ -615,3 +615,43 @@ fn receiving_sessions_are_bounded() {
     assert_eq!(b.stats().refused, 1);
     assert_eq!(b.status().sessions, 2);
 }
+
+/// A receiver that restarted (lost its session) still delivers the sender's
+/// later packets, which carry no StartSession, exactly once; a sender that
+/// restarted (new random start, StartSession again) is not mistaken for
+/// duplicates of its old session.
+#[test]
+fn restarts_of_either_side() {
+    let t0 = Instant::now();
+    let mut a = ep(Config::default(), 1, t0);
+    let mut b = ep(Config::default(), 2, t0);
+    let mut exchange = |a: &mut Endpoint<u8>, b: &mut Endpoint<u8>, dup: bool| {
+        for (_, p) in drain(a) {
+            b.handle_datagram(t0, A, &p);
+            if dup {
+                b.handle_datagram(t0, A, &p);
+            }
+        }
+        for (_, c) in drain(b) {
+            a.handle_datagram(t0, B, &c);
+        }
+        deliveries(b).len()
+    };
+    for i in 0..3u8 {
+        a.send(t0, 1, B, &[i], Options::NONE).unwrap();
+    }
+    assert_eq!(exchange(&mut a, &mut b, false), 3);
+    // B restarts
+    let mut b = ep(Config::default(), 22, t0);
+    a.send(t0, 1, B, b"after B restarted", Options::NONE)
+        .unwrap();
+    a.send(t0, 1, B, b"and again", Options::NONE).unwrap();
+    assert_eq!(exchange(&mut a, &mut b, true), 2);
+    assert_eq!(a.status().awaiting_confirmation, 0);
+    // A restarts: new start id; its first packet carries StartSession
+    let mut a = ep(Config::default(), 11, t0);
+    a.send(t0, 1, B, b"after A restarted", Options::NONE)
+        .unwrap();
+    assert_eq!(exchange(&mut a, &mut b, true), 1);
+    assert_eq!(a.status().awaiting_confirmation, 0);
+}
