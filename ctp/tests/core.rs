@@ -625,7 +625,7 @@ fn restarts_of_either_side() {
     let t0 = Instant::now();
     let mut a = ep(Config::default(), 1, t0);
     let mut b = ep(Config::default(), 2, t0);
-    let mut exchange = |a: &mut Endpoint<u8>, b: &mut Endpoint<u8>, dup: bool| {
+    let exchange = |a: &mut Endpoint<u8>, b: &mut Endpoint<u8>, dup: bool| {
         for (_, p) in drain(a) {
             b.handle_datagram(t0, A, &p);
             if dup {
