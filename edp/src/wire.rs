@@ -184,6 +184,34 @@ impl EthernetRepr {
             &frame[ETH_HEADER_LEN..],
         ))
     }
+    /// Parses a whole received frame of one protocol: checks that it is at
+    /// most `max_frame` bytes (link MTU + 14) and carries `ethertype`;
+    /// returns the header and the payload (padding included). Every
+    /// protocol's frame parser (EDP, ESP) starts here.
+    ///
+    /// Errors: [`WireError::Oversized`], [`WireError::Truncated`],
+    /// [`WireError::Ethertype`].
+    pub fn parse_for(
+        frame: &[u8],
+        ethertype: u16,
+        max_frame: usize,
+    ) -> Result<(Self, &[u8]), WireError> {
+        if frame.len() > max_frame {
+            return Err(WireError::Oversized {
+                len: frame.len(),
+                max: max_frame,
+            });
+        }
+        let (eth, rest) = Self::parse(frame)?;
+        if eth.ethertype != ethertype {
+            return Err(WireError::Ethertype {
+                got: eth.ethertype,
+                expected: ethertype,
+            });
+        }
+        Ok((eth, rest))
+    }
+
     /// Writes the 14-byte header at the start of `buf`.
     ///
     /// Panics if `buf` is shorter than 14 bytes (a caller bug, not input).
@@ -287,19 +315,7 @@ impl<'a> EdpFrame<'a> {
     /// `max_frame` is the largest frame the link can carry (MTU + 14 bytes);
     /// longer input is [`WireError::Oversized`].
     pub fn parse(frame: &'a [u8], ethertype: u16, max_frame: usize) -> Result<Self, WireError> {
-        if frame.len() > max_frame {
-            return Err(WireError::Oversized {
-                len: frame.len(),
-                max: max_frame,
-            });
-        }
-        let (eth, rest) = EthernetRepr::parse(frame)?;
-        if eth.ethertype != ethertype {
-            return Err(WireError::Ethertype {
-                got: eth.ethertype,
-                expected: ethertype,
-            });
-        }
+        let (eth, rest) = EthernetRepr::parse_for(frame, ethertype, max_frame)?;
         let (edp, payload) = EdpRepr::parse(rest)?;
         Ok(Self { eth, edp, payload })
     }

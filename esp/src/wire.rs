@@ -554,19 +554,7 @@ impl<'a> EspFrame<'a> {
     /// longer input is [`WireError::Oversized`]. Other errors: those of
     /// [`EspRepr::parse`], [`WireError::Ethertype`].
     pub fn parse(frame: &'a [u8], ethertype: u16, max_frame: usize) -> Result<Self, WireError> {
-        if frame.len() > max_frame {
-            return Err(WireError::Oversized {
-                len: frame.len(),
-                max: max_frame,
-            });
-        }
-        let (eth, rest) = EthernetRepr::parse(frame)?;
-        if eth.ethertype != ethertype {
-            return Err(WireError::Ethertype {
-                got: eth.ethertype,
-                expected: ethertype,
-            });
-        }
+        let (eth, rest) = EthernetRepr::parse_for(frame, ethertype, max_frame)?;
         let (esp, payload) = EspRepr::parse(rest)?;
         Ok(Self { eth, esp, payload })
     }
