@@ -351,6 +351,10 @@ pub struct Connection {
     dsack: Option<Seq>,
     challenge_start: Option<Instant>,
     challenge_count: u32,
+    /// When an old zero-length segment (probe or reordered ACK) was last
+    /// answered: at most one such ACK per `min_rto / 2` (RFC 5961 sec. 7
+    /// throttling; Linux `tcp_invalid_ratelimit`).
+    old_ack_answered: Option<Instant>,
 }
 
 impl fmt::Debug for Connection {
@@ -432,6 +436,7 @@ impl Connection {
             dsack: None,
             challenge_start: None,
             challenge_count: 0,
+            old_ack_answered: None,
         }
     }
 
@@ -904,8 +909,12 @@ impl Connection {
         if seg_len == 0 {
             if repr.seq.diff(self.rcv_nxt) < 0 {
                 // Old sequence number: a zero-window or keepalive probe, or
-                // a reordered ACK. Answer with an ACK (thesis 5.2.10 step 1).
-                self.ack_now = true;
+                // a reordered ACK. Answer with an ACK (thesis 5.2.10 step 1),
+                // throttled: a peer whose SND.NXT is behind our RCV.NXT
+                // (after a forged FIN) sends only such segments, and
+                // answering each would ping-pong ACKs with its answers to
+                // ours (RFC 5961 sec. 7).
+                self.answer_old_segment(now);
                 self.touch_peer();
                 return;
             }
@@ -920,10 +929,13 @@ impl Connection {
             return;
         }
 
-        // ACK field checks (RFC 5961 sec. 5.2).
+        // ACK field checks (RFC 5961 sec. 5.2). An ACK of data not yet sent
+        // draws an ACK (RFC 793), rate limited as a challenge ACK (RFC 5961
+        // sec. 5.2 and 7): two ends that disagree about the sequence numbers
+        // would otherwise exchange ACKs forever.
         if repr.ack.diff(self.snd_nxt) > 0 {
             self.stats.dropped += 1;
-            self.ack_now = true;
+            self.challenge_ack(now);
             return;
         }
         if repr.ack.diff(self.snd_una) < -(MAX_WINDOW as i32) {
@@ -950,11 +962,35 @@ impl Connection {
             return;
         }
 
+        if self.fin_received {
+            // RFC 9293 sec. 3.10.7.4 ("seventh, process the segment text")
+            // and the FIN step: in CLOSE-WAIT, CLOSING, LAST-ACK the peer's
+            // FIN was received, so text and another FIN at or after it are
+            // ignored (nothing beyond the end of the stream is delivered).
+            if seg_len > 0 {
+                self.stats.dropped += 1;
+            }
+            return;
+        }
         if !payload.is_empty() {
             self.process_data(now, repr.seq, payload);
         } else if f.fin() {
             self.process_fin_at(repr.seq);
         }
+    }
+
+    /// Answers an old zero-length segment with an ACK, at most once per
+    /// `min_rto / 2` (so every zero-window or keepalive probe, sent at least
+    /// one RTO apart, is still answered).
+    fn answer_old_segment(&mut self, now: Instant) {
+        let interval = (self.cfg.min_rto / 2).max(Duration::from_micros(1));
+        if let Some(t) = self.old_ack_answered {
+            if now.saturating_duration_since(t) < interval {
+                return;
+            }
+        }
+        self.old_ack_answered = Some(now);
+        self.ack_now = true;
     }
 
     fn touch_peer(&mut self) {
@@ -1271,6 +1307,13 @@ impl Connection {
         // Out of order within the window.
         let idx = (seq.diff(self.rcv_nxt) - 1) as usize;
         self.ack_now = true;
+        if let Some(Slot::Fin) = self.ooo.back() {
+            if idx >= self.ooo.len() - 1 {
+                // At or beyond a queued FIN: after the end of the stream.
+                self.stats.dropped += 1;
+                return;
+            }
+        }
         if idx < self.ooo.len() && !matches!(self.ooo[idx], Slot::Empty) {
             self.stats.duplicates += 1;
             self.dsack = Some(seq);
@@ -1291,23 +1334,38 @@ impl Connection {
         self.stats.out_of_sequence += 1;
     }
 
+    /// A FIN at `seq` (at or after `rcv_nxt`). The end of the stream never
+    /// moves backwards over data already received: a FIN at or below a
+    /// stored out-of-order segment (or a second FIN elsewhere) is dropped.
+    /// The last slot of `ooo` is always a stored segment, so the FIN is
+    /// valid iff it lies beyond `ooo`.
     fn process_fin_at(&mut self, seq: Seq) {
-        if seq == self.rcv_nxt {
+        // Position 0 is rcv_nxt; ooo[i] holds position i + 1.
+        let pos = seq.diff(self.rcv_nxt) as usize;
+        self.ack_now = true;
+        if matches!(self.ooo.back(), Some(Slot::Fin)) {
+            if pos != self.ooo.len() {
+                self.stats.dropped += 1; // a FIN is queued elsewhere
+            }
+            return;
+        }
+        if pos <= self.ooo.len() && !self.ooo.is_empty() {
+            self.stats.dropped += 1;
+            return;
+        }
+        if pos == 0 {
             self.rcv_nxt = self.rcv_nxt.add(1);
             self.on_fin();
             return;
         }
-        let idx = (seq.diff(self.rcv_nxt) - 1) as usize;
-        self.ack_now = true;
+        let idx = pos - 1;
         if idx < MAX_WINDOW as usize {
             while self.ooo.len() <= idx {
                 self.ooo.push_back(Slot::Empty);
             }
-            if matches!(self.ooo[idx], Slot::Empty) {
-                self.ooo[idx] = Slot::Fin;
-                self.ooo_count += 1;
-                self.stats.out_of_sequence += 1;
-            }
+            self.ooo[idx] = Slot::Fin;
+            self.ooo_count += 1;
+            self.stats.out_of_sequence += 1;
         }
     }
 

@@ -833,3 +833,228 @@ fn keepalive_answered_keeps_the_connection() {
     assert_eq!(p.a.stats().probes, 5);
     assert!(t >= (p.t0 + us(10)) + Duration::from_secs(5));
 }
+
+/// A segment from A to B as an off-path attacker (or a buggy A) would forge
+/// it: ports and addresses right, sequence numbers chosen.
+fn forged_to_b(flags: Flags, seq: Seq, ack: Seq, window: u16, payload: &[u8]) -> Seg {
+    Seg {
+        repr: EspRepr {
+            src_port: PA,
+            dst_port: PB,
+            flags,
+            seq,
+            ack,
+            window,
+            payload_len: payload.len() as u16,
+            ..Default::default()
+        },
+        payload: payload.to_vec(),
+    }
+}
+
+/// Fuzz finding `esp_connection/data-accepted-after-forged-fin`: a FIN
+/// queued out of order ends the stream when the gap fills; a data segment
+/// after it must not reach the reader (RFC 9293 sec. 3.10.7.4, "seventh,
+/// process the segment text": CLOSE-WAIT ignores segment text).
+#[test]
+fn no_data_after_a_received_fin_reaches_the_reader() {
+    let mut p = pair();
+    let base = p.b.rcv_nxt();
+    let t = p.t0 + us(100);
+    // A forged FIN|ACK ten segments ahead is queued out of order.
+    let fin = forged_to_b(
+        Flags::FIN | Flags::ACK,
+        base.add(10),
+        p.b.snd_una(),
+        100,
+        &[],
+    );
+    deliver(&mut p.b, t, &[fin]);
+    assert_eq!(p.b.state(), State::Established);
+    let _sack = out(&mut p.b, t);
+
+    // A's ten segments fill the gap: B consumes the FIN, CLOSE_WAIT.
+    let data: Vec<u8> = (0..10 * MSS).map(|i| (i / MSS) as u8).collect();
+    assert_eq!(p.a.send(&data), Ok(data.len()));
+    let segs = out(&mut p.a, t + us(10));
+    assert_eq!(segs.len(), 10);
+    deliver(&mut p.b, t + us(20), &segs);
+    assert_eq!(p.b.state(), State::CloseWait);
+    assert_eq!(p.b.rcv_nxt(), base.add(11));
+    let _ = out(&mut p.b, t + us(20));
+
+    // A's next data segment (seq = the FIN's + 1) is in the window, but its
+    // text comes after the end of the stream: ignored, counted as dropped.
+    let after = forged_to_b(
+        Flags::ACK,
+        base.add(11),
+        p.b.snd_una(),
+        100,
+        b"after the FIN",
+    );
+    let dropped = p.b.stats().dropped;
+    deliver(&mut p.b, t + us(30), std::slice::from_ref(&after));
+    assert_eq!(p.b.recv_available(), data.len());
+    assert_eq!(p.b.rcv_nxt(), base.add(11));
+    assert_eq!(p.b.stats().dropped, dropped + 1);
+    // A second FIN does not move the end of the stream either.
+    let fin2 = forged_to_b(
+        Flags::FIN | Flags::ACK,
+        base.add(11),
+        p.b.snd_una(),
+        100,
+        &[],
+    );
+    deliver(&mut p.b, t + us(40), &[fin2]);
+    assert_eq!(p.b.rcv_nxt(), base.add(11));
+    assert_eq!(p.b.state(), State::CloseWait);
+
+    let mut buf = vec![0u8; data.len() + 100];
+    assert_eq!(p.b.recv(&mut buf), Ok(data.len()));
+    assert_eq!(&buf[..data.len()], &data[..]);
+    assert_eq!(p.b.recv(&mut buf), Ok(0), "end of stream at the FIN");
+    assert_eq!(p.b.stats().bytes_received, data.len() as u64);
+}
+
+/// A FIN whose sequence number lies at or below data already received out
+/// of order would move the end of the stream backwards over that data: it
+/// is dropped. A FIN after the stored data is queued, and data beyond a
+/// queued FIN is not stored.
+#[test]
+fn fin_before_stored_data_does_not_end_the_stream() {
+    let mut p = pair();
+    let base = p.b.rcv_nxt();
+    let t = p.t0 + us(100);
+    let data: Vec<u8> = (0..4 * MSS).map(|i| (i / MSS) as u8 + 1).collect();
+    p.a.send(&data).unwrap();
+    p.a.close();
+    let segs = out(&mut p.a, t);
+    assert_eq!(segs.len(), 5);
+    assert!(segs[4].repr.flags.fin());
+    // Segments 1 and 3 arrive; 0 and 2 are late.
+    deliver(&mut p.b, t + us(10), &[segs[1].clone(), segs[3].clone()]);
+    let _sack = out(&mut p.b, t + us(10));
+    let una = p.b.snd_una();
+    // FIN at RCV.NXT (below both stored segments), in the hole at 2, on
+    // the stored segment 3: each would cut off received data.
+    for at in [base, base.add(2), base.add(3)] {
+        let dropped = p.b.stats().dropped;
+        let fin = forged_to_b(Flags::FIN | Flags::ACK, at, una, 100, &[]);
+        deliver(&mut p.b, t + us(20), &[fin]);
+        assert_eq!(p.b.state(), State::Established, "FIN at {at:?}");
+        assert_eq!(p.b.stats().dropped, dropped + 1, "FIN at {at:?}");
+    }
+    let _ = out(&mut p.b, t + us(20));
+    // A's real FIN, early (reordered), is queued after the data...
+    deliver(&mut p.b, t + us(30), &segs[4..]);
+    assert_eq!(p.b.stats().out_of_sequence, 3);
+    // ... and nothing beyond it is stored.
+    let beyond = forged_to_b(Flags::ACK, base.add(5), una, 100, b"beyond");
+    let dropped = p.b.stats().dropped;
+    deliver(&mut p.b, t + us(30), &[beyond]);
+    assert_eq!(p.b.stats().dropped, dropped + 1);
+    assert_eq!(p.b.stats().out_of_sequence, 3);
+    let _ = out(&mut p.b, t + us(30));
+    // The late segments complete the stream and the FIN ends it.
+    deliver(&mut p.b, t + us(40), &[segs[2].clone(), segs[0].clone()]);
+    assert_eq!(p.b.state(), State::CloseWait);
+    assert_eq!(p.b.rcv_nxt(), base.add(5));
+    let mut buf = vec![0u8; data.len() + 10];
+    assert_eq!(p.b.recv(&mut buf), Ok(data.len()));
+    assert_eq!(&buf[..data.len()], &data[..]);
+    assert_eq!(p.b.recv(&mut buf), Ok(0));
+}
+
+/// Fuzz finding `esp_connection/ack-storm-after-forged-fin`: one forged
+/// in-window FIN leaves B's RCV.NXT one past A's SND.NXT. B's ACKs then
+/// acknowledge data A never sent and A's ACKs are old to B; answering each
+/// with an ACK is an endless exchange (a livelock on a zero-delay link).
+/// RFC 5961 sec. 5.2 and 7: the ACK for unsent data is a rate-limited
+/// challenge ACK; B answers an old pure ACK at most once per instant.
+#[test]
+fn forged_fin_does_not_start_an_endless_ack_exchange() {
+    let mut p = pair();
+    let t = p.t0 + us(100);
+    let fin = forged_to_b(
+        Flags::FIN | Flags::ACK,
+        p.b.rcv_nxt(),
+        p.b.snd_una(),
+        0,
+        &[],
+    );
+    deliver(&mut p.b, t, &[fin]);
+    assert_eq!(p.b.state(), State::CloseWait);
+    assert_eq!(p.b.rcv_nxt(), p.a.snd_nxt().add(1));
+    // Zero-delay link, one instant: move frames until both are quiet.
+    let (mut from_a, mut from_b) = (0, 0);
+    for round in 0.. {
+        assert!(round < 1000, "ACK exchange does not end");
+        let x = out(&mut p.b, t);
+        deliver(&mut p.a, t, &x);
+        let y = out(&mut p.a, t);
+        deliver(&mut p.b, t, &y);
+        from_b += x.len();
+        from_a += y.len();
+        if x.is_empty() && y.is_empty() {
+            break;
+        }
+    }
+    assert!(from_a <= 2 && from_b <= 3, "A sent {from_a}, B {from_b}");
+    assert!(p.a.stats().challenge_acks >= 1);
+    assert_eq!(p.a.state(), State::Established);
+}
+
+/// RFC 5961 sec. 5.2 with sec. 7 throttling: an ACK of data not yet sent
+/// is dropped and draws at most `challenge_ack_limit` ACKs per second.
+#[test]
+fn ack_of_unsent_data_draws_rate_limited_challenge_acks() {
+    let mut p = pair();
+    let bogus = Seg {
+        repr: EspRepr {
+            src_port: PB,
+            dst_port: PA,
+            flags: Flags::ACK,
+            seq: p.a.rcv_nxt(),
+            ack: p.a.snd_nxt().add(1),
+            window: 100,
+            ..Default::default()
+        },
+        payload: vec![],
+    };
+    let mut acks = 0;
+    for i in 0..300 {
+        deliver(&mut p.a, p.t0 + us(100 + i), std::slice::from_ref(&bogus));
+        acks += out(&mut p.a, p.t0 + us(100 + i)).len();
+    }
+    assert_eq!(p.a.snd_una(), p.a.snd_nxt());
+    assert_eq!(acks, 100, "at most challenge_ack_limit per second");
+    assert_eq!(p.a.stats().challenge_acks, 100);
+    assert_eq!(p.a.stats().dropped, 300);
+}
+
+/// A pure ACK carries no new data and is not answered; an old one (a probe
+/// or a reordered ACK) is answered, but at most once per instant, so two
+/// ends that disagree about the sequence numbers cannot ping-pong ACKs.
+#[test]
+fn pure_acks_are_not_acknowledged_and_old_ones_rate_limited() {
+    let mut p = pair();
+    let t = p.t0 + us(100);
+    let cur = forged_to_b(Flags::ACK, p.b.rcv_nxt(), p.b.snd_nxt(), 100, &[]);
+    for _ in 0..10 {
+        deliver(&mut p.b, t, std::slice::from_ref(&cur));
+    }
+    assert!(out(&mut p.b, t).is_empty(), "a pure ACK draws no ACK");
+    let old = forged_to_b(Flags::ACK, p.b.rcv_nxt().sub(1), p.b.snd_nxt(), 100, &[]);
+    let mut answers = 0;
+    for _ in 0..10 {
+        deliver(&mut p.b, t, std::slice::from_ref(&old));
+        answers += out(&mut p.b, t).len();
+    }
+    assert_eq!(answers, 1, "one answer per instant");
+    // A probe one RTO (here the 1 ms minimum) later is answered again.
+    let t2 = t + ms(1);
+    deliver(&mut p.b, t2, std::slice::from_ref(&old));
+    let ack = out(&mut p.b, t2);
+    assert_eq!(ack.len(), 1);
+    assert_eq!(ack[0].repr.ack, p.b.rcv_nxt());
+}
