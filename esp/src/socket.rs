@@ -476,9 +476,15 @@ impl EspStream {
         let busy = self.opts.busy_poll || self.opts.nonblocking;
         loop {
             let (step, poll_at, moved) = self.with(|c| -> io::Result<_> {
-                // Fast path: try before receiving; due timers run first.
+                // Fast path: try before receiving. A due timer fires only
+                // after the input already queued is read: an ACK waiting
+                // in the ring since this thread was descheduled must cancel
+                // the RTO, not be preceded by a spurious retransmission.
                 let now = Instant::now();
-                c.drv.timers(now);
+                if c.drv.conn.poll_timeout().is_some_and(|t| t <= now) {
+                    c.drv.receive(now)?;
+                    c.drv.timers(now);
+                }
                 if let Step::Done(v) = attempt(c)? {
                     c.drv.transmit(now)?;
                     return Ok((Step::Done(v), None, false));

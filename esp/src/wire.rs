@@ -255,20 +255,30 @@ mod field {
 
 /// RFC 1071 ones' complement sum of `data` (without the final complement).
 fn ones_sum(data: &[u8]) -> u16 {
+    // Native-endian 32-bit words summed into a 64-bit accumulator (no carry
+    // chain, so the compiler vectorizes the loop); the ones' complement sum
+    // is byte-order independent (RFC 1071 sec. 2(B)): fold, then swap to
+    // network order.
     let mut acc: u64 = 0;
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let v = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        let (s, carry) = acc.overflowing_add(v);
-        acc = s + u64::from(carry);
+    let mut words = data.chunks_exact(4);
+    for w in &mut words {
+        acc += u64::from(u32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
     }
-    let rest = chunks.remainder();
-    let mut tail = [0u8; 8];
-    tail[..rest.len()].copy_from_slice(rest);
-    let v = u64::from_be_bytes(tail);
-    let (s, carry) = acc.overflowing_add(v);
-    acc = s + u64::from(carry);
-    // Fold 64 -> 16 bits with end-around carry.
+    let mut sum = u16::from_ne_bytes(fold(acc).to_be_bytes()) as u64;
+    // Up to 3 trailing bytes, in network order (an odd byte is padded).
+    let rest = words.remainder();
+    let mut pairs = rest.chunks_exact(2);
+    for p in &mut pairs {
+        sum += u64::from(u16::from_be_bytes([p[0], p[1]]));
+    }
+    if let [b] = pairs.remainder() {
+        sum += u64::from(*b) << 8;
+    }
+    fold(sum)
+}
+
+/// Folds a 64-bit sum of 16-bit words to 16 bits with end-around carry.
+fn fold(acc: u64) -> u16 {
     let mut x = (acc >> 32) + (acc & 0xffff_ffff);
     x = (x >> 32) + (x & 0xffff_ffff);
     let mut y = (x >> 16) + (x & 0xffff);
@@ -736,6 +746,34 @@ mod tests {
         assert_eq!(r.flags, Flags::RST);
         assert_eq!(r.seq, Seq(77));
         assert!(r.reset_reply().is_none());
+    }
+
+    /// RFC 1071 sum the textbook way: big-endian 16-bit words, an odd last
+    /// byte padded with zero, end-around carry.
+    fn reference_sum(data: &[u8]) -> u16 {
+        let mut acc: u32 = 0;
+        for p in data.chunks(2) {
+            let w = u16::from_be_bytes([p[0], *p.get(1).unwrap_or(&0)]);
+            acc += u32::from(w);
+            acc = (acc & 0xffff) + (acc >> 16);
+        }
+        acc as u16
+    }
+
+    proptest! {
+        #[test]
+        fn ones_sum_matches_the_textbook_sum(data in proptest::collection::vec(any::<u8>(), 0..3000)) {
+            prop_assert_eq!(ones_sum(&data), reference_sum(&data));
+        }
+    }
+
+    #[test]
+    fn ones_sum_rfc1071_example_and_all_ones() {
+        // RFC 1071 sec. 3: 00 01 f2 03 f4 f5 f6 f7 sums to ddf2.
+        assert_eq!(ones_sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]), 0xddf2);
+        // Carries across every fold.
+        assert_eq!(ones_sum(&[0xff; 9001]), reference_sum(&[0xff; 9001]));
+        assert_eq!(ones_sum(&[0xff; 9000]), 0xffff);
     }
 
     #[test]
