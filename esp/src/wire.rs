@@ -770,7 +770,10 @@ mod tests {
     #[test]
     fn ones_sum_rfc1071_example_and_all_ones() {
         // RFC 1071 sec. 3: 00 01 f2 03 f4 f5 f6 f7 sums to ddf2.
-        assert_eq!(ones_sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]), 0xddf2);
+        assert_eq!(
+            ones_sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
+            0xddf2
+        );
         // Carries across every fold.
         assert_eq!(ones_sum(&[0xff; 9001]), reference_sum(&[0xff; 9001]));
         assert_eq!(ones_sum(&[0xff; 9000]), 0xffff);
