@@ -18,25 +18,22 @@
 //! broadcast) destination are never answered.
 //!
 //! One responder per host, interface and ethertype: every process that binds
-//! an EDP socket runs a small responder thread ([`shared_responder`]) with
-//! its own packet socket filtered on port 0, and tries to take the control
-//! port's lease ([`crate::ports::PortLease::control`]); only the holder
-//! answers, the others retry the lease every second, so when the holder
-//! exits or crashes another process takes over within about a second.
+//! an EDP socket runs a small responder thread ([`shared_responder`], built
+//! on [`crate::responder`]) with its own packet socket filtered on port 0,
+//! and tries to take the control port's lease
+//! ([`crate::ports::PortLease::control`]); only the holder answers, the
+//! others retry the lease every second, so when the holder exits or crashes
+//! another process takes over within about a second.
 
-use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::MetadataExt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::event::poll_fd;
+use crate::event::{poll_fd, recv_ready};
 use crate::link::packet::{FilterSpec, PacketConfig, PacketLink};
 use crate::link::Link;
 use crate::ports::{self, PortLease};
+use crate::responder::{self, Handled, ResponderSpec};
 use crate::wire::{
     emit_edp_frame, EdpFrame, EthernetRepr, MacAddr, WireError, CONTROL_PORT, ETHERTYPE_EDP,
     ETH_HEADER_LEN,
@@ -48,8 +45,6 @@ pub const ECHO_REQUEST: u8 = 1;
 pub const ECHO_REPLY: u8 = 2;
 /// Length of the echo header in bytes.
 pub const ECHO_HEADER_LEN: usize = 8;
-/// How often a responder that does not hold the control lease retries it.
-pub const LEASE_RETRY: Duration = Duration::from_secs(1);
 /// Echo requests one [`Pinger::ping`] sends, spread over its timeout.
 pub const PING_ATTEMPTS: u32 = 3;
 
@@ -151,234 +146,50 @@ pub fn answer(
     }
 }
 
-/// Counters of a responder.
-#[derive(Debug, Default)]
-pub struct ResponderStats {
-    /// Echo replies sent.
-    pub replies: AtomicU64,
-    /// Control frames ignored (malformed, replies, group-addressed, or
-    /// received while another process held the control lease).
-    pub ignored: AtomicU64,
-}
+pub use crate::responder::{Responder, ResponderStats, LEASE_RETRY};
 
-/// A running echo responder thread; stopped and joined on drop.
-#[derive(Debug)]
-pub struct Responder {
-    stop: Arc<AtomicBool>,
-    /// eventfd that wakes the thread at once when it must stop.
-    wake: Arc<OwnedFd>,
-    holder: Arc<AtomicBool>,
-    stats: Arc<ResponderStats>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Responder {
-    /// Opens a packet socket on `iface` filtered on the control port (in the
-    /// calling thread, which needs CAP_NET_RAW) and starts the responder
-    /// thread, which drops its own capabilities, then tries to take the
-    /// control lease and answers echo requests while it holds it.
-    ///
-    /// Errors: those of [`PacketLink::open`]; thread spawn errors.
-    pub fn spawn(iface: &str, ethertype: u16) -> io::Result<Responder> {
-        let link = PacketLink::open(
-            iface,
-            &PacketConfig {
-                ethertype,
-                rcvbuf: 256 << 10,
-                sndbuf: 256 << 10,
-                filter: Some(FilterSpec::port(ethertype, CONTROL_PORT)),
-                ..PacketConfig::default()
-            },
-        )?;
-        let stop = Arc::new(AtomicBool::new(false));
-        // SAFETY: plain eventfd(2) call; result checked.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if efd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fresh descriptor we own.
-        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
-        let holder = Arc::new(AtomicBool::new(false));
-        let stats = Arc::new(ResponderStats::default());
-        let (s, h, st, w) = (stop.clone(), holder.clone(), stats.clone(), wake.clone());
-        let name = iface.to_string();
-        let thread = std::thread::Builder::new()
-            .name(format!("edp-echo-{iface}"))
-            .spawn(move || run_responder(link, name, ethertype, s, w, h, st))?;
-        Ok(Responder {
-            stop,
-            wake,
-            holder,
-            stats,
-            thread: Some(thread),
-        })
-    }
-
-    /// True while this responder holds the control lease (answers requests).
-    pub fn is_holder(&self) -> bool {
-        self.holder.load(Ordering::Relaxed)
-    }
-
-    /// The responder's counters.
-    pub fn stats(&self) -> &ResponderStats {
-        &self.stats
+fn spec(iface: &str, ethertype: u16) -> ResponderSpec<'_> {
+    ResponderSpec {
+        iface,
+        ethertype,
+        port: CONTROL_PORT,
+        thread: "edp-echo",
+        what: "echo responder",
     }
 }
 
-impl Drop for Responder {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes to our eventfd.
-        unsafe {
-            libc::write(
-                self.wake.as_raw_fd(),
-                &one as *const u64 as *const libc::c_void,
-                8,
-            );
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Waits until `a` is readable, `b` is readable, or `timeout` passes.
-fn poll2(a: RawFd, b: RawFd, timeout: Option<Duration>) -> io::Result<()> {
-    let mut fds = [
-        libc::pollfd {
-            fd: a,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: b,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: t.subsec_nanos() as libc::c_long,
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: fds and ts are valid for the call.
-    let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    Ok(())
-}
-
-fn run_responder(
-    mut link: PacketLink,
-    iface: String,
-    ethertype: u16,
-    stop: Arc<AtomicBool>,
-    wake: Arc<OwnedFd>,
-    holder: Arc<AtomicBool>,
-    stats: Arc<ResponderStats>,
-) {
-    if let Err(e) = crate::privilege::drop_capabilities() {
-        log::debug!("echo responder on {iface}: could not drop capabilities: {e}");
-    }
-    let max = link.mtu() + ETH_HEADER_LEN;
-    let mut rx = vec![0u8; max];
-    let mut tx = vec![0u8; max];
-    let mut lease: Option<PortLease> = None;
-    let mut next_try = Instant::now();
-    let fd = link.raw_fd().expect("packet link has a descriptor");
-    while !stop.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        if lease.is_none() && now >= next_try {
-            match PortLease::control(&iface, ethertype) {
-                Ok(l) => {
-                    log::debug!("echo responder on {iface}: holding the control port");
-                    lease = Some(l);
-                    holder.store(true, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    if e.kind() != io::ErrorKind::AddrInUse {
-                        log::warn!("echo responder on {iface}: {e}");
-                    }
-                    next_try = now + LEASE_RETRY;
-                }
-            }
-        }
-        // Sleep until a frame, a stop request, or the next lease attempt.
-        let timeout = match lease {
-            Some(_) => None,
-            None => Some(next_try.saturating_duration_since(Instant::now())),
-        };
-        if let Err(e) = poll2(fd, wake.as_raw_fd(), timeout) {
-            log::warn!("echo responder on {iface}: poll: {e}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        loop {
-            let n = match link.recv(&mut rx) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    log::warn!("echo responder on {iface}: recv: {e}");
-                    break;
-                }
-            };
-            if lease.is_none() {
-                stats.ignored.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            match answer(&rx[..n], ethertype, link.mac(), max, &mut tx) {
-                Verdict::Reply(len) => match link.send(&tx[..len]) {
-                    Ok(()) => {
-                        stats.replies.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => log::debug!("echo responder on {iface}: reply not sent: {e}"),
-                },
-                Verdict::Ignore | Verdict::Group => {
-                    stats.ignored.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-    }
-    holder.store(false, Ordering::Relaxed);
-}
-
-type RegistryKey = (u64, String, u16);
-
-fn registry() -> &'static Mutex<HashMap<RegistryKey, Weak<Responder>>> {
-    static R: std::sync::OnceLock<Mutex<HashMap<RegistryKey, Weak<Responder>>>> =
-        std::sync::OnceLock::new();
-    R.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-/// Identity of the calling thread's network namespace (its inode number).
-fn netns_id() -> u64 {
-    std::fs::metadata("/proc/thread-self/ns/net")
-        .map(|m| m.ino())
-        .unwrap_or(0)
-}
-
-/// The process's responder for (network namespace of the calling thread,
-/// `iface`, `ethertype`), started on first use and stopped when the last
-/// handle (e.g. the last EDP socket holding one) is dropped.
+/// Opens a packet socket on `iface` filtered on the control port (in the
+/// calling thread, which needs CAP_NET_RAW) and starts a responder thread
+/// ([`crate::responder`]) that holds the control lease
+/// ([`PortLease::control`]) and answers echo requests by [`answer`] while it
+/// holds it. [`ResponderStats::replies`] counts echo replies;
+/// [`ResponderStats::ignored`] counts control frames not answered
+/// (malformed, replies, group-addressed, or received while another process
+/// held the lease).
 ///
-/// Errors: those of [`Responder::spawn`].
+/// Errors: those of [`PacketLink::open`]; eventfd and thread spawn errors.
+pub fn spawn_responder(iface: &str, ethertype: u16) -> io::Result<Responder> {
+    let link = responder::open_link(iface, ethertype, CONTROL_PORT)?;
+    let max = link.mtu() + ETH_HEADER_LEN;
+    Responder::spawn(
+        link,
+        &spec(iface, ethertype),
+        move |frame, link, out| match answer(frame, ethertype, link.mac(), max, out) {
+            Verdict::Reply(n) => Handled::Reply(n),
+            Verdict::Ignore | Verdict::Group => Handled::Ignored,
+        },
+    )
+}
+
+/// The process's echo responder for (network namespace of the calling
+/// thread, `iface`, `ethertype`), started on first use and stopped when the
+/// last handle (e.g. the last EDP socket holding one) is dropped.
+///
+/// Errors: those of [`spawn_responder`].
 pub fn shared_responder(iface: &str, ethertype: u16) -> io::Result<Arc<Responder>> {
-    let key = (netns_id(), iface.to_string(), ethertype);
-    let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(r) = reg.get(&key).and_then(Weak::upgrade) {
-        return Ok(r);
-    }
-    reg.retain(|_, w| w.strong_count() > 0);
-    let r = Arc::new(Responder::spawn(iface, ethertype)?);
-    reg.insert(key, Arc::downgrade(&r));
-    Ok(r)
+    responder::shared(&spec(iface, ethertype), || {
+        spawn_responder(iface, ethertype)
+    })
 }
 
 /// Sends echo requests from its own ephemeral port and waits for replies.
@@ -486,13 +297,7 @@ impl Pinger {
                 sent += 1;
             }
             // Drain replies.
-            loop {
-                let n = match self.link.recv(&mut self.rx) {
-                    Ok(n) => n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(e),
-                };
+            while let Some(n) = recv_ready(&mut self.link, &mut self.rx)? {
                 let at = Instant::now();
                 let Ok(f) = EdpFrame::parse(&self.rx[..n], ethertype, max) else {
                     continue;
@@ -644,56 +449,56 @@ mod tests {
     fn group_and_foreign_frames_are_not_answered() {
         let mut out = [0u8; 1514];
         let p = echo_payload(ECHO_REQUEST, b"");
-        let bcast = request(MacAddr::BROADCAST, 50000, 0, &p);
-        assert_eq!(
-            answer(&bcast, ETHERTYPE_EDP, ME, 1514, &mut out),
-            Verdict::Group
-        );
-        let mcast = request(MacAddr([0x01, 0, 0x5e, 0, 0, 1]), 50000, 0, &p);
-        assert_eq!(
-            answer(&mcast, ETHERTYPE_EDP, ME, 1514, &mut out),
-            Verdict::Group
-        );
-        // for another host
-        let other = request(PEER, 50000, 0, &p);
-        assert_eq!(
-            answer(&other, ETHERTYPE_EDP, ME, 1514, &mut out),
-            Verdict::Ignore
-        );
-        // a reply is not answered
-        let rep = request(ME, 50000, 0, &echo_payload(ECHO_REPLY, b""));
-        assert_eq!(
-            answer(&rep, ETHERTYPE_EDP, ME, 1514, &mut out),
-            Verdict::Ignore
-        );
-        // not the control port
-        let data = request(ME, 50000, 7, &p);
-        assert_eq!(
-            answer(&data, ETHERTYPE_EDP, ME, 1514, &mut out),
-            Verdict::Ignore
-        );
-        // truncated echo header, unknown type, malformed frame
-        let short = request(ME, 50000, 0, &[ECHO_REQUEST, 0, 0]);
-        assert_eq!(
-            answer(&short, ETHERTYPE_EDP, ME, 1514, &mut out),
-            Verdict::Ignore
-        );
-        let unknown = request(ME, 50000, 0, &echo_payload(9, b""));
-        assert_eq!(
-            answer(&unknown, ETHERTYPE_EDP, ME, 1514, &mut out),
-            Verdict::Ignore
-        );
         let ok = request(ME, 50000, 0, &p);
-        assert_eq!(
-            answer(
-                &ok[..ETH_HEADER_LEN + EDP_HEADER_LEN + 3],
-                ETHERTYPE_EDP,
-                ME,
-                1514,
-                &mut out
+        let cases: [(&str, Vec<u8>, Verdict); 8] = [
+            (
+                "broadcast",
+                request(MacAddr::BROADCAST, 50000, 0, &p),
+                Verdict::Group,
             ),
-            Verdict::Ignore
-        );
+            (
+                "multicast",
+                request(MacAddr([0x01, 0, 0x5e, 0, 0, 1]), 50000, 0, &p),
+                Verdict::Group,
+            ),
+            (
+                "for another host",
+                request(PEER, 50000, 0, &p),
+                Verdict::Ignore,
+            ),
+            (
+                "a reply",
+                request(ME, 50000, 0, &echo_payload(ECHO_REPLY, b"")),
+                Verdict::Ignore,
+            ),
+            (
+                "not the control port",
+                request(ME, 50000, 7, &p),
+                Verdict::Ignore,
+            ),
+            (
+                "truncated echo header",
+                request(ME, 50000, 0, &[ECHO_REQUEST, 0, 0]),
+                Verdict::Ignore,
+            ),
+            (
+                "unknown type",
+                request(ME, 50000, 0, &echo_payload(9, b"")),
+                Verdict::Ignore,
+            ),
+            (
+                "malformed frame",
+                ok[..ETH_HEADER_LEN + EDP_HEADER_LEN + 3].to_vec(),
+                Verdict::Ignore,
+            ),
+        ];
+        for (what, frame, want) in cases {
+            assert_eq!(
+                answer(&frame, ETHERTYPE_EDP, ME, 1514, &mut out),
+                want,
+                "{what}"
+            );
+        }
     }
 
     #[test]

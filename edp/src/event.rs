@@ -37,6 +37,8 @@ use mio::event::{Event, Source};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
+use crate::link::Link;
+
 /// Token of the internal timerfd; do not register sources with it.
 pub const TIMER_TOKEN: Token = Token(usize::MAX - 1);
 
@@ -261,10 +263,35 @@ fn check_token(token: Token) -> io::Result<()> {
 ///
 /// Errors: from ppoll(2).
 pub fn poll_fd(fd: RawFd, events: libc::c_short, timeout: Option<Duration>) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
+    poll_fds(&[fd], events, timeout)
+}
+
+/// Waits until any of `fds` has one of `events` (`libc::POLLIN`, `POLLOUT`)
+/// or `timeout` passes (`None` = forever), with `ppoll(2)`'s nanosecond
+/// timeout. Returns true when at least one descriptor is ready, false on
+/// timeout or EINTR. Up to 4 descriptors need no allocation.
+///
+/// Errors: from ppoll(2).
+pub fn poll_fds(
+    fds: &[RawFd],
+    events: libc::c_short,
+    timeout: Option<Duration>,
+) -> io::Result<bool> {
+    let pfd = |fd| libc::pollfd {
         fd,
         events,
         revents: 0,
+    };
+    let mut small = [pfd(-1); 4];
+    let mut large = Vec::new();
+    let pfds: &mut [libc::pollfd] = if fds.len() <= small.len() {
+        for (p, &fd) in small.iter_mut().zip(fds) {
+            *p = pfd(fd);
+        }
+        &mut small[..fds.len()]
+    } else {
+        large.extend(fds.iter().map(|&fd| pfd(fd)));
+        &mut large
     };
     let ts = timeout.map(|t| libc::timespec {
         tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
@@ -273,8 +300,15 @@ pub fn poll_fd(fd: RawFd, events: libc::c_short, timeout: Option<Duration>) -> i
     let tsp = ts
         .as_ref()
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: pfd and ts are valid for the call; no signal mask change.
-    let r = unsafe { libc::ppoll(&mut pfd, 1, tsp, std::ptr::null()) };
+    // SAFETY: pfds and ts are valid for the call; no signal mask change.
+    let r = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            tsp,
+            std::ptr::null(),
+        )
+    };
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
@@ -283,6 +317,23 @@ pub fn poll_fd(fd: RawFd, events: libc::c_short, timeout: Option<Duration>) -> i
         return Err(e);
     }
     Ok(r > 0)
+}
+
+/// One frame from `link` for a loop that reads until `WouldBlock` (as mio's
+/// edge-triggered events require): `Some(length in bytes)`, or `None` when
+/// no frame is waiting. EINTR is retried.
+///
+/// Errors: those of [`Link::recv`] other than `WouldBlock` and
+/// `Interrupted`.
+pub fn recv_ready<L: Link + ?Sized>(link: &mut L, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    loop {
+        match link.recv(buf) {
+            Ok(n) => return Ok(Some(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -361,5 +412,53 @@ mod tests {
         .unwrap());
         a.write_all(b"x").unwrap();
         assert!(poll_fd(b.as_raw_fd(), libc::POLLIN, None).unwrap());
+    }
+
+    #[test]
+    fn poll_fds_sees_any_ready_descriptor() {
+        let pairs: Vec<_> = (0..6).map(|_| UnixStream::pair().unwrap()).collect();
+        for n in [2usize, 6] {
+            let fds: Vec<RawFd> = pairs[..n].iter().map(|(_, b)| b.as_raw_fd()).collect();
+            assert!(!poll_fds(&fds, libc::POLLIN, Some(Duration::from_micros(200))).unwrap());
+        }
+        // Data on the last descriptor only: found with the on-stack array
+        // (2 descriptors) and with the allocated one (5).
+        (&pairs[1].0).write_all(b"x").unwrap();
+        assert!(poll_fds(
+            &[pairs[0].1.as_raw_fd(), pairs[1].1.as_raw_fd()],
+            libc::POLLIN,
+            None
+        )
+        .unwrap());
+        (&pairs[5].0).write_all(b"x").unwrap();
+        let fds: Vec<RawFd> = pairs
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != 1)
+            .map(|(_, (_, b))| b.as_raw_fd())
+            .collect();
+        assert_eq!(fds.len(), 5);
+        assert!(poll_fds(&fds, libc::POLLIN, None).unwrap());
+    }
+
+    #[test]
+    fn recv_ready_reads_until_would_block() {
+        use crate::link::fault::FaultConfig;
+        use crate::link::sim::{SimClock, SimLink};
+        let clock = SimClock::new();
+        let (mut a, mut b) =
+            SimLink::pair(&clock, 1500, FaultConfig::default(), FaultConfig::default());
+        let mut buf = [0u8; 1514];
+        assert_eq!(recv_ready(&mut b, &mut buf).unwrap(), None);
+        let mut frame = [0u8; 60];
+        frame[..6].copy_from_slice(&b.mac().0);
+        frame[6..12].copy_from_slice(&a.mac().0);
+        frame[12..14].copy_from_slice(&crate::wire::ETHERTYPE_EDP.to_be_bytes());
+        a.send(&frame).unwrap();
+        a.send(&frame[..59]).unwrap();
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(recv_ready(&mut b, &mut buf).unwrap(), Some(60));
+        assert_eq!(recv_ready(&mut b, &mut buf).unwrap(), Some(59));
+        assert_eq!(recv_ready(&mut b, &mut buf).unwrap(), None);
     }
 }

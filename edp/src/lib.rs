@@ -13,6 +13,7 @@
 //! - [`echo`]: echo responder and [`echo::ping`] on control port 0;
 //! - [`ports`]: exclusive port ownership across processes;
 //! - [`privilege`]: dropping capabilities once sockets are open;
+//! - [`responder`]: per-host responder threads held by a port lease;
 //! - [`event`]: a mio event loop with microsecond deadlines (timerfd);
 //! - [`iface`]: interface index, MAC and MTU.
 
@@ -22,6 +23,7 @@ pub mod iface;
 pub mod link;
 pub mod ports;
 pub mod privilege;
+pub mod responder;
 pub mod socket;
 pub mod wire;
 
