@@ -21,8 +21,9 @@ use edp::Link;
 use crate::conn::Connection;
 use crate::wire::{EspFrame, MacAddr};
 
-/// Frames sent per `send_batch` call.
-pub const TX_BATCH: usize = 32;
+/// Frames sent per `send_batch` call (`edp::link::packet::MAX_BATCH`: one
+/// sendmmsg(2) per batch on a `PacketLink`).
+pub const TX_BATCH: usize = 64;
 
 /// Counters of the driver (frames that never reached the connection).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
