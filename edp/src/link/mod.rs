@@ -46,6 +46,31 @@ pub trait Link: Send {
     /// Errors: `WouldBlock` when no frame is ready.
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize>;
 
+    /// Receives up to `bufs.len()` frames without waiting: frame `i` goes into
+    /// `bufs[i]` (truncated to its length) and its length in bytes into
+    /// `lens[i]`. Returns how many frames were received (at least one).
+    /// Errors: `WouldBlock` when no frame is ready; otherwise as
+    /// [`Link::recv`] (an error after some frames ends the batch early and
+    /// returns again on the next call if it persists).
+    ///
+    /// The default calls `recv` per frame; `PacketLink` uses one
+    /// recvmmsg(2) per batch, or its receive ring.
+    fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {
+        let max = bufs.len().min(lens.len());
+        let mut n = 0;
+        while n < max {
+            match self.recv(bufs[n]) {
+                Ok(len) => {
+                    lens[n] = len;
+                    n += 1;
+                }
+                Err(e) if n == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(n)
+    }
+
     /// Receives one frame like [`Link::recv`], first waiting up to `timeout`
     /// (`None` = without limit) for one to arrive; `WouldBlock` when none
     /// came in time. Used by blocking sockets.
@@ -110,6 +135,9 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn recv_wait(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize> {
         (**self).recv_wait(buf, timeout)
+    }
+    fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {
+        (**self).recv_batch(bufs, lens)
     }
     fn mac(&self) -> MacAddr {
         (**self).mac()

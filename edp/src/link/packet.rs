@@ -847,6 +847,10 @@ impl Link for PacketLink {
         Ok(total)
     }
 
+    fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {
+        PacketLink::recv_batch(self, bufs, lens)
+    }
+
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if let Some(ring) = self.ring.as_mut() {
             return ring
