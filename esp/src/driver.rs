@@ -313,45 +313,5 @@ pub fn wait_readable(fds: &[RawFd], deadline: Option<Instant>) -> io::Result<boo
         );
         return Ok(false);
     }
-    let pfd = |fd| libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // No allocation for the common case (a stream waits on one descriptor).
-    let mut small = [pfd(-1); 4];
-    let mut large = Vec::new();
-    let pfds: &mut [libc::pollfd] = if fds.len() <= small.len() {
-        for (p, &fd) in small.iter_mut().zip(fds) {
-            *p = pfd(fd);
-        }
-        &mut small[..fds.len()]
-    } else {
-        large.extend(fds.iter().map(|&fd| pfd(fd)));
-        &mut large
-    };
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: t.subsec_nanos() as libc::c_long,
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: pfds and ts are valid for the duration of the call.
-    let r = unsafe {
-        libc::ppoll(
-            pfds.as_mut_ptr(),
-            pfds.len() as libc::nfds_t,
-            tsp,
-            std::ptr::null(),
-        )
-    };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(false);
-        }
-        return Err(e);
-    }
-    Ok(r > 0)
+    edp::event::poll_fds(fds, libc::POLLIN, timeout)
 }
