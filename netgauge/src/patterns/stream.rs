@@ -113,10 +113,36 @@ pub fn server(
     match ep.max_datagram() {
         None => {
             let mut buf = vec![0u8; size];
+            // An unordered transport (CTP) may deliver messages in any
+            // order: each must still arrive exactly once and intact.
+            let mut seen = if ep.unordered() && size >= 8 {
+                vec![false; count]
+            } else {
+                Vec::new()
+            };
             for i in 0..count {
                 ep.recv_msg(&mut buf)?;
+                let seq = if seen.is_empty() {
+                    i as u64
+                } else {
+                    let s = Payload::seq_of(&buf).unwrap_or(u64::MAX);
+                    match seen.get_mut(s as usize) {
+                        Some(flag) if !*flag => {
+                            *flag = true;
+                            s
+                        }
+                        Some(_) => {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!("stream message {s} delivered twice"),
+                            ))
+                        }
+                        // Out of range: verify() reports the bad sequence.
+                        None => i as u64,
+                    }
+                };
                 payload
-                    .verify(&buf, i as u64)
+                    .verify(&buf, seq)
                     .map_err(|e| io::Error::new(e.kind(), format!("stream message {i}: {e}")))?;
             }
             report.count = count as u64;

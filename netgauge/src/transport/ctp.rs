@@ -128,6 +128,10 @@ impl<T: Transport> Endpoint for Ctp<T> {
         }
     }
 
+    fn unordered(&self) -> bool {
+        true
+    }
+
     fn stats_line(&mut self) -> Option<String> {
         Some(format!(
             "ctp {:?} {:?}",

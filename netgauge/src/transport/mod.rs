@@ -42,6 +42,13 @@ pub trait Endpoint {
         ))
     }
 
+    /// True for reliable transports that do not order separate messages
+    /// (CTP delivers each command when complete): the stream pattern then
+    /// checks that every message arrives exactly once, in any order.
+    fn unordered(&self) -> bool {
+        false
+    }
+
     /// The transport's own counters, for `-v` (e.g. ESP's sent,
     /// retransmitted, out-of-sequence), one line; None if it has none.
     fn stats_line(&mut self) -> Option<String> {
