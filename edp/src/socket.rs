@@ -156,6 +156,16 @@ impl std::fmt::Debug for EdpSocket {
     }
 }
 
+/// Checks a socket timeout as `std::net` does: `Some(0)` is an
+/// `InvalidInput` error naming `which` ("read" or "write"); `None` = wait
+/// forever. Shared by the EDP and ESP sockets.
+pub fn checked_timeout(t: Option<Duration>, which: &str) -> io::Result<Option<Duration>> {
+    if t == Some(Duration::ZERO) {
+        return Err(invalid(format!("{which} timeout must not be zero")));
+    }
+    Ok(t)
+}
+
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
@@ -382,10 +392,7 @@ impl EdpSocket {
     /// receive fails with `TimedOut`. Errors: `InvalidInput` for a zero
     /// duration (as `std::net`).
     pub fn set_read_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
-        if t == Some(Duration::ZERO) {
-            return Err(invalid("read timeout must not be zero".into()));
-        }
-        self.read_timeout = t;
+        self.read_timeout = checked_timeout(t, "read")?;
         Ok(())
     }
 
@@ -397,10 +404,7 @@ impl EdpSocket {
     /// Longest a blocking send waits for room in the transmit queue; `None` =
     /// forever. After it, the send fails with `TimedOut`.
     pub fn set_write_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
-        if t == Some(Duration::ZERO) {
-            return Err(invalid("write timeout must not be zero".into()));
-        }
-        self.write_timeout = t;
+        self.write_timeout = checked_timeout(t, "write")?;
         Ok(())
     }
 

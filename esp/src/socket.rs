@@ -615,25 +615,13 @@ impl EspStream {
 
     /// Read timeout (`None` = wait forever). Errors: `InvalidInput` for zero.
     pub fn set_read_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
-        if t == Some(Duration::ZERO) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "read timeout must not be zero",
-            ));
-        }
-        self.opts.read_timeout = t;
+        self.opts.read_timeout = edp::socket::checked_timeout(t, "read")?;
         Ok(())
     }
 
     /// Write timeout (`None` = wait forever). Errors: `InvalidInput` for zero.
     pub fn set_write_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
-        if t == Some(Duration::ZERO) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "write timeout must not be zero",
-            ));
-        }
-        self.opts.write_timeout = t;
+        self.opts.write_timeout = edp::socket::checked_timeout(t, "write")?;
         Ok(())
     }
 
