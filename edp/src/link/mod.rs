@@ -115,6 +115,14 @@ pub trait Link: Send {
         None
     }
 
+    /// Whether a received frame is waiting, when the link can tell without a
+    /// system call (an RX ring: one load of the next slot's status word);
+    /// `None` when it cannot. Busy-poll loops spin on this between receives
+    /// instead of reading the clock and calling `recv` on every turn.
+    fn rx_ready(&self) -> Option<bool> {
+        None
+    }
+
     /// The earliest instant at which the link itself has a frame to release
     /// (a delayed frame in a fault-injecting wrapper), so a poller can wake
     /// for it. `None` when nothing is pending.
@@ -147,6 +155,9 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn raw_fd(&self) -> Option<RawFd> {
         (**self).raw_fd()
+    }
+    fn rx_ready(&self) -> Option<bool> {
+        (**self).rx_ready()
     }
     fn poll_at(&self) -> Option<Instant> {
         (**self).poll_at()

@@ -797,6 +797,10 @@ impl Link for PacketLink {
     }
 
     fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        if let [frame] = frames {
+            // One frame: send(2) skips sendmmsg's per-message header copies.
+            return self.send(frame).map(|()| 1);
+        }
         let mut total = 0;
         while total < frames.len() {
             let chunk = (frames.len() - total).min(MAX_BATCH);
@@ -916,6 +920,10 @@ impl Link for PacketLink {
 
     fn raw_fd(&self) -> Option<RawFd> {
         Some(self.fd.as_raw_fd())
+    }
+
+    fn rx_ready(&self) -> Option<bool> {
+        self.ring.as_ref().map(RxRing::ready)
     }
 }
 

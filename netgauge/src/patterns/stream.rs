@@ -14,6 +14,11 @@ use super::Payload;
 use crate::control::{self, Ctrl, Kind};
 use crate::transport::Endpoint;
 
+/// Datagrams handed to the transport per call on datagram modes (one
+/// sendmmsg(2) for EDP and UDP), bytes of each at most the transport's
+/// `max_datagram`.
+const DATAGRAM_BATCH: usize = 64;
+
 /// What one stream step moved.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StreamResult {
@@ -71,14 +76,35 @@ pub fn client(
             control::recv(ep, timeout, is_report)?
         }
         Some(max) => {
+            // Each datagram carries its own sequence number, so a batch
+            // needs one buffer per datagram.
+            let mut bufs: Vec<Vec<u8>> = (0..DATAGRAM_BATCH)
+                .map(|_| {
+                    let mut b = vec![0u8; size.min(max)];
+                    payload.fill(&mut b, 0);
+                    b
+                })
+                .collect();
+            let mut lens = [0usize; DATAGRAM_BATCH];
+            let mut queued = 0;
             let mut seq = 0u64;
+            let flush = |ep: &mut dyn Endpoint, bufs: &[Vec<u8>], lens: &[usize]| {
+                let batch: Vec<&[u8]> = bufs.iter().zip(lens).map(|(b, &l)| &b[..l]).collect();
+                ep.send_datagrams(&batch)
+            };
             for _ in 0..count {
                 for len in chunks(size, max) {
-                    payload.stamp(&mut msg[..len], seq);
-                    ep.send_msg(&msg[..len])?;
+                    payload.stamp(&mut bufs[queued][..len], seq);
+                    lens[queued] = len;
+                    queued += 1;
                     seq += 1;
+                    if queued == DATAGRAM_BATCH {
+                        flush(ep, &bufs, &lens)?;
+                        queued = 0;
+                    }
                 }
             }
+            flush(ep, &bufs[..queued], &lens[..queued])?;
             r.sent_units = seq;
             let end = Ctrl::new(Kind::End, step, crate::cli::Pattern::Stream);
             control::request(ep, &end, timeout, is_report)?

@@ -71,21 +71,24 @@ impl Endpoint for Edp {
             return self.sock.send(buf).map(|_| ());
         }
         // A train of datagrams goes out with sendmmsg, SEND_BATCH at a time.
-        let mut chunks = buf.chunks(mtu).peekable();
         let mut batch: [&[u8]; SEND_BATCH] = [&[]; SEND_BATCH];
+        let mut chunks = buf.chunks(mtu).peekable();
         while chunks.peek().is_some() {
             let mut n = 0;
-            while n < SEND_BATCH {
-                match chunks.next() {
-                    Some(c) => batch[n] = c,
-                    None => break,
-                }
+            for (slot, c) in batch.iter_mut().zip(&mut chunks) {
+                *slot = c;
                 n += 1;
             }
-            let mut off = 0;
-            while off < n {
-                off += self.sock.send_batch(&batch[off..n])?;
-            }
+            self.send_datagrams(&batch[..n])?;
+        }
+        Ok(())
+    }
+
+    fn send_datagrams(&mut self, dgrams: &[&[u8]]) -> io::Result<()> {
+        let mut off = 0;
+        while off < dgrams.len() {
+            let end = dgrams.len().min(off + SEND_BATCH);
+            off += self.sock.send_batch(&dgrams[off..end])?;
         }
         Ok(())
     }

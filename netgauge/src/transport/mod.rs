@@ -33,6 +33,14 @@ pub trait Endpoint {
         None
     }
 
+    /// For datagram transports: sends each of `dgrams` as one datagram, in
+    /// order; transports that can put several into one system call
+    /// (sendmmsg) do. Used by the stream pattern, whose datagrams each carry
+    /// their own sequence number.
+    fn send_datagrams(&mut self, dgrams: &[&[u8]]) -> io::Result<()> {
+        dgrams.iter().try_for_each(|d| self.send_msg(d))
+    }
+
     /// For datagram transports: receives one datagram into `buf`, returning
     /// its length, or `TimedOut` if none arrives within `timeout`.
     fn recv_datagram(&mut self, _buf: &mut [u8], _timeout: Duration) -> io::Result<usize> {

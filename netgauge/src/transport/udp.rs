@@ -2,6 +2,7 @@
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use super::{map_timeout, recv_train, send_train, spin, Endpoint, SessionConfig};
@@ -10,6 +11,47 @@ use super::{map_timeout, recv_train, send_train, spin, Endpoint, SessionConfig};
 /// 1500-byte MTU (1500 - 20 IP - 8 UDP) is not enough for jumbo links, so
 /// the train uses the link's size where it is known; 65507 is UDP's limit.
 const UDP_MAX_PAYLOAD: usize = 65507;
+
+/// Datagrams per sendmmsg(2) call, as EDP's `SEND_BATCH`.
+const SEND_BATCH: usize = ::edp::socket::SEND_BATCH;
+
+/// One sendmmsg(2) on the connected socket: sends a prefix of `dgrams`
+/// (at most [`SEND_BATCH`]) and returns how many went out. Errors: those of
+/// sendmmsg (`WouldBlock` on a full nonblocking socket).
+fn sendmmsg(sock: &UdpSocket, dgrams: &[&[u8]]) -> io::Result<usize> {
+    let mut iov: Vec<libc::iovec> = dgrams
+        .iter()
+        .map(|d| libc::iovec {
+            iov_base: d.as_ptr() as *mut libc::c_void,
+            iov_len: d.len(),
+        })
+        .collect();
+    let mut msgs: Vec<libc::mmsghdr> = iov
+        .iter_mut()
+        .map(|v| {
+            // SAFETY: mmsghdr is plain old data; all-zero is a valid value.
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = v;
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        })
+        .collect();
+    // SAFETY: msgs and the iovecs it points to outlive the call; the
+    // buffers are only read.
+    let r = unsafe {
+        libc::sendmmsg(
+            sock.as_raw_fd(),
+            msgs.as_mut_ptr(),
+            msgs.len() as libc::c_uint,
+            0,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
 
 pub struct Udp {
     sock: UdpSocket,
@@ -115,6 +157,19 @@ impl Endpoint for Udp {
                 sock.send(d).map(|_| ())
             }
         })
+    }
+
+    fn send_datagrams(&mut self, dgrams: &[&[u8]]) -> io::Result<()> {
+        let mut off = 0;
+        while off < dgrams.len() {
+            let batch = &dgrams[off..dgrams.len().min(off + SEND_BATCH)];
+            off += if self.busy_poll {
+                spin(self.timeout, || sendmmsg(&self.sock, batch))?
+            } else {
+                sendmmsg(&self.sock, batch)?
+            };
+        }
+        Ok(())
     }
 
     fn recv_msg(&mut self, buf: &mut [u8]) -> io::Result<()> {
