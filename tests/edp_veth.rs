@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -338,14 +338,38 @@ fn packet_link_batches_with_and_without_ring() {
                 f
             })
             .collect();
-        let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+        // The first half goes out whole (sendmmsg), the second gathered from
+        // three pieces each, cut at odd offsets (sendmmsg with iovecs).
+        let half = count / 2;
+        let refs: Vec<&[u8]> = frames[..half].iter().map(|f| f.as_slice()).collect();
         let mut sent = 0;
-        while sent < count {
+        while sent < half {
             sent += tx.send_batch(&refs[sent..]).unwrap();
         }
-        // oversized frames are refused
+        let pieces: Vec<[IoSlice<'_>; 3]> = frames[half..]
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let cut = ETH_HEADER_LEN + 1 + 2 * (i % 5);
+                [
+                    IoSlice::new(&f[..ETH_HEADER_LEN]),
+                    IoSlice::new(&f[ETH_HEADER_LEN..cut]),
+                    IoSlice::new(&f[cut..]),
+                ]
+            })
+            .collect();
+        let gathered: Vec<&[IoSlice<'_>]> = pieces.iter().map(|p| &p[..]).collect();
+        while sent < count {
+            sent += tx.send_batch_vectored(&gathered[sent - half..]).unwrap();
+        }
+        // oversized frames are refused, whole or gathered
         assert_eq!(
             tx.send(&vec![0u8; 1515]).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        let big = [IoSlice::new(&[0u8; 1000]), IoSlice::new(&[0u8; 515])];
+        assert_eq!(
+            tx.send_batch_vectored(&[&big]).unwrap_err().kind(),
             io::ErrorKind::InvalidInput
         );
         let expect: Vec<u32> = (0..count as u32).filter(|i| i % 3 != 2).collect();
@@ -359,7 +383,9 @@ fn packet_link_batches_with_and_without_ring() {
                     for i in 0..n {
                         let f = &bufs[i][..lens[i]];
                         let p = &f[ETH_HEADER_LEN + EDP_HEADER_LEN..][..4];
-                        got.push(u32::from_be_bytes([p[0], p[1], p[2], p[3]]));
+                        let id = u32::from_be_bytes([p[0], p[1], p[2], p[3]]);
+                        assert_eq!(f, &frames[id as usize][..], "frame {id} byte-exact");
+                        got.push(id);
                     }
                 }
                 Err(e) => assert_eq!(e.kind(), io::ErrorKind::WouldBlock),

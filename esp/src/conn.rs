@@ -35,7 +35,9 @@ use siphasher::sip::SipHasher24;
 
 use crate::config::EspConfig;
 use crate::rtt::RttEstimator;
-use crate::wire::{fill_checksum, EspRepr, Flags, MacAddr, SackBlocks, Seq, ESP_HEADER_LEN};
+use crate::wire::{
+    fill_checksum, fill_checksum_gather, EspRepr, Flags, MacAddr, SackBlocks, Seq, ESP_HEADER_LEN,
+};
 
 /// Largest window expressible on the wire, in segments.
 pub const MAX_WINDOW: u32 = u16::MAX as u32;
@@ -280,6 +282,20 @@ impl TimerTable {
     }
 }
 
+/// A frame from [`Connection::poll_transmit_gather`]: `header_len` bytes of
+/// Ethernet and ESP header in the caller's buffer, followed on the wire by
+/// `payload_len` bytes of the send buffer from stream offset `payload_off`
+/// ([`Connection::payload`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GatherFrame {
+    /// Bytes of header written to the buffer (Ethernet + ESP + options).
+    pub header_len: usize,
+    /// Stream offset of the first payload byte.
+    pub payload_off: u64,
+    /// Payload bytes (0 for control segments).
+    pub payload_len: usize,
+}
+
 /// One ESP connection (sans-IO).
 pub struct Connection {
     cfg: EspConfig,
@@ -311,6 +327,11 @@ pub struct Connection {
     send_next_off: u64,
     rtx: VecDeque<Sent>,
     to_resend: VecDeque<Seq>,
+    /// Set by `poll_transmit_gather`: data segments are emitted as a header
+    /// only, their payload left in `send_buf` for the caller to gather.
+    gather: bool,
+    /// The payload (stream offset, bytes) of the last gathered segment.
+    gathered: Option<(u64, usize)>,
     sacked_count: u32,
     lost_count: u32,
     episode: u32,
@@ -407,6 +428,8 @@ impl Connection {
             send_next_off: 0,
             rtx: VecDeque::new(),
             to_resend: VecDeque::new(),
+            gather: false,
+            gathered: None,
             sacked_count: 0,
             lost_count: 0,
             episode: 0,
@@ -1594,6 +1617,47 @@ impl Connection {
         out
     }
 
+    /// Like [`poll_transmit`](Self::poll_transmit), but a data segment's
+    /// payload is not copied: `buf` receives the Ethernet and ESP headers
+    /// (checksum over header and payload included) and the returned
+    /// [`GatherFrame`] says which bytes of the send buffer follow them on the
+    /// wire; read them with [`payload`](Self::payload) and send header and
+    /// payload as one frame (sendmmsg with an iovec per piece). The payload
+    /// stays valid until the next call that takes `&mut self` other than this
+    /// one (new data, an ACK, a timeout).
+    pub fn poll_transmit_gather(&mut self, now: Instant, buf: &mut [u8]) -> Option<GatherFrame> {
+        self.gather = true;
+        self.gathered = None;
+        let out = self.poll_transmit(now, buf);
+        self.gather = false;
+        let (payload_off, payload_len) = self.gathered.take().unwrap_or((self.send_base, 0));
+        out.map(|n| GatherFrame {
+            header_len: n,
+            payload_off,
+            payload_len,
+        })
+    }
+
+    /// `len` bytes of the send buffer from stream offset `off`, as one or
+    /// two slices (the buffer is a ring). Panics if the range is not in the
+    /// send buffer; [`GatherFrame`]s from
+    /// [`poll_transmit_gather`](Self::poll_transmit_gather) always are.
+    pub fn payload(&self, off: u64, len: usize) -> (&[u8], &[u8]) {
+        if len == 0 {
+            return (&[], &[]);
+        }
+        let from = (off - self.send_base) as usize;
+        let (a, b) = self.send_buf.as_slices();
+        if from + len <= a.len() {
+            (&a[from..from + len], &[])
+        } else if from >= a.len() {
+            let f = from - a.len();
+            (&b[f..f + len], &[])
+        } else {
+            (&a[from..], &b[..len - (a.len() - from)])
+        }
+    }
+
     fn next_frame(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         if let Some(rst) = self.rst_pending.take() {
             return Some(self.emit(buf, rst, &[]));
@@ -1785,21 +1849,14 @@ impl Connection {
         repr.payload_len = len as u16;
         self.write_eth(buf);
         repr.emit(&mut buf[ETH_HEADER_LEN..]);
-        if len > 0 {
-            let from = (s.off - self.send_base) as usize;
-            let (a, b) = self.send_buf.as_slices();
-            let dst = &mut buf[start..start + len];
-            if from + len <= a.len() {
-                dst.copy_from_slice(&a[from..from + len]);
-            } else if from >= a.len() {
-                let f = from - a.len();
-                dst.copy_from_slice(&b[f..f + len]);
-            } else {
-                let na = a.len() - from;
-                dst[..na].copy_from_slice(&a[from..]);
-                dst[na..].copy_from_slice(&b[..len - na]);
-            }
+        let (a, b) = self.payload(s.off, len);
+        if self.gather {
+            fill_checksum_gather(&mut buf[ETH_HEADER_LEN..start], &[a, b], self.cfg.checksum);
+            self.gathered = Some((s.off, len));
+            return start;
         }
+        buf[start..start + a.len()].copy_from_slice(a);
+        buf[start + a.len()..start + len].copy_from_slice(b);
         fill_checksum(&mut buf[ETH_HEADER_LEN..start + len], self.cfg.checksum);
         start + len
     }

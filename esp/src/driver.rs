@@ -12,14 +12,14 @@
 //! recvmmsg). No allocation per frame: receive and transmit buffers are
 //! allocated once.
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use edp::wire::ETH_HEADER_LEN;
 use edp::Link;
 
-use crate::conn::Connection;
+use crate::conn::{Connection, GatherFrame};
 use crate::wire::{EspFrame, MacAddr};
 
 /// Frames sent per `send_batch` call (`edp::link::packet::MAX_BATCH`: one
@@ -50,7 +50,7 @@ pub struct Io {
     rx_slot: usize,
     rx_lens: [usize; RX_BATCH],
     tx: Vec<u8>,
-    tx_lens: [usize; TX_BATCH],
+    tx_frames: [GatherFrame; TX_BATCH],
     frame_cap: usize,
     ethertype: u16,
     local_mac: MacAddr,
@@ -74,7 +74,7 @@ impl Io {
             rx_slot,
             rx_lens: [0; RX_BATCH],
             tx: vec![0; frame_cap * TX_BATCH],
-            tx_lens: [0; TX_BATCH],
+            tx_frames: [GatherFrame::default(); TX_BATCH],
             frame_cap,
             ethertype,
             local_mac: link.mac(),
@@ -156,8 +156,13 @@ impl Io {
     }
 
     /// Sends every frame the connection has ready; returns how many were
-    /// handed to the link. A frame the link refuses (`WouldBlock`, a full
-    /// queue) counts as a send error and is recovered by retransmission.
+    /// handed to the link. Data segments are gathered: the headers are
+    /// written into the transmit buffer and the payload goes from the
+    /// connection's send buffer straight to the link
+    /// ([`Connection::poll_transmit_gather`], `send_batch_vectored`: one
+    /// copy fewer per segment on a `PacketLink`). A frame the link refuses
+    /// (`WouldBlock`, a full queue) counts as a send error and is recovered
+    /// by retransmission.
     pub fn transmit(
         &mut self,
         conn: &mut Connection,
@@ -169,9 +174,9 @@ impl Io {
             let mut k = 0;
             while k < TX_BATCH {
                 let at = k * self.frame_cap;
-                match conn.poll_transmit(now, &mut self.tx[at..at + self.frame_cap]) {
-                    Some(n) => {
-                        self.tx_lens[k] = n;
+                match conn.poll_transmit_gather(now, &mut self.tx[at..at + self.frame_cap]) {
+                    Some(f) => {
+                        self.tx_frames[k] = f;
                         k += 1;
                     }
                     None => break,
@@ -180,34 +185,55 @@ impl Io {
             if k == 0 {
                 return Ok(total);
             }
-            let mut frames: [&[u8]; TX_BATCH] = [&[]; TX_BATCH];
-            for (i, f) in frames.iter_mut().enumerate().take(k) {
-                let at = i * self.frame_cap;
-                *f = &self.tx[at..at + self.tx_lens[i]];
+            let (done, errors) = self.send_gathered(conn, link, k)?;
+            for _ in 0..errors {
+                conn.on_send_error();
             }
-            let mut done = 0;
-            while done < k {
-                match link.send_batch(&frames[done..k]) {
-                    Ok(0) => {
-                        // Nothing accepted: the rest is lost locally.
-                        for _ in done..k {
-                            conn.on_send_error();
-                        }
-                        break;
-                    }
-                    Ok(m) => done += m,
-                    Err(e) if is_transient(&e) => {
-                        conn.on_send_error();
-                        done += 1;
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
+            debug_assert_eq!(done, k);
             total += k;
             if k < TX_BATCH {
                 return Ok(total);
             }
         }
+    }
+
+    /// Hands the first `k` gathered frames to the link; returns (frames
+    /// handled, frames lost to transient send errors).
+    fn send_gathered(
+        &self,
+        conn: &Connection,
+        link: &mut dyn Link,
+        k: usize,
+    ) -> io::Result<(usize, usize)> {
+        let mut pieces: [[IoSlice<'_>; 3]; TX_BATCH] = [[IoSlice::new(&[]); 3]; TX_BATCH];
+        for (i, p) in pieces.iter_mut().enumerate().take(k) {
+            let f = self.tx_frames[i];
+            let at = i * self.frame_cap;
+            let (a, b) = conn.payload(f.payload_off, f.payload_len);
+            *p = [
+                IoSlice::new(&self.tx[at..at + f.header_len]),
+                IoSlice::new(a),
+                IoSlice::new(b),
+            ];
+        }
+        let frames: [&[IoSlice<'_>]; TX_BATCH] = std::array::from_fn(|i| &pieces[i][..]);
+        let (mut done, mut errors) = (0, 0);
+        while done < k {
+            match link.send_batch_vectored(&frames[done..k]) {
+                Ok(0) => {
+                    // Nothing accepted: the rest is lost locally.
+                    errors += k - done;
+                    done = k;
+                }
+                Ok(m) => done += m,
+                Err(e) if is_transient(&e) => {
+                    errors += 1;
+                    done += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((done, errors))
     }
 }
 

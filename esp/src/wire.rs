@@ -319,13 +319,31 @@ fn fold(acc: u64) -> u16 {
 /// payload: exactly `hlen + payload_len` bytes) into its checksum field.
 /// With `enabled == false` the field is set to 0 (not computed).
 pub fn fill_checksum(segment: &mut [u8], enabled: bool) {
-    segment[field::CHECKSUM].copy_from_slice(&[0, 0]);
+    fill_checksum_gather(segment, &[], enabled);
+}
+
+/// Writes the checksum of a segment sent as gathered pieces: `header` (the
+/// ESP header with options, whose checksum field is written) followed on the
+/// wire by `payload` pieces of any lengths (e.g. the two halves of a ring
+/// buffer). The payload is read, not copied. With `enabled == false` the
+/// field is set to 0 (not computed).
+pub fn fill_checksum_gather(header: &mut [u8], payload: &[&[u8]], enabled: bool) {
+    header[field::CHECKSUM].copy_from_slice(&[0, 0]);
     if enabled {
-        let mut c = !ones_sum(segment);
+        // RFC 1071 sec. 2(B): a piece starting at an odd offset contributes
+        // its own sum byte-swapped.
+        let mut sum = u64::from(ones_sum(header));
+        let mut odd = header.len() % 2 == 1;
+        for piece in payload {
+            let s = ones_sum(piece);
+            sum += u64::from(if odd { s.swap_bytes() } else { s });
+            odd ^= piece.len() % 2 == 1;
+        }
+        let mut c = !fold(sum);
         if c == 0 {
             c = 0xffff;
         }
-        segment[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+        header[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
     }
 }
 
@@ -789,6 +807,26 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn gathered_checksum_equals_contiguous(
+            payload in proptest::collection::vec(any::<u8>(), 0..3000),
+            cut1 in 0usize..3000,
+            cut2 in 0usize..3000,
+            opt_len in 0usize..7,
+        ) {
+            // A header of 20 + opt_len bytes (odd lengths included) and the
+            // payload cut into three pieces at arbitrary points.
+            let hlen = ESP_HEADER_LEN + opt_len;
+            let mut whole = vec![0x5au8; hlen];
+            whole.extend_from_slice(&payload);
+            let (c1, c2) = (cut1.min(payload.len()), cut2.min(payload.len()));
+            let (c1, c2) = (c1.min(c2), c1.max(c2));
+            let mut header = whole[..hlen].to_vec();
+            fill_checksum_gather(&mut header, &[&payload[..c1], &payload[c1..c2], &payload[c2..]], true);
+            fill_checksum(&mut whole, true);
+            prop_assert_eq!(&header[..], &whole[..hlen]);
+        }
+
         #[test]
         fn ones_sum_matches_the_textbook_sum(data in proptest::collection::vec(any::<u8>(), 0..3000)) {
             prop_assert_eq!(ones_sum(&data), reference_sum(&data));

@@ -11,7 +11,7 @@
 //! frame is ready. Waiting is the caller's job (poll on [`Link::raw_fd`], spin,
 //! or advance a virtual clock).
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,29 @@ pub trait Link: Send {
     fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
         for (i, f) in frames.iter().enumerate() {
             match self.send(f) {
+                Ok(()) => {}
+                Err(e) if i == 0 => return Err(e),
+                Err(_) => return Ok(i),
+            }
+        }
+        Ok(frames.len())
+    }
+
+    /// Sends frames each given as gathered pieces (e.g. headers followed by
+    /// payload slices of a send buffer), in order; returns how many frames
+    /// went out, with the semantics of [`send_batch`](Self::send_batch). A
+    /// frame is the concatenation of its pieces. The default copies each
+    /// frame into one buffer and calls [`send`](Self::send); `PacketLink`
+    /// hands the pieces to sendmmsg(2) as an iovec each, so the payload goes
+    /// from the caller's buffer straight into the kernel.
+    fn send_batch_vectored(&mut self, frames: &[&[IoSlice<'_>]]) -> io::Result<usize> {
+        let mut frame = Vec::new();
+        for (i, pieces) in frames.iter().enumerate() {
+            frame.clear();
+            for p in pieces.iter() {
+                frame.extend_from_slice(p);
+            }
+            match self.send(&frame) {
                 Ok(()) => {}
                 Err(e) if i == 0 => return Err(e),
                 Err(_) => return Ok(i),
@@ -137,6 +160,9 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
         (**self).send_batch(frames)
+    }
+    fn send_batch_vectored(&mut self, frames: &[&[IoSlice<'_>]]) -> io::Result<usize> {
+        (**self).send_batch_vectored(frames)
     }
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         (**self).recv(buf)

@@ -35,7 +35,7 @@
 //! fails with `PermissionDenied` and a message naming the capability and the
 //! exact `setcap cap_net_raw+ep <binary>` command to run.
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -51,6 +51,10 @@ pub const DEFAULT_SOCKET_BUFFER: usize = 4 << 20;
 pub const DEFAULT_RX_RING_BYTES: usize = 4 << 20;
 /// Frames per `sendmmsg` / `recvmmsg` call; larger batches are split.
 pub const MAX_BATCH: usize = 64;
+
+/// Most iovecs in one sendmmsg(2) call of `send_batch_vectored`: four pieces
+/// per frame of a full batch (a frame may use more if others use fewer).
+pub const MAX_IOV: usize = 4 * MAX_BATCH;
 /// Busy-poll budget given to `SO_BUSY_POLL` by [`PacketLink::set_busy_poll`], in us.
 pub const BUSY_POLL_US: i32 = 50;
 /// Most extra accepted ports a [`FilterSpec`] may list (keeps BPF jumps < 256).
@@ -803,32 +807,73 @@ impl Link for PacketLink {
         }
         let mut total = 0;
         while total < frames.len() {
+            let chunk = &frames[total..frames.len().min(total + MAX_BATCH)];
+            let slices: [IoSlice<'_>; MAX_BATCH] =
+                std::array::from_fn(|i| IoSlice::new(chunk.get(i).copied().unwrap_or_default()));
+            let gathered: [&[IoSlice<'_>]; MAX_BATCH] =
+                std::array::from_fn(|i| std::slice::from_ref(&slices[i]));
+            match self.send_batch_vectored(&gathered[..chunk.len()]) {
+                Ok(n) => {
+                    total += n;
+                    if n < chunk.len() {
+                        break;
+                    }
+                }
+                Err(e) if total == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(total)
+    }
+
+    fn send_batch_vectored(&mut self, frames: &[&[IoSlice<'_>]]) -> io::Result<usize> {
+        let mut total = 0;
+        while total < frames.len() {
             let chunk = (frames.len() - total).min(MAX_BATCH);
-            // Oversized frames end the batch before them.
+            // SAFETY: plain old data; zero is valid.
+            let mut iov: [libc::iovec; MAX_IOV] = unsafe { std::mem::zeroed() };
+            let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
+            // Oversized frames (and frames of too many pieces) end the batch
+            // before them.
             let mut valid = 0;
+            let mut used = 0;
             while valid < chunk {
-                if let Err(e) = self.check_len(frames[total + valid].len()) {
+                let pieces = frames[total + valid];
+                let len: usize = pieces.iter().map(|p| p.len()).sum();
+                let nonempty = pieces.iter().filter(|p| !p.is_empty()).count();
+                let check = if nonempty > MAX_IOV {
+                    Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("frame of {nonempty} pieces: at most {MAX_IOV}"),
+                    ))
+                } else {
+                    self.check_len(len)
+                };
+                if let Err(e) = check {
                     if total + valid == 0 {
                         return Err(e);
                     }
                     break;
                 }
+                if used + nonempty > MAX_IOV {
+                    break;
+                }
+                let first = used;
+                for p in pieces.iter().filter(|p| !p.is_empty()) {
+                    iov[used].iov_base = p.as_ptr() as *mut libc::c_void;
+                    iov[used].iov_len = p.len();
+                    used += 1;
+                }
+                // SAFETY: first <= used <= MAX_IOV, inside the array.
+                msgs[valid].msg_hdr.msg_iov = unsafe { iov.as_mut_ptr().add(first) };
+                msgs[valid].msg_hdr.msg_iovlen = nonempty;
                 valid += 1;
             }
             if valid == 0 {
                 break;
             }
-            // SAFETY: plain old data; zero is valid.
-            let mut iov: [libc::iovec; MAX_BATCH] = unsafe { std::mem::zeroed() };
-            let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
-            for i in 0..valid {
-                let f = frames[total + i];
-                iov[i].iov_base = f.as_ptr() as *mut libc::c_void;
-                iov[i].iov_len = f.len();
-                msgs[i].msg_hdr.msg_iov = &mut iov[i];
-                msgs[i].msg_hdr.msg_iovlen = 1;
-            }
-            // SAFETY: msgs[..valid] point at live buffers that the kernel only reads.
+            // SAFETY: msgs[..valid] point at live iovecs over buffers that the
+            // kernel only reads.
             let r = unsafe {
                 libc::sendmmsg(
                     self.fd.as_raw_fd(),

@@ -749,6 +749,33 @@ mod tests {
     }
 
     #[test]
+    fn vectored_batch_sends_each_frame_as_its_pieces_concatenated() {
+        use std::io::IoSlice;
+        let clock = SimClock::new();
+        let (mut a, mut b) =
+            SimLink::pair(&clock, 1500, FaultConfig::default(), FaultConfig::default());
+        let f1 = frame(a.mac(), b.mac(), 1, 100);
+        let f2 = frame(a.mac(), b.mac(), 2, 1400);
+        // f1 in three pieces (one empty, one of odd length), f2 whole.
+        let p1 = [
+            IoSlice::new(&f1[..17]),
+            IoSlice::new(&[]),
+            IoSlice::new(&f1[17..]),
+        ];
+        let p2 = [IoSlice::new(&f2)];
+        assert_eq!(a.send_batch_vectored(&[&p1, &p2]).unwrap(), 2);
+        assert_eq!(recv_all(&mut b), vec![f1, f2]);
+        // An oversized first frame is an error; after a good one it ends the batch.
+        let big = vec![0u8; 1515];
+        let pb = [IoSlice::new(&big)];
+        assert!(a.send_batch_vectored(&[&pb]).is_err());
+        let f3 = frame(a.mac(), b.mac(), 3, 10);
+        let p3 = [IoSlice::new(&f3)];
+        assert_eq!(a.send_batch_vectored(&[&p3, &pb, &p3]).unwrap(), 1);
+        assert_eq!(recv_all(&mut b), vec![f3]);
+    }
+
+    #[test]
     fn delay_holds_frame_until_due() {
         let clock = SimClock::new();
         let d = Duration::from_micros(100);
