@@ -3,7 +3,7 @@
 //! received-id list for duplicate detection when receiving.
 
 use std::collections::{HashSet, VecDeque};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::wire::id_less;
 
@@ -173,17 +173,34 @@ impl RecvIdList {
     }
 }
 
-/// The sending half of a session: next id and the adaptive timeout
-/// (spec, "Storages": default 100 ms, then the measured time x 3).
+/// The sending half of a session: the adaptive resend timeout `T` of one
+/// destination and the evidence it is based on (spec, "Storages": 100 ms
+/// until the first exchange, then the measured time x 3).
+///
+/// The measured time is a smoothed round-trip estimate per RFC 6298 section 2
+/// (SRTT and RTTVAR, gains 1/8 and 1/4), fed only by confirmations of packets
+/// sent once (Karn's rule, RFC 6298 section 3), and
+/// `T = max(multiplier x SRTT, SRTT + 4 x RTTVAR)` clamped to
+/// `[min_timeout, max_timeout]`. After the first sample both terms equal
+/// `3 x sample` (RTTVAR starts at sample / 2), the spec's rule; later the
+/// RFC 6298 variance term keeps a jittery peer (a loaded host's wakeups)
+/// from drawing spurious resends.
 #[derive(Debug, Clone)]
 pub struct SendTiming {
-    /// Current resend timeout (0 = resending disabled).
+    /// Current resend timeout `T` of new packets (0 = resending disabled).
     pub timeout: Duration,
-    /// Smoothed measured time between sending a packet and its confirmation
-    /// (half round-trip x 2), from packets sent once only (Karn's rule).
+    /// Smoothed time between sending a packet and its confirmation (a round
+    /// trip) from packets sent once only (Karn's rule); RFC 6298 SRTT.
     pub srtt: Option<Duration>,
+    /// Round-trip variation, RFC 6298 RTTVAR (0 before the first sample).
+    pub rttvar: Duration,
     /// True when the timeout was set explicitly and must not adapt.
     pub fixed: bool,
+    /// When the last valid sample (Karn) was taken.
+    pub last_sample: Option<Instant>,
+    /// When this destination last confirmed a packet in flight (any
+    /// transmission of it): evidence the peer and the path work.
+    pub last_confirm: Option<Instant>,
 }
 
 impl SendTiming {
@@ -192,23 +209,65 @@ impl SendTiming {
         Self {
             timeout,
             srtt: None,
+            rttvar: Duration::ZERO,
             fixed: false,
+            last_sample: None,
+            last_confirm: None,
         }
     }
 
-    /// A new measurement `sample` (confirmation time minus send time of a
-    /// packet sent once). The first sets the timeout to `sample x multiplier`
-    /// (spec); later ones are smoothed 7/8 old + 1/8 new (RFC 6298 gain) before
-    /// the multiplier; the result is clamped to `[min, max]`.
-    pub fn sample(&mut self, sample: Duration, multiplier: u32, min: Duration, max: Duration) {
+    /// A new measurement `sample` taken at `now` (confirmation time minus
+    /// send time of a packet sent once). RFC 6298 2.2/2.3: the first sets
+    /// SRTT = sample, RTTVAR = sample / 2; later ones RTTVAR = 3/4 RTTVAR +
+    /// 1/4 |SRTT - sample|, then SRTT = 7/8 SRTT + 1/8 sample. The timeout
+    /// becomes `max(multiplier x SRTT, SRTT + 4 x RTTVAR)` (spec: measured
+    /// time x 3; RFC 6298: SRTT + 4 RTTVAR) clamped to `[min, max]`, unless
+    /// fixed or disabled.
+    pub fn sample(
+        &mut self,
+        now: Instant,
+        sample: Duration,
+        multiplier: u32,
+        min: Duration,
+        max: Duration,
+    ) {
         let s = match self.srtt {
-            None => sample,
-            Some(old) => (old * 7 + sample) / 8,
+            None => {
+                self.rttvar = sample / 2;
+                sample
+            }
+            Some(old) => {
+                self.rttvar = (self.rttvar * 3 + old.abs_diff(sample)) / 4;
+                (old * 7 + sample) / 8
+            }
         };
         self.srtt = Some(s);
+        self.last_sample = Some(now);
         if !self.fixed && !self.timeout.is_zero() {
-            self.timeout = (s * multiplier).clamp(min, max);
+            let t = (s * multiplier).max(s + self.rttvar * 4);
+            self.timeout = t.clamp(min, max);
         }
+    }
+
+    /// The resend timer of a packet first sent at `first_sent` with timeout
+    /// `base` expired. If no valid sample arrived since that packet was sent,
+    /// the estimate may be stale (the round trip grew and every packet is now
+    /// resent, so Karn's rule starves the estimator): back the timeout off to
+    /// `2 x base` (RFC 6298 5.5 and Karn's algorithm: the backed-off value
+    /// stays until the next valid sample), at most `max`. If a sample did
+    /// arrive since, the estimate is current and the expiry is a loss: no
+    /// backoff, since the packet's own doubling period already backs off —
+    /// backing off the destination too compounded across messages (each lost
+    /// packet doubled the timeout its successors were sent with: a 10 s stall
+    /// at 5 % loss).
+    pub fn expired(&mut self, first_sent: Instant, base: Duration, max: Duration) {
+        if self.fixed || self.timeout.is_zero() {
+            return;
+        }
+        if self.last_sample.is_some_and(|t| t >= first_sent) {
+            return;
+        }
+        self.timeout = self.timeout.max((base * 2).min(max));
     }
 }
 
@@ -310,17 +369,55 @@ mod tests {
 
     #[test]
     fn timing_adapts() {
+        let t0 = Instant::now();
+        let us = Duration::from_micros;
         let mut t = SendTiming::new(Duration::from_millis(100));
-        let min = Duration::from_micros(10);
+        let min = us(10);
         let max = Duration::from_secs(10);
-        t.sample(Duration::from_micros(200), 3, min, max);
-        assert_eq!(t.timeout, Duration::from_micros(600));
-        t.sample(Duration::from_micros(200), 3, min, max);
-        assert_eq!(t.timeout, Duration::from_micros(600));
-        t.sample(Duration::from_micros(1000), 3, min, max);
-        assert_eq!(t.srtt, Some(Duration::from_micros(300)));
+        // first sample: SRTT 200, RTTVAR 100: 3 x 200 = 200 + 4 x 100 = 600 (spec)
+        t.sample(t0, us(200), 3, min, max);
+        assert_eq!((t.timeout, t.rttvar), (us(600), us(100)));
+        // RTTVAR 3/4 x 100 + 1/4 x 0 = 75: SRTT + 4 RTTVAR = 500 < 3 x SRTT
+        t.sample(t0, us(200), 3, min, max);
+        assert_eq!((t.timeout, t.rttvar), (us(600), us(75)));
+        // a jump: RTTVAR = 56.25 + 200 = 256.25, SRTT = 300: the variance
+        // term (1325 us) exceeds 3 x SRTT (900 us)
+        t.sample(t0, us(1000), 3, min, max);
+        assert_eq!(t.srtt, Some(us(300)));
+        assert_eq!(t.rttvar, Duration::from_nanos(256_250));
+        assert_eq!(t.timeout, us(1325));
         let mut z = SendTiming::new(Duration::ZERO);
-        z.sample(Duration::from_micros(5), 3, min, max);
+        z.sample(t0, us(5), 3, min, max);
         assert!(z.timeout.is_zero());
+    }
+
+    #[test]
+    fn expiry_backs_off_only_without_a_fresh_sample() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let max = Duration::from_secs(10);
+        let mut t = SendTiming::new(ms(100));
+        // no sample yet: back off to twice the packet's timeout, once per
+        // generation of packets (not per expiry)
+        t.expired(t0, ms(100), max);
+        t.expired(t0, ms(100), max);
+        assert_eq!(t.timeout, ms(200));
+        t.expired(t0, ms(200), max);
+        assert_eq!(t.timeout, ms(400));
+        // a valid sample after the packet was sent: the expiry is a loss
+        t.sample(t0 + ms(1), ms(1), 3, ms(1), max);
+        assert_eq!(t.timeout, ms(3));
+        t.expired(t0, ms(400), max);
+        assert_eq!(t.timeout, ms(3));
+        // a packet sent after the last sample: stale estimate, back off
+        t.expired(t0 + ms(2), ms(3), max);
+        assert_eq!(t.timeout, ms(6));
+        // capped; a fixed timeout never moves
+        t.expired(t0 + ms(2), ms(8000), max);
+        assert_eq!(t.timeout, max);
+        let mut f = SendTiming::new(ms(5));
+        f.fixed = true;
+        f.expired(t0, ms(5), max);
+        assert_eq!(f.timeout, ms(5));
     }
 }

@@ -30,16 +30,26 @@ pub enum PktPhase {
 pub struct PktState {
     pub phase: PktPhase,
     /// Resend period multiplier: 1, 2, 4, ... (spec: the period grows
-    /// exponentially; `uResend` of the original, capped at 16384).
+    /// exponentially; `uResend` of the original, capped at 16384). The period
+    /// after the next resend is `base x mult`, unless the live-link cap
+    /// applies (see `Config::max_resend_period`).
     pub mult: u32,
     /// Transmissions so far (1 = sent once: its confirmation is an RTT sample).
     pub transmissions: u32,
     /// First transmission.
     pub first_sent: Instant,
-    /// Next timer deadline of this packet (resend or death).
+    /// Next timer deadline of this packet: the earlier of `resend_at` and
+    /// `error_at` (the key of its entry in the timer heap).
     pub due: Instant,
+    /// Next resend (None: NoResend, or resending disabled).
+    pub resend_at: Option<Instant>,
+    /// When the "not confirmed" error is due: `first_sent + 511 x base`
+    /// (spec: 8 resends, 255 timeouts, plus the last one's doubled period),
+    /// at least `min_error_delay` after `first_sent`. None once it passed,
+    /// or when resending is disabled.
+    pub error_at: Option<Instant>,
     /// The destination's timeout when the packet was first sent: the unit of
-    /// its resend schedule (`base x mult`).
+    /// its resend schedule (`base x mult`) and of its error deadline.
     pub base: Duration,
     /// Group members that confirmed this packet (broadcast only; bit i = member i).
     pub acks: u64,
@@ -53,9 +63,21 @@ impl PktState {
             transmissions: 0,
             first_sent: now,
             due: now,
+            resend_at: None,
+            error_at: None,
             base: Duration::ZERO,
             acks: 0,
         }
+    }
+
+    /// Sets `due` to the earlier pending deadline; false if none is pending.
+    pub fn update_due(&mut self) -> bool {
+        match (self.resend_at, self.error_at) {
+            (Some(a), Some(b)) => self.due = a.min(b),
+            (Some(a), None) | (None, Some(a)) => self.due = a,
+            (None, None) => return false,
+        }
+        true
     }
 }
 

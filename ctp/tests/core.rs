@@ -655,3 +655,148 @@ fn restarts_of_either_side() {
     assert_eq!(exchange(&mut a, &mut b, true), 1);
     assert_eq!(a.status().awaiting_confirmation, 0);
 }
+
+/// One exchange A -> B -> A with the confirmation arriving `rtt` after the
+/// send, at `t`: gives A a valid (Karn) sample of `rtt`.
+fn exchange(a: &mut Endpoint<u8>, b: &mut Endpoint<u8>, t: Instant, rtt: Duration) {
+    a.send(t, 1, B, b"sample", Options::NONE).unwrap();
+    for (_, p) in drain(a) {
+        b.handle_datagram(t, A, &p);
+    }
+    for (_, c) in drain(b) {
+        a.handle_datagram(t + rtt, B, &c);
+    }
+    deliveries(b);
+}
+
+/// Runs A's timers from `from` until `until`, returning (instant offset from
+/// `t1`, packet number) of every resend and the offsets of error deliveries.
+fn run_timers(
+    a: &mut Endpoint<u8>,
+    t1: Instant,
+    until: Duration,
+) -> (Vec<(Duration, u32)>, Vec<Duration>) {
+    let (mut resends, mut errors) = (Vec::new(), Vec::new());
+    while let Some(d) = a.poll_timeout() {
+        if d - t1 > until {
+            break;
+        }
+        a.handle_timeout(d);
+        for (_, p) in drain(a) {
+            resends.push((d - t1, Repr::parse(&p).unwrap().0.number));
+        }
+        for e in deliveries(a) {
+            match e {
+                Delivery::Error(e) => errors.push(e.at - t1),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    (resends, errors)
+}
+
+/// The resend schedule on a live link (PROTOCOL.md "Resending and
+/// timeouts"): T = 6 ms measured; a 3-packet message whose packets 0 and 1
+/// are confirmed 2 ms after the send, while packet 2 and all its resends are
+/// lost. Packet 2 is resent at 6 and 18 ms (T, 3T: the spec's doubling),
+/// then every 20 ms (`max_resend_period`) while B's last confirmation is at
+/// most 1 s old (`live_window`), then the doubling resumes from there. The
+/// error comes at the spec's 511 T = 3066 ms, the same as for a dead peer.
+/// The destination's timeout is not backed off: a valid sample arrived after
+/// the packet was sent, so the expiries are losses, not a stale estimate.
+#[test]
+fn live_link_resend_period_capped_error_deadline_kept() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 4,
+        ..Config::default()
+    };
+    let mut a = ep(cfg.clone(), 1, t0);
+    let mut b = ep(cfg, 2, t0);
+    let ms = Duration::from_millis;
+    exchange(&mut a, &mut b, t0, ms(2));
+    assert_eq!(
+        a.peer_timeout(B),
+        ms(6),
+        "3 x 2 ms (spec), = 2 + 4 x 1 ms (RFC 6298)"
+    );
+    let t1 = t0 + ms(10);
+    let id = a.send(t1, 2, B, b"0123456789", Options::NONE).unwrap();
+    let out = drain(&mut a);
+    assert_eq!(out.len(), 3);
+    for (_, p) in &out[..2] {
+        b.handle_datagram(t1, A, p);
+    }
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(t1 + ms(2), B, &c);
+    }
+    assert_eq!(a.peer_timeout(B), ms(6));
+    let (resends, errors) = run_timers(&mut a, t1, ms(4066));
+    let mut expected: Vec<u64> = vec![6, 18];
+    expected.extend((38..=1018).step_by(20)); // capped: B confirmed at 2 ms
+    expected.extend([1042, 1090, 1186, 1378, 1762, 2530, 4066]); // 24, 48, ... ms
+    assert_eq!(
+        resends,
+        expected.iter().map(|&m| (ms(m), 2)).collect::<Vec<_>>()
+    );
+    assert_eq!(errors, vec![ms(511 * 6)]);
+    assert_eq!(
+        a.peer_timeout(B),
+        ms(6),
+        "no backoff on top of the doubling"
+    );
+    assert!(a.is_pending(id), "kept without DelAfterError");
+    // B gets the packet at last: delivered once, all confirmed
+    let last = drain(&mut a);
+    assert!(last.is_empty());
+    b.handle_datagram(t1 + ms(4066), A, &out[2].1);
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(t1 + ms(4067), B, &c);
+    }
+    assert!(!a.is_pending(id));
+    assert_eq!(deliveries(&mut b).len(), 1);
+}
+
+/// Karn's algorithm when the round trip grows (RFC 6298 5.5 and 3): T = 3 ms,
+/// then B's confirmations take 20 ms. A packet whose timer expires with no
+/// valid sample since it was sent backs the destination's timeout off to
+/// twice its own; confirmations of resent packets are no samples; once a
+/// packet goes out with T > 20 ms it is confirmed after one transmission and
+/// its sample sets T from the estimator again.
+#[test]
+fn timeout_backs_off_until_a_valid_sample() {
+    let t0 = Instant::now();
+    let mut a = ep(Config::default(), 1, t0);
+    let mut b = ep(Config::default(), 2, t0);
+    let ms = Duration::from_millis;
+    exchange(&mut a, &mut b, t0, ms(1));
+    assert_eq!(a.peer_timeout(B), ms(3));
+    let mut t = t0 + ms(10);
+    let mut timeouts = vec![a.peer_timeout(B)];
+    let mut transmissions = Vec::new();
+    for _ in 0..4 {
+        a.send(t, 1, B, b"slow peer", Options::NONE).unwrap();
+        let first = drain(&mut a);
+        assert_eq!(first.len(), 1);
+        // timers up to the confirmation, 20 ms after the first send
+        let (resends, _) = run_timers(&mut a, t, ms(19));
+        transmissions.push(1 + resends.len());
+        b.handle_datagram(t, A, &first[0].1);
+        for (_, c) in drain(&mut b) {
+            a.handle_datagram(t + ms(20), B, &c);
+        }
+        assert_eq!(a.status().awaiting_confirmation, 0);
+        timeouts.push(a.peer_timeout(B));
+        t += ms(100);
+    }
+    deliveries(&mut b);
+    // packets sent with T = 3, 6, 12 ms expire (resends at T and 3T before
+    // 20 ms: 3 and 9, 6 and 18, 12); the one sent with 24 ms does not
+    assert_eq!(transmissions, vec![3, 3, 2, 1]);
+    // SRTT 7/8 x 1 + 1/8 x 20 = 3.375 ms, RTTVAR 3/4 x 0.5 + 1/4 x 19 =
+    // 5.125 ms: T = SRTT + 4 RTTVAR = 23.875 ms
+    assert_eq!(
+        timeouts,
+        vec![ms(3), ms(6), ms(12), ms(24), Duration::from_micros(23_875)]
+    );
+}
