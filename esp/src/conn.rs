@@ -44,6 +44,14 @@ pub const MAX_WINDOW: u32 = u16::MAX as u32;
 /// Duplicate ACKs (or SACKed segments above a hole) that trigger fast
 /// retransmit (RFC 5681 sec. 3.2, RFC 6675 DupThresh).
 pub const DUP_THRESH: u32 = 3;
+/// Upper bound of the adaptive duplicate-ACK threshold, segments (Linux's
+/// `tcp_max_reordering` is 300). The threshold starts at [`DUP_THRESH`] and
+/// rises to the reordering degree observed: a segment sent once that is
+/// acknowledged after `d` later segments were SACKed was reordered by `d`,
+/// not lost (RFC 4653 spirit; Linux `tcp_check_sack_reordering`). It never
+/// exceeds half the segments in flight (but at least [`DUP_THRESH`]), so a
+/// short flight still recovers by fast retransmit.
+pub const MAX_DUP_THRESH: u32 = 256;
 
 /// Connection states (thesis fig. 5.2.1: TCP's diagram without TIME_WAIT).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -168,6 +176,9 @@ pub struct Stats {
     pub rto_us: u64,
     /// Congestion window in segments.
     pub cwnd: u32,
+    /// Duplicate-ACK threshold in force, segments: [`DUP_THRESH`] raised to
+    /// the reordering degree observed (at most [`MAX_DUP_THRESH`]).
+    pub reordering: u32,
     /// Peer's last advertised window in segments.
     pub peer_window: u32,
 }
@@ -249,6 +260,9 @@ struct Undo {
     /// Sequence range outstanding when the episode started.
     from: Seq,
     to: Seq,
+    /// The episode began with a retransmission timeout (its DSACK shows a
+    /// slow ACK path, not reordering).
+    by_timeout: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,6 +362,10 @@ pub struct Connection {
     /// RFC 3708 spirit): a stalled receiver, not a loss.
     undo: Option<Undo>,
     dup_acks: u32,
+    /// Adaptive duplicate-ACK threshold, segments (see [`MAX_DUP_THRESH`]).
+    dup_thresh: u32,
+    /// One past the highest SACKed segment (meaningful above `snd_una`).
+    high_sacked: Seq,
     rtt: RttEstimator,
     probe_now: bool,
     probes_unanswered: u32,
@@ -441,6 +459,8 @@ impl Connection {
             recovery_rto: false,
             undo: None,
             dup_acks: 0,
+            dup_thresh: DUP_THRESH,
+            high_sacked: Seq(0),
             persist_backoff: 0,
             probe_now: false,
             probes_unanswered: 0,
@@ -541,6 +561,7 @@ impl Connection {
         s.rto_us = self.rtt.rto().as_micros() as u64;
         s.cwnd = self.cwnd;
         s.peer_window = self.snd_wnd;
+        s.reordering = self.dup_thresh;
         s
     }
     /// Records that the link failed to send a frame from `poll_transmit`
@@ -1060,8 +1081,10 @@ impl Connection {
             self.snd_wl2 = ack;
         }
         self.check_dsack(repr);
-        let new_sacks = self.apply_sack(&repr.sack);
+        let high_before = self.high_sacked;
+        let new_sacks = self.apply_sack(&repr.sack, ack);
         if advanced {
+            self.check_reordering(high_before);
             self.on_new_ack(now, ack);
         } else if ack == self.snd_una
             && repr.seq_len() == 0
@@ -1069,7 +1092,7 @@ impl Connection {
             && (!window_changed || new_sacks > 0)
         {
             self.dup_acks += 1;
-            if self.dup_acks == DUP_THRESH {
+            if self.dup_acks == self.loss_thresh() {
                 self.enter_recovery(true);
             }
         }
@@ -1079,8 +1102,12 @@ impl Connection {
     }
 
     /// Marks SACKed segments; returns how many were newly SACKed.
-    fn apply_sack(&mut self, sack: &SackBlocks) -> u32 {
+    fn apply_sack(&mut self, sack: &SackBlocks, ack: Seq) -> u32 {
         let mut n = 0;
+        let mut high = self.high_sacked;
+        if high.diff(self.snd_una) < 0 {
+            high = self.snd_una;
+        }
         for &(s, e) in sack.as_slice() {
             let start = s.diff(self.snd_una).max(0) as usize;
             let end = (e.diff(self.snd_una).max(0) as usize).min(self.rtx.len());
@@ -1095,7 +1122,13 @@ impl Connection {
                     n += 1;
                 }
             }
+            // A DSACK block (at or below the cumulative ACK) says nothing
+            // about segments above it.
+            if end > start && e.diff(ack) > 0 && self.snd_una.add(end as u32).diff(high) > 0 {
+                high = self.snd_una.add(end as u32);
+            }
         }
+        self.high_sacked = high;
         self.sacked_count += n;
         n
     }
@@ -1103,7 +1136,8 @@ impl Connection {
     /// RFC 6675-style loss detection: an unSACKed segment with at least
     /// DupThresh SACKed segments above it is lost (once per episode).
     fn mark_lost_by_sack(&mut self) {
-        if self.sacked_count < DUP_THRESH {
+        let thresh = self.loss_thresh();
+        if self.sacked_count < thresh {
             return;
         }
         if self.recovery.is_none() {
@@ -1117,7 +1151,7 @@ impl Connection {
                 seen += 1;
                 continue;
             }
-            if self.sacked_count - seen < DUP_THRESH {
+            if self.sacked_count - seen < thresh {
                 break;
             }
             if !s.lost && s.episode != self.episode {
@@ -1139,13 +1173,39 @@ impl Connection {
         self.to_resend.push_back(seq);
     }
 
-    fn save_undo(&mut self) {
+    fn save_undo(&mut self, by_timeout: bool) {
         self.undo = Some(Undo {
             cwnd: self.cwnd,
             ssthresh: self.ssthresh,
             from: self.snd_una,
             to: self.snd_nxt,
+            by_timeout,
         });
+    }
+
+    /// Segments SACKed above an unSACKed one before it counts as lost: the
+    /// adaptive threshold, bounded by half the flight (see [`MAX_DUP_THRESH`]).
+    fn loss_thresh(&self) -> u32 {
+        self.dup_thresh
+            .min((self.rtx.len() as u32 / 2).max(DUP_THRESH))
+    }
+
+    /// Called when the cumulative ACK moves past the head segment, with
+    /// `high_sacked` as it was before this ACK: if the head was sent once
+    /// and never SACKed while earlier ACKs had already SACKed later segments
+    /// up to `high_before`, it arrived late — reordered by that distance,
+    /// not lost. (Only the head counts: segments above a retransmitted hole
+    /// may simply not have fit in the peer's SACK blocks; and SACKs arriving
+    /// with this very ACK only show a new hole above segments whose ACK was
+    /// delayed.)
+    fn check_reordering(&mut self, high_before: Seq) {
+        let Some(head) = self.rtx.front() else {
+            return;
+        };
+        let d = high_before.diff(self.snd_una);
+        if head.tx_count == 1 && !head.sacked && d > 0 {
+            self.dup_thresh = self.dup_thresh.max((d as u32).min(MAX_DUP_THRESH));
+        }
     }
 
     /// A DSACK (first SACK block at or below the cumulative ACK) reports a
@@ -1167,6 +1227,11 @@ impl Connection {
         }
         self.undo = None;
         self.stats.spurious += 1;
+        if !u.by_timeout {
+            // A fast retransmission proved unnecessary: the original arrived
+            // after DupThresh later segments (RFC 4653 sec. 3.4 spirit).
+            self.dup_thresh = (self.dup_thresh * 2).min(MAX_DUP_THRESH);
+        }
         if self.cfg.congestion_control {
             self.cwnd = self.cwnd.max(u.cwnd);
             self.ssthresh = u.ssthresh;
@@ -1192,7 +1257,7 @@ impl Connection {
             self.recovery = Some(self.snd_nxt);
             self.recovery_rto = false;
             self.stats.fast_retransmits += 1;
-            self.save_undo();
+            self.save_undo(false);
             if self.cfg.congestion_control {
                 self.ssthresh = (self.pipe() / 2).max(2);
                 self.cwnd = self.ssthresh;
@@ -1508,7 +1573,7 @@ impl Connection {
         }
         self.rtt.back_off();
         if self.undo.is_none() || !self.recovery_rto {
-            self.save_undo();
+            self.save_undo(true);
         }
         if self.cfg.congestion_control {
             self.ssthresh = (self.pipe() / 2).max(2);

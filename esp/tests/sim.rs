@@ -267,13 +267,14 @@ fn lossy(p: f64, seed: u64) -> FaultConfig {
 fn ten_mb(ab: FaultConfig, ba: FaultConfig) -> Outcome {
     let o = transfer(&EspConfig::default(), ab, ba, 10 * MB);
     eprintln!(
-        "10 MB in {:?} virtual: sent {} retx {} timeouts {} fast {} spurious {} ooo {} dup {} dropped {}",
+        "10 MB in {:?} virtual: sent {} retx {} timeouts {} fast {} spurious {} reordering {} ooo {} dup {} dropped {}",
         o.elapsed,
         o.a.sent,
         o.a.retransmitted,
         o.a.timeouts,
         o.a.fast_retransmits,
         o.a.spurious,
+        o.a.reordering,
         o.b.out_of_sequence,
         o.b.duplicates,
         o.b.dropped
@@ -295,6 +296,9 @@ fn loss_0_1_percent_10mb() {
 #[test]
 fn loss_1_percent_10mb() {
     let o = ten_mb(lossy(0.01, 5), lossy(0.01, 6));
+    // Loss without reordering (and delayed ACKs revealing a hole above
+    // unacknowledged segments) must not pass for reordering.
+    assert_eq!(o.a.reordering, esp::conn::DUP_THRESH);
     assert!(o.a.retransmitted > 0);
 }
 
@@ -318,9 +322,14 @@ fn loss_20_percent_10mb() {
 
 #[test]
 fn burst_loss_10mb() {
-    ten_mb(
+    let o = ten_mb(
         faults(11).with_burst(0.01, 0.25, 0.9),
         faults(12).with_burst(0.01, 0.25, 0.9),
+    );
+    assert_eq!(
+        o.a.reordering,
+        esp::conn::DUP_THRESH,
+        "loss is not reordering"
     );
 }
 
@@ -331,6 +340,11 @@ fn duplication_10mb() {
         faults(14).with_duplicate(0.05),
     );
     assert!(o.b.duplicates > 0);
+    assert_eq!(
+        o.a.reordering,
+        esp::conn::DUP_THRESH,
+        "duplicates are not reordering"
+    );
 }
 
 #[test]
@@ -340,6 +354,11 @@ fn reordering_10mb() {
         faults(16).with_reorder(0.05, Duration::from_micros(50)),
     );
     assert!(o.b.out_of_sequence > 0);
+    assert!(
+        o.a.reordering > esp::conn::DUP_THRESH,
+        "the duplicate-ACK threshold adapts to reordering: {}",
+        o.a.reordering
+    );
 }
 
 #[test]

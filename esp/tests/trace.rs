@@ -1058,3 +1058,127 @@ fn pure_acks_are_not_acknowledged_and_old_ones_rate_limited() {
     assert_eq!(ack.len(), 1);
     assert_eq!(ack[0].repr.ack, p.b.rcv_nxt());
 }
+
+#[test]
+fn reordering_raises_the_duplicate_ack_threshold() {
+    let mut p = pair();
+    assert_eq!(p.a.stats().reordering, esp::conn::DUP_THRESH);
+    p.a.send(&vec![5u8; MSS * 8]).unwrap();
+    let segs = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(segs.len(), 8);
+    // Segments 1..=4 are held back in the network: 0, 5 and 6 arrive first
+    // (two SACKed segments: below the threshold, no retransmission).
+    let mut t = 110;
+    let mut step = |p: &mut Pair, i: usize| -> Vec<Seg> {
+        t += 1;
+        deliver(&mut p.b, p.t0 + us(t), std::slice::from_ref(&segs[i]));
+        let acks = out(&mut p.b, p.t0 + us(t));
+        deliver(&mut p.a, p.t0 + us(t + 1), &acks);
+        out(&mut p.a, p.t0 + us(t + 1))
+    };
+    for i in [0, 5, 6, 1, 2, 3, 4, 7] {
+        let sent = step(&mut p, i);
+        assert!(sent.is_empty(), "nothing is resent: {sent:?}");
+    }
+    p.b.ack_pending_now();
+    deliver(&mut p.a, p.t0 + us(200), &out(&mut p.b, p.t0 + us(200)));
+    assert_eq!(p.a.snd_una(), p.a.snd_nxt());
+    let s = p.a.stats();
+    assert_eq!((s.retransmitted, s.fast_retransmits), (0, 0));
+    // Segment 1 arrived after segments up to 6 were SACKed: reordered by 6.
+    assert_eq!(s.reordering, 6);
+
+    // A real loss is still repaired by fast retransmit, once more than 3
+    // segments above the hole are SACKed.
+    p.a.send(&vec![6u8; MSS * 16]).unwrap();
+    let segs = out(&mut p.a, p.t0 + us(300));
+    // The threshold is bounded by half the flight (cwnd-limited here).
+    let thresh = 6.min((segs.len() / 2).max(3));
+    assert!(thresh > 3, "flight of {} too short to show it", segs.len());
+    let mut resent = Vec::new();
+    for (i, s) in segs.iter().enumerate().skip(1) {
+        let now = p.t0 + us(310 + i as u64);
+        deliver(&mut p.b, now, std::slice::from_ref(s));
+        let acks = out(&mut p.b, now);
+        deliver(&mut p.a, now, &acks);
+        // New data may follow as SACKs free the pipe: count resends only.
+        let last = segs.last().unwrap().repr.seq;
+        let re: Vec<Seg> = out(&mut p.a, now)
+            .into_iter()
+            .filter(|r| r.repr.seq.diff(last) <= 0)
+            .collect();
+        if i < thresh {
+            assert!(re.is_empty(), "{i} SACKed above the hole: not yet lost");
+        }
+        resent.extend(re);
+    }
+    assert_eq!(resent.len(), 1, "one retransmission: {resent:?}");
+    assert_eq!(resent[0].repr.seq, segs[0].repr.seq);
+    assert_eq!(p.a.stats().fast_retransmits, 1);
+}
+
+#[test]
+fn gathered_frames_equal_copied_frames() {
+    // Two identical connections: one emits whole frames, the other headers
+    // plus payload slices of its send buffer; the bytes must be the same,
+    // also when a segment's payload wraps around the buffer's end.
+    let mut p = pair();
+    let mut q = pair();
+    let mut wrapped = 0;
+    let mut t = 100;
+    let mut held: [Option<Vec<u8>>; 2] = [None, None];
+    for round in 0..6u8 {
+        let len = MSS * 7 + 333 + 777 * round as usize;
+        let data: Vec<u8> = (0..len).map(|i| (i as u8) ^ round).collect();
+        p.a.send(&data).unwrap();
+        q.a.send(&data).unwrap();
+        t += 100;
+        let now = p.t0 + us(t);
+        let copied = {
+            let mut buf = [0u8; MTU + 14];
+            let mut v = Vec::new();
+            while let Some(n) = p.a.poll_transmit(now, &mut buf) {
+                v.push(buf[..n].to_vec());
+            }
+            v
+        };
+        let qnow = q.t0 + us(t);
+        let mut gathered = Vec::new();
+        let mut hdr = [0u8; MTU + 14];
+        while let Some(f) = q.a.poll_transmit_gather(qnow, &mut hdr) {
+            let (x, y) = q.a.payload(f.payload_off, f.payload_len);
+            assert_eq!(x.len() + y.len(), f.payload_len);
+            if !x.is_empty() && !y.is_empty() {
+                wrapped += 1;
+            }
+            let mut frame = hdr[..f.header_len].to_vec();
+            frame.extend_from_slice(x);
+            frame.extend_from_slice(y);
+            gathered.push(frame);
+        }
+        assert_eq!(copied.len(), gathered.len(), "round {round}");
+        for (c, g) in copied.iter().zip(&gathered) {
+            assert_eq!(c, g, "round {round}: frames differ");
+            EspFrame::parse(g, ETHERTYPE_ESP, MTU + 14).expect("checksum and layout valid");
+        }
+        // Acknowledge all but the last segment (delivered next round), so
+        // the send buffer never empties and its contents wrap around.
+        let withheld = [copied.last().cloned(), gathered.last().cloned()];
+        let (pc, qc) = (&copied[..copied.len() - 1], &gathered[..gathered.len() - 1]);
+        for (k, (pair, frames)) in [(&mut p, pc), (&mut q, qc)].into_iter().enumerate() {
+            let now = pair.t0 + us(t + 10);
+            let late = held[k].take();
+            held[k] = withheld[k].clone();
+            for f in late.iter().chain(frames) {
+                let s = EspFrame::parse(f, ETHERTYPE_ESP, MTU + 14).unwrap();
+                pair.b.handle_segment(now, &s.esp, s.payload);
+            }
+            pair.b.ack_pending_now();
+            let acks = out(&mut pair.b, now);
+            deliver(&mut pair.a, now, &acks);
+            let mut sink = vec![0u8; MSS * 16];
+            while pair.b.recv(&mut sink).is_ok_and(|n| n > 0) {}
+        }
+    }
+    assert!(wrapped > 0, "no payload wrapped around the send buffer");
+}
