@@ -110,6 +110,18 @@ pub struct Config {
     /// the capped period. Default 1 s (= `min_error_delay`, the stall a
     /// loaded host is allowed).
     pub live_window: Duration,
+    /// Early resend (not in the spec; wire-compatible; RFC 8985 RACK by send
+    /// order): CTP confirms every packet, so when a packet sent after this
+    /// one (to the same destination, sent once) is confirmed while this one
+    /// is not, this one or its confirmation was lost, or they were
+    /// reordered. It is then resent `reorder_window` later instead of at
+    /// its timer (no doubling of its period; it still counts as a resend).
+    /// Default on.
+    pub early_resend: bool,
+    /// How long after the evidence an early resend waits for a reordered
+    /// confirmation: `max(SRTT / 4, min_reorder_window)` (RFC 8985 6.2: a
+    /// quarter of the round trip). Default floor 20 us.
+    pub min_reorder_window: Duration,
     /// Most packets in flight (sent, unconfirmed) per destination.
     pub window_packets: usize,
     /// Most bytes in flight per destination (at least one packet is always allowed).
@@ -151,6 +163,8 @@ impl Default for Config {
             max_resend_multiplier: 16384,
             max_resend_period: Duration::from_millis(20),
             live_window: Duration::from_secs(1),
+            early_resend: true,
+            min_reorder_window: Duration::from_micros(20),
             window_packets: 1024,
             window_bytes: 1 << 20,
             max_stored_bytes: 256 << 20,
@@ -334,6 +348,9 @@ pub struct Stats {
     pub messages_confirmed: u64,
     pub messages_delivered: u64,
     pub not_confirmed_errors: u64,
+    /// Resends made before the timer because packets sent later were
+    /// confirmed (also counted in `data_packets_resent`).
+    pub early_resends: u64,
 }
 
 #[derive(Debug)]
@@ -344,6 +361,27 @@ struct SendSession {
     queue: VecDeque<MsgId>,
     in_flight_pkts: usize,
     in_flight_bytes: usize,
+    /// Sequence number of the next transmission to this destination.
+    tx_seq: u64,
+    /// Transmissions in send order (seq, message, packet), for early resend;
+    /// entries of packets confirmed or sent again since are skipped.
+    sent_order: VecDeque<(u64, MsgId, u32)>,
+    /// One past the highest transmission sequence number confirmed (of
+    /// packets sent once, so unambiguous): everything sent before it and
+    /// still unconfirmed is presumed lost (RFC 8985 RACK, by send order).
+    rack_seq: u64,
+}
+
+impl SendSession {
+    /// Records a transmission of packet `idx` of `key`; returns its sequence number.
+    fn note_transmission(&mut self, key: MsgId, idx: u32, track: bool) -> u64 {
+        let seq = self.tx_seq;
+        self.tx_seq += 1;
+        if track {
+            self.sent_order.push_back((seq, key, idx));
+        }
+        seq
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -490,6 +528,9 @@ impl<P: PeerAddr> Endpoint<P> {
             queue: VecDeque::new(),
             in_flight_pkts: 0,
             in_flight_bytes: 0,
+            tx_seq: 0,
+            sent_order: VecDeque::new(),
+            rack_seq: 0,
         })
     }
 
@@ -695,6 +736,7 @@ impl<P: PeerAddr> Endpoint<P> {
                 p.update_due();
                 self.timers.push(Reverse((p.due, key, i)));
             }
+            p.seq = sess.note_transmission(key, i, self.cfg.early_resend);
             sess.in_flight_pkts += 1;
             sess.in_flight_bytes += wire;
             self.tx.push_back(Tx::Data { key, idx: i });
@@ -772,6 +814,7 @@ impl<P: PeerAddr> Endpoint<P> {
         }
         p.phase = PktPhase::Confirmed;
         let sample = (p.transmissions == 1).then(|| now.saturating_duration_since(p.first_sent));
+        let once_seq = (p.transmissions == 1).then_some(p.seq);
         m.unconfirmed -= 1;
         let done = m.unconfirmed == 0;
         if let Some(s) = self.sessions.get_mut(&dest) {
@@ -791,7 +834,72 @@ impl<P: PeerAddr> Endpoint<P> {
             self.stats.messages_confirmed += 1;
             self.remove_msg(key);
         }
+        if let Some(seq) = once_seq {
+            self.detect_losses(now, dest, seq);
+        }
         self.release(now, dest);
+    }
+
+    /// Early resend (see [`Config::early_resend`]): the packet with
+    /// transmission sequence number `seq`, sent once, was confirmed; packets
+    /// to `dest` sent before it and still unconfirmed are resent after the
+    /// reorder window, unless their timer comes sooner.
+    fn detect_losses(&mut self, now: Instant, dest: Dest<P>, seq: u64) {
+        if !self.cfg.early_resend {
+            return;
+        }
+        let Some(s) = self.sessions.get_mut(&dest) else {
+            return;
+        };
+        if seq < s.rack_seq {
+            return;
+        }
+        s.rack_seq = seq + 1;
+        let reo = s
+            .timing
+            .srtt
+            .map_or(Duration::ZERO, |r| r / 4)
+            .max(self.cfg.min_reorder_window);
+        let at = later(now, reo);
+        while let Some(&(q, key, idx)) = s.sent_order.front() {
+            if q >= s.rack_seq {
+                break;
+            }
+            s.sent_order.pop_front();
+            let Some(m) = self.sent.get_mut(&key) else {
+                continue;
+            };
+            let p = m.pkt_mut(idx);
+            if p.phase != PktPhase::InFlight || p.seq != q || p.early {
+                continue;
+            }
+            // NoResend, resending disabled, or the timer comes sooner anyway
+            if p.resend_at.is_none_or(|r| r <= at) {
+                continue;
+            }
+            p.resend_at = Some(at);
+            p.early = true;
+            p.update_due();
+            self.timers.push(Reverse((p.due, key, idx)));
+        }
+    }
+
+    /// Drops entries of `dest`'s send-order queue whose packets were
+    /// confirmed or sent again since, once it holds many more entries than
+    /// packets in flight (resends to a peer that confirms nothing would
+    /// otherwise grow it without bound). Amortized O(1) per transmission.
+    fn compact_send_order(&mut self, dest: Dest<P>) {
+        let Some(s) = self.sessions.get_mut(&dest) else {
+            return;
+        };
+        if s.sent_order.len() <= 2 * s.in_flight_pkts + 64 {
+            return;
+        }
+        let sent = &self.sent;
+        s.sent_order.retain(|&(q, key, idx)| {
+            sent.get(&key)
+                .is_some_and(|m| m.pkt(idx).phase == PktPhase::InFlight && m.pkt(idx).seq == q)
+        });
     }
 
     fn confirm(&mut self, to: P, r: &Repr) {
@@ -1043,20 +1151,23 @@ impl<P: PeerAddr> Endpoint<P> {
             let m = self.sent.get_mut(&key).expect("present");
             let p = m.pkt_mut(i);
             if p.resend_at.is_some_and(|t| t <= now) {
-                let (first_sent, base) = (p.first_sent, p.base);
-                let (mut live, mut current) = (false, base);
+                let (first_sent, base, early) = (p.first_sent, p.base, p.early);
+                let (mut live, mut current, mut seq) = (false, base, p.seq);
                 if let Some(s) = self.sessions.get_mut(&dest) {
-                    if self.cfg.adaptive_timeout {
+                    if self.cfg.adaptive_timeout && !early {
                         s.timing.expired(first_sent, base, self.cfg.max_timeout);
                     }
                     live = s.timing.last_confirm.is_some_and(|c| {
                         c >= first_sent && now.saturating_duration_since(c) <= self.cfg.live_window
                     });
                     current = s.timing.timeout;
+                    seq = s.note_transmission(key, i, self.cfg.early_resend);
                 }
                 let m = self.sent.get_mut(&key).expect("present");
                 let p = m.pkt_mut(i);
                 p.transmissions += 1;
+                p.seq = seq;
+                p.early = false;
                 self.tx.push_back(Tx::Data { key, idx: i });
                 self.stats.data_packets_resent += 1;
                 let doubled = p
@@ -1064,7 +1175,11 @@ impl<P: PeerAddr> Endpoint<P> {
                     .saturating_mul(2)
                     .min(self.cfg.max_resend_multiplier.max(1));
                 let cap = self.cfg.max_resend_period.max(current);
-                let period = if live
+                let period = if early {
+                    // an early resend is not a timeout: the period stays
+                    self.stats.early_resends += 1;
+                    base.saturating_mul(p.mult)
+                } else if live
                     && !self.cfg.max_resend_period.is_zero()
                     && base.saturating_mul(doubled) > cap
                 {
@@ -1080,6 +1195,7 @@ impl<P: PeerAddr> Endpoint<P> {
             if p.update_due() {
                 self.timers.push(Reverse((p.due, key, i)));
             }
+            self.compact_send_order(dest);
         }
         if let Some(t) = self.next_reassembly_check {
             if t <= now {
@@ -1214,5 +1330,43 @@ impl<P: PeerAddr> Endpoint<P> {
     /// Queues an error delivery (used by drivers for transport errors).
     pub fn push_error(&mut self, now: Instant, kind: ErrorKind, code: i64, peer: Option<P>) {
         self.error(now, kind, code, peer, None, None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Resends to a peer that confirms nothing do not grow the send-order
+    /// queue of early resend without bound.
+    #[test]
+    fn send_order_queue_stays_bounded_for_a_dead_peer() {
+        let t0 = Instant::now();
+        let cfg = Config {
+            data_size: 10,
+            default_timeout: Duration::from_millis(1),
+            max_resend_multiplier: 4,
+            ..Config::default()
+        };
+        let mut e: Endpoint<u8> = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, 1, None);
+        e.send(t0, 1, 2, &[0u8; 100], Options::NONE).unwrap();
+        let mut buf = vec![0u8; e.config().max_packet_len()];
+        let mut now = t0;
+        let mut transmissions = 0;
+        while now - t0 < Duration::from_secs(60) {
+            now = e.poll_timeout().unwrap();
+            e.handle_timeout(now);
+            while e.poll_transmit(&mut buf).is_some() {
+                transmissions += 1;
+            }
+        }
+        let s = &e.sessions[&Dest::Peer(2)];
+        assert!(transmissions > 10_000, "{transmissions}");
+        assert!(
+            s.sent_order.len() <= 2 * s.in_flight_pkts + 65,
+            "{} entries for {} packets in flight",
+            s.sent_order.len(),
+            s.in_flight_pkts
+        );
     }
 }

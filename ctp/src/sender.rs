@@ -53,6 +53,13 @@ pub struct PktState {
     pub base: Duration,
     /// Group members that confirmed this packet (broadcast only; bit i = member i).
     pub acks: u64,
+    /// Transmission sequence number of its latest transmission (per
+    /// destination, in send order): a confirmed packet with a higher one
+    /// was sent after it (early resend).
+    pub seq: u64,
+    /// `resend_at` was brought forward because packets sent after this one
+    /// were confirmed (early resend: no doubling of the period).
+    pub early: bool,
 }
 
 impl PktState {
@@ -67,6 +74,8 @@ impl PktState {
             error_at: None,
             base: Duration::ZERO,
             acks: 0,
+            seq: 0,
+            early: false,
         }
     }
 

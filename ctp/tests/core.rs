@@ -800,3 +800,85 @@ fn timeout_backs_off_until_a_valid_sample() {
         vec![ms(3), ms(6), ms(12), ms(24), Duration::from_micros(23_875)]
     );
 }
+
+/// Early resend (PROTOCOL.md, RFC 8985 RACK by send order): T = 1 ms (the
+/// floor; SRTT 100 us). A 4-packet message loses packet 1; the confirmation
+/// of packet 2, sent after it, arrives at +100 us, so packet 1 is resent one
+/// reorder window (SRTT / 4 = 25 us) later, at +125 us, not at its timer
+/// (+1 ms). Its period does not double: lost again, it is resent one T
+/// later, at +1125 us. A confirmation merely overtaken (arriving within the
+/// window) causes no resend.
+#[test]
+fn early_resend_after_a_later_packet_is_confirmed() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 4,
+        ..Config::default()
+    };
+    let us = Duration::from_micros;
+    for early in [true, false] {
+        let cfg = Config {
+            early_resend: early,
+            ..cfg.clone()
+        };
+        let mut a = ep(cfg.clone(), 1, t0);
+        let mut b = ep(cfg, 2, t0);
+        exchange(&mut a, &mut b, t0, us(100));
+        assert_eq!(a.peer_timeout(B), Duration::from_millis(1));
+        let t1 = t0 + us(1000);
+        a.send(t1, 2, B, b"0123456789abcdef", Options::NONE)
+            .unwrap();
+        let out = drain(&mut a);
+        assert_eq!(out.len(), 4);
+        for k in [0, 2, 3] {
+            b.handle_datagram(t1, A, &out[k].1);
+        }
+        let confs = drain(&mut b);
+        for (_, c) in &confs {
+            a.handle_datagram(t1 + us(100), B, c);
+        }
+        let due = a.poll_timeout().unwrap() - t1;
+        let (resends, _) = run_timers(&mut a, t1, us(1124));
+        if early {
+            assert_eq!(due, us(125));
+            assert_eq!(resends, vec![(us(125), 1)]);
+            assert_eq!(a.stats().early_resends, 1);
+            assert_eq!(a.poll_timeout().unwrap() - t1, us(1125), "period stays T");
+        } else {
+            assert_eq!(due, us(1000));
+            assert_eq!(resends, vec![(us(1000), 1)]);
+            assert_eq!(a.stats().early_resends, 0);
+        }
+        // packet 1 gets through; delivered once
+        b.handle_datagram(t1 + us(1200), A, &out[1].1);
+        for (_, c) in drain(&mut b) {
+            a.handle_datagram(t1 + us(1300), B, &c);
+        }
+        assert_eq!(a.status().awaiting_confirmation, 0);
+        let got = deliveries(&mut b);
+        assert!(matches!(got.as_slice(), [Delivery::Data(d)] if d.data == b"0123456789abcdef"));
+
+        // reordered confirmations within the window: no resend
+        let t2 = t1 + us(10_000);
+        a.send(t2, 3, B, b"0123456789abcdef", Options::NONE)
+            .unwrap();
+        let out = drain(&mut a);
+        for (_, p) in &out {
+            b.handle_datagram(t2, A, p);
+        }
+        let confs = drain(&mut b);
+        let resent_before = a.stats().data_packets_resent;
+        for (k, at) in [(0, 100), (2, 101), (3, 102), (1, 110)] {
+            a.handle_datagram(t2 + us(at), B, &confs[k].1);
+            if let Some(d) = a.poll_timeout() {
+                if d <= t2 + us(at) {
+                    a.handle_timeout(d);
+                }
+            }
+        }
+        assert!(drain(&mut a).is_empty());
+        assert_eq!(a.stats().data_packets_resent, resent_before);
+        assert_eq!(a.status().awaiting_confirmation, 0);
+        assert_eq!(a.poll_timeout(), None);
+    }
+}
