@@ -22,7 +22,8 @@
 //! queue, each refusal reported or left to the sender's resends; on a live
 //! link (the peer confirms other packets) a packet's resend period stops
 //! growing at [`Config::max_resend_period`], while the error deadline stays
-//! the spec's.
+//! the spec's; a packet is resent early when one sent after it is confirmed
+//! ([`Config::early_resend`], RFC 8985).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet, VecDeque};
