@@ -364,8 +364,9 @@ struct SendSession {
     in_flight_bytes: usize,
     /// Sequence number of the next transmission to this destination.
     tx_seq: u64,
-    /// Transmissions in send order (seq, message, packet), for early resend;
-    /// entries of packets confirmed or sent again since are skipped.
+    /// Transmissions in send order (seq, message, packet), for early resend
+    /// and the first-sample re-base; entries of packets confirmed or sent
+    /// again since are skipped.
     sent_order: VecDeque<(u64, MsgId, u32)>,
     /// One past the highest transmission sequence number confirmed (of
     /// packets sent once, so unambiguous): everything sent before it and
@@ -375,12 +376,10 @@ struct SendSession {
 
 impl SendSession {
     /// Records a transmission of packet `idx` of `key`; returns its sequence number.
-    fn note_transmission(&mut self, key: MsgId, idx: u32, track: bool) -> u64 {
+    fn note_transmission(&mut self, key: MsgId, idx: u32) -> u64 {
         let seq = self.tx_seq;
         self.tx_seq += 1;
-        if track {
-            self.sent_order.push_back((seq, key, idx));
-        }
+        self.sent_order.push_back((seq, key, idx));
         seq
     }
 }
@@ -737,7 +736,7 @@ impl<P: PeerAddr> Endpoint<P> {
                 p.update_due();
                 self.timers.push(Reverse((p.due, key, i)));
             }
-            p.seq = sess.note_transmission(key, i, self.cfg.early_resend);
+            p.seq = sess.note_transmission(key, i);
             sess.in_flight_pkts += 1;
             sess.in_flight_bytes += wire;
             self.tx.push_back(Tx::Data { key, idx: i });
@@ -818,10 +817,12 @@ impl<P: PeerAddr> Endpoint<P> {
         let once_seq = (p.transmissions == 1).then_some(p.seq);
         m.unconfirmed -= 1;
         let done = m.unconfirmed == 0;
+        let mut first_sample = false;
         if let Some(s) = self.sessions.get_mut(&dest) {
             s.in_flight_pkts -= 1;
             s.in_flight_bytes -= wire;
             if let (Some(sample), true) = (sample, self.cfg.adaptive_timeout) {
+                first_sample = s.timing.srtt.is_none();
                 s.timing.sample(
                     now,
                     sample,
@@ -835,10 +836,50 @@ impl<P: PeerAddr> Endpoint<P> {
             self.stats.messages_confirmed += 1;
             self.remove_msg(key);
         }
+        if first_sample {
+            self.rebase_in_flight(now, dest);
+        }
         if let Some(seq) = once_seq {
             self.detect_losses(now, dest, seq);
         }
         self.release(now, dest);
+    }
+
+    /// The first measurement replaced `default_timeout` (spec: the default
+    /// "initially", the measured time x 3 "after the first interchange"):
+    /// packets to `dest` still in flight on their first transmission with a
+    /// longer base take the measured `T` as theirs — resend at `first_sent +
+    /// T` (not before `now`), error deadline `first_sent + max(511 T,
+    /// min_error_delay)` — as RFC 6298 5.3 restarts the timer with the
+    /// current RTO. Without this a burst sent to a fresh peer before its
+    /// first confirmation waited 100 ms for any loss at its tail.
+    fn rebase_in_flight(&mut self, now: Instant, dest: Dest<P>) {
+        let Some(s) = self.sessions.get_mut(&dest) else {
+            return;
+        };
+        let t = s.timing.timeout;
+        if t.is_zero() || s.timing.fixed {
+            return;
+        }
+        let span = (1u32 << (self.cfg.max_resends.min(30) + 1)) - 1;
+        let error_after = t.saturating_mul(span).max(self.cfg.min_error_delay);
+        for &(q, key, idx) in &s.sent_order {
+            let Some(m) = self.sent.get_mut(&key) else {
+                continue;
+            };
+            let p = m.pkt_mut(idx);
+            if p.phase != PktPhase::InFlight || p.seq != q || p.transmissions != 1 || p.base <= t {
+                continue;
+            }
+            p.base = t;
+            let first_sent = p.first_sent;
+            p.resend_at = p.resend_at.map(|r| r.min(later(first_sent, t).max(now)));
+            p.error_at = p.error_at.map(|e| e.min(later(first_sent, error_after)));
+            let before = p.due;
+            if p.update_due() && p.due != before {
+                self.timers.push(Reverse((p.due, key, idx)));
+            }
+        }
     }
 
     /// Early resend (see [`Config::early_resend`]): the packet with
@@ -1162,7 +1203,7 @@ impl<P: PeerAddr> Endpoint<P> {
                         c >= first_sent && now.saturating_duration_since(c) <= self.cfg.live_window
                     });
                     current = s.timing.timeout;
-                    seq = s.note_transmission(key, i, self.cfg.early_resend);
+                    seq = s.note_transmission(key, i);
                 }
                 let m = self.sent.get_mut(&key).expect("present");
                 let p = m.pkt_mut(i);

@@ -882,3 +882,41 @@ fn early_resend_after_a_later_packet_is_confirmed() {
         assert_eq!(a.poll_timeout(), None);
     }
 }
+
+/// The first measurement re-bases packets still in flight (PROTOCOL.md):
+/// three commands go to a fresh peer at t0 with the spec's initial 100 ms
+/// timeout; the first two are confirmed at +200 us (T becomes 1 ms, the
+/// floor), the third is lost. It is resent at t0 + 1 ms, not t0 + 100 ms,
+/// and its error deadline is t0 + max(511 x 1 ms, 1 s) = t0 + 1 s.
+#[test]
+fn first_sample_rebases_packets_in_flight() {
+    let t0 = Instant::now();
+    let mut a = ep(Config::default(), 1, t0);
+    let mut b = ep(Config::default(), 2, t0);
+    let us = Duration::from_micros;
+    let ids: Vec<_> = (0..3u8)
+        .map(|i| a.send(t0, 1, B, &[i], Options::DEL_AFTER_ERROR).unwrap())
+        .collect();
+    let out = drain(&mut a);
+    assert_eq!(out.len(), 3);
+    assert_eq!(a.poll_timeout().unwrap() - t0, Duration::from_millis(100));
+    for (_, p) in &out[..2] {
+        b.handle_datagram(t0, A, p);
+    }
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(t0 + us(200), B, &c);
+    }
+    assert_eq!(a.peer_timeout(B), Duration::from_millis(1));
+    let (resends, errors) = run_timers(&mut a, t0, Duration::from_secs(2));
+    // the timer alone (no packet sent after it is confirmed): 1, 3, 7, 15,
+    // 31 ms, then every 20 ms (live link: B confirmed at +200 us); the error
+    // at 1 s removes it (DelAfterError)
+    let ms: Vec<u64> = [1, 3, 7, 15, 31]
+        .into_iter()
+        .chain((51..1000).step_by(20))
+        .collect();
+    let expected: Vec<_> = ms.iter().map(|&m| (us(1000 * m), 0)).collect();
+    assert_eq!(resends, expected);
+    assert_eq!(errors, vec![Duration::from_secs(1)]);
+    assert!(!a.is_pending(ids[2]));
+}

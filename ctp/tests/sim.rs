@@ -379,16 +379,15 @@ fn broadcast_on_hub_confirmed_by_each_receiver() {
 /// The netgauge `--loss 5 -s 8192-65536` case on the virtual clock: a
 /// ping-pong of 16..64 KiB messages (12..45 packets at MTU 1500) with 5 %
 /// loss in each direction. Every message (request and echo) is delivered
-/// exactly once and byte-exact, and the resend schedule stays fast: after
-/// the first exchange no message takes longer than 60 ms of virtual time from
-/// `send` to delivery (T is the 1 ms floor here; on the timer alone 5
-/// consecutive losses of a packet cost 31 ms, 6 cost 51 ms with the 20 ms
-/// live-link cap; the compounding timeout backoff this replaced stalled for
-/// 10-30 s), the first message each way no longer than 150 ms (the spec's
-/// 100 ms initial timeout, then capped resends), and resends stay within
-/// 1.5x what the loss itself forces (no resend storm). Run with early resend
-/// (default) and without (the timer schedule alone): measured worst 3.1 ms /
-/// 7.0 ms, p99 1.1 ms / 3.0 ms, first exchange 0.1 ms / 100 ms.
+/// exactly once and byte-exact, and the resend schedule stays fast: no
+/// message takes longer than 60 ms of virtual time from `send` to delivery
+/// (T is the 1 ms floor here, from the first confirmation on; on the timer
+/// alone 5 consecutive losses of a packet cost 31 ms, 6 cost 51 ms with the
+/// 20 ms live-link cap; the compounding timeout backoff this replaced
+/// stalled for 10-30 s), and resends stay within 1.5x what the loss itself
+/// forces (no resend storm). Run with early resend (default) and without
+/// (the timer schedule alone): measured worst 3.1 ms / 7.0 ms, p99 1.1 ms /
+/// 3.0 ms.
 #[test]
 fn ping_pong_16k_to_64k_five_percent_loss_bounded_delay() {
     ping_pong_lossy(true);
@@ -477,27 +476,19 @@ fn ping_pong_lossy(early_resend: bool) {
     run(&clock, &mut nodes, |_| false);
     assert_eq!(nodes[0].got.len() as u64, ROUNDS);
     assert_eq!(nodes[1].got.len() as u64, ROUNDS);
-    // delays[0] and delays[1]: the first message each way, sent with the
-    // spec's initial 100 ms timeout (no exchange yet)
-    let first = delays[0].max(delays[1]);
-    let worst = delays[2..].iter().copied().max().unwrap();
+    let worst = delays.iter().copied().max().unwrap();
     delays.sort();
     let p99 = delays[delays.len() * 99 / 100];
     let (s0, s1) = (nodes[0].ep.stats(), nodes[1].ep.stats());
     let sent = s0.data_packets_sent + s1.data_packets_sent;
     let resent = s0.data_packets_resent + s1.data_packets_resent;
     eprintln!(
-        "16-64 KiB ping-pong, 5 % loss each way, early resend {early_resend}: first exchange {first:?}, then worst \
-         delivery {worst:?}, p99 {p99:?}; {resent} resends for {sent} packets\n A {s0:?}\n B {s1:?}"
+        "16-64 KiB ping-pong, 5 % loss each way, early resend {early_resend}: worst delivery {worst:?}, p99 {p99:?}; {resent} resends for {sent} packets\n A {s0:?}\n B {s1:?}"
     );
     assert_eq!(s0.not_confirmed_errors + s1.not_confirmed_errors, 0);
     assert!(
         worst <= Duration::from_millis(60),
         "worst delivery delay {worst:?} (p99 {p99:?})"
-    );
-    assert!(
-        first <= Duration::from_millis(150),
-        "first exchange {first:?}"
     );
     // A packet and its confirmation both get through with p = 0.95^2: on
     // average 1/0.9025 - 1 = 0.108 resends per packet are forced by the loss.
