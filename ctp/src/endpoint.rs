@@ -745,6 +745,7 @@ impl<P: PeerAddr> Endpoint<P> {
                 sess.queue.push_back(key);
             }
         }
+        self.compact_send_order(dest);
     }
 
     /// Handles one received datagram from `from`. Malformed input is counted
