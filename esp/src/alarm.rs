@@ -98,13 +98,20 @@ fn service() -> io::Result<&'static Service> {
 
 fn run(s: &'static Service) {
     loop {
+        // While scanning, every `set` pokes the thread (its deadline is
+        // below NONE), so a deadline stored after its alarm was scanned is
+        // not lost: the wait below then returns at once and rescans. SeqCst
+        // on both sides (this store, then the loads of the deadlines; the
+        // setter's store of its deadline, then its load of the target):
+        // either the scan sees the new deadline or the setter sees NONE.
+        s.target_ns.store(NONE, Ordering::SeqCst);
         let now = s.base.elapsed().as_nanos() as u64;
         let mut min = NONE;
         {
             let mut list = s.alarms.lock().unwrap_or_else(|p| p.into_inner());
             list.retain(|w| w.strong_count() > 0);
             for a in list.iter().filter_map(Weak::upgrade) {
-                let d = a.deadline_ns.load(Ordering::Acquire);
+                let d = a.deadline_ns.load(Ordering::SeqCst);
                 if d == NONE {
                     continue;
                 }
@@ -120,7 +127,7 @@ fn run(s: &'static Service) {
                 }
             }
         }
-        s.target_ns.store(min, Ordering::Release);
+        s.target_ns.store(min, Ordering::SeqCst);
         let timeout = (min != NONE).then(|| Duration::from_nanos(min.saturating_sub(now)));
         let _ = crate::driver::wait_readable(
             &[s.control.as_raw_fd()],
@@ -165,8 +172,8 @@ impl Alarm {
             signal(self.fd());
             return;
         }
-        self.inner.deadline_ns.store(ns, Ordering::Release);
-        if ns < s.target_ns.load(Ordering::Acquire) {
+        self.inner.deadline_ns.store(ns, Ordering::SeqCst);
+        if ns < s.target_ns.load(Ordering::SeqCst) {
             signal(s.control.as_raw_fd());
         }
     }
@@ -196,5 +203,33 @@ mod tests {
             Some(Instant::now() + Duration::from_millis(30))
         )
         .unwrap());
+    }
+
+    #[test]
+    fn no_deadline_is_lost_while_the_thread_rescans() {
+        // Threads re-arm short alarms as fast as they fire, so the alarm
+        // thread is often mid-scan when a deadline is stored. Each alarm
+        // must fire; a lost one would leave its waiter asleep (the 10 s
+        // bound only turns a hang into a failure).
+        let threads: Vec<_> = (0..4)
+            .map(|k| {
+                std::thread::spawn(move || {
+                    let a = Alarm::new().unwrap();
+                    for i in 0..3000u64 {
+                        let d = Instant::now() + Duration::from_micros(20 + (i * 7 + k) % 50);
+                        a.set(Some(d));
+                        let fired = crate::driver::wait_readable(
+                            &[a.fd()],
+                            Some(Instant::now() + Duration::from_secs(10)),
+                        )
+                        .unwrap();
+                        assert!(fired, "thread {k}: alarm {i} never fired");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
     }
 }

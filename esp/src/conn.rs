@@ -361,6 +361,11 @@ pub struct Connection {
     /// DSACK shows a retransmission of the episode was spurious (RFC 2883,
     /// RFC 3708 spirit): a stalled receiver, not a loss.
     undo: Option<Undo>,
+    /// Segments retransmitted in the current loss episode and not yet
+    /// reported back by a DSACK: the episode was spurious only when every
+    /// one of them was (RFC 3708 sec. 3; Linux `undo_retrans`). A DSACK for
+    /// any other segment reports a duplicate made by the network.
+    undo_retrans: Vec<Seq>,
     dup_acks: u32,
     /// Adaptive duplicate-ACK threshold, segments (see [`MAX_DUP_THRESH`]).
     dup_thresh: u32,
@@ -405,6 +410,21 @@ impl fmt::Debug for Connection {
             .field("snd_una", &self.snd_una)
             .field("snd_nxt", &self.snd_nxt)
             .field("rcv_nxt", &self.rcv_nxt)
+            .field("in_flight", &self.rtx.len())
+            .field(
+                "unsent",
+                &(self.send_base + self.send_buf.len() as u64 - self.send_next_off),
+            )
+            .field("to_resend", &self.to_resend.len())
+            .field("sacked", &self.sacked_count)
+            .field("lost", &self.lost_count)
+            .field("snd_right", &self.snd_right)
+            .field("cwnd", &self.cwnd)
+            .field("recovery", &self.recovery)
+            .field("unread", &self.recv_buf.len())
+            .field("ooo", &self.ooo_count)
+            .field("ack_pending", &self.ack_pending)
+            .field("timers", &self.timers.at)
             .field("error", &self.error)
             .finish()
     }
@@ -458,9 +478,10 @@ impl Connection {
             recovery: None,
             recovery_rto: false,
             undo: None,
+            undo_retrans: Vec::new(),
             dup_acks: 0,
             dup_thresh: DUP_THRESH,
-            high_sacked: Seq(0),
+            high_sacked: iss,
             persist_backoff: 0,
             probe_now: false,
             probes_unanswered: 0,
@@ -1174,6 +1195,7 @@ impl Connection {
     }
 
     fn save_undo(&mut self, by_timeout: bool) {
+        self.undo_retrans.clear();
         self.undo = Some(Undo {
             cwnd: self.cwnd,
             ssthresh: self.ssthresh,
@@ -1203,7 +1225,8 @@ impl Connection {
             return;
         };
         let d = high_before.diff(self.snd_una);
-        if head.tx_count == 1 && !head.sacked && d > 0 {
+        let in_flight = high_before.diff(self.snd_nxt) <= 0;
+        if head.tx_count == 1 && !head.sacked && d > 0 && in_flight {
             self.dup_thresh = self.dup_thresh.max((d as u32).min(MAX_DUP_THRESH));
         }
     }
@@ -1224,6 +1247,13 @@ impl Connection {
         };
         if s.diff(u.from) < 0 || s.diff(u.to) >= 0 {
             return;
+        }
+        let Some(i) = self.undo_retrans.iter().position(|&r| r == s) else {
+            return; // not a retransmission: the network duplicated it
+        };
+        self.undo_retrans.swap_remove(i);
+        if !self.undo_retrans.is_empty() {
+            return; // other retransmissions may still have been needed
         }
         self.undo = None;
         self.stats.spurious += 1;
@@ -1895,6 +1925,12 @@ impl Connection {
         }
         if s.tx_count > 0 {
             self.stats.retransmitted += 1;
+            if let Some(u) = self.undo {
+                if seq.diff(u.from) >= 0 && seq.diff(u.to) < 0 && !self.undo_retrans.contains(&seq)
+                {
+                    self.undo_retrans.push(seq);
+                }
+            }
         }
         {
             let e = &mut self.rtx[idx];

@@ -171,6 +171,19 @@ impl Core {
     }
 }
 
+/// The I/O error for a failed connection call; a connection that died at
+/// the retransmission limit says in what state (what was in flight, the
+/// timers), since that is what a user needs to find out why.
+fn conn_error(e: Error, conn: &Connection) -> io::Error {
+    match e {
+        Error::TimedOut => io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("{e} ({conn:?}, {:?})", conn.stats()),
+        ),
+        e => e.into(),
+    }
+}
+
 /// Longest busy-poll spin on the link's readiness flag before the caller's
 /// loop runs again (re-checking its own state), microseconds.
 const MAX_SPIN_US: u64 = 50;
@@ -554,9 +567,10 @@ impl EspStream {
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
+                let conn = self.with(|c| format!("{:?}", c.drv.conn));
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    format!("ESP {what}: not done within the timeout"),
+                    format!("ESP {what}: not done within the timeout ({conn})"),
                 ));
             }
             if self.opts.busy_poll {
@@ -795,7 +809,7 @@ impl Read for EspStream {
         self.blocking(deadline, "read", |c| match c.drv.conn.recv(buf) {
             Ok(n) => Ok(Step::Done(n)),
             Err(Error::WouldBlock) => Ok(Step::Wait),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(conn_error(e, &c.drv.conn)),
         })
     }
 }
@@ -816,7 +830,7 @@ impl Write for EspStream {
         self.blocking(deadline, "write", |c| match c.drv.conn.send(buf) {
             Ok(n) => Ok(Step::Done(n)),
             Err(Error::WouldBlock) => Ok(Step::Wait),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(conn_error(e, &c.drv.conn)),
         })
     }
 

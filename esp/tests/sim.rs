@@ -621,3 +621,27 @@ mod prop {
         }
     }
 }
+
+#[test]
+#[ignore = "exploration: many seeds of loss + duplication + reordering"]
+fn explore_hostile_seeds() {
+    for seed in 0..300u64 {
+        let f = |s: u64| {
+            faults(s)
+                .with_loss(0.05)
+                .with_duplicate(0.05)
+                .with_reorder(0.05, Duration::from_micros(100))
+                .with_rate(4_000_000_000)
+        };
+        let o = transfer(
+            &EspConfig::default(),
+            f(seed * 2 + 1000),
+            f(seed * 2 + 1001),
+            2 * MB,
+        );
+        eprintln!(
+            "seed {seed}: {:?} timeouts {} reordering {}",
+            o.elapsed, o.a.timeouts, o.a.reordering
+        );
+    }
+}

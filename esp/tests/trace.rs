@@ -1182,3 +1182,66 @@ fn gathered_frames_equal_copied_frames() {
     }
     assert!(wrapped > 0, "no payload wrapped around the send buffer");
 }
+
+#[test]
+fn no_reordering_is_inferred_at_any_initial_sequence_number() {
+    // The SACK high-water mark starts at the ISS: an ISN on either side of
+    // the sequence space midpoint must not look like a reordered head.
+    for iss in [Seq(1), Seq(0x7fff_fff0), Seq(0x8000_0010), Seq(0xffff_fff0)] {
+        let t0 = Instant::now();
+        let cfg = EspConfig::default();
+        let mut a = Connection::connect(&cfg, MTU, (A, PA), (B, PB), iss, t0);
+        let syn = out(&mut a, t0);
+        let mut l: Listener<()> = Listener::new(cfg, MTU, (B, PB), isn());
+        let SynOutcome::Accept(mut b) = l.on_segment(t0, 0, A, &syn[0].repr, |_| false) else {
+            panic!("SYN refused");
+        };
+        deliver(&mut a, t0 + us(5), &out(&mut b, t0 + us(5)));
+        deliver(&mut b, t0 + us(10), &out(&mut a, t0 + us(10)));
+        a.send(&vec![1u8; MSS * 4]).unwrap();
+        deliver(&mut b, t0 + us(20), &out(&mut a, t0 + us(20)));
+        b.ack_pending_now();
+        deliver(&mut a, t0 + us(30), &out(&mut b, t0 + us(30)));
+        assert_eq!(a.snd_una(), a.snd_nxt(), "iss {iss:?}");
+        assert_eq!(a.stats().reordering, esp::conn::DUP_THRESH, "iss {iss:?}");
+    }
+}
+
+#[test]
+fn dsack_of_a_network_duplicate_does_not_undo_recovery() {
+    // Only a DSACK for a segment that was retransmitted shows a spurious
+    // retransmission (RFC 3708); a duplicate the network made proves
+    // nothing. (Undoing on it cancelled real loss recovery: with 5 %
+    // duplication the sender fell back to backed-off timeouts.)
+    let mut p = pair();
+    p.a.send(&vec![7u8; MSS * 10]).unwrap();
+    let segs = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(segs.len(), 10);
+    let cwnd_before = p.a.cwnd();
+    let mut t = 110;
+    let mut hop = |p: &mut Pair, s: &Seg| -> Vec<Seg> {
+        t += 2;
+        deliver(&mut p.b, p.t0 + us(t), std::slice::from_ref(s));
+        let acks = out(&mut p.b, p.t0 + us(t));
+        deliver(&mut p.a, p.t0 + us(t + 1), &acks);
+        out(&mut p.a, p.t0 + us(t + 1))
+    };
+    let mut resent = Vec::new();
+    for i in [0, 1, 2, 3, 4, 6, 7, 8] {
+        resent.extend(hop(&mut p, &segs[i]));
+    }
+    // Segment 5 was lost: resent once, by fast retransmit.
+    assert_eq!(resent.len(), 1);
+    assert_eq!(resent[0].repr.seq, segs[5].repr.seq);
+    assert!(p.a.cwnd() < cwnd_before, "cwnd reduced");
+    let reduced = p.a.cwnd();
+    hop(&mut p, &resent[0]);
+    // The network duplicates segment 6 (already delivered): a DSACK.
+    hop(&mut p, &segs[6]);
+    let s = p.a.stats();
+    assert_eq!(
+        s.spurious, 0,
+        "a network duplicate is not a spurious retransmission"
+    );
+    assert!(p.a.cwnd() <= reduced + 2, "no undo: cwnd {}", p.a.cwnd());
+}

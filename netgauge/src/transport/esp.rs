@@ -85,14 +85,24 @@ pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
 
 impl Endpoint for Esp {
     fn send_msg(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.stream
-            .write_all(buf)
-            .map_err(|e| map_timeout(e, self.timeout))
+        self.stream.write_all(buf).map_err(|e| match e.kind() {
+            // ESP's timeout errors say what the connection was waiting for.
+            io::ErrorKind::TimedOut => e,
+            _ => map_timeout(e, self.timeout),
+        })
     }
 
     fn recv_msg(&mut self, buf: &mut [u8]) -> io::Result<()> {
         self.stream.read_exact(buf).map_err(|e| match e.kind() {
             io::ErrorKind::UnexpectedEof => io::Error::new(e.kind(), "esp peer closed the stream"),
+            // ESP's timeout error carries the connection's state: keep it.
+            io::ErrorKind::TimedOut => io::Error::new(
+                e.kind(),
+                format!(
+                    "{}; {e}",
+                    map_timeout(io::ErrorKind::TimedOut.into(), self.timeout)
+                ),
+            ),
             _ => map_timeout(e, self.timeout),
         })
     }
@@ -101,8 +111,21 @@ impl Endpoint for Esp {
     fn stats_line(&mut self) -> Option<String> {
         let s = self.stream.stats();
         Some(format!(
-            "esp sent {} retransmitted {} send_errors {} received {} out_of_sequence {} dropped {} duplicates {}",
-            s.sent, s.retransmitted, s.send_errors, s.received, s.out_of_sequence, s.dropped, s.duplicates
+            "esp sent {} retransmitted {} send_errors {} received {} out_of_sequence {} dropped {} duplicates {} fast_retransmits {} timeouts {} spurious {} reordering {} srtt_us {} rto_us {} cwnd {}",
+            s.sent,
+            s.retransmitted,
+            s.send_errors,
+            s.received,
+            s.out_of_sequence,
+            s.dropped,
+            s.duplicates,
+            s.fast_retransmits,
+            s.timeouts,
+            s.spurious,
+            s.reordering,
+            s.srtt_us,
+            s.rto_us,
+            s.cwnd
         ))
     }
 }
