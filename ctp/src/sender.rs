@@ -38,8 +38,8 @@ pub struct PktState {
     pub transmissions: u32,
     /// First transmission.
     pub first_sent: Instant,
-    /// Next timer deadline of this packet: the earlier of `resend_at` and
-    /// `error_at` (the key of its entry in the timer heap).
+    /// Next timer deadline of this packet: the earliest of `resend_at`,
+    /// `error_at` and `probe_at` (the key of its entry in the timer heap).
     pub due: Instant,
     /// Next resend (None: NoResend, or resending disabled).
     pub resend_at: Option<Instant>,
@@ -60,6 +60,12 @@ pub struct PktState {
     /// `resend_at` was brought forward because packets sent after this one
     /// were confirmed (early resend: no doubling of the period).
     pub early: bool,
+    /// Transmission sequence number of its first transmission: a
+    /// confirmation of this packet (of any copy) shows that everything sent
+    /// before that is due too (early resend).
+    pub first_seq: u64,
+    /// Tail probe deadline (see `Config::tail_probe`), if armed.
+    pub probe_at: Option<Instant>,
 }
 
 impl PktState {
@@ -76,17 +82,24 @@ impl PktState {
             acks: 0,
             seq: 0,
             early: false,
+            first_seq: 0,
+            probe_at: None,
         }
     }
 
     /// Sets `due` to the earlier pending deadline; false if none is pending.
     pub fn update_due(&mut self) -> bool {
-        match (self.resend_at, self.error_at) {
-            (Some(a), Some(b)) => self.due = a.min(b),
-            (Some(a), None) | (None, Some(a)) => self.due = a,
-            (None, None) => return false,
+        match [self.resend_at, self.error_at, self.probe_at]
+            .into_iter()
+            .flatten()
+            .min()
+        {
+            Some(t) => {
+                self.due = t;
+                true
+            }
+            None => false,
         }
-        true
     }
 }
 

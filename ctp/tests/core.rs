@@ -700,8 +700,9 @@ fn run_timers(
 /// are confirmed 2 ms after the send, while packet 2 and all its resends are
 /// lost. Packet 2 is resent at 6 and 18 ms (T, 3T: the spec's doubling),
 /// then every 20 ms (`max_resend_period`) while B's last confirmation is at
-/// most 1 s old (`live_window`), then the doubling resumes from there. The
-/// error comes at the spec's 511 T = 3066 ms, the same as for a dead peer.
+/// most 100 ms old (`live_window`), then the doubling resumes from there
+/// (24, 48, ... ms). The error comes at the spec's 511 T = 3066 ms, the same
+/// as for a dead peer.
 /// The destination's timeout is not backed off: a valid sample arrived after
 /// the packet was sent, so the expiries are losses, not a stale estimate.
 #[test]
@@ -709,6 +710,8 @@ fn live_link_resend_period_capped_error_deadline_kept() {
     let t0 = Instant::now();
     let cfg = Config {
         data_size: 4,
+        // the timer schedule alone (a tail probe would add one at +4 ms)
+        tail_probe: false,
         ..Config::default()
     };
     let mut a = ep(cfg.clone(), 1, t0);
@@ -731,10 +734,10 @@ fn live_link_resend_period_capped_error_deadline_kept() {
         a.handle_datagram(t1 + ms(2), B, &c);
     }
     assert_eq!(a.peer_timeout(B), ms(6));
-    let (resends, errors) = run_timers(&mut a, t1, ms(4066));
+    let (resends, errors) = run_timers(&mut a, t1, ms(3166));
     let mut expected: Vec<u64> = vec![6, 18];
-    expected.extend((38..=1018).step_by(20)); // capped: B confirmed at 2 ms
-    expected.extend([1042, 1090, 1186, 1378, 1762, 2530, 4066]); // 24, 48, ... ms
+    expected.extend((38..=118).step_by(20)); // capped: B confirmed at 2 ms
+    expected.extend([142, 190, 286, 478, 862, 1630, 3166]); // 24, 48, ... ms
     assert_eq!(
         resends,
         expected.iter().map(|&m| (ms(m), 2)).collect::<Vec<_>>()
@@ -749,9 +752,9 @@ fn live_link_resend_period_capped_error_deadline_kept() {
     // B gets the packet at last: delivered once, all confirmed
     let last = drain(&mut a);
     assert!(last.is_empty());
-    b.handle_datagram(t1 + ms(4066), A, &out[2].1);
+    b.handle_datagram(t1 + ms(3166), A, &out[2].1);
     for (_, c) in drain(&mut b) {
-        a.handle_datagram(t1 + ms(4067), B, &c);
+        a.handle_datagram(t1 + ms(3167), B, &c);
     }
     assert!(!a.is_pending(id));
     assert_eq!(deliveries(&mut b).len(), 1);
@@ -766,8 +769,14 @@ fn live_link_resend_period_capped_error_deadline_kept() {
 #[test]
 fn timeout_backs_off_until_a_valid_sample() {
     let t0 = Instant::now();
-    let mut a = ep(Config::default(), 1, t0);
-    let mut b = ep(Config::default(), 2, t0);
+    // the timer schedule alone (a tail probe at 2 x SRTT would add one
+    // transmission per packet)
+    let cfg = Config {
+        tail_probe: false,
+        ..Config::default()
+    };
+    let mut a = ep(cfg.clone(), 1, t0);
+    let mut b = ep(cfg, 2, t0);
     let ms = Duration::from_millis;
     exchange(&mut a, &mut b, t0, ms(1));
     assert_eq!(a.peer_timeout(B), ms(3));
@@ -909,14 +918,100 @@ fn first_sample_rebases_packets_in_flight() {
     assert_eq!(a.peer_timeout(B), Duration::from_millis(1));
     let (resends, errors) = run_timers(&mut a, t0, Duration::from_secs(2));
     // the timer alone (no packet sent after it is confirmed): 1, 3, 7, 15,
-    // 31 ms, then every 20 ms (live link: B confirmed at +200 us); the error
-    // at 1 s removes it (DelAfterError)
-    let ms: Vec<u64> = [1, 3, 7, 15, 31]
-        .into_iter()
-        .chain((51..1000).step_by(20))
-        .collect();
+    // 31 ms, then every 20 ms while B's confirmation at +200 us is at most
+    // 100 ms old, then doubling again; the error at 1 s removes it
+    // (DelAfterError)
+    let ms: Vec<u64> = [1, 3, 7, 15, 31, 51, 71, 91, 111, 143, 207, 335, 591].into();
     let expected: Vec<_> = ms.iter().map(|&m| (us(1000 * m), 0)).collect();
     assert_eq!(resends, expected);
     assert_eq!(errors, vec![Duration::from_secs(1)]);
     assert!(!a.is_pending(ids[2]));
+}
+
+/// Tail probe (PROTOCOL.md, RFC 8985 section 7): SRTT 100 us, T = 1 ms, so
+/// the probe timeout is 2 x SRTT = 200 us. (1) A 3-packet message loses
+/// its last packet: early resend cannot see it (nothing after it is
+/// confirmed); it is probed at +200 us, and when the probe is lost too the
+/// timer resends it at +1 ms and +3 ms as before. (2) Packets 1 and 2 of 3
+/// are lost: the probe of packet 2 is confirmed at +300 us, which shows
+/// packet 1 lost: early resend at +325 us. (3) A command confirmed within
+/// 200 us draws no probe.
+#[test]
+fn tail_probe_recovers_a_lost_last_packet() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 4,
+        ..Config::default()
+    };
+    let mut a = ep(cfg.clone(), 1, t0);
+    let mut b = ep(cfg, 2, t0);
+    let us = Duration::from_micros;
+    exchange(&mut a, &mut b, t0, us(100));
+    // (1)
+    let t1 = t0 + us(1000);
+    a.send(t1, 2, B, b"0123456789", Options::NONE).unwrap();
+    let out = drain(&mut a);
+    for (_, p) in &out[..2] {
+        b.handle_datagram(t1, A, p);
+    }
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(t1 + us(100), B, &c);
+    }
+    let (resends, _) = run_timers(&mut a, t1, us(3000));
+    assert_eq!(resends, vec![(us(200), 2), (us(1000), 2), (us(3000), 2)]);
+    assert_eq!((a.stats().tail_probes, a.stats().early_resends), (1, 0));
+    b.handle_datagram(t1 + us(3000), A, &out[2].1);
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(t1 + us(3100), B, &c);
+    }
+    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(deliveries(&mut b).len(), 1);
+    // (2)
+    let t2 = t1 + us(10_000);
+    a.send(t2, 3, B, b"abcdefghij", Options::NONE).unwrap();
+    let out = drain(&mut a);
+    b.handle_datagram(t2, A, &out[0].1);
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(t2 + us(100), B, &c);
+    }
+    let d = a.poll_timeout().unwrap();
+    assert_eq!(d - t2, us(200));
+    a.handle_timeout(d);
+    let probe = drain(&mut a);
+    assert_eq!(probe.len(), 1);
+    assert_eq!(Repr::parse(&probe[0].1).unwrap().0.number, 2);
+    b.handle_datagram(t2 + us(250), A, &probe[0].1);
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(t2 + us(300), B, &c);
+    }
+    let d = a.poll_timeout().unwrap();
+    assert_eq!(
+        d - t2,
+        us(325),
+        "early resend of packet 1 after the probe's confirmation"
+    );
+    a.handle_timeout(d);
+    let again = drain(&mut a);
+    assert_eq!(again.len(), 1);
+    assert_eq!(Repr::parse(&again[0].1).unwrap().0.number, 1);
+    b.handle_datagram(d, A, &again[0].1);
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(d + us(100), B, &c);
+    }
+    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert!(
+        matches!(deliveries(&mut b).as_slice(), [Delivery::Data(x)] if x.data == b"abcdefghij")
+    );
+    assert_eq!((a.stats().tail_probes, a.stats().early_resends), (2, 1));
+    // (3)
+    let t3 = t2 + us(10_000);
+    a.send(t3, 4, B, b"ok", Options::NONE).unwrap();
+    for (_, p) in drain(&mut a) {
+        b.handle_datagram(t3, A, &p);
+    }
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(t3 + us(150), B, &c);
+    }
+    assert_eq!(a.poll_timeout(), None);
+    assert_eq!(a.stats().tail_probes, 2);
 }
