@@ -699,6 +699,30 @@ impl EspStream {
         Ok(())
     }
 
+    /// Graceful close that waits: sends FIN after the buffered data (as
+    /// `shutdown(Write)`), then drives the connection until it is CLOSED —
+    /// the peer's FIN received and ours acknowledged, the last ACK sent — or
+    /// `timeout` passes. Unlike dropping the stream, it returns only when the
+    /// peer has everything, so the process may exit right after (RFC 793
+    /// close; there is no TIME_WAIT: if our last ACK is lost, the peer's
+    /// own close times out). Data that still arrives stays readable.
+    ///
+    /// Errors: `TimedOut` naming the connection's state; the connection's
+    /// error (reset, retransmission limit).
+    pub fn close(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.shutdown(Shutdown::Write)?;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        self.blocking(deadline, "close", |c| {
+            if c.drv.conn.is_finished() {
+                return Ok(Step::Done(()));
+            }
+            match c.drv.conn.error() {
+                Some(e) => Err(conn_error(e, &c.drv.conn)),
+                None => Ok(Step::Wait),
+            }
+        })
+    }
+
     /// Aborts: sends RST and drops buffered data (SO_LINGER 0).
     pub fn abort(&mut self) -> io::Result<()> {
         self.with(|c| -> io::Result<()> {
@@ -725,7 +749,7 @@ impl EspStream {
         let deadline = timeout.map(|t| Instant::now() + t);
         self.blocking(deadline, "wait for acknowledgements", |c| {
             if let Some(e) = c.drv.conn.error() {
-                return Err(e.into());
+                return Err(conn_error(e, &c.drv.conn));
             }
             Ok(if c.drv.conn.send_pending() == 0 {
                 Step::Done(())
@@ -847,7 +871,11 @@ impl Drop for EspStream {
     /// process's closer thread, which keeps driving it (retransmissions,
     /// the peer's FIN) until it is CLOSED or `linger` passes, like the
     /// kernel's orphaned TCP sockets. The port lease is held until then.
-    /// With `linger` zero the connection is dropped at once.
+    /// With `linger` zero the connection is dropped at once. The closer
+    /// thread ends with the process: a program about to exit calls
+    /// [`EspStream::wait_acked`] first if its last bytes matter (the kernel
+    /// keeps a TCP socket's retransmissions going after exit; a user-space
+    /// stack cannot).
     fn drop(&mut self) {
         if let Inner::Shared(s) = &self.inner {
             s.stop.store(true, Ordering::Relaxed);

@@ -140,3 +140,38 @@ fn drop_delivers_buffered_data_in_the_background() {
     }
     assert!(server.join().unwrap() == data);
 }
+
+#[test]
+fn close_returns_once_the_peer_has_everything() {
+    // The link loses 20 % of the frames each way (the retransmissions use
+    // the real clock): close() still returns only when both FINs are
+    // through, so the data, the BYE-like last write and the FIN all arrived.
+    let clock = SimClock::new();
+    let (la, lb) = SimLink::pair(
+        &clock,
+        1500,
+        FaultConfig::seeded(3).with_loss(0.2),
+        FaultConfig::seeded(4).with_loss(0.2),
+    );
+    let (la, lb): (Box<dyn Link>, Box<dyn Link>) = (Box::new(la), Box::new(lb));
+    let mb = lb.mac();
+    let server = std::thread::spawn(move || {
+        let mut s = EspStream::accept_link(lb, 80, EspConfig::default(), PATIENCE).unwrap();
+        s.set_read_timeout(PATIENCE).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        // The peer's FIN is in: our close completes when our FIN is acked.
+        s.close(PATIENCE).unwrap();
+        got
+    });
+    let mut c =
+        EspStream::connect_link(la, 40000, (mb, 80), EspConfig::default(), PATIENCE).unwrap();
+    let data = pattern(200_000);
+    c.write_all(&data).unwrap();
+    c.close(PATIENCE).unwrap();
+    assert_eq!(c.state(), esp::State::Closed);
+    assert_eq!(c.write(b"x").unwrap_err().kind(), ErrorKind::BrokenPipe);
+    let got = server.join().unwrap();
+    assert!(got == data, "{} of {} bytes", got.len(), data.len());
+    assert!(c.stats().retransmitted > 0, "the loss was exercised");
+}

@@ -112,6 +112,9 @@ pub fn client(
             Err(e) => return Err(e),
         }
     }
+    // A user-space transport's retransmissions end with the process: make
+    // sure the BYE arrived before exiting.
+    ep.finish(cfg.timeout, true)?;
     Ok(records)
 }
 
@@ -127,6 +130,7 @@ pub fn server(args: &Args, mode: Mode) -> io::Result<()> {
             (c.kind == Kind::Hello && c.step > last_step) || c.kind == Kind::Bye
         })?;
         if c.kind == Kind::Bye {
+            ep.finish(cfg.timeout, false)?;
             break;
         }
         last_step = c.step;

@@ -11,6 +11,10 @@ use ::esp::socket::{EspListener, EspStream};
 
 use super::{map_timeout, Endpoint, SessionConfig};
 
+/// How long the server waits for the acknowledgement of its FIN at the end
+/// of a session.
+const SERVER_LINGER: Duration = Duration::from_millis(200);
+
 pub struct Esp {
     stream: EspStream,
     timeout: Duration,
@@ -105,6 +109,24 @@ impl Endpoint for Esp {
             ),
             _ => map_timeout(e, self.timeout),
         })
+    }
+
+    /// Both ends close (FIN) and wait for the other's FIN: the server sends
+    /// its FIN only after it read the BYE, so when the client's close
+    /// returns nothing it sent can still be in flight. The server's wait is
+    /// short and its timeout ignored: the client's last ACK may be lost
+    /// after the client exited (there is no TIME_WAIT).
+    fn finish(&mut self, timeout: Duration, initiator: bool) -> io::Result<()> {
+        if initiator {
+            return self.stream.close(Some(timeout));
+        }
+        match self.stream.close(Some(timeout.min(SERVER_LINGER))) {
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                log::debug!("esp: closing after BYE: {e}");
+                Ok(())
+            }
+            r => r,
+        }
     }
 
     /// ESP's per-connection statistics (the thesis's esp_stats).

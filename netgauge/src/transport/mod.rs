@@ -57,6 +57,17 @@ pub trait Endpoint {
         false
     }
 
+    /// Orderly end of the session before the process exits: the client
+    /// (`initiator`, after its BYE) waits at most `timeout` until the server
+    /// shows it got everything; the server (after reading the BYE) closes
+    /// its side. Kernel transports return at once (the kernel keeps
+    /// retransmitting for a closed socket); a user-space transport's
+    /// retransmissions die with the process. Errors: `TimedOut`, the
+    /// connection's error.
+    fn finish(&mut self, _timeout: Duration, _initiator: bool) -> io::Result<()> {
+        Ok(())
+    }
+
     /// The transport's own counters, for `-v` (e.g. ESP's sent,
     /// retransmitted, out-of-sequence), one line; None if it has none.
     fn stats_line(&mut self) -> Option<String> {
