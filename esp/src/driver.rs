@@ -205,16 +205,28 @@ impl Io {
         link: &mut dyn Link,
         k: usize,
     ) -> io::Result<(usize, usize)> {
-        let mut pieces: [[IoSlice<'_>; 3]; TX_BATCH] = [[IoSlice::new(&[]); 3]; TX_BATCH];
-        for (i, p) in pieces.iter_mut().enumerate().take(k) {
+        let piece = |i: usize| {
             let f = self.tx_frames[i];
             let at = i * self.frame_cap;
             let (a, b) = conn.payload(f.payload_off, f.payload_len);
-            *p = [
+            [
                 IoSlice::new(&self.tx[at..at + f.header_len]),
                 IoSlice::new(a),
                 IoSlice::new(b),
-            ];
+            ]
+        };
+        if k == 1 {
+            // One frame (ping-pong): no batch arrays to fill.
+            return match link.send_batch_vectored(&[&piece(0)]) {
+                Ok(0) => Ok((1, 1)),
+                Ok(_) => Ok((1, 0)),
+                Err(e) if is_transient(&e) => Ok((1, 1)),
+                Err(e) => Err(e),
+            };
+        }
+        let mut pieces: [[IoSlice<'_>; 3]; TX_BATCH] = [[IoSlice::new(&[]); 3]; TX_BATCH];
+        for (i, p) in pieces.iter_mut().enumerate().take(k) {
+            *p = piece(i);
         }
         let frames: [&[IoSlice<'_>]; TX_BATCH] = std::array::from_fn(|i| &pieces[i][..]);
         let (mut done, mut errors) = (0, 0);

@@ -282,13 +282,19 @@ fn ones_sum(data: &[u8]) -> u16 {
 fn sum_words(data: &[u8]) -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") {
+        // Short segments (headers, 64-byte messages) are summed inline: the
+        // call through the feature check costs more than it saves there.
+        if data.len() >= AVX2_MIN_BYTES && std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { sum_words_avx2(data) };
         }
     }
     sum_words_portable(data)
 }
+
+/// Shortest run of words summed with AVX2, bytes.
+#[cfg(target_arch = "x86_64")]
+const AVX2_MIN_BYTES: usize = 256;
 
 #[inline(always)]
 fn sum_words_portable(data: &[u8]) -> u64 {

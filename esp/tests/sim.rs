@@ -623,9 +623,10 @@ mod prop {
 }
 
 #[test]
-#[ignore = "exploration: many seeds of loss + duplication + reordering"]
-fn explore_hostile_seeds() {
-    for seed in 0..300u64 {
+fn hostile_link_many_seeds() {
+    // 5 % loss, duplication and reordering each way on a 4 Gbit/s link:
+    // every seed delivers 2 MB byte-exact (checked by `transfer`).
+    for seed in 0..30u64 {
         let f = |s: u64| {
             faults(s)
                 .with_loss(0.05)

@@ -55,6 +55,9 @@ pub const MAX_BATCH: usize = 64;
 /// Most iovecs in one sendmmsg(2) call of `send_batch_vectored`: four pieces
 /// per frame of a full batch (a frame may use more if others use fewer).
 pub const MAX_IOV: usize = 4 * MAX_BATCH;
+
+/// Pieces of a single frame sent with one sendmsg(2) instead of sendmmsg.
+const SMALL_GATHER: usize = 4;
 /// Busy-poll budget given to `SO_BUSY_POLL` by [`PacketLink::set_busy_poll`], in us.
 pub const BUSY_POLL_US: i32 = 50;
 /// Most extra accepted ports a [`FilterSpec`] may list (keeps BPF jumps < 256).
@@ -665,6 +668,30 @@ impl PacketLink {
         self.ring.as_ref().is_some_and(|r| r.ready())
     }
 
+    /// One frame from up to [`SMALL_GATHER`] pieces with sendmsg(2).
+    fn send_gathered(&mut self, pieces: &[IoSlice<'_>]) -> io::Result<()> {
+        let len: usize = pieces.iter().map(|p| p.len()).sum();
+        self.check_len(len)?;
+        // SAFETY: iovec is plain old data; zero is valid.
+        let mut iov: [libc::iovec; SMALL_GATHER] = unsafe { std::mem::zeroed() };
+        let mut n = 0;
+        for p in pieces.iter().filter(|p| !p.is_empty()) {
+            iov[n].iov_base = p.as_ptr() as *mut libc::c_void;
+            iov[n].iov_len = p.len();
+            n += 1;
+        }
+        // SAFETY: msghdr is plain old data; zero is valid.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = n;
+        // SAFETY: msg points at n live iovecs over buffers the kernel only reads.
+        let r = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
+        if r < 0 {
+            return Err(self.io_error("sendmsg"));
+        }
+        Ok(())
+    }
+
     fn max_frame(&self) -> usize {
         self.iface.mtu + ETH_HEADER_LEN
     }
@@ -827,6 +854,13 @@ impl Link for PacketLink {
     }
 
     fn send_batch_vectored(&mut self, frames: &[&[IoSlice<'_>]]) -> io::Result<usize> {
+        if let [pieces] = frames {
+            if pieces.len() <= SMALL_GATHER {
+                // One frame (a ping-pong message): sendmsg(2) with a few
+                // iovecs on the stack, without sendmmsg's batch arrays.
+                return self.send_gathered(pieces).map(|()| 1);
+            }
+        }
         let mut total = 0;
         while total < frames.len() {
             let chunk = (frames.len() - total).min(MAX_BATCH);

@@ -28,6 +28,9 @@ fn config(cfg: &SessionConfig) -> EspConfig {
         // sender's context (softirq of the veth transmit), putting the
         // copy on the sender, the bottleneck, instead of the reader.
         rx_ring: cfg.busy_poll.then_some(DEFAULT_RX_RING_BYTES),
+        // As the EDP mode: both Ethernet modes skip the kernel's queueing
+        // layer (veth has no qdisc to respect).
+        qdisc_bypass: true,
         ..EspConfig::default()
     };
     if let Some(f) = &cfg.fault {
