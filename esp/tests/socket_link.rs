@@ -20,6 +20,22 @@ fn pair() -> (Box<dyn Link>, Box<dyn Link>) {
     (Box::new(a), Box::new(b))
 }
 
+/// A server thread on port 80 of `link`: accepts, reads to EOF, runs `then`
+/// on the stream, returns what it read.
+fn read_all_then(
+    link: Box<dyn Link>,
+    then: impl FnOnce(&mut EspStream) + Send + 'static,
+) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut s = EspStream::accept_link(link, 80, EspConfig::default(), PATIENCE).unwrap();
+        s.set_read_timeout(PATIENCE).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        then(&mut s);
+        got
+    })
+}
+
 fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
 }
@@ -113,13 +129,7 @@ fn progress_thread_acknowledges_while_the_application_computes() {
 fn drop_delivers_buffered_data_in_the_background() {
     let (la, lb) = pair();
     let mb = lb.mac();
-    let server = std::thread::spawn(move || {
-        let mut s = EspStream::accept_link(lb, 80, EspConfig::default(), PATIENCE).unwrap();
-        s.set_read_timeout(PATIENCE).unwrap();
-        let mut got = Vec::new();
-        s.read_to_end(&mut got).unwrap();
-        got
-    });
+    let server = read_all_then(lb, |_| {});
     let data = pattern(3 << 20);
     {
         let mut c =
@@ -155,15 +165,8 @@ fn close_returns_once_the_peer_has_everything() {
     );
     let (la, lb): (Box<dyn Link>, Box<dyn Link>) = (Box::new(la), Box::new(lb));
     let mb = lb.mac();
-    let server = std::thread::spawn(move || {
-        let mut s = EspStream::accept_link(lb, 80, EspConfig::default(), PATIENCE).unwrap();
-        s.set_read_timeout(PATIENCE).unwrap();
-        let mut got = Vec::new();
-        s.read_to_end(&mut got).unwrap();
-        // The peer's FIN is in: our close completes when our FIN is acked.
-        s.close(PATIENCE).unwrap();
-        got
-    });
+    // The peer's FIN is in: the server's close completes when its FIN is acked.
+    let server = read_all_then(lb, |s| s.close(PATIENCE).unwrap());
     let mut c =
         EspStream::connect_link(la, 40000, (mb, 80), EspConfig::default(), PATIENCE).unwrap();
     let data = pattern(200_000);
