@@ -27,6 +27,10 @@ pub struct RttEstimator {
     max: Duration,
     backoff: u32,
     last_sample: Option<Duration>,
+    /// `base_rto()` and `rto()`, recomputed when a sample or the backoff
+    /// changes (they are read on every segment sent and every timer set).
+    base: Duration,
+    rto: Duration,
 }
 
 impl RttEstimator {
@@ -42,7 +46,29 @@ impl RttEstimator {
             max,
             backoff: 0,
             last_sample: None,
+            base: Duration::ZERO,
+            rto: Duration::ZERO,
         }
+        .recomputed()
+    }
+
+    fn recomputed(mut self) -> Self {
+        self.recompute();
+        self
+    }
+
+    fn recompute(&mut self) {
+        let raw = match self.srtt {
+            None => self.initial,
+            Some(srtt) => srtt + (self.rttvar * 4).max(GRANULARITY),
+        };
+        self.base = raw.clamp(self.min, self.max);
+        let factor = 1u32.checked_shl(self.backoff.min(31)).unwrap_or(u32::MAX);
+        self.rto = self
+            .base
+            .checked_mul(factor)
+            .unwrap_or(self.max)
+            .min(self.max);
     }
 
     /// Feeds one round-trip sample (send to acknowledgement of a segment
@@ -61,33 +87,32 @@ impl RttEstimator {
             }
         }
         self.backoff = 0;
+        self.recompute();
     }
 
     /// The base RTO without backoff: SRTT + max(G, 4 RTTVAR), clamped.
     pub fn base_rto(&self) -> Duration {
-        let raw = match self.srtt {
-            None => self.initial,
-            Some(srtt) => srtt + (self.rttvar * 4).max(GRANULARITY),
-        };
-        raw.clamp(self.min, self.max)
+        self.base
     }
 
     /// The current RTO: the base RTO doubled once per backoff step, at most
     /// the maximum RTO.
     pub fn rto(&self) -> Duration {
-        let base = self.base_rto();
-        let factor = 1u32.checked_shl(self.backoff.min(31)).unwrap_or(u32::MAX);
-        base.checked_mul(factor).unwrap_or(self.max).min(self.max)
+        self.rto
     }
 
     /// Doubles the timer after an expiry (RFC 6298 sec. 5.5).
     pub fn back_off(&mut self) {
         self.backoff = self.backoff.saturating_add(1);
+        self.recompute();
     }
 
     /// Clears the backoff (new data acknowledged, RFC 6298 sec. 5.7 note).
     pub fn reset_backoff(&mut self) {
-        self.backoff = 0;
+        if self.backoff != 0 {
+            self.backoff = 0;
+            self.recompute();
+        }
     }
 
     /// Number of consecutive doublings in force.
