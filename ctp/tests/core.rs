@@ -13,6 +13,11 @@ fn ep(cfg: Config, seed: u64, t0: Instant) -> Endpoint<u8> {
     Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, seed, Some(BCAST))
 }
 
+/// Endpoints 1 and 2 with the same configuration, created at `t0`.
+fn pair(cfg: Config, t0: Instant) -> (Endpoint<u8>, Endpoint<u8>) {
+    (ep(cfg.clone(), 1, t0), ep(cfg, 2, t0))
+}
+
 /// All datagrams the endpoint wants to send now.
 fn drain(e: &mut Endpoint<u8>) -> Vec<(u8, Vec<u8>)> {
     let mut buf = vec![0u8; e.config().max_packet_len()];
@@ -160,8 +165,7 @@ fn sender_ids_wrap_and_large_message_reassembles() {
         data_size: 4,
         ..Config::default()
     };
-    let mut a = ep(cfg.clone(), 1, t0);
-    let mut b = ep(cfg, 2, t0);
+    let (mut a, mut b) = pair(cfg, t0);
     a.set_next_id(ctp::Dest::Peer(B), u32::MAX - 1);
     a.send(t0, 300, B, b"0123456789", Options::NONE).unwrap();
     let out = drain(&mut a);
@@ -336,8 +340,7 @@ fn reassembly_limit_refuses_and_reports() {
         max_reassembly_bytes: 1000,
         ..Config::default()
     };
-    let mut a = ep(cfg.clone(), 1, t0);
-    let mut b = ep(cfg, 2, t0);
+    let (mut a, mut b) = pair(cfg, t0);
     a.send(t0, 1, B, &[7u8; 1500], Options::NONE).unwrap();
     let out = drain(&mut a);
     assert_eq!(out.len(), 15);
@@ -368,8 +371,7 @@ fn reassembly_abandoned_after_idle_timeout() {
         reassembly_idle_timeout: Duration::from_secs(5),
         ..Config::default()
     };
-    let mut a = ep(cfg.clone(), 1, t0);
-    let mut b = ep(cfg, 2, t0);
+    let (mut a, mut b) = pair(cfg, t0);
     a.send(t0, 1, B, &[1u8; 30], Options::NONE).unwrap();
     let out = drain(&mut a);
     b.handle_datagram(t0, A, &out[0].1);
@@ -427,8 +429,7 @@ fn window_limits_packets_in_flight() {
         window_packets: 4,
         ..Config::default()
     };
-    let mut a = ep(cfg.clone(), 1, t0);
-    let mut b = ep(cfg, 2, t0);
+    let (mut a, mut b) = pair(cfg, t0);
     a.send(t0, 1, B, &[5u8; 100], Options::NONE).unwrap();
     a.send(t0, 2, B, b"small", Options::NONE).unwrap();
     let mut now = t0;
@@ -516,8 +517,7 @@ fn storage_limit_refuses_until_confirmed() {
         max_stored_bytes: 100,
         ..Config::default()
     };
-    let mut a = ep(cfg.clone(), 1, t0);
-    let mut b = ep(cfg, 2, t0);
+    let (mut a, mut b) = pair(cfg, t0);
     // a single message larger than the limit is fine on an empty storage
     a.send(t0, 1, B, &[0; 150], Options::NONE).unwrap();
     assert_eq!(
@@ -714,8 +714,7 @@ fn live_link_resend_period_capped_error_deadline_kept() {
         tail_probe: false,
         ..Config::default()
     };
-    let mut a = ep(cfg.clone(), 1, t0);
-    let mut b = ep(cfg, 2, t0);
+    let (mut a, mut b) = pair(cfg, t0);
     let ms = Duration::from_millis;
     exchange(&mut a, &mut b, t0, ms(2));
     assert_eq!(
@@ -775,8 +774,7 @@ fn timeout_backs_off_until_a_valid_sample() {
         tail_probe: false,
         ..Config::default()
     };
-    let mut a = ep(cfg.clone(), 1, t0);
-    let mut b = ep(cfg, 2, t0);
+    let (mut a, mut b) = pair(cfg, t0);
     let ms = Duration::from_millis;
     exchange(&mut a, &mut b, t0, ms(1));
     assert_eq!(a.peer_timeout(B), ms(3));
@@ -943,8 +941,7 @@ fn tail_probe_recovers_a_lost_last_packet() {
         data_size: 4,
         ..Config::default()
     };
-    let mut a = ep(cfg.clone(), 1, t0);
-    let mut b = ep(cfg, 2, t0);
+    let (mut a, mut b) = pair(cfg, t0);
     let us = Duration::from_micros;
     exchange(&mut a, &mut b, t0, us(100));
     // (1)
