@@ -139,24 +139,7 @@ fn veth_rtt(c: &mut Criterion) {
     g.sample_size(20).measurement_time(Duration::from_secs(3));
     for (i, (name, cfg)) in variants.into_iter().enumerate() {
         let port = 7600 + i as u16;
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (bi, scfg) = (b.clone(), cfg.clone());
-        // Echo thread: answers until it receives the 1-byte stop datagram.
-        let server = b.spawn(move || {
-            let mut s = EdpSocket::bind_with((bi.iface.as_str(), port), &scfg).unwrap();
-            ready_tx.send(()).unwrap();
-            let mut buf = [0u8; 1500];
-            loop {
-                let (n, mac, p) = s.recv_from(&mut buf).unwrap();
-                if n == 1 {
-                    break;
-                }
-                s.send_to(&buf[..n], (mac, p)).unwrap();
-            }
-        });
-        ready_rx.recv().unwrap();
-        let mut s = a.run(|| EdpSocket::bind_with((a.iface.as_str(), 0), &cfg).unwrap());
-        s.connect(b.mac, port).unwrap();
+        let (mut s, server) = echo_pair(&a, &b, port, &cfg);
         let payload = [0x33u8; 64];
         let mut buf = [0u8; 1500];
         g.bench_function(BenchmarkId::new(name, 64), |bch| {
@@ -170,6 +153,35 @@ fn veth_rtt(c: &mut Criterion) {
     }
     g.finish();
     drop(net);
+}
+
+/// An echo thread on `b` port `port` (it answers until it receives the
+/// 1-byte stop datagram) and a socket on `a` connected to it, both with
+/// `cfg`.
+fn echo_pair(
+    a: &common::Host,
+    b: &common::Host,
+    port: u16,
+    cfg: &EdpConfig,
+) -> (EdpSocket, std::thread::JoinHandle<()>) {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (bi, scfg) = (b.clone(), cfg.clone());
+    let server = b.spawn(move || {
+        let mut s = EdpSocket::bind_with((bi.iface.as_str(), port), &scfg).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut buf = [0u8; 1500];
+        loop {
+            let (n, mac, p) = s.recv_from(&mut buf).unwrap();
+            if n == 1 {
+                break;
+            }
+            s.send_to(&buf[..n], (mac, p)).unwrap();
+        }
+    });
+    ready_rx.recv().unwrap();
+    let mut s = a.run(|| EdpSocket::bind_with((a.iface.as_str(), 0), cfg).unwrap());
+    s.connect(b.mac, port).unwrap();
+    (s, server)
 }
 
 /// Half round-trip percentiles (netgauge's convention: RTT / 2), printed
@@ -223,23 +235,7 @@ fn rtt_percentiles() {
     println!("edp half-RTT, 64 B, veth, {rounds} round trips each:");
     for (i, (name, cfg)) in variants.into_iter().enumerate() {
         let port = 7700 + i as u16;
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (bi, scfg) = (b.clone(), cfg.clone());
-        let server = b.spawn(move || {
-            let mut s = EdpSocket::bind_with((bi.iface.as_str(), port), &scfg).unwrap();
-            ready_tx.send(()).unwrap();
-            let mut buf = [0u8; 1500];
-            loop {
-                let (n, mac, p) = s.recv_from(&mut buf).unwrap();
-                if n == 1 {
-                    break;
-                }
-                s.send_to(&buf[..n], (mac, p)).unwrap();
-            }
-        });
-        ready_rx.recv().unwrap();
-        let mut s = a.run(|| EdpSocket::bind_with((a.iface.as_str(), 0), &cfg).unwrap());
-        s.connect(b.mac, port).unwrap();
+        let (mut s, server) = echo_pair(&a, &b, port, &cfg);
         let payload = [0x33u8; 64];
         let mut buf = [0u8; 1500];
         let mut half = Vec::with_capacity(rounds);

@@ -984,6 +984,28 @@ impl<P: PeerAddr> Endpoint<P> {
         });
     }
 
+    /// Enters `r.id` in the received-id list of (`from`, `bcast`), which
+    /// exists; true when it is new. A duplicate is confirmed again and
+    /// counted, a full list refuses the packet (counted).
+    fn record_id(&mut self, from: P, bcast: bool, r: &Repr) -> bool {
+        let list = self
+            .recv
+            .get_mut(&(from, bcast))
+            .expect("list created on arrival");
+        match list.insert(r.id) {
+            IdStatus::New => true,
+            IdStatus::Duplicate => {
+                self.stats.duplicates_received += 1;
+                self.confirm(from, r);
+                false
+            }
+            IdStatus::Full => {
+                self.stats.refused += 1;
+                false
+            }
+        }
+    }
+
     fn confirm(&mut self, to: P, r: &Repr) {
         self.tx_conf.push_back(Tx::Confirm {
             to,
@@ -1051,17 +1073,8 @@ impl<P: PeerAddr> Endpoint<P> {
                 self.stats.refused += 1;
                 return;
             }
-            match list.insert(r.id) {
-                IdStatus::New => {}
-                IdStatus::Duplicate => {
-                    self.stats.duplicates_received += 1;
-                    self.confirm(from, r);
-                    return;
-                }
-                IdStatus::Full => {
-                    self.stats.refused += 1;
-                    return;
-                }
+            if !self.record_id(from, bcast, r) {
+                return;
             }
             data.extend_from_slice(body);
             self.confirm(from, r);
@@ -1135,19 +1148,10 @@ impl<P: PeerAddr> Endpoint<P> {
             self.stats.refused += 1;
             return;
         }
-        let list = self.recv.get_mut(&(from, bcast)).expect("created above");
-        match list.insert(r.id) {
-            IdStatus::New => {}
-            IdStatus::Duplicate => {
-                self.stats.duplicates_received += 1;
-                self.confirm(from, r);
-                return;
-            }
-            IdStatus::Full => {
-                self.stats.refused += 1;
-                return;
-            }
+        if !self.record_id(from, bcast, r) {
+            return;
         }
+        let ra = self.large.get_mut(&lkey).expect("inserted above");
         let done = ra.store(r, body, now);
         self.confirm(from, r);
         if done {

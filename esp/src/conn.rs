@@ -793,16 +793,7 @@ impl Connection {
     /// Aborts: sends RST (if synchronized), drops all buffered data, CLOSED,
     /// and later calls return [`Error::Aborted`].
     pub fn abort(&mut self) {
-        if self.state.is_synchronized() {
-            self.rst_pending = Some(EspRepr {
-                src_port: self.local_port,
-                dst_port: self.remote_port,
-                flags: Flags::RST | Flags::ACK,
-                seq: self.snd_nxt,
-                ack: self.rcv_nxt,
-                ..Default::default()
-            });
-        }
+        self.queue_reset();
         if self.error.is_none() {
             self.error = Some(Error::Aborted);
         }
@@ -1626,9 +1617,9 @@ impl Connection {
         }
     }
 
-    fn timed_out(&mut self) {
+    /// Queues an RST|ACK at `snd_nxt` for the peer, if synchronized.
+    fn queue_reset(&mut self) {
         if self.state.is_synchronized() {
-            // Best effort: tell the peer, in case only our direction works.
             self.rst_pending = Some(EspRepr {
                 src_port: self.local_port,
                 dst_port: self.remote_port,
@@ -1638,6 +1629,11 @@ impl Connection {
                 ..Default::default()
             });
         }
+    }
+
+    fn timed_out(&mut self) {
+        // Best effort: tell the peer, in case only our direction works.
+        self.queue_reset();
         self.die(Error::TimedOut);
     }
 

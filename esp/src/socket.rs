@@ -185,6 +185,16 @@ fn conn_error(e: Error, conn: &Connection) -> io::Error {
     }
 }
 
+/// A connection call's result as a step of [`EspStream::blocking`]:
+/// `WouldBlock` waits, other errors end the call ([`conn_error`]).
+fn step<T>(r: Result<T, Error>, conn: &Connection) -> io::Result<Step<T>> {
+    match r {
+        Ok(v) => Ok(Step::Done(v)),
+        Err(Error::WouldBlock) => Ok(Step::Wait),
+        Err(e) => Err(conn_error(e, conn)),
+    }
+}
+
 /// Longest busy-poll spin on the link's readiness flag before the caller's
 /// loop runs again (re-checking its own state), microseconds.
 const MAX_SPIN_US: u64 = 50;
@@ -828,10 +838,9 @@ impl Read for EspStream {
             return Ok(0);
         }
         let deadline = self.opts.read_timeout.map(|t| Instant::now() + t);
-        self.blocking(deadline, "read", |c| match c.drv.conn.recv(buf) {
-            Ok(n) => Ok(Step::Done(n)),
-            Err(Error::WouldBlock) => Ok(Step::Wait),
-            Err(e) => Err(conn_error(e, &c.drv.conn)),
+        self.blocking(deadline, "read", |c| {
+            let r = c.drv.conn.recv(buf);
+            step(r, &c.drv.conn)
         })
     }
 }
@@ -849,10 +858,9 @@ impl Write for EspStream {
             return Ok(0);
         }
         let deadline = self.opts.write_timeout.map(|t| Instant::now() + t);
-        self.blocking(deadline, "write", |c| match c.drv.conn.send(buf) {
-            Ok(n) => Ok(Step::Done(n)),
-            Err(Error::WouldBlock) => Ok(Step::Wait),
-            Err(e) => Err(conn_error(e, &c.drv.conn)),
+        self.blocking(deadline, "write", |c| {
+            let r = c.drv.conn.send(buf);
+            step(r, &c.drv.conn)
         })
     }
 

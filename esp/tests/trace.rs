@@ -62,19 +62,33 @@ struct Pair {
     b: Connection,
 }
 
-/// Client `a` and server `b` after a clean handshake at t = 0..20 us.
-fn established(cfg_a: EspConfig, cfg_b: EspConfig) -> Pair {
-    let t0 = Instant::now();
-    let mut a = Connection::connect(&cfg_a, MTU, (A, PA), (B, PB), Seq(1000), t0);
+/// Client `a` (initial sequence number `iss`) after sending its SYN at
+/// `t0`, and the server connection `b` the listener made of that SYN at
+/// `t0 + syn_delay` (SYN_RCVD, its SYN-ACK not yet taken).
+fn syn_received(
+    cfg_a: &EspConfig,
+    cfg_b: EspConfig,
+    iss: Seq,
+    t0: Instant,
+    syn_delay: Duration,
+) -> (Connection, Connection) {
+    let mut a = Connection::connect(cfg_a, MTU, (A, PA), (B, PB), iss, t0);
     let syn = out(&mut a, t0);
     assert_eq!(syn.len(), 1);
     assert_eq!(syn[0].repr.flags, Flags::SYN);
     let mut l: Listener<()> = Listener::new(cfg_b, MTU, (B, PB), isn());
-    let mut b = match l.on_segment(t0 + us(5), 0, A, &syn[0].repr, |_| false) {
-        SynOutcome::Accept(c) => c,
+    let b = match l.on_segment(t0 + syn_delay, 0, A, &syn[0].repr, |_| false) {
+        SynOutcome::Accept(c) => *c,
         o => panic!("listener refused the SYN: {o:?}"),
     };
     assert_eq!(b.state(), State::SynRcvd);
+    (a, b)
+}
+
+/// Client `a` and server `b` after a clean handshake at t = 0..20 us.
+fn established(cfg_a: EspConfig, cfg_b: EspConfig) -> Pair {
+    let t0 = Instant::now();
+    let (mut a, mut b) = syn_received(&cfg_a, cfg_b, Seq(1000), t0, us(5));
     let synack = out(&mut b, t0 + us(5));
     assert_eq!(synack.len(), 1);
     assert_eq!(synack[0].repr.flags, Flags::SYN | Flags::ACK);
@@ -87,7 +101,7 @@ fn established(cfg_a: EspConfig, cfg_b: EspConfig) -> Pair {
     deliver(&mut b, t0 + us(15), &ack);
     assert_eq!(b.state(), State::Established);
     assert!(out(&mut b, t0 + us(15)).is_empty());
-    Pair { t0, a, b: *b }
+    Pair { t0, a, b }
 }
 
 fn pair() -> Pair {
@@ -142,12 +156,7 @@ fn lost_syn_is_retransmitted_after_initial_rto() {
 fn lost_synack_answered_by_syn_retransmit() {
     let t0 = Instant::now();
     let cfg = EspConfig::default();
-    let mut a = Connection::connect(&cfg, MTU, (A, PA), (B, PB), Seq(1), t0);
-    let syn = out(&mut a, t0);
-    let mut l: Listener<()> = Listener::new(cfg, MTU, (B, PB), isn());
-    let SynOutcome::Accept(mut b) = l.on_segment(t0, 0, A, &syn[0].repr, |_| false) else {
-        panic!()
-    };
+    let (mut a, mut b) = syn_received(&cfg, cfg.clone(), Seq(1), t0, Duration::ZERO);
     let _lost = out(&mut b, t0);
     a.handle_timeout(t0 + ms(10));
     let syn2 = out(&mut a, t0 + ms(10));
@@ -169,12 +178,7 @@ fn lost_synack_answered_by_syn_retransmit() {
 fn lost_final_ack_recovered_by_synack_retransmit_or_data() {
     let t0 = Instant::now();
     let cfg = EspConfig::default();
-    let mut a = Connection::connect(&cfg, MTU, (A, PA), (B, PB), Seq(1), t0);
-    let syn = out(&mut a, t0);
-    let mut l: Listener<()> = Listener::new(cfg, MTU, (B, PB), isn());
-    let SynOutcome::Accept(mut b) = l.on_segment(t0, 0, A, &syn[0].repr, |_| false) else {
-        panic!()
-    };
+    let (mut a, mut b) = syn_received(&cfg, cfg.clone(), Seq(1), t0, Duration::ZERO);
     let synack = out(&mut b, t0);
     deliver(&mut a, t0 + us(10), &synack);
     let _lost_ack = out(&mut a, t0 + us(10));
@@ -191,11 +195,7 @@ fn lost_final_ack_recovered_by_synack_retransmit_or_data() {
     assert_eq!(b.state(), State::Established);
 
     // Second variant: the first data segment completes the handshake.
-    let mut a = Connection::connect(&EspConfig::default(), MTU, (A, PA), (B, PB), Seq(1), t0);
-    let syn = out(&mut a, t0);
-    let SynOutcome::Accept(mut b) = l.on_segment(t0, 0, A, &syn[0].repr, |_| false) else {
-        panic!()
-    };
+    let (mut a, mut b) = syn_received(&cfg, cfg.clone(), Seq(1), t0, Duration::ZERO);
     deliver(&mut a, t0, &out(&mut b, t0));
     let _lost_ack = out(&mut a, t0);
     a.send(b"hello").unwrap();
@@ -1190,12 +1190,7 @@ fn no_reordering_is_inferred_at_any_initial_sequence_number() {
     for iss in [Seq(1), Seq(0x7fff_fff0), Seq(0x8000_0010), Seq(0xffff_fff0)] {
         let t0 = Instant::now();
         let cfg = EspConfig::default();
-        let mut a = Connection::connect(&cfg, MTU, (A, PA), (B, PB), iss, t0);
-        let syn = out(&mut a, t0);
-        let mut l: Listener<()> = Listener::new(cfg, MTU, (B, PB), isn());
-        let SynOutcome::Accept(mut b) = l.on_segment(t0, 0, A, &syn[0].repr, |_| false) else {
-            panic!("SYN refused");
-        };
+        let (mut a, mut b) = syn_received(&cfg, cfg.clone(), iss, t0, Duration::ZERO);
         deliver(&mut a, t0 + us(5), &out(&mut b, t0 + us(5)));
         deliver(&mut b, t0 + us(10), &out(&mut a, t0 + us(10)));
         a.send(&vec![1u8; MSS * 4]).unwrap();

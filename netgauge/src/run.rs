@@ -58,42 +58,33 @@ pub fn client(
         control::request(ep.as_mut(), &hello, cfg.timeout, |c| {
             c.kind == Kind::Ready && c.step == step
         })?;
-        let mut rec = match args.pattern {
+        // (latency summary, bytes per us, loss, send-call summary)
+        let (lat_us, bytes_per_us, loss, send_us) = match args.pattern {
             Pattern::OneOne => {
                 let (half_rtt, blocking) =
                     one_one::client(ep.as_mut(), &payload, size, warmup, count)?;
                 let lat = half_rtt.summary().expect("count >= 1 samples");
-                Record {
-                    mode: mode.name().into(),
-                    pattern: args.pattern.name().into(),
-                    size,
-                    iterations: count,
-                    busy_poll: args.busy_poll,
-                    lat_us: Some(lat),
-                    mbit_s: size as f64 * 8.0 / lat.p50,
-                    mb_s: size as f64 / lat.p50,
-                    loss: None,
-                    send_us: blocking.summary(),
-                    transport_stats: None,
-                }
+                (Some(lat), size as f64 / lat.p50, None, blocking.summary())
             }
             Pattern::Stream => {
                 let r = stream::client(ep.as_mut(), &payload, step, size, count, cfg.timeout)?;
                 let us = r.elapsed.as_secs_f64() * 1e6;
-                Record {
-                    mode: mode.name().into(),
-                    pattern: args.pattern.name().into(),
-                    size,
-                    iterations: count,
-                    busy_poll: args.busy_poll,
-                    lat_us: None,
-                    mbit_s: r.recv_bytes as f64 * 8.0 / us,
-                    mb_s: r.recv_bytes as f64 / us,
-                    loss: mode.is_lossy().then(|| r.loss()),
-                    send_us: None,
-                    transport_stats: None,
-                }
+                let loss = mode.is_lossy().then(|| r.loss());
+                (None, r.recv_bytes as f64 / us, loss, None)
             }
+        };
+        let mut rec = Record {
+            mode: mode.name().into(),
+            pattern: args.pattern.name().into(),
+            size,
+            iterations: count,
+            busy_poll: args.busy_poll,
+            lat_us,
+            mbit_s: bytes_per_us * 8.0,
+            mb_s: bytes_per_us,
+            loss,
+            send_us,
+            transport_stats: None,
         };
         if args.verbose {
             rec.transport_stats = ep.stats_line();

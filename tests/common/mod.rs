@@ -87,16 +87,18 @@ impl TestNet {
             "link", "add", &if0, "netns", &ns0, "type", "veth", "peer", "name", &if1, "netns", &ns1,
         ])?;
         for (i, (ns, ifname)) in [(ns0, if0), (ns1, if1)].into_iter().enumerate() {
-            let mac = Self::mac(n, i as u8);
-            Self::configure(&ns, &ifname, mac, mtu)?;
-            net.hosts.push(Host {
-                ns,
-                iface: ifname,
-                mac,
-            });
+            net.add_host(ns, ifname, Self::mac(n, i as u8))?;
         }
         net.wait_ready()?;
         Ok(net)
+    }
+
+    /// Configures `iface` (up, `mac`, the net's MTU) in namespace `ns` and
+    /// records the host.
+    fn add_host(&mut self, ns: String, iface: String, mac: MacAddr) -> Result<(), String> {
+        Self::configure(&ns, &iface, mac, self.mtu)?;
+        self.hosts.push(Host { ns, iface, mac });
+        Ok(())
     }
 
     /// `count` hosts, each with a veth to one bridge in a switch namespace.
@@ -127,13 +129,7 @@ impl TestNet {
             ip(&[
                 "-n", &sw, "link", "set", &sif, "mtu", &mtu_s, "master", "br0", "up",
             ])?;
-            let mac = Self::mac(n, i as u8);
-            Self::configure(&ns, &hif, mac, mtu)?;
-            net.hosts.push(Host {
-                ns,
-                iface: hif,
-                mac,
-            });
+            net.add_host(ns, hif, Self::mac(n, i as u8))?;
         }
         net.wait_ready()?;
         Ok(net)
