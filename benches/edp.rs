@@ -48,17 +48,26 @@ fn codec(c: &mut Criterion) {
     g.finish();
 }
 
-fn veth_send(c: &mut Criterion) {
+/// Two namespaces joined by a veth pair (MTU 1500) for the benchmark
+/// `what`, or `None` after printing why it is skipped (not root, or the
+/// namespaces could not be made).
+fn bench_net(tag: &str, what: &str) -> Option<common::TestNet> {
     if !common::is_root() {
-        eprintln!("SKIPPED edp_veth_send: needs root to create network namespaces");
-        return;
+        eprintln!("SKIPPED {what}: needs root to create network namespaces");
+        return None;
     }
-    let net = match common::TestNet::pair("bench_send", 1500) {
-        Ok(n) => n,
+    match common::TestNet::pair(tag, 1500) {
+        Ok(n) => Some(n),
         Err(e) => {
-            eprintln!("SKIPPED edp_veth_send: {e}");
-            return;
+            eprintln!("SKIPPED {what}: {e}");
+            None
         }
+    }
+}
+
+fn veth_send(c: &mut Criterion) {
+    let Some(net) = bench_net("bench_send", "edp_veth_send") else {
+        return;
     };
     let (a, b) = (net.host(0).clone(), net.host(1).clone());
     let cfg = EdpConfig {
@@ -101,16 +110,8 @@ fn veth_send(c: &mut Criterion) {
 }
 
 fn veth_rtt(c: &mut Criterion) {
-    if !common::is_root() {
-        eprintln!("SKIPPED edp_veth_rtt: needs root to create network namespaces");
+    let Some(net) = bench_net("bench_rtt", "edp_veth_rtt") else {
         return;
-    }
-    let net = match common::TestNet::pair("bench_rtt", 1500) {
-        Ok(n) => n,
-        Err(e) => {
-            eprintln!("SKIPPED edp_veth_rtt: {e}");
-            return;
-        }
     };
     let (a, b) = (net.host(0).clone(), net.host(1).clone());
     let quiet = EdpConfig {
@@ -189,16 +190,8 @@ fn echo_pair(
 /// 2-core machine are dominated by preemption of the busy-polling threads;
 /// p50 is the robust comparison.
 fn rtt_percentiles() {
-    if !common::is_root() {
-        eprintln!("SKIPPED edp half-RTT percentiles: needs root");
+    let Some(net) = bench_net("bench_pct", "edp half-RTT percentiles") else {
         return;
-    }
-    let net = match common::TestNet::pair("bench_pct", 1500) {
-        Ok(n) => n,
-        Err(e) => {
-            eprintln!("SKIPPED edp half-RTT percentiles: {e}");
-            return;
-        }
     };
     let (a, b) = (net.host(0).clone(), net.host(1).clone());
     let quiet = EdpConfig {
