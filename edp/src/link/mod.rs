@@ -15,6 +15,7 @@ use std::io::{self, IoSlice};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
+pub use self::packet::KernelStats;
 use crate::wire::MacAddr;
 
 pub mod fault;
@@ -125,6 +126,85 @@ pub trait Link: Send {
         self.recv(buf)
     }
 
+    /// Receives up to `max` frames without waiting and hands each to `f`
+    /// borrowed in place (an RX ring slot or the link's own batch buffer),
+    /// valid only during the call; returns how many frames `f` saw.
+    ///
+    /// This is the runtime's receive path: one recvmmsg(2) at most per call,
+    /// and a batch shorter than `max` ends the call (no second system call
+    /// that returns `EAGAIN`). Frames are whole Ethernet frames, at most
+    /// [`Link::max_frame`] bytes.
+    ///
+    /// Errors: `WouldBlock` when no frame is ready; device errors.
+    ///
+    /// The default receives into a buffer it allocates per call; every link
+    /// of this crate overrides it.
+    fn recv_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
+        let mut buf = vec![0u8; self.max_frame()];
+        let mut n = 0;
+        while n < max {
+            match self.recv(&mut buf) {
+                Ok(len) => {
+                    f(&buf[..len]);
+                    n += 1;
+                }
+                Err(e) if n == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(n)
+    }
+
+    /// Replaces the link's kernel receive filter with the classic-BPF
+    /// program `prog` (`SO_ATTACH_FILTER`). Frames queued before the call
+    /// are not filtered again, so readers still check what they receive.
+    /// Links without a kernel filter accept the call and deliver every
+    /// frame (the runtime demultiplexes in user space anyway).
+    ///
+    /// Errors: `InvalidInput` for a program longer than
+    /// `netcore::bpf::MAX_INSNS`; errors of setsockopt(2).
+    fn set_filter(&mut self, prog: &[netcore::bpf::Insn]) -> io::Result<()> {
+        let _ = prog;
+        Ok(())
+    }
+
+    /// The kernel's counters of the link's socket (`PACKET_STATISTICS`:
+    /// frames passed by the filter, frames dropped for lack of room),
+    /// accumulated since the link was opened; `None` for links without a
+    /// kernel socket.
+    fn kernel_stats(&self) -> Option<KernelStats> {
+        None
+    }
+
+    /// Starts receiving frames sent to the Ethernet group address `group`
+    /// (`PACKET_ADD_MEMBERSHIP` with `PACKET_MR_MULTICAST`). Memberships
+    /// are counted: joining twice needs two leaves.
+    ///
+    /// Errors: `InvalidInput` when `group` is not a group address;
+    /// `Unsupported` for links that cannot join groups; setsockopt(2) errors.
+    fn join_group(&mut self, group: MacAddr) -> io::Result<()> {
+        let _ = group;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this link cannot join Ethernet multicast groups",
+        ))
+    }
+
+    /// Stops receiving frames for `group` (one membership of
+    /// [`Link::join_group`]). Errors: `NotFound` when not a member.
+    fn leave_group(&mut self, group: MacAddr) -> io::Result<()> {
+        let _ = group;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this link cannot join Ethernet multicast groups",
+        ))
+    }
+
+    /// Largest frame in bytes, Ethernet header included: `mtu() + 14`.
+    fn max_frame(&self) -> usize {
+        self.mtu() + crate::wire::ETH_HEADER_LEN
+    }
+
     /// MAC address of this end.
     fn mac(&self) -> MacAddr;
 
@@ -172,6 +252,24 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {
         (**self).recv_batch(bufs, lens)
+    }
+    fn recv_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
+        (**self).recv_with(max, f)
+    }
+    fn set_filter(&mut self, prog: &[netcore::bpf::Insn]) -> io::Result<()> {
+        (**self).set_filter(prog)
+    }
+    fn kernel_stats(&self) -> Option<KernelStats> {
+        (**self).kernel_stats()
+    }
+    fn join_group(&mut self, group: MacAddr) -> io::Result<()> {
+        (**self).join_group(group)
+    }
+    fn leave_group(&mut self, group: MacAddr) -> io::Result<()> {
+        (**self).leave_group(group)
+    }
+    fn max_frame(&self) -> usize {
+        (**self).max_frame()
     }
     fn mac(&self) -> MacAddr {
         (**self).mac()

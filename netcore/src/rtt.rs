@@ -1,0 +1,1 @@
+//! (to be filled: see docs/ARCHITECTURE.md)
