@@ -39,7 +39,10 @@ mod tests {
     #[test]
     fn later_saturates() {
         let t = Instant::now();
-        assert_eq!(later(t, Duration::from_micros(3)), t + Duration::from_micros(3));
+        assert_eq!(
+            later(t, Duration::from_micros(3)),
+            t + Duration::from_micros(3)
+        );
         assert!(later(t, Duration::MAX) > t + Duration::from_secs(1 << 30));
     }
 }

@@ -14,7 +14,7 @@ use std::collections::BinaryHeap;
 use std::time::Instant;
 
 /// A timer kind usable as an index of a [`TimerTable`] of `N` timers.
-pub trait TimerKind: Copy + Eq + std::fmt::Debug {
+pub trait TimerKind: Copy + Eq + std::fmt::Debug + 'static {
     /// Every kind, in index order; `ALL[k.index()] == k`.
     const ALL: &'static [Self];
     /// Position of this timer in the table, `< ALL.len()`.
