@@ -17,26 +17,19 @@
 //! same size, never larger. Control frames sent to a group (multicast or
 //! broadcast) destination are never answered.
 //!
-//! One responder per host, interface and ethertype: every process that binds
-//! an EDP socket runs a small responder thread ([`shared_responder`], built
-//! on [`crate::responder`]) with its own packet socket filtered on port 0,
-//! and tries to take the control port's lease
-//! ([`crate::ports::PortLease::control`]); only the holder answers, the
-//! others retry the lease every second, so when the holder exits or crashes
-//! another process takes over within about a second.
+//! One responder per host and interface: the runtime that holds the
+//! control port's lease ([`crate::ports::PortLease::control`]) answers
+//! ([`crate::runtime::responder`]); the others retry the lease every
+//! second, so when the holder exits or crashes another process takes over
+//! within about a second. [`answer`] is the rule, without I/O.
 
 use std::io;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::event::{poll_fd, recv_ready};
-use crate::link::packet::{FilterSpec, PacketConfig, PacketLink};
-use crate::link::Link;
-use crate::ports::{self, PortLease};
-use crate::responder::{self, Handled, ResponderSpec};
+use crate::runtime::{Deadline, Runtime, RuntimeConfig};
+use crate::socket::{EdpConfig, EdpSocket};
 use crate::wire::{
-    emit_edp_frame, EdpFrame, EthernetRepr, MacAddr, WireError, CONTROL_PORT, ETHERTYPE_EDP,
-    ETH_HEADER_LEN,
+    emit_edp_frame, EdpFrame, EthernetRepr, MacAddr, WireError, CONTROL_PORT, ETH_HEADER_LEN,
 };
 
 /// Control type: echo request.
@@ -146,88 +139,34 @@ pub fn answer(
     }
 }
 
-pub use crate::responder::{Responder, ResponderStats, LEASE_RETRY};
-
-fn spec(iface: &str, ethertype: u16) -> ResponderSpec<'_> {
-    ResponderSpec {
-        iface,
-        ethertype,
-        port: CONTROL_PORT,
-        thread: "edp-echo",
-        what: "echo responder",
-    }
-}
-
-/// Opens a packet socket on `iface` filtered on the control port (in the
-/// calling thread, which needs CAP_NET_RAW) and starts a responder thread
-/// ([`crate::responder`]) that holds the control lease
-/// ([`PortLease::control`]) and answers echo requests by [`answer`] while it
-/// holds it. [`ResponderStats::replies`] counts echo replies;
-/// [`ResponderStats::ignored`] counts control frames not answered
-/// (malformed, replies, group-addressed, or received while another process
-/// held the lease).
-///
-/// Errors: those of [`PacketLink::open`]; eventfd and thread spawn errors.
-pub fn spawn_responder(iface: &str, ethertype: u16) -> io::Result<Responder> {
-    let link = responder::open_link(iface, ethertype, CONTROL_PORT)?;
-    let max = link.mtu() + ETH_HEADER_LEN;
-    Responder::spawn(
-        link,
-        &spec(iface, ethertype),
-        move |frame, link, out| match answer(frame, ethertype, link.mac(), max, out) {
-            Verdict::Reply(n) => Handled::Reply(n),
-            Verdict::Ignore | Verdict::Group => Handled::Ignored,
-        },
-    )
-}
-
-/// The process's echo responder for (network namespace of the calling
-/// thread, `iface`, `ethertype`), started on first use and stopped when the
-/// last handle (e.g. the last EDP socket holding one) is dropped.
-///
-/// Errors: those of [`spawn_responder`].
-pub fn shared_responder(iface: &str, ethertype: u16) -> io::Result<Arc<Responder>> {
-    responder::shared(&spec(iface, ethertype), || {
-        spawn_responder(iface, ethertype)
-    })
-}
-
-/// Sends echo requests from its own ephemeral port and waits for replies.
+/// Sends echo requests from an ephemeral EDP port of its runtime and waits
+/// for the replies.
 #[derive(Debug)]
 pub struct Pinger {
-    link: PacketLink,
-    lease: PortLease,
+    sock: EdpSocket,
     ident: u16,
     seq: u32,
-    rx: Vec<u8>,
-    tx: Vec<u8>,
 }
 
 impl Pinger {
-    /// Opens a pinger on `iface` for `ethertype` (EDP: [`ETHERTYPE_EDP`]):
-    /// an ephemeral port lease and a packet socket filtered on it.
+    /// A pinger on the process's default runtime for `iface`.
     ///
-    /// Errors: as [`PacketLink::open`] and [`ports::allocate`].
-    pub fn new(iface: &str, ethertype: u16) -> io::Result<Self> {
-        let lease = ports::allocate(iface, ethertype, 0)?;
-        let link = PacketLink::open(
-            iface,
-            &PacketConfig {
-                ethertype,
-                rcvbuf: 256 << 10,
-                sndbuf: 256 << 10,
-                filter: Some(FilterSpec::port(ethertype, lease.port())),
-                ..PacketConfig::default()
-            },
-        )?;
-        let max = link.mtu() + ETH_HEADER_LEN;
+    /// Errors: those of [`EdpSocket::bind`] (no interface, no CAP_NET_RAW,
+    /// no free ephemeral port).
+    pub fn new(iface: &str) -> io::Result<Self> {
+        let rt = Runtime::shared(iface, &RuntimeConfig::default())?;
+        Self::on(&rt)
+    }
+
+    /// A pinger on `rt`.
+    ///
+    /// Errors: those of [`EdpSocket::bind_on`].
+    pub fn on(rt: &Runtime) -> io::Result<Self> {
+        let sock = EdpSocket::bind_on(rt, 0, &EdpConfig::default())?;
         Ok(Self {
-            link,
-            lease,
+            sock,
             ident: rand::random(),
             seq: rand::random(),
-            rx: vec![0; max],
-            tx: vec![0; max],
         })
     }
 
@@ -260,84 +199,58 @@ impl Pinger {
         let first_seq = self.seq;
         let mut sent_at = [start; PING_ATTEMPTS as usize];
         let mut sent = 0u32;
-        let max = self.link.mtu() + ETH_HEADER_LEN;
-        let ethertype = self.link.ethertype();
+        let mut buf = vec![0u8; self.sock.mtu()];
         loop {
             let now = Instant::now();
             if sent < PING_ATTEMPTS && now >= start + interval * sent {
-                let seq = first_seq.wrapping_add(sent);
                 let mut payload = [0u8; ECHO_HEADER_LEN];
                 EchoRepr {
                     kind: ECHO_REQUEST,
                     ident: self.ident,
-                    seq,
+                    seq: first_seq.wrapping_add(sent),
                 }
                 .emit(&mut payload);
-                let eth = EthernetRepr {
-                    dst: mac,
-                    src: self.link.mac(),
-                    ethertype,
-                };
-                let n = emit_edp_frame(
-                    &mut self.tx,
-                    &eth,
-                    self.lease.port(),
-                    CONTROL_PORT,
-                    &payload,
-                )
-                .map_err(|e| io::Error::other(e.to_string()))?;
                 sent_at[sent as usize] = Instant::now();
-                match self.link.send(&self.tx[..n]) {
+                match self.sock.send_control(&payload, mac) {
                     Ok(()) => {}
-                    Err(e)
-                        if e.kind() == io::ErrorKind::WouldBlock
-                            || e.raw_os_error() == Some(libc::ENOBUFS) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => return Err(e),
                 }
                 sent += 1;
-            }
-            // Drain replies.
-            while let Some(n) = recv_ready(&mut self.link, &mut self.rx)? {
-                let at = Instant::now();
-                let Ok(f) = EdpFrame::parse(&self.rx[..n], ethertype, max) else {
-                    continue;
-                };
-                if f.eth.src != mac
-                    || f.edp.src_port != CONTROL_PORT
-                    || f.edp.dst_port != self.lease.port()
-                {
-                    continue;
-                }
-                let Ok((r, _)) = EchoRepr::parse(f.payload) else {
-                    continue;
-                };
-                let k = r.seq.wrapping_sub(first_seq);
-                if r.kind == ECHO_REPLY && r.ident == self.ident && k < sent {
-                    self.seq = first_seq.wrapping_add(sent);
-                    return Ok(at - sent_at[k as usize]);
-                }
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                self.seq = first_seq.wrapping_add(sent);
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "no echo reply from {mac} on {} within {timeout:?} ({sent} requests sent)",
-                        self.link.iface().name
-                    ),
-                ));
             }
             let next_send = if sent < PING_ATTEMPTS {
                 start + interval * sent
             } else {
                 deadline
             };
-            poll_fd(
-                self.link.raw_fd().expect("packet link has a descriptor"),
-                libc::POLLIN,
-                Some(next_send.min(deadline).saturating_duration_since(now)),
-            )?;
+            match self.sock.recv_until(&mut buf, Deadline::At(next_send.min(deadline))) {
+                Ok((n, from, port)) => {
+                    let at = Instant::now();
+                    if from != mac || port != CONTROL_PORT {
+                        continue;
+                    }
+                    let Ok((r, _)) = EchoRepr::parse(&buf[..n]) else {
+                        continue;
+                    };
+                    let k = r.seq.wrapping_sub(first_seq);
+                    if r.kind == ECHO_REPLY && r.ident == self.ident && k < sent {
+                        self.seq = first_seq.wrapping_add(sent);
+                        return Ok(at - sent_at[k as usize]);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
+                Err(e) => return Err(e),
+            }
+            if Instant::now() >= deadline {
+                self.seq = first_seq.wrapping_add(sent);
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "no echo reply from {mac} on {} within {timeout:?} ({sent} requests sent)",
+                        self.sock.runtime().iface().unwrap_or("this link")
+                    ),
+                ));
+            }
         }
     }
 }
@@ -346,7 +259,7 @@ impl Pinger {
 /// ethertype); see [`Pinger::ping`] for the rules and errors. Opens a
 /// [`Pinger`] per call: use one `Pinger` for repeated pings.
 pub fn ping(iface: &str, mac: MacAddr, timeout: Duration) -> io::Result<Duration> {
-    Pinger::new(iface, ETHERTYPE_EDP)?.ping(mac, timeout)
+    Pinger::new(iface)?.ping(mac, timeout)
 }
 
 /// Which of `ifaces` reaches `mac`: pings it through every interface at

@@ -13,17 +13,17 @@
 //! - [`echo`]: echo responder and [`echo::ping`] on control port 0;
 //! - [`ports`]: exclusive port ownership across processes;
 //! - [`privilege`]: dropping capabilities once sockets are open;
-//! - [`responder`]: per-host responder threads held by a port lease;
-//! - [`event`]: a mio event loop with microsecond deadlines (timerfd);
+//! - [`runtime`]: the I/O runtime: one packet socket per process and
+//!   interface, shared by every EDP/ESP/CTP socket, with demultiplexing,
+//!   batching, waiting, deadlines and the host responder role;
 //! - [`iface`]: interface index, MAC and MTU.
 
 pub mod echo;
-pub mod event;
 pub mod iface;
 pub mod link;
 pub mod ports;
 pub mod privilege;
-pub mod responder;
+pub mod runtime;
 pub mod socket;
 pub mod wire;
 

@@ -873,6 +873,10 @@ impl<L: Link> Link for FaultLink<L> {
         self.inner.raw_fd()
     }
 
+    fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.inner.as_fd()
+    }
+
     /// The earliest release instant of a held frame, or the inner link's.
     fn poll_at(&self) -> Option<Instant> {
         let mine = self.queue.peek().map(|Reverse(p)| p.at);

@@ -13,7 +13,7 @@
 
 use std::io::{self, IoSlice};
 use std::os::fd::RawFd;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub use self::packet::KernelStats;
 use crate::wire::MacAddr;
@@ -93,37 +93,6 @@ pub trait Link: Send {
             }
         }
         Ok(n)
-    }
-
-    /// Receives one frame like [`Link::recv`], first waiting up to `timeout`
-    /// (`None` = without limit) for one to arrive; `WouldBlock` when none
-    /// came in time. Used by blocking sockets.
-    ///
-    /// The default tries `recv`, then sleeps in poll(2) on
-    /// [`Link::raw_fd`] until it is readable, the timeout passes or
-    /// [`Link::poll_at`] is due (links without a descriptor sleep 50 us at a
-    /// time), then tries once more. `PacketLink` overrides it to sleep inside
-    /// recv(2): one system call per frame, as a blocking UDP socket.
-    fn recv_wait(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize> {
-        match self.recv(buf) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            r => return r,
-        }
-        let now = Instant::now();
-        let mut until = timeout.map(|t| now + t);
-        if let Some(t) = self.poll_at() {
-            until = Some(until.map_or(t, |u| u.min(t)));
-        }
-        let wait = until.map(|u| u.saturating_duration_since(now));
-        match self.raw_fd() {
-            Some(fd) => {
-                crate::event::poll_fd(fd, libc::POLLIN, wait)?;
-            }
-            None => {
-                std::thread::sleep(wait.unwrap_or(Duration::MAX).min(Duration::from_micros(50)))
-            }
-        }
-        self.recv(buf)
     }
 
     /// Receives up to `max` frames without waiting and hands each to `f`
@@ -218,6 +187,13 @@ pub trait Link: Send {
         None
     }
 
+    /// The link's descriptor, borrowed (the runtime duplicates it once to
+    /// sleep in ppoll(2) on it without holding the link); `None` for
+    /// in-memory links. Links with a [`Link::raw_fd`] should implement it.
+    fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+
     /// Whether a received frame is waiting, when the link can tell without a
     /// system call (an RX ring: one load of the next slot's status word);
     /// `None` when it cannot. Busy-poll loops spin on this between receives
@@ -246,9 +222,6 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         (**self).recv(buf)
-    }
-    fn recv_wait(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize> {
-        (**self).recv_wait(buf, timeout)
     }
     fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {
         (**self).recv_batch(bufs, lens)
@@ -282,6 +255,9 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn rx_ready(&self) -> Option<bool> {
         (**self).rx_ready()
+    }
+    fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        (**self).as_fd()
     }
     fn poll_at(&self) -> Option<Instant> {
         (**self).poll_at()

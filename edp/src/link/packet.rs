@@ -39,7 +39,6 @@ use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 use super::Link;
 use crate::iface::{self, IfaceInfo};
@@ -80,6 +79,12 @@ pub struct PacketConfig {
     pub ignore_outgoing: bool,
     /// Set `PACKET_QDISC_BYPASS` (default false: keep the kernel queue).
     pub qdisc_bypass: bool,
+}
+
+impl PacketConfig {
+    /// `ethertype` value that receives every ethertype (`ETH_P_ALL`): the
+    /// runtime then installs its own filter with [`Link::set_filter`].
+    pub const ALL_ETHERTYPES: u16 = libc::ETH_P_ALL as u16;
 }
 
 impl Default for PacketConfig {
@@ -232,6 +237,28 @@ pub fn attach_filter(fd: BorrowedFd<'_>, spec: &FilterSpec) -> io::Result<()> {
         &fprog,
     )
     .map_err(|e| annotate(e, "SO_ATTACH_FILTER"))
+}
+
+/// Attaches (or replaces) the classic-BPF program `prog` on `fd`.
+///
+/// Errors: `InvalidInput` for an empty or too long program; setsockopt(2).
+pub fn attach_program(fd: BorrowedFd<'_>, prog: &[netcore::bpf::Insn]) -> io::Result<()> {
+    if prog.is_empty() || prog.len() > netcore::bpf::MAX_INSNS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("BPF program of {} instructions (1..={})", prog.len(), netcore::bpf::MAX_INSNS),
+        ));
+    }
+    let mut p: Vec<libc::sock_filter> = prog
+        .iter()
+        .map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k })
+        .collect();
+    let fprog = libc::sock_fprog {
+        len: p.len() as u16,
+        filter: p.as_mut_ptr(),
+    };
+    setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
+        .map_err(|e| annotate(e, "SO_ATTACH_FILTER"))
 }
 
 /// The error returned when a raw socket may not be opened: names the missing
@@ -478,8 +505,6 @@ pub struct PacketLink {
     ethertype: u16,
     ring: Option<RxRing>,
     busy_poll: bool,
-    /// The `SO_RCVTIMEO` currently set (`None` = never set: block forever).
-    rcvtimeo: Option<Duration>,
 }
 
 impl std::fmt::Debug for PacketLink {
@@ -564,6 +589,9 @@ impl PacketLink {
         }
         if let Some(spec) = &config.filter {
             attach_filter(fd.as_fd(), spec)?;
+        } else if config.ethertype == PacketConfig::ALL_ETHERTYPES {
+            // Nothing passes until the owner installs its filter.
+            attach_program(fd.as_fd(), &[netcore::bpf::Insn { code: 0x06, jt: 0, jf: 0, k: 0 }])?;
         }
         let ring = match config.rx_ring {
             Some(bytes) => Some(RxRing::setup(r, bytes, info.mtu + ETH_HEADER_LEN)?),
@@ -594,7 +622,6 @@ impl PacketLink {
             ethertype: config.ethertype,
             ring,
             busy_poll: false,
-            rcvtimeo: None,
         })
     }
 
@@ -955,39 +982,6 @@ impl Link for PacketLink {
         Ok(r as usize)
     }
 
-    fn recv_wait(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize> {
-        let fd = self.fd.as_raw_fd();
-        if let Some(ring) = self.ring.as_mut() {
-            if let Some(n) = ring.try_recv(buf) {
-                return Ok(n);
-            }
-            crate::event::poll_fd(fd, libc::POLLIN, timeout)?;
-            return ring
-                .try_recv(buf)
-                .ok_or_else(|| io::ErrorKind::WouldBlock.into());
-        }
-        if timeout == Some(Duration::ZERO) {
-            return self.recv(buf);
-        }
-        // SO_RCVTIMEO 0 means "no limit", which is what None asks for.
-        let want = timeout.unwrap_or(Duration::ZERO);
-        if self.rcvtimeo != Some(want) {
-            let tv = libc::timeval {
-                tv_sec: want.as_secs().min(i32::MAX as u64) as libc::time_t,
-                tv_usec: want.subsec_micros() as libc::suseconds_t,
-            };
-            setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv)
-                .map_err(|e| annotate(e, "SO_RCVTIMEO"))?;
-            self.rcvtimeo = Some(want);
-        }
-        // SAFETY: buf is a valid writable buffer; the socket is blocking (no
-        // O_NONBLOCK), so this sleeps until a frame or SO_RCVTIMEO.
-        let r = unsafe { libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
-        if r < 0 {
-            return Err(self.io_error("recv"));
-        }
-        Ok(r as usize)
-    }
 
     fn mac(&self) -> MacAddr {
         self.iface.mac
@@ -999,6 +993,18 @@ impl Link for PacketLink {
 
     fn raw_fd(&self) -> Option<RawFd> {
         Some(self.fd.as_raw_fd())
+    }
+
+    fn as_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.fd.as_fd())
+    }
+
+    fn set_filter(&mut self, prog: &[netcore::bpf::Insn]) -> io::Result<()> {
+        attach_program(self.fd.as_fd(), prog)
+    }
+
+    fn kernel_stats(&self) -> Option<KernelStats> {
+        read_kernel_stats(self.fd.as_fd()).ok()
     }
 
     fn rx_ready(&self) -> Option<bool> {

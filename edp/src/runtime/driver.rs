@@ -1,0 +1,678 @@
+//! The one driver of every protocol: how threads wait for their sockets,
+//! who polls the link, who keeps the deadlines, and how readiness reaches
+//! parked threads and `mio` users.
+//!
+//! Progress is caller-driven, as in an MPI progress engine: whoever waits
+//! progresses everyone. At most one waiting thread polls the link at a time
+//! (the *leader*): it spins (busy-poll, or the first part of an adaptive
+//! wait) on the RX ring's status word while holding the engine lock, or
+//! sleeps in ppoll(2) on the link and the driver's wake eventfd. Every other
+//! waiting thread is a *follower*: it parks (after spinning on its own flag
+//! in busy modes) and is unparked when its slot's readiness changes. When
+//! the leader is done it hands the role to a follower.
+//!
+//! Protocol deadlines (retransmissions, delayed ACKs, keepalives, lingering
+//! closes) belong to the service thread ([`super::service`]), so a sleeping
+//! leader's ppoll carries only its caller's own timeout: measured on KVM,
+//! arming and cancelling a short hrtimer per wait reprograms the virtual
+//! LAPIC timer each time (64-byte ESP ping-pong p50 16 us against 8.7 us
+//! with long timeouts, see esp's former alarm module). A busy leader checks
+//! deadlines itself between spins.
+//!
+//! The driver is generic over [`Engine`]: the Ethernet engine of a runtime,
+//! and CTP's UDP engine, share it.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::thread::{Thread, ThreadId};
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use rustc_hash::FxHashMap;
+
+use super::config::{Progress, WaitPolicy};
+use super::socket::{DirectRead, Ready, SlotId};
+
+/// What the driver needs from an engine (the link and the sockets).
+pub trait Engine: Send + 'static {
+    /// One nonblocking turn: receive a batch, fire due timers, transmit.
+    /// `direct` offers a waiting reader's buffer to its slot. Returns how
+    /// many frames were received.
+    ///
+    /// Errors: fatal link errors.
+    fn poll(&mut self, now: Instant, direct: Option<(SlotId, &mut DirectRead<'_>)>)
+        -> io::Result<usize>;
+
+    /// Fires due timers and sends what they produced, without receiving.
+    fn on_deadline(&mut self, now: Instant) -> io::Result<()>;
+
+    /// The earliest instant the engine must run again (may be early).
+    fn next_deadline(&mut self) -> Option<Instant>;
+
+    /// Before the caller waiting on `slot` sleeps: flush what would wake it
+    /// soon (a delayed ACK).
+    fn before_sleep(&mut self, slot: Option<SlotId>, now: Instant) -> io::Result<()>;
+
+    /// Whether a frame is waiting, if the link can tell without a syscall.
+    fn rx_ready(&self) -> Option<bool>;
+
+    /// Reports every slot whose readiness changed since the last call.
+    fn drain_changed(&mut self, f: &mut dyn FnMut(SlotId, Ready));
+
+    /// Current readiness of `slot`.
+    fn readiness(&self, slot: SlotId) -> Ready;
+
+    /// Whether sockets linger (closing after their handle was dropped): the
+    /// runtime stays alive until they finish.
+    fn has_lingering(&self) -> bool;
+}
+
+/// When a wait gives up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deadline {
+    /// Nonblocking: one turn, then `WouldBlock`.
+    Now,
+    /// Until this instant, then `TimedOut`.
+    At(Instant),
+    /// Without limit.
+    Never,
+}
+
+impl Deadline {
+    /// A deadline `timeout` from `now` (`None` = never).
+    pub fn after(now: Instant, timeout: Option<Duration>) -> Self {
+        match timeout {
+            Some(t) => Deadline::At(netcore::time::later(now, t)),
+            None => Deadline::Never,
+        }
+    }
+
+    fn instant(self) -> Option<Instant> {
+        match self {
+            Deadline::At(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// Who polls the link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leader {
+    None,
+    Caller {
+        thread: ThreadId,
+        slot: Option<SlotId>,
+        sleeping: bool,
+    },
+    Service,
+}
+
+struct Follower {
+    slot: SlotId,
+    thread: Thread,
+    woken: Arc<AtomicBool>,
+}
+
+/// A `mio` registration of a socket handle: an eventfd signalled when the
+/// socket's readiness gains one of the `interest` flags.
+pub(crate) struct Registration {
+    efd: Arc<EventFd>,
+    interest: Ready,
+}
+
+/// The lock-protected part of the driver.
+pub struct Inner<E> {
+    /// The engine.
+    pub engine: E,
+    leader: Leader,
+    followers: Vec<Follower>,
+    registrations: FxHashMap<SlotId, Registration>,
+    /// When the last caller stopped leading (for idle progress).
+    last_caller: Instant,
+    /// When the service thread wakes next (`None`: not known to sleep, so
+    /// any new deadline pokes it).
+    svc_target: Option<Instant>,
+    shutdown: bool,
+}
+
+/// The driver. See the module documentation.
+pub struct Driver<E: Engine> {
+    inner: Mutex<Inner<E>>,
+    /// Threads blocked on the lock: a spinning leader steps aside.
+    wanting: AtomicUsize,
+    /// Interrupts a sleeping leader.
+    leader_wake: EventFd,
+    /// A duplicate of the link's descriptor, polled without the lock.
+    link_fd: Option<OwnedFd>,
+    /// Interrupts the service thread.
+    pub(crate) svc_wake: Arc<EventFd>,
+    pub(crate) progress: Progress,
+    me: Weak<Driver<E>>,
+    svc_started: AtomicBool,
+    svc_name: String,
+}
+
+/// The engine lock, held.
+pub type Guard<'a, E> = MutexGuard<'a, Inner<E>>;
+
+fn eventfd() -> io::Result<EventFd> {
+    EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)
+        .map_err(|e| io::Error::other(format!("eventfd: {e}")))
+}
+
+/// Drains an eventfd (ignoring EAGAIN).
+pub(crate) fn drain(efd: &EventFd) {
+    let _ = efd.read();
+}
+
+/// Signals an eventfd.
+pub(crate) fn signal(efd: &EventFd) {
+    let _ = efd.write(1);
+}
+
+/// Sleeps in ppoll(2) until one of `fds` is readable or `until` passes.
+pub(crate) fn sleep_on(fds: &[BorrowedFd<'_>], until: Option<Instant>) -> io::Result<()> {
+    let mut pfds: [PollFd<'_>; 2] = [
+        PollFd::new(fds[0], PollFlags::POLLIN),
+        PollFd::new(fds[fds.len() - 1], PollFlags::POLLIN),
+    ];
+    let pfds = &mut pfds[..fds.len().min(2)];
+    let timeout = until.map(|u| {
+        let d = u.saturating_duration_since(Instant::now());
+        nix::sys::time::TimeSpec::from_duration(d)
+    });
+    match nix::poll::ppoll(pfds, timeout, None) {
+        Ok(_) | Err(nix::errno::Errno::EINTR) => Ok(()),
+        Err(e) => Err(io::Error::other(format!("ppoll: {e}"))),
+    }
+}
+
+impl<E: Engine> Driver<E> {
+    /// A driver over `engine`; `link_fd` is the descriptor a sleeping
+    /// leader (or the idle service thread) polls. `name` names the service
+    /// thread (for `top -H` and traces).
+    ///
+    /// Errors: eventfd(2) failures.
+    pub fn new(
+        engine: E,
+        link_fd: Option<OwnedFd>,
+        progress: Progress,
+        name: String,
+    ) -> io::Result<Arc<Self>> {
+        let leader_wake = eventfd()?;
+        let svc_wake = Arc::new(eventfd()?);
+        Ok(Arc::new_cyclic(|me| Driver {
+            inner: Mutex::new(Inner {
+                engine,
+                leader: Leader::None,
+                followers: Vec::new(),
+                registrations: FxHashMap::default(),
+                last_caller: Instant::now(),
+                svc_target: None,
+                shutdown: false,
+            }),
+            wanting: AtomicUsize::new(0),
+            leader_wake,
+            link_fd,
+            svc_wake,
+            progress,
+            me: me.clone(),
+            svc_started: AtomicBool::new(false),
+            svc_name: name,
+        }))
+    }
+
+    /// Takes the engine lock (ignoring poisoning: a panicked caller leaves
+    /// protocol state consistent between calls).
+    pub fn lock(&self) -> Guard<'_, E> {
+        self.wanting.fetch_add(1, Ordering::Relaxed);
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        self.wanting.fetch_sub(1, Ordering::Relaxed);
+        g
+    }
+
+    /// Runs `f` on the engine with the current time, then reports what
+    /// changed (wakes parked threads and mio users, pokes the service
+    /// thread for earlier deadlines).
+    pub fn with<T>(&self, f: impl FnOnce(&mut E, Instant) -> T) -> T {
+        let mut g = self.lock();
+        let now = Instant::now();
+        let v = f(&mut g.engine, now);
+        self.notify(&mut g);
+        v
+    }
+
+    /// Reports readiness changes and deadlines after the engine changed.
+    /// Call with the lock held after every engine operation.
+    pub fn notify(&self, g: &mut Guard<'_, E>) {
+        let me = std::thread::current().id();
+        let inner = &mut **g;
+        let leader = inner.leader;
+        let followers = &inner.followers;
+        let regs = &inner.registrations;
+        let wake = &self.leader_wake;
+        inner.engine.drain_changed(&mut |id, r| {
+            for f in followers.iter().filter(|f| f.slot == id) {
+                if !f.woken.swap(true, Ordering::AcqRel) {
+                    f.thread.unpark();
+                }
+            }
+            if let Leader::Caller {
+                thread,
+                slot: Some(s),
+                sleeping: true,
+            } = leader
+            {
+                if s == id && thread != me {
+                    signal(wake);
+                }
+            }
+            if let Some(reg) = regs.get(&id) {
+                if r.intersects(reg.interest) || r.contains(Ready::ERROR) {
+                    signal(&reg.efd);
+                }
+            }
+        });
+        let d = inner.engine.next_deadline();
+        let lingering = inner.engine.has_lingering();
+        if d.is_some() || lingering {
+            self.ensure_service();
+            if let Some(d) = d {
+                if inner.svc_target.is_none_or(|t| d < t) {
+                    inner.svc_target = Some(d);
+                    signal(&self.svc_wake);
+                }
+            }
+        }
+    }
+
+    /// Starts the service thread on first need.
+    pub(crate) fn ensure_service(&self) {
+        if self.svc_started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(me) = self.me.upgrade() {
+            if let Err(e) = super::service::spawn(&me, self.svc_name.clone()) {
+                tracing::error!(error = %e, "runtime: cannot start the service thread; deadlines only run inside calls");
+                self.svc_started.store(false, Ordering::Release);
+            }
+        }
+    }
+
+    /// Waits until `check` returns a value, driving the engine meanwhile
+    /// (see the module documentation). `slot` is the caller's socket (its
+    /// readiness changes wake the caller); `direct` is a reader's buffer
+    /// offered to that socket; `policy` says how to wait.
+    ///
+    /// Errors: `WouldBlock` with [`Deadline::Now`] when not done;
+    /// `TimedOut` naming `what` when the deadline passes; link errors;
+    /// errors `check` returns.
+    pub fn wait<T>(
+        &self,
+        slot: SlotId,
+        policy: WaitPolicy,
+        deadline: Deadline,
+        direct: Option<&mut [u8]>,
+        what: &str,
+        mut check: impl FnMut(&mut E, Option<&mut DirectRead<'_>>) -> io::Result<Option<T>>,
+    ) -> io::Result<T> {
+        let mut direct = direct.map(DirectRead::new);
+        let me = std::thread::current().id();
+        let mut spin_from: Option<Instant> = None;
+        let mut g = self.lock();
+        loop {
+            let now = Instant::now();
+            let leading = match g.leader {
+                Leader::None => true,
+                Leader::Caller { thread, .. } => thread == me,
+                Leader::Service => {
+                    // A caller takes the link back from the service thread.
+                    signal(&self.svc_wake);
+                    true
+                }
+            };
+            if leading {
+                g.leader = Leader::Caller {
+                    thread: me,
+                    slot: Some(slot),
+                    sleeping: false,
+                };
+                let r = g.engine.poll(now, direct.as_mut().map(|d| (slot, d)));
+                self.notify(&mut g);
+                if let Err(e) = r {
+                    self.resign(&mut g, now);
+                    return Err(e);
+                }
+            }
+            match check(&mut g.engine, direct.as_mut()) {
+                Ok(Some(v)) => {
+                    if leading {
+                        self.resign(&mut g, now);
+                    }
+                    return Ok(v);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    if leading {
+                        self.resign(&mut g, now);
+                    }
+                    return Err(e);
+                }
+            }
+            match deadline {
+                Deadline::Now => {
+                    if leading {
+                        self.resign(&mut g, now);
+                    }
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Deadline::At(t) if now >= t => {
+                    if leading {
+                        self.resign(&mut g, now);
+                    }
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("{what}: not done within the timeout"),
+                    ));
+                }
+                _ => {}
+            }
+            let spin_until = match policy.spin_budget() {
+                None => deadline.instant(),
+                Some(b) => {
+                    let from = *spin_from.get_or_insert(now);
+                    Some(netcore::time::earliest(deadline.instant(), Some(from + b)).unwrap_or(from))
+                }
+            };
+            let spinning = spin_until.is_none_or(|u| now < u);
+            if leading {
+                if spinning {
+                    g = self.spin(g, spin_until);
+                    continue;
+                }
+                if let Err(e) = g.engine.before_sleep(Some(slot), now) {
+                    self.resign(&mut g, now);
+                    return Err(e);
+                }
+                self.notify(&mut g);
+                if g.engine.rx_ready() == Some(true) {
+                    // A frame arrived meanwhile: take it before sleeping.
+                    continue;
+                }
+                g.leader = Leader::Caller {
+                    thread: me,
+                    slot: Some(slot),
+                    sleeping: true,
+                };
+                drop(g);
+                let r = match &self.link_fd {
+                    Some(link) => sleep_on(
+                        &[link.as_fd(), self.leader_wake.as_fd()],
+                        deadline.instant(),
+                    ),
+                    None => {
+                        // In-memory link: no descriptor to sleep on.
+                        std::thread::sleep(Duration::from_micros(50));
+                        Ok(())
+                    }
+                };
+                drain(&self.leader_wake);
+                g = self.lock();
+                if let Leader::Caller { thread, .. } = g.leader {
+                    if thread == me {
+                        g.leader = Leader::Caller {
+                            thread: me,
+                            slot: Some(slot),
+                            sleeping: false,
+                        };
+                    }
+                }
+                // Woken by activity: spin again before the next sleep.
+                spin_from = None;
+                r?;
+            } else {
+                let woken = Arc::new(AtomicBool::new(false));
+                g.followers.push(Follower {
+                    slot,
+                    thread: std::thread::current(),
+                    woken: woken.clone(),
+                });
+                drop(g);
+                if spinning {
+                    let until = spin_until;
+                    let mut i = 0u32;
+                    while !woken.load(Ordering::Acquire) {
+                        std::hint::spin_loop();
+                        i = i.wrapping_add(1);
+                        if i % 256 == 0 && until.is_some_and(|u| Instant::now() >= u) {
+                            break;
+                        }
+                    }
+                }
+                if !woken.load(Ordering::Acquire) {
+                    // Bounded: a leader that leaves hands over by unparking,
+                    // but a follower also re-checks leadership periodically.
+                    let cap = Instant::now() + Duration::from_millis(100);
+                    let until = deadline.instant().map_or(cap, |d| d.min(cap));
+                    std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
+                }
+                g = self.lock();
+                g.followers.retain(|f| !Arc::ptr_eq(&f.woken, &woken));
+            }
+        }
+    }
+
+    /// Gives up the leader role and hands it to a follower.
+    fn resign(&self, g: &mut Guard<'_, E>, now: Instant) {
+        if matches!(g.leader, Leader::Caller { .. }) {
+            g.leader = Leader::None;
+            g.last_caller = now;
+        }
+        if let Some(f) = g.followers.first() {
+            if !f.woken.swap(true, Ordering::AcqRel) {
+                f.thread.unpark();
+            }
+        }
+    }
+
+    /// The leader's spin, holding the lock: returns when a frame waits, a
+    /// deadline (the caller's, the spin budget's, or the engine's) passes,
+    /// or another thread wants the lock.
+    fn spin<'a>(&'a self, mut g: Guard<'a, E>, until: Option<Instant>) -> Guard<'a, E> {
+        if g.engine.rx_ready().is_none() {
+            // No cheap readiness probe: the next turn polls (a syscall).
+            std::hint::spin_loop();
+            return g;
+        }
+        let engine_deadline = g.engine.next_deadline();
+        let limit = netcore::time::earliest(until, engine_deadline);
+        let mut i = 0u32;
+        loop {
+            for _ in 0..64 {
+                if g.engine.rx_ready() == Some(true) {
+                    return g;
+                }
+                if self.wanting.load(Ordering::Relaxed) > 0 {
+                    drop(g);
+                    // Let the other thread in (std's mutex is not fair).
+                    let mut n = 0;
+                    while self.wanting.load(Ordering::Relaxed) > 0 && n < 10_000 {
+                        std::hint::spin_loop();
+                        n += 1;
+                    }
+                    std::thread::yield_now();
+                    return self.lock();
+                }
+                std::hint::spin_loop();
+            }
+            i = i.wrapping_add(1);
+            if limit.is_some_and(|l| Instant::now() >= l) {
+                return g;
+            }
+            if i % 64 == 0 && !g.followers.is_empty() {
+                // Followers may need their frames: turn the loop.
+                return g;
+            }
+        }
+    }
+
+    /// Registers `slot`'s handle with mio: its readiness, from protocol
+    /// state, is reported through an eventfd.
+    ///
+    /// Errors: eventfd and registry errors.
+    pub fn register(
+        &self,
+        slot: SlotId,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interest: mio::Interest,
+    ) -> io::Result<()> {
+        let efd = Arc::new(eventfd()?);
+        let raw: RawFd = std::os::fd::AsRawFd::as_raw_fd(&*efd);
+        registry.register(&mut mio::unix::SourceFd(&raw), token, mio::Interest::READABLE)?;
+        let want = interest_to_ready(interest);
+        let mut g = self.lock();
+        if let Some(old) = g.registrations.insert(
+            slot,
+            Registration {
+                efd: efd.clone(),
+                interest: want,
+            },
+        ) {
+            let raw_old: RawFd = std::os::fd::AsRawFd::as_raw_fd(&*old.efd);
+            let _ = registry.deregister(&mut mio::unix::SourceFd(&raw_old));
+        }
+        // Already ready: report it at once (edge for the first poll).
+        if g.engine.readiness(slot).intersects(want) {
+            signal(&efd);
+        }
+        drop(g);
+        // Someone must drive the link while the mio user sleeps in its own
+        // poll: the service thread (idle progress).
+        self.ensure_service();
+        signal(&self.svc_wake);
+        Ok(())
+    }
+
+    /// Changes a registration's token or interest.
+    ///
+    /// Errors: `NotFound` when not registered; registry errors.
+    pub fn reregister(
+        &self,
+        slot: SlotId,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interest: mio::Interest,
+    ) -> io::Result<()> {
+        let mut g = self.lock();
+        let want = interest_to_ready(interest);
+        let ready = g.engine.readiness(slot);
+        let reg = g
+            .registrations
+            .get_mut(&slot)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "socket not registered"))?;
+        reg.interest = want;
+        let raw: RawFd = std::os::fd::AsRawFd::as_raw_fd(&*reg.efd);
+        registry.reregister(&mut mio::unix::SourceFd(&raw), token, mio::Interest::READABLE)?;
+        if ready.intersects(want) {
+            signal(&reg.efd);
+        }
+        Ok(())
+    }
+
+    /// Removes a registration.
+    ///
+    /// Errors: `NotFound` when not registered; registry errors.
+    pub fn deregister(&self, slot: SlotId, registry: &mio::Registry) -> io::Result<()> {
+        let reg = self
+            .lock()
+            .registrations
+            .remove(&slot)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "socket not registered"))?;
+        let raw: RawFd = std::os::fd::AsRawFd::as_raw_fd(&*reg.efd);
+        registry.deregister(&mut mio::unix::SourceFd(&raw))
+    }
+
+    /// After a nonblocking call on `slot` returned `WouldBlock`: drains its
+    /// registration's eventfd and re-signals it if the socket became ready
+    /// meanwhile (so an edge is never lost).
+    pub fn rearm(&self, g: &Guard<'_, E>, slot: SlotId) {
+        if let Some(reg) = g.registrations.get(&slot) {
+            drain(&reg.efd);
+            if g.engine.readiness(slot).intersects(reg.interest) {
+                signal(&reg.efd);
+            }
+        }
+    }
+
+    /// [`Driver::rearm`] taking the lock itself.
+    pub fn rearm_slot(&self, slot: SlotId) {
+        let g = self.lock();
+        self.rearm(&g, slot);
+    }
+
+    /// Forgets `slot`'s registration (its handle is gone).
+    pub(crate) fn forget(&self, g: &mut Guard<'_, E>, slot: SlotId) {
+        g.registrations.remove(&slot);
+    }
+
+    // --- for the service thread ---
+
+    pub(crate) fn svc_state(g: &Guard<'_, E>) -> (bool, bool, Instant) {
+        (
+            matches!(g.leader, Leader::Caller { .. }),
+            matches!(g.leader, Leader::Service),
+            g.last_caller,
+        )
+    }
+
+    pub(crate) fn svc_take_link(g: &mut Guard<'_, E>) -> bool {
+        if g.leader == Leader::None {
+            g.leader = Leader::Service;
+            true
+        } else {
+            g.leader == Leader::Service
+        }
+    }
+
+    pub(crate) fn svc_release_link(g: &mut Guard<'_, E>) {
+        if g.leader == Leader::Service {
+            g.leader = Leader::None;
+        }
+    }
+
+    pub(crate) fn svc_set_target(g: &mut Guard<'_, E>, t: Option<Instant>) {
+        g.svc_target = t;
+    }
+
+    pub(crate) fn is_shutdown(g: &Guard<'_, E>) -> bool {
+        g.shutdown
+    }
+
+    pub(crate) fn link_fd(&self) -> Option<&OwnedFd> {
+        self.link_fd.as_ref()
+    }
+}
+
+impl<E: Engine> Drop for Driver<E> {
+    fn drop(&mut self) {
+        if let Ok(mut g) = self.inner.lock() {
+            g.shutdown = true;
+        }
+        signal(&self.svc_wake);
+    }
+}
+
+fn interest_to_ready(i: mio::Interest) -> Ready {
+    let mut r = Ready::NONE;
+    if i.is_readable() {
+        r = r | Ready::READABLE;
+    }
+    if i.is_writable() {
+        r = r | Ready::WRITABLE;
+    }
+    r
+}

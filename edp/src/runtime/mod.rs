@@ -1,0 +1,387 @@
+//! The I/O runtime: one per process and interface, shared by every EDP
+//! socket, ESP stream and listener and CTP-over-EDP endpoint.
+//!
+//! A [`Runtime`] owns **one** AF_PACKET socket (a TPACKET_V2 receive ring or
+//! recvmmsg batches, sendmmsg with gather) whose kernel filter passes only
+//! frames for ports this process owns, and a user-space demultiplexing
+//! table from ports and connection tuples to sockets ([`demux`]). The first
+//! design gave every socket its own packet socket, so the kernel handed
+//! each frame to every socket of the ethertype and ran every filter (about
+//! 47 ns per socket per frame: 1 000 idle EDP sockets took a 64-byte
+//! ping-pong from 1.87 to 53.9 us). Kernel UDP and TCP demultiplex by hash;
+//! so does this table.
+//!
+//! - [`engine`]: the link, the slots, timers and the transmit batch;
+//! - [`driver`]: waiting (busy, blocking, adaptive), the leader/followers
+//!   scheme, readiness for parked threads and `mio`;
+//! - [`service`]: the deadline and idle-progress thread;
+//! - [`responder`]: echo replies and RSTs for the host;
+//! - [`socket`]: the [`Socket`] trait protocol sockets implement.
+//!
+//! Runtimes are shared per (network namespace, interface, [`LinkConfig`]):
+//! [`Runtime::shared`] returns the process's runtime for that key, opening
+//! it on first use; it closes when its last socket (and lingering
+//! connection) is gone. [`Runtime::with_link`] builds one over any link
+//! (simulated, fault-injecting, UDP-carried), for tests and unprivileged use.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Instant;
+
+use crate::link::fault::FaultLink;
+use crate::link::packet::{PacketConfig, PacketLink};
+use crate::link::Link;
+use crate::ports::{self, PortLease};
+use crate::wire::MacAddr;
+
+pub mod config;
+pub mod demux;
+pub mod driver;
+pub mod engine;
+pub(crate) mod filter;
+pub mod responder;
+pub(crate) mod service;
+pub mod socket;
+pub mod stats;
+pub mod tx;
+
+pub use config::{LinkConfig, Progress, RuntimeConfig, WaitPolicy};
+pub use demux::DemuxKey;
+pub use driver::{Deadline, Driver, Engine, Guard};
+pub use engine::EthEngine;
+pub use responder::UnclaimedHandler;
+pub use socket::{Cx, DirectRead, GatherRef, Ready, SlotId, Socket, Spawn};
+pub use stats::{EngineStats, ResponderStats};
+pub use tx::{TxQueue, MAX_BATCH};
+
+impl Engine for EthEngine {
+    fn poll(
+        &mut self,
+        now: Instant,
+        direct: Option<(SlotId, &mut DirectRead<'_>)>,
+    ) -> io::Result<usize> {
+        EthEngine::poll(self, now, direct)
+    }
+    fn on_deadline(&mut self, now: Instant) -> io::Result<()> {
+        self.fire_timers(now);
+        if self.st.filter_stale {
+            self.refresh_filter();
+        }
+        self.transmit(now)
+    }
+    fn next_deadline(&mut self) -> Option<Instant> {
+        EthEngine::next_deadline(self)
+    }
+    fn before_sleep(&mut self, slot: Option<SlotId>, now: Instant) -> io::Result<()> {
+        EthEngine::before_sleep(self, slot, now)
+    }
+    fn rx_ready(&self) -> Option<bool> {
+        self.link.rx_ready()
+    }
+    fn drain_changed(&mut self, f: &mut dyn FnMut(SlotId, Ready)) {
+        EthEngine::drain_changed(self, f)
+    }
+    fn readiness(&self, slot: SlotId) -> Ready {
+        EthEngine::readiness(self, slot)
+    }
+    fn has_lingering(&self) -> bool {
+        self.lingering() > 0
+    }
+}
+
+/// What a runtime knows about itself without its lock.
+#[derive(Debug)]
+struct Info {
+    iface: Option<String>,
+    mac: MacAddr,
+    mtu: usize,
+    edp_ethertype: u16,
+    esp_ethertype: u16,
+}
+
+/// A handle on a runtime (cheap to clone). See the module documentation.
+#[derive(Clone)]
+pub struct Runtime {
+    driver: Arc<Driver<EthEngine>>,
+    info: Arc<Info>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("iface", &self.info.iface)
+            .field("mac", &self.info.mac)
+            .field("mtu", &self.info.mtu)
+            .finish()
+    }
+}
+
+/// Registry key: network namespace inode, interface, link configuration.
+type Key = (u64, String, String);
+
+fn registry() -> &'static Mutex<HashMap<Key, Weak<Driver<EthEngine>>>> {
+    static R: OnceLock<Mutex<HashMap<Key, Weak<Driver<EthEngine>>>>> = OnceLock::new();
+    R.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The calling thread's network namespace (inode of /proc/thread-self/ns/net):
+/// runtimes are per namespace, like the interfaces they use.
+fn netns_id() -> u64 {
+    std::fs::metadata("/proc/thread-self/ns/net")
+        .map(|m| m.ino())
+        .unwrap_or(0)
+}
+
+impl Runtime {
+    /// The process's runtime for `iface` and `config` in the calling
+    /// thread's network namespace, opened on first use (see
+    /// [`Runtime::open`]) and shared until its last socket is gone.
+    ///
+    /// Errors: as [`Runtime::open`].
+    pub fn shared(iface: &str, config: &RuntimeConfig) -> io::Result<Runtime> {
+        let key = (netns_id(), iface.to_string(), format!("{:?}", config));
+        let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = reg.get(&key).and_then(Weak::upgrade) {
+            let info = {
+                let g = d.lock();
+                Arc::new(Info {
+                    iface: Some(iface.to_string()),
+                    mac: g.engine.st.mac,
+                    mtu: g.engine.st.mtu,
+                    edp_ethertype: g.engine.st.edp_ethertype,
+                    esp_ethertype: g.engine.st.esp_ethertype,
+                })
+            };
+            return Ok(Runtime { driver: d, info });
+        }
+        let rt = Self::open(iface, config.clone())?;
+        reg.retain(|_, w| w.strong_count() > 0);
+        reg.insert(key, Arc::downgrade(&rt.driver));
+        Ok(rt)
+    }
+
+    /// Opens a new runtime on `iface`: one packet socket receiving both
+    /// ethertypes of `config.link`, its filter passing nothing until
+    /// sockets bind, and the host responder role (echo) when the control
+    /// lease is free.
+    ///
+    /// Errors: `PermissionDenied` naming CAP_NET_RAW and the `setcap`
+    /// command; `NotFound` for an unknown interface; socket option errors;
+    /// eventfd errors.
+    pub fn open(iface: &str, config: RuntimeConfig) -> io::Result<Runtime> {
+        let lc = &config.link;
+        let pc = PacketConfig {
+            ethertype: PacketConfig::ALL_ETHERTYPES,
+            rcvbuf: lc.socket_buffer,
+            sndbuf: lc.socket_buffer,
+            rx_ring: lc.rx_ring,
+            qdisc_bypass: lc.qdisc_bypass,
+            filter: None,
+            ..PacketConfig::default()
+        };
+        let packet = PacketLink::open(iface, &pc)?;
+        let link: Box<dyn Link> = match &lc.fault {
+            Some(f) => Box::new(FaultLink::try_new(packet, f.clone()).map_err(|e| {
+                io::Error::new(io::ErrorKind::InvalidInput, format!("fault injection: {e}"))
+            })?),
+            None => Box::new(packet),
+        };
+        let rt = Self::build(link, Some(iface.to_string()), config)?;
+        rt.with_engine(|e, now| {
+            if e.st.responder.enable_echo(now) {
+                e.st.filter_stale = true;
+            }
+            e.refresh_filter();
+        });
+        Ok(rt)
+    }
+
+    /// A runtime over any link (a `SimLink`, a `UdpLink`, a `FaultLink`
+    /// around a `PacketLink`, ...). Ports are not leased across processes
+    /// (there is no interface name to lease them on); the host responder
+    /// role is off.
+    ///
+    /// Errors: eventfd errors.
+    pub fn with_link(link: Box<dyn Link>, config: RuntimeConfig) -> io::Result<Runtime> {
+        Self::build(link, None, config)
+    }
+
+    fn build(link: Box<dyn Link>, iface: Option<String>, config: RuntimeConfig) -> io::Result<Runtime> {
+        let link_fd = link
+            .as_fd()
+            .map(|fd| fd.try_clone_to_owned())
+            .transpose()
+            .map_err(|e| io::Error::other(format!("dup of the link descriptor: {e}")))?;
+        let info = Arc::new(Info {
+            iface: iface.clone(),
+            mac: link.mac(),
+            mtu: link.mtu(),
+            edp_ethertype: config.link.edp_ethertype,
+            esp_ethertype: config.link.esp_ethertype,
+        });
+        let name = match &iface {
+            Some(i) => format!("cn-rt-{i}"),
+            None => "cn-rt".to_string(),
+        };
+        let engine = EthEngine::new(
+            link,
+            iface,
+            config.link.edp_ethertype,
+            config.link.esp_ethertype,
+        );
+        let driver = Driver::new(engine, link_fd, config.progress, name)?;
+        Ok(Runtime { driver, info })
+    }
+
+    /// The interface name (`None` for runtimes over in-memory links).
+    pub fn iface(&self) -> Option<&str> {
+        self.info.iface.as_deref()
+    }
+
+    /// This end's MAC address.
+    pub fn mac(&self) -> MacAddr {
+        self.info.mac
+    }
+
+    /// Link MTU: the largest Ethernet payload, bytes.
+    pub fn mtu(&self) -> usize {
+        self.info.mtu
+    }
+
+    /// EDP's ethertype on this runtime.
+    pub fn edp_ethertype(&self) -> u16 {
+        self.info.edp_ethertype
+    }
+
+    /// ESP's ethertype on this runtime.
+    pub fn esp_ethertype(&self) -> u16 {
+        self.info.esp_ethertype
+    }
+
+    /// The driver (for socket handles).
+    pub fn driver(&self) -> &Arc<Driver<EthEngine>> {
+        &self.driver
+    }
+
+    /// Runs `f` on the engine (locked) and reports what changed.
+    pub fn with_engine<T>(&self, f: impl FnOnce(&mut EthEngine, Instant) -> T) -> T {
+        self.driver.with(f)
+    }
+
+    /// Counters of the engine.
+    pub fn stats(&self) -> EngineStats {
+        self.with_engine(|e, _| e.stats())
+    }
+
+    /// The kernel's counters of the packet socket (frames passed by the
+    /// filter, frames dropped for lack of room), since it was opened.
+    pub fn kernel_stats(&self) -> Option<crate::link::KernelStats> {
+        self.with_engine(|e, _| e.link().kernel_stats())
+    }
+
+    /// One nonblocking turn: receive what is ready, fire due timers,
+    /// transmit. For applications that drive the runtime from their own
+    /// event loop.
+    ///
+    /// Errors: fatal link errors.
+    pub fn drive(&self) -> io::Result<()> {
+        self.with_engine(|e, now| e.poll(now, None).map(|_| ()))
+    }
+
+    /// Takes `port` of `ethertype` for a new socket: an exclusive lease
+    /// across the processes of this network namespace (port 0: the next
+    /// free ephemeral port), or, on runtimes without an interface, a port
+    /// no slot of this runtime uses. Returns the port and its lease.
+    ///
+    /// Errors: `AddrInUse` naming the port when it is taken (here or by
+    /// another process), or when no ephemeral port is free.
+    pub fn take_port(&self, ethertype: u16, port: u16) -> io::Result<(u16, Option<PortLease>)> {
+        match self.iface() {
+            Some(iface) => {
+                let lease = ports::allocate(iface, ethertype, port)?;
+                Ok((lease.port(), Some(lease)))
+            }
+            None => self.with_engine(|e, _| {
+                if port != 0 {
+                    if e.st.demux.uses_port(ethertype, port) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::AddrInUse,
+                            format!("port {port} (ethertype {ethertype:#06x}) is already in use on this link"),
+                        ));
+                    }
+                    return Ok((port, None));
+                }
+                let span = (ports::EPHEMERAL_LAST - ports::EPHEMERAL_FIRST) as u32 + 1;
+                let start = rand::random::<u32>() % span;
+                for i in 0..span {
+                    let p = ports::EPHEMERAL_FIRST + ((start + i) % span) as u16;
+                    if !e.st.demux.uses_port(ethertype, p) {
+                        return Ok((p, None));
+                    }
+                }
+                Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    "no free ephemeral port on this link",
+                ))
+            }),
+        }
+    }
+
+    /// Adds `socket` under `key` with its port `lease`; returns its slot.
+    ///
+    /// Errors: `AddrInUse` when the key is taken in this runtime.
+    pub fn insert(
+        &self,
+        key: DemuxKey,
+        socket: Box<dyn Socket>,
+        lease: Option<PortLease>,
+    ) -> io::Result<SlotId> {
+        self.with_engine(|e, now| e.insert(key, socket, lease, now))
+    }
+
+    /// The handle of `slot` is gone: remove the socket or let it linger.
+    pub fn release(&self, slot: SlotId) {
+        let mut g = self.driver.lock();
+        let now = Instant::now();
+        self.driver.forget(&mut g, slot);
+        g.engine.release(slot, now);
+        self.driver.notify(&mut g);
+    }
+
+    /// Installs the ESP crate's answer to unclaimed ESP segments (RST) and
+    /// tries the host's ESP control lease (see [`responder`]).
+    pub fn enable_esp_responder(&self, handler: Box<dyn UnclaimedHandler>) {
+        self.with_engine(|e, now| {
+            e.st.responder.enable_esp(handler, now);
+            e.st.filter_stale = true;
+            e.refresh_filter();
+        });
+    }
+
+    /// Whether the ESP responder role is installed (by any ESP socket).
+    pub fn has_esp_responder(&self) -> bool {
+        self.with_engine(|e, _| e.st.responder.esp_enabled())
+    }
+
+    /// Starts receiving frames sent to the Ethernet group `group` (for
+    /// multicast); see [`Link::join_group`].
+    ///
+    /// Errors: those of the link.
+    pub fn join_group(&self, group: MacAddr) -> io::Result<()> {
+        self.with_engine(|e, _| e.link_mut().join_group(group))
+    }
+
+    /// Stops receiving frames for `group`.
+    ///
+    /// Errors: those of the link.
+    pub fn leave_group(&self, group: MacAddr) -> io::Result<()> {
+        self.with_engine(|e, _| e.link_mut().leave_group(group))
+    }
+
+    /// Whether two handles are the same runtime.
+    pub fn same(&self, other: &Runtime) -> bool {
+        Arc::ptr_eq(&self.driver, &other.driver)
+    }
+}

@@ -1,0 +1,238 @@
+//! The host responder role of a runtime: echo replies on EDP's control port
+//! (thesis ch. 4.2.5; reachability discovery, ch. 6.3) and RSTs for ESP
+//! segments to no socket (thesis ch. 5.2.9).
+//!
+//! One process per host and interface answers for ports nobody owns: the
+//! holder of the protocol's *control lease* (port 0 of its ethertype,
+//! [`crate::ports::PortLease::control`]). A runtime tries the lease when it
+//! opens and again every [`LEASE_RETRY`] while another process holds it, so
+//! when the holder exits or crashes another takes over within about a
+//! second. Frames for ports this runtime owns but no socket claims (a
+//! connection that is gone) are answered by the runtime itself, lease or
+//! not: nobody else could.
+//!
+//! This replaces the responder threads of the first design, which each had
+//! their own packet socket (two more sockets per process that every frame
+//! visited): the role now rides on the runtime's one socket and filter.
+
+use std::time::{Duration, Instant};
+
+use crate::ports::{self, PortLease};
+use crate::wire::{MacAddr, CONTROL_PORT};
+
+use super::demux::Demux;
+use super::stats::ResponderStats;
+use super::tx::TxQueue;
+
+/// How often a runtime that does not hold a control lease tries it again.
+pub const LEASE_RETRY: Duration = Duration::from_secs(1);
+
+/// Builds the answer to a frame of its protocol that no slot claimed (the
+/// ESP crate installs one that answers RST).
+pub trait UnclaimedHandler: Send + 'static {
+    /// Writes the answer to `frame` (addressed to `mac`; at most
+    /// `max_frame` bytes) into `out` and returns its length; `None` leaves
+    /// the frame unanswered (e.g. an RST, which is never answered).
+    fn answer(&mut self, frame: &[u8], mac: MacAddr, max_frame: usize, out: &mut [u8])
+        -> Option<usize>;
+}
+
+/// One protocol's role: its control lease and how it answers.
+struct Role {
+    ethertype: u16,
+    enabled: bool,
+    lease: Option<PortLease>,
+    next_try: Option<Instant>,
+}
+
+impl Role {
+    fn new(ethertype: u16) -> Self {
+        Self {
+            ethertype,
+            enabled: false,
+            lease: None,
+            next_try: None,
+        }
+    }
+
+    /// Tries the lease if due; true when holding it changed.
+    fn try_lease(&mut self, iface: Option<&str>, now: Instant) -> bool {
+        if !self.enabled || self.lease.is_some() || self.next_try.is_some_and(|t| now < t) {
+            return false;
+        }
+        let Some(iface) = iface else {
+            return false;
+        };
+        match PortLease::control(iface, self.ethertype) {
+            Ok(l) => {
+                tracing::debug!(iface, ethertype = self.ethertype, "runtime: holding the control lease");
+                self.lease = Some(l);
+                self.next_try = None;
+                true
+            }
+            Err(e) => {
+                if e.kind() != std::io::ErrorKind::AddrInUse {
+                    tracing::warn!(iface, error = %e, "runtime: control lease");
+                }
+                self.next_try = Some(now + LEASE_RETRY);
+                false
+            }
+        }
+    }
+}
+
+/// The responder role. See the module documentation.
+pub struct Responder {
+    iface: Option<String>,
+    edp: Role,
+    esp: Role,
+    esp_handler: Option<Box<dyn UnclaimedHandler>>,
+    stats: ResponderStats,
+}
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Responder")
+            .field("edp_lease", &self.edp.lease.is_some())
+            .field("esp_lease", &self.esp.lease.is_some())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl Responder {
+    pub(crate) fn new(iface: Option<String>, edp_ethertype: u16, esp_ethertype: u16) -> Self {
+        Self {
+            iface,
+            edp: Role::new(edp_ethertype),
+            esp: Role::new(esp_ethertype),
+            esp_handler: None,
+            stats: ResponderStats::default(),
+        }
+    }
+
+    /// Answers echo requests while holding EDP's control lease.
+    pub(crate) fn enable_echo(&mut self, now: Instant) -> bool {
+        self.edp.enabled = true;
+        self.edp.try_lease(self.iface.as_deref(), now)
+    }
+
+    /// Answers unclaimed ESP segments with `handler`.
+    pub(crate) fn enable_esp(&mut self, handler: Box<dyn UnclaimedHandler>, now: Instant) -> bool {
+        self.esp_handler = Some(handler);
+        self.esp.enabled = true;
+        self.esp.try_lease(self.iface.as_deref(), now)
+    }
+
+    /// Whether an ESP answer handler is installed.
+    pub fn esp_enabled(&self) -> bool {
+        self.esp_handler.is_some()
+    }
+
+    /// Whether this runtime answers echo requests for the host.
+    pub fn holds_edp(&self) -> bool {
+        self.edp.lease.is_some()
+    }
+
+    /// Whether this runtime answers SYNs to unowned ports for the host.
+    pub fn holds_esp(&self) -> bool {
+        self.esp.lease.is_some()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ResponderStats {
+        self.stats
+    }
+
+    /// Next lease retry.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        netcore::time::earliest(
+            self.edp.next_try.filter(|_| self.edp.lease.is_none()),
+            self.esp.next_try.filter(|_| self.esp.lease.is_none()),
+        )
+    }
+
+    /// Retries leases that are due; true when the filter must change.
+    pub(crate) fn on_timeout(&mut self, now: Instant) -> bool {
+        let a = self.edp.try_lease(self.iface.as_deref(), now);
+        let b = self.esp.try_lease(self.iface.as_deref(), now);
+        a || b
+    }
+
+    /// A frame of `ethertype` (already checked: sent to `mac` or a group,
+    /// from a unicast source that is not us) that no slot claimed. Writes
+    /// the answer, if any, into `tx`; returns whether it answered.
+    pub(crate) fn on_unclaimed(
+        &mut self,
+        frame: &[u8],
+        ethertype: u16,
+        mac: MacAddr,
+        mtu: usize,
+        demux: &Demux,
+        tx: &mut TxQueue,
+    ) -> bool {
+        let max_frame = mtu + crate::wire::ETH_HEADER_LEN;
+        let dst_port = u16::from_be_bytes([frame[16], frame[17]]);
+        let to_group = frame[0] & 1 == 1;
+        if ethertype == self.edp.ethertype {
+            if dst_port != CONTROL_PORT || self.edp.lease.is_none() {
+                return false;
+            }
+            if tx.is_full() {
+                self.stats.overflow += 1;
+                return false;
+            }
+            let out = tx.next_buf();
+            match crate::echo::answer(frame, ethertype, mac, max_frame, out) {
+                crate::echo::Verdict::Reply(n) => {
+                    tx.commit(n, None);
+                    self.stats.echo_replies += 1;
+                    true
+                }
+                _ => {
+                    self.stats.ignored += 1;
+                    false
+                }
+            }
+        } else if ethertype == self.esp.ethertype {
+            if to_group {
+                self.stats.ignored += 1;
+                return false;
+            }
+            let Some(handler) = self.esp_handler.as_mut() else {
+                return false;
+            };
+            let ours = demux.uses_port(ethertype, dst_port);
+            if !ours {
+                // Only the lease holder answers for the host, and only for
+                // ports no process owns (a free lease means no owner).
+                if self.esp.lease.is_none() {
+                    return false;
+                }
+                let owned_elsewhere = dst_port == CONTROL_PORT
+                    || match self.iface.as_deref() {
+                        Some(iface) => ports::allocate(iface, ethertype, dst_port).is_err(),
+                        None => false,
+                    };
+                if owned_elsewhere && dst_port != CONTROL_PORT {
+                    self.stats.ignored += 1;
+                    return false;
+                }
+            }
+            if tx.is_full() {
+                self.stats.overflow += 1;
+                return false;
+            }
+            match handler.answer(frame, mac, max_frame, tx.next_buf()) {
+                Some(n) => {
+                    tx.commit(n, None);
+                    self.stats.resets += 1;
+                    true
+                }
+                None => false,
+            }
+        } else {
+            false
+        }
+    }
+}

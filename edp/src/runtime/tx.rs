@@ -1,0 +1,258 @@
+//! The transmit batch: frames queued by sockets, sent with one
+//! sendmmsg(2) (or sendmsg for a single frame), each frame a header written
+//! into the batch's own buffer followed, optionally, by payload gathered
+//! from the socket's buffer.
+
+use std::io::{self, IoSlice};
+
+use super::socket::{GatherRef, SlotId};
+
+/// Frames per batch: one sendmmsg(2) call (`UIO_MAXIOV` allows 1024; 64
+/// keeps the batch arrays in cache and bounds a single caller's latency).
+pub const MAX_BATCH: usize = 64;
+
+/// A queued frame.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TxFrame {
+    /// Bytes written to the frame's slot of the buffer.
+    pub head: usize,
+    /// The slot that queued it and the payload it references.
+    pub gather: Option<(SlotId, GatherRef)>,
+    /// The slot that queued it (for send-failure accounting).
+    pub owner: Option<SlotId>,
+}
+
+/// Up to [`MAX_BATCH`] frames waiting to be sent. See the module docs.
+pub struct TxQueue {
+    buf: Vec<u8>,
+    slot_len: usize,
+    pub(crate) frames: Vec<TxFrame>,
+    owner: Option<SlotId>,
+    limit: usize,
+}
+
+impl std::fmt::Debug for TxQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxQueue")
+            .field("queued", &self.frames.len())
+            .field("slot_len", &self.slot_len)
+            .finish()
+    }
+}
+
+impl TxQueue {
+    /// A queue whose frames are at most `max_frame` bytes (link MTU + 14).
+    pub fn new(max_frame: usize) -> Self {
+        Self {
+            buf: vec![0; max_frame * MAX_BATCH],
+            slot_len: max_frame,
+            frames: Vec::with_capacity(MAX_BATCH),
+            owner: None,
+            limit: MAX_BATCH,
+        }
+    }
+
+    /// Largest frame, bytes.
+    #[inline]
+    pub fn max_frame(&self) -> usize {
+        self.slot_len
+    }
+
+    /// Whether no further frame fits in this batch (or in the share of it
+    /// the current socket may fill).
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.frames.len() >= self.limit
+    }
+
+    /// Frames queued.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Whether nothing is queued.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// The buffer of the next frame ([`TxQueue::max_frame`] bytes); write
+    /// the frame (or its headers) there and call [`TxQueue::commit`].
+    /// Panics when the queue is full (check [`TxQueue::is_full`]).
+    #[inline]
+    pub fn next_buf(&mut self) -> &mut [u8] {
+        assert!(self.frames.len() < MAX_BATCH, "TxQueue: next_buf on a full batch");
+        let at = self.frames.len() * self.slot_len;
+        &mut self.buf[at..at + self.slot_len]
+    }
+
+    /// Queues the frame written to [`TxQueue::next_buf`]: its first `head`
+    /// bytes, followed on the wire by the payload `gather` refers to (see
+    /// [`GatherRef`]), which must fit in the frame.
+    #[inline]
+    pub fn commit(&mut self, head: usize, gather: Option<GatherRef>) {
+        debug_assert!(head + gather.map_or(0, |g| g.len) <= self.slot_len);
+        let owner = self.owner;
+        self.frames.push(TxFrame {
+            head,
+            gather: gather.and_then(|g| owner.map(|o| (o, g))),
+            owner,
+        });
+    }
+
+    /// Sets the slot whose frames follow (the runtime calls it before each
+    /// socket's `poll_transmit`).
+    #[inline]
+    pub(crate) fn set_owner(&mut self, owner: Option<SlotId>) {
+        self.owner = owner;
+    }
+
+    /// Lets the current socket add at most `share` more frames.
+    #[inline]
+    pub(crate) fn set_limit(&mut self, share: usize) {
+        self.limit = (self.frames.len() + share).min(MAX_BATCH);
+    }
+
+    /// The header bytes of frame `i`.
+    #[inline]
+    pub(crate) fn head(&self, i: usize) -> &[u8] {
+        let at = i * self.slot_len;
+        &self.buf[at..at + self.frames[i].head]
+    }
+
+    /// Forgets every queued frame.
+    #[inline]
+    pub(crate) fn clear(&mut self) {
+        self.frames.clear();
+    }
+}
+
+/// Send errors after which a frame is dropped and recovered by the
+/// protocol (retransmission) or reported as a send error to a datagram
+/// caller: a full queue, EINTR, ENOBUFS, an oversized frame.
+pub(crate) fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted | io::ErrorKind::InvalidInput
+    ) || e.raw_os_error() == Some(nix::libc::ENOBUFS)
+}
+
+/// Builds the iovec arrays of `n` frames and hands them to `send` (the
+/// link's `send_batch_vectored`), retrying after partial sends. `pieces`
+/// resolves frame `i`'s gathered payload. Returns (frames sent, frames
+/// lost to transient errors: the caller reports them to their owners).
+///
+/// Errors: fatal link errors.
+pub(crate) fn send_frames<'p>(
+    n: usize,
+    head: impl Fn(usize) -> &'p [u8],
+    payload: impl Fn(usize) -> (&'p [u8], &'p [u8]),
+    mut send: impl FnMut(&[&[IoSlice<'_>]]) -> io::Result<usize>,
+    mut lost: impl FnMut(usize),
+) -> io::Result<usize> {
+    if n == 0 {
+        return Ok(0);
+    }
+    let piece = |i: usize| {
+        let (a, b) = payload(i);
+        [IoSlice::new(head(i)), IoSlice::new(a), IoSlice::new(b)]
+    };
+    if n == 1 {
+        let p = piece(0);
+        return match send(&[&p]) {
+            Ok(0) => {
+                lost(0);
+                Ok(0)
+            }
+            Ok(_) => Ok(1),
+            Err(e) if is_transient(&e) => {
+                lost(0);
+                Ok(0)
+            }
+            Err(e) => Err(e),
+        };
+    }
+    let mut iov: [[IoSlice<'_>; 3]; MAX_BATCH] = [[IoSlice::new(&[]); 3]; MAX_BATCH];
+    for (i, v) in iov.iter_mut().enumerate().take(n) {
+        *v = piece(i);
+    }
+    let frames: [&[IoSlice<'_>]; MAX_BATCH] = std::array::from_fn(|i| &iov[i][..]);
+    let mut done = 0;
+    let mut sent = 0;
+    while done < n {
+        match send(&frames[done..n]) {
+            Ok(0) => {
+                // Nothing accepted: the rest is lost locally.
+                for i in done..n {
+                    lost(i);
+                }
+                done = n;
+            }
+            Ok(m) => {
+                done += m;
+                sent += m;
+            }
+            Err(e) if is_transient(&e) => {
+                lost(done);
+                done += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(sent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_tracks_heads_and_gather_refs() {
+        let mut q = TxQueue::new(100);
+        q.set_owner(Some(SlotId::FIRST));
+        q.next_buf()[..3].copy_from_slice(b"abc");
+        q.commit(
+            3,
+            Some(GatherRef {
+                tag: 1,
+                offset: 10,
+                len: 5,
+            }),
+        );
+        q.next_buf()[..2].copy_from_slice(b"xy");
+        q.commit(2, None);
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.head(0), b"abc");
+        assert_eq!(q.head(1), b"xy");
+        assert_eq!(q.frames[0].gather.unwrap().1.offset, 10);
+        assert!(q.frames[1].gather.is_none());
+        q.clear();
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn send_frames_retries_partial_batches_and_reports_losses() {
+        let heads: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 4]).collect();
+        let mut calls = Vec::new();
+        let mut lost = Vec::new();
+        let sent = send_frames(
+            5,
+            |i| &heads[i][..],
+            |_| (&b"pp"[..], &[][..]),
+            |fs| {
+                calls.push(fs.len());
+                match calls.len() {
+                    1 => Ok(2),
+                    2 => Err(io::ErrorKind::WouldBlock.into()),
+                    _ => Ok(fs.len()),
+                }
+            },
+            |i| lost.push(i),
+        )
+        .unwrap();
+        assert_eq!(calls, vec![5, 3, 2]);
+        assert_eq!(lost, vec![2]);
+        assert_eq!(sent, 4);
+    }
+}
