@@ -22,11 +22,12 @@ pub const EPHEMERAL_FIRST: u16 = 49152;
 /// Last ephemeral port.
 pub const EPHEMERAL_LAST: u16 = 65535;
 
-/// Ownership of one port; the port is released when this is dropped (or the
-/// process exits, however it exits).
-#[derive(Debug)]
+/// Ownership of one port; the port is released when the last clone is
+/// dropped (or the process exits, however it exits). Clones share the
+/// lease: an ESP listener and the connections it accepted hold one port.
+#[derive(Debug, Clone)]
 pub struct PortLease {
-    _sock: UnixDatagram,
+    _sock: std::sync::Arc<UnixDatagram>,
     iface: String,
     ethertype: u16,
     port: u16,
@@ -95,7 +96,7 @@ fn try_lease(iface: &str, ethertype: u16, port: u16) -> io::Result<PortLease> {
     let addr = SocketAddr::from_abstract_name(name.as_bytes())?;
     match UnixDatagram::bind_addr(&addr) {
         Ok(sock) => Ok(PortLease {
-            _sock: sock,
+            _sock: std::sync::Arc::new(sock),
             iface: iface.to_string(),
             ethertype,
             port,

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use edp::link::fault::FaultConfig;
+use edp::runtime::{RuntimeConfig, WaitPolicy};
 
 use crate::wire::ETHERTYPE_ESP;
 
@@ -29,15 +30,11 @@ use crate::wire::ETHERTYPE_ESP;
 ///   1-7 ms (the receiver is descheduled), so a larger window keeps the
 ///   sender busy. The send buffer holds every unacknowledged byte, so it
 ///   must exceed the peer's window or it, not the window, limits the flight.
-/// - `rx_ring` 4 MiB (TPACKET_V2, about 2600 frame slots at MTU 1500): at
-///   least the receive window, so a burst of a full window fits while the
-///   reader sleeps; falls back to recv(2) if the kernel refuses the ring.
 /// - `checksum` on: veth has no FCS and the fault injector flips bits; the
 ///   RFC 1071 sum costs one pass over the payload.
-/// - `backlog` 128, `max_half_open` 64: each connection the listener holds
-///   already has its own packet socket and receive ring (4 MiB of kernel
-///   memory), so the half-open bound also bounds what a SYN flood can pin
-///   (64 x 4 MiB).
+/// - `backlog` 128, `max_half_open` 64: what a listener holds before
+///   `accept` (a half-open connection costs its buffers' bookkeeping, the
+///   buffers themselves grow only with data).
 /// - `initial_cwnd` 10 segments (RFC 6928), congestion control on: slow start
 ///   and halving on loss (RFC 5681) keep goodput up under random loss.
 #[derive(Debug, Clone)]
@@ -87,46 +84,43 @@ pub struct EspConfig {
     /// whenever their checksum field is not 0). Off saves one pass over the
     /// payload where the link's FCS is trusted.
     pub checksum: bool,
-    /// After a blocking call saw frames arrive, poll this long before
-    /// sleeping in ppoll(2) (adaptive polling: a wakeup costs 5-50 us);
-    /// zero = sleep at once.
-    pub spin_before_sleep: Duration,
-    /// Start a progress thread for every stream (see
-    /// `EspStream::spawn_progress`): ACKs and retransmissions continue while
-    /// the application computes, at the price of a mutex on each call.
-    pub progress_thread: bool,
-    /// Spin on the link instead of sleeping in blocking calls.
-    pub busy_poll: bool,
+    /// How blocking calls wait (busy-poll, blocking, adaptive spin then
+    /// sleep; see `edp::runtime::WaitPolicy`).
+    pub wait: WaitPolicy,
     /// Ethertype of ESP frames (default 0x88B6).
     pub ethertype: u16,
-    /// Kernel socket buffer (SO_RCVBUF / SO_SNDBUF) of each stream's packet
-    /// socket, in bytes.
-    pub socket_buffer: usize,
-    /// TPACKET_V2 receive ring of each stream's packet socket, in bytes
-    /// (frames read from shared memory, no syscall per frame); `None` =
-    /// plain recv(2).
-    pub rx_ring: Option<usize>,
-    /// Send with `PACKET_QDISC_BYPASS`: frames go straight to the driver,
-    /// skipping the kernel's queueing layer (about 0.1-0.3 us per frame on
-    /// veth). Off by default, as for EDP sockets: on a NIC with a real qdisc
-    /// a full device queue then drops frames (ESP retransmits them) instead
-    /// of queueing them.
-    pub qdisc_bypass: bool,
+    /// The runtime the stream joins: its packet socket (buffers, receive
+    /// ring, qdisc bypass, fault injection) and progress. Streams, listeners
+    /// and EDP sockets with equal runtime configurations on one interface
+    /// share one packet socket. Its `link.esp_ethertype` is set from
+    /// `ethertype`.
+    pub runtime: RuntimeConfig,
     /// How long a dropped stream keeps closing in the background (the
     /// process's closer thread delivers its buffered data and FIN and
     /// answers the peer's FIN, holding the port lease meanwhile); zero =
     /// drop at once. `drop` itself never blocks.
     pub linger: Duration,
-    /// Faults injected on each stream's link (`edp::link::fault::FaultLink`):
-    /// netgauge's --loss/--dup/--reorder on real links. `None` = none.
-    pub fault: Option<FaultConfig>,
 }
 
 impl EspConfig {
-    /// This configuration with `fault` injected on every stream's link.
+    /// This configuration with `fault` injected on every frame its
+    /// runtime sends (a runtime of its own: faults are per packet socket).
     pub fn with_fault(mut self, fault: FaultConfig) -> Self {
-        self.fault = Some(fault);
+        self.runtime.link.fault = Some(fault);
         self
+    }
+
+    /// This configuration with busy polling (spin instead of sleeping).
+    pub fn busy_poll(mut self) -> Self {
+        self.wait = WaitPolicy::BusyPoll;
+        self
+    }
+
+    /// The runtime configuration, with ESP's ethertype in place.
+    pub fn runtime_config(&self) -> RuntimeConfig {
+        let mut r = self.runtime.clone();
+        r.link.esp_ethertype = self.ethertype;
+        r
     }
 }
 
@@ -150,15 +144,10 @@ impl Default for EspConfig {
             backlog: 128,
             max_half_open: 64,
             checksum: true,
-            spin_before_sleep: Duration::ZERO,
-            progress_thread: false,
-            busy_poll: false,
+            wait: WaitPolicy::DEFAULT,
             ethertype: ETHERTYPE_ESP,
-            socket_buffer: 4 << 20,
-            rx_ring: Some(4 << 20),
-            qdisc_bypass: false,
+            runtime: RuntimeConfig::default(),
             linger: Duration::from_secs(10),
-            fault: None,
         }
     }
 }

@@ -10,15 +10,10 @@
 //! - [`rtt`]: RTO estimation per RFC 6298;
 //! - [`conn`]: the sans-IO connection state machine;
 //! - [`listener`]: the sans-IO listen side (backlog, half-open limit);
-//! - [`driver`]: one connection driven over one link (shared by sockets and
-//!   simulations);
 //! - [`config`]: [`EspConfig`] and its defaults;
-//! - [`socket`]: [`EspListener`] and [`EspStream`], std::net-like sockets on
-//!   AF_PACKET links with kernel demultiplexing;
-//! - [`responder`]: the per-host RST responder for SYNs to unowned ports;
-//! - [`bpf`]: SYN-only kernel filters;
-//! - [`alarm`]: the process-wide alarm thread for protocol deadlines of
-//!   sleeping callers.
+//! - [`socket`]: [`EspListener`] and [`EspStream`], std::net-like sockets
+//!   living in the process's I/O runtime (`edp::runtime`: one packet socket
+//!   per process and interface, user-space demultiplexing, one driver).
 //!
 //! Blocking use (as netgauge does):
 //!
@@ -39,13 +34,9 @@
 //! # Ok(()) }
 //! ```
 
-pub mod alarm;
-pub mod bpf;
 pub mod config;
 pub mod conn;
-pub mod driver;
 pub mod listener;
-pub mod responder;
 pub mod rtt;
 pub mod socket;
 pub mod wire;

@@ -99,15 +99,16 @@ fn read_timeout_and_nonblocking() {
 }
 
 #[test]
-fn progress_thread_acknowledges_while_the_application_computes() {
+fn idle_progress_acknowledges_while_the_application_computes() {
     let (la, lb) = pair();
     let mb = lb.mac();
     let (acked_tx, acked_rx) = std::sync::mpsc::channel::<()>();
     let server = std::thread::spawn(move || {
+        // The default progress (Progress::WhenIdle): the runtime's service
+        // thread takes the link while no caller waits in it.
         let mut s = EspStream::accept_link(lb, 80, EspConfig::default(), PATIENCE).unwrap();
-        s.spawn_progress().unwrap();
         // "Compute" without calling into the stream until the client saw
-        // every byte acknowledged: only the progress thread can ACK.
+        // every byte acknowledged: only the service thread can ACK.
         acked_rx
             .recv_timeout(PATIENCE.unwrap())
             .expect("client never saw its data acknowledged");
@@ -146,7 +147,8 @@ fn drop_delivers_buffered_data_in_the_background() {
                 Err(e) => panic!("{e}"),
             }
         }
-        // Dropped here: the closer thread finishes the transfer and the FIN.
+        // Dropped here: the runtime keeps the connection closing (data and
+        // FIN) in the background.
     }
     assert!(server.join().unwrap() == data);
 }

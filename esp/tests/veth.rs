@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use common::setup;
 use esp::{EspConfig, EspListener, EspStream, FaultConfig};
+use edp::runtime::WaitPolicy;
 
 /// Generous liveness bound (not a timing assertion).
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -217,9 +218,10 @@ fn sixty_four_concurrent_connections() {
                     s.set_read_timeout(Some(PATIENCE)).unwrap();
                     let mut data = vec![0u8; LEN];
                     fill(&mut data, 0, i as u64);
-                    // Write and read concurrently through the progress
-                    // thread: the echo would otherwise fill both windows.
-                    s.spawn_progress().unwrap();
+                    // Write and read concurrently, nonblocking: while this
+                    // thread sleeps the runtime's service thread keeps both
+                    // directions moving (the echo would otherwise fill both
+                    // windows).
                     let mut back = Vec::with_capacity(LEN);
                     let mut buf = vec![0u8; 64 * 1024];
                     let mut sent = 0;
@@ -313,22 +315,24 @@ fn accept_and_close_under_load() {
 }
 
 #[test]
-fn ping_pong_blocking_busy_poll_and_progress_thread() {
+fn ping_pong_in_every_wait_policy() {
     let Some(net) = setup("esp_pingpong", 2, 1500) else {
         return;
     };
     let (a, b) = (net.host(0).clone(), net.host(1).clone());
     const ROUNDS: usize = 2000;
     let sizes = [1usize, 64, 1480, 1481, 4096, 65536];
-    for mode in ["blocking", "busy_poll", "progress"] {
+    for mode in ["block", "busy_poll", "adaptive"] {
+        let wait = match mode {
+            "block" => WaitPolicy::Block,
+            "busy_poll" => WaitPolicy::BusyPoll,
+            _ => WaitPolicy::DEFAULT,
+        };
         let (tx, rx) = mpsc::channel();
         let bi = b.clone();
         let server = b.spawn(move || {
-            // The server gets its progress thread from the config flag,
-            // the client calls spawn_progress.
             let cfg = EspConfig {
-                busy_poll: mode == "busy_poll",
-                progress_thread: mode == "progress",
+                wait,
                 ..EspConfig::default()
             };
             let l = EspListener::bind_with(&bi.iface, 7400, cfg).unwrap();
@@ -347,13 +351,10 @@ fn ping_pong_blocking_busy_poll_and_progress_thread() {
         let (ai, bmac) = (a.iface.clone(), b.mac);
         a.run(move || {
             let cfg = EspConfig {
-                busy_poll: mode == "busy_poll",
+                wait,
                 ..EspConfig::default()
             };
             let mut s = EspStream::connect_timeout_with(&ai, bmac, 7400, cfg, PATIENCE).unwrap();
-            if mode == "progress" {
-                s.spawn_progress().unwrap();
-            }
             s.set_read_timeout(Some(PATIENCE)).unwrap();
             let mut out = vec![0u8; 65536];
             let mut back = vec![0u8; 65536];
@@ -409,7 +410,7 @@ fn report_throughput_and_latency() {
             let server = b.spawn(move || {
                 let mut buf = vec![0u8; 1 << 20];
                 let cfg = EspConfig {
-                    busy_poll: busy,
+                    wait: if busy { WaitPolicy::BusyPoll } else { WaitPolicy::DEFAULT },
                     ..EspConfig::default()
                 };
                 let mut conn: Handler = if proto == "esp" {
@@ -454,7 +455,7 @@ fn report_throughput_and_latency() {
             let (ai, bmac) = (a.iface.clone(), b.mac);
             let (lat, gbps) = a.run(move || {
                 let cfg = EspConfig {
-                    busy_poll: busy,
+                    wait: if busy { WaitPolicy::BusyPoll } else { WaitPolicy::DEFAULT },
                     ..EspConfig::default()
                 };
                 let mut s: Box<dyn ReadWrite> = if proto == "esp" {

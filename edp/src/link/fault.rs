@@ -877,6 +877,34 @@ impl<L: Link> Link for FaultLink<L> {
         self.inner.as_fd()
     }
 
+    fn set_filter(&mut self, prog: &[netcore::bpf::Insn]) -> io::Result<()> {
+        self.inner.set_filter(prog)
+    }
+
+    fn kernel_stats(&self) -> Option<crate::link::KernelStats> {
+        self.inner.kernel_stats()
+    }
+
+    fn join_group(&mut self, group: MacAddr) -> io::Result<()> {
+        self.inner.join_group(group)
+    }
+
+    fn leave_group(&mut self, group: MacAddr) -> io::Result<()> {
+        self.inner.leave_group(group)
+    }
+
+    fn recv_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
+        let now = (self.clock)();
+        if let Err(e) = self.release(now) {
+            log::warn!("fault link: inner link refused a delayed frame: {e}");
+        }
+        self.inner.recv_with(max, f)
+    }
+
+    fn rx_ready(&self) -> Option<bool> {
+        self.inner.rx_ready()
+    }
+
     /// The earliest release instant of a held frame, or the inner link's.
     fn poll_at(&self) -> Option<Instant> {
         let mine = self.queue.peek().map(|Reverse(p)| p.at);

@@ -129,10 +129,12 @@ pub enum Progress {
     },
 }
 
-/// Default of [`Progress::WhenIdle`]: 2 ms, below the smallest ESP RTO
-/// after backoff starts mattering and far above a ping-pong's gaps, so a
-/// thread that keeps calling in never hands the link over.
-pub const DEFAULT_IDLE_PROGRESS: Duration = Duration::from_millis(2);
+/// Default of [`Progress::WhenIdle`]: 1 ms, the smallest ESP RTO (a peer
+/// whose segments wait longer for our ACK retransmits them), and far above
+/// a ping-pong's gaps, so a thread that keeps calling in never hands the
+/// link over. While callers are away, deadlines that came up during their
+/// last call (a delayed ACK) are also taken care of within this time.
+pub const DEFAULT_IDLE_PROGRESS: Duration = Duration::from_millis(1);
 
 impl Default for Progress {
     fn default() -> Self {

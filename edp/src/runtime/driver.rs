@@ -124,7 +124,7 @@ pub(crate) struct Registration {
 }
 
 /// The lock-protected part of the driver.
-pub struct Inner<E> {
+pub struct Inner<E: Engine> {
     /// The engine.
     pub engine: E,
     leader: Leader,
@@ -136,6 +136,9 @@ pub struct Inner<E> {
     /// any new deadline pokes it).
     svc_target: Option<Instant>,
     shutdown: bool,
+    /// Held while sockets linger: the runtime outlives its last handle
+    /// until they finish closing.
+    keep_alive: Option<Arc<Driver<E>>>,
 }
 
 /// The driver. See the module documentation.
@@ -213,6 +216,7 @@ impl<E: Engine> Driver<E> {
                 last_caller: Instant::now(),
                 svc_target: None,
                 shutdown: false,
+                keep_alive: None,
             }),
             wanting: AtomicUsize::new(0),
             leader_wake,
@@ -276,8 +280,29 @@ impl<E: Engine> Driver<E> {
                 }
             }
         });
+        // An awake caller leading the link keeps deadlines itself until it
+        // sleeps or leaves (see `cover_deadlines`): poking the service
+        // thread for every delayed ACK armed and cancelled within one
+        // exchange would cost a wakeup per message.
+        let awake_caller = matches!(inner.leader, Leader::Caller { sleeping: false, .. });
+        if !awake_caller {
+            self.cover_deadlines(g);
+        }
+    }
+
+    /// Makes sure the service thread wakes for the engine's earliest
+    /// deadline (pokes it when that is earlier than its current target).
+    pub(crate) fn cover_deadlines(&self, g: &mut Guard<'_, E>) {
+        let inner = &mut **g;
         let d = inner.engine.next_deadline();
         let lingering = inner.engine.has_lingering();
+        if lingering && inner.keep_alive.is_none() {
+            inner.keep_alive = self.me.upgrade();
+        } else if !lingering && inner.keep_alive.is_some() {
+            // The caller holds another reference (it reached `self`), so
+            // this is never the last one.
+            inner.keep_alive = None;
+        }
         if d.is_some() || lingering {
             self.ensure_service();
             if let Some(d) = d {
@@ -407,6 +432,7 @@ impl<E: Engine> Driver<E> {
                     slot: Some(slot),
                     sleeping: true,
                 };
+                self.cover_deadlines(&mut g);
                 drop(g);
                 let r = match &self.link_fd {
                     Some(link) => sleep_on(
@@ -470,6 +496,10 @@ impl<E: Engine> Driver<E> {
         if matches!(g.leader, Leader::Caller { .. }) {
             g.leader = Leader::None;
             g.last_caller = now;
+            if self.progress == Progress::Callers {
+                // No idle check will come: hand the deadlines over now.
+                self.cover_deadlines(g);
+            }
         }
         if let Some(f) = g.followers.first() {
             if !f.woken.swap(true, Ordering::AcqRel) {

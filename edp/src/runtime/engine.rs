@@ -38,7 +38,7 @@ pub(crate) struct Slot {
     pub key: DemuxKey,
     generation: u32,
     /// Held for the slot's lifetime: the port's cross-process ownership.
-    _lease: Option<PortLease>,
+    lease: Option<PortLease>,
     pub parent: Option<SlotId>,
     /// A user handle exists.
     pub handle: bool,
@@ -168,6 +168,26 @@ impl EthEngine {
     /// [`EthEngine::touched`] after changing it.
     pub fn socket_mut<S: Socket>(&mut self, id: SlotId) -> Option<&mut S> {
         self.st.slot_mut(id)?.socket.as_any_mut().downcast_mut()
+    }
+
+    /// The port lease slot `id` holds (a listener's, shared with the
+    /// connections it accepts).
+    pub fn lease_of(&self, id: SlotId) -> Option<PortLease> {
+        self.st.slot(id)?.lease.clone()
+    }
+
+    /// A lease on `(ethertype, port)` held only by connection slots of this
+    /// runtime (no socket holds the port key itself), to share with a new
+    /// socket binding the port.
+    pub fn reusable_lease(&self, ethertype: u16, port: u16) -> Option<PortLease> {
+        if self.st.demux.get(DemuxKey::Port { ethertype, port }).is_some() {
+            return None;
+        }
+        self.st.slots.iter().flatten().find_map(|s| {
+            (s.key.local() == (ethertype, port))
+                .then(|| s.lease.clone())
+                .flatten()
+        })
     }
 
     /// Whether `id` still exists.
@@ -520,7 +540,7 @@ impl State {
             socket,
             key,
             generation,
-            _lease: lease,
+            lease,
             parent,
             handle,
             ready,

@@ -232,6 +232,11 @@ impl Runtime {
             config.link.esp_ethertype,
         );
         let driver = Driver::new(engine, link_fd, config.progress, name)?;
+        if matches!(config.progress, Progress::WhenIdle { .. }) {
+            // Idle progress needs the thread from the start: a listener or
+            // the echo role has no deadline that would start it.
+            driver.ensure_service();
+        }
         Ok(Runtime { driver, info })
     }
 
@@ -299,10 +304,21 @@ impl Runtime {
     /// another process), or when no ephemeral port is free.
     pub fn take_port(&self, ethertype: u16, port: u16) -> io::Result<(u16, Option<PortLease>)> {
         match self.iface() {
-            Some(iface) => {
-                let lease = ports::allocate(iface, ethertype, port)?;
-                Ok((lease.port(), Some(lease)))
-            }
+            Some(iface) => match ports::allocate(iface, ethertype, port) {
+                Ok(lease) => Ok((lease.port(), Some(lease))),
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse && port != 0 => {
+                    // Held by this runtime's own connections only (closing
+                    // ones, or accepted ones whose listener is gone): a new
+                    // listener or socket may take the port key again, as
+                    // TCP's SO_REUSEADDR allows for a closed listener.
+                    let reuse = self.with_engine(|e, _| e.reusable_lease(ethertype, port));
+                    match reuse {
+                        Some(l) => Ok((port, Some(l))),
+                        None => Err(e),
+                    }
+                }
+                Err(e) => Err(e),
+            },
             None => self.with_engine(|e, _| {
                 if port != 0 {
                     if e.st.demux.uses_port(ethertype, port) {

@@ -79,7 +79,11 @@ pub(crate) fn spawn<E: Engine>(driver: &Arc<Driver<E>>, name: String) -> io::Res
                 d.notify(&mut g);
                 let mut check_at = None;
                 if let Progress::WhenIdle { after } = progress {
-                    if !caller_leads {
+                    if caller_leads {
+                        // Look again later: when the caller leaves, what it
+                        // left due (a delayed ACK) is ours within `after`.
+                        check_at = Some(now + after);
+                    } else {
                         let idle_from = last_caller + after;
                         if now >= idle_from {
                             polling = Driver::svc_take_link(&mut g);
@@ -101,11 +105,7 @@ pub(crate) fn spawn<E: Engine>(driver: &Arc<Driver<E>>, name: String) -> io::Res
                 }
                 let target = netcore::time::earliest(g.engine.next_deadline(), check_at);
                 Driver::svc_set_target(&mut g, target);
-                let keep_alive = g.engine.has_lingering();
                 drop(g);
-                // Lingering sockets keep the runtime (and this thread's
-                // reference to it) alive until they finish.
-                let _hold = keep_alive.then(|| d.clone());
                 drop(d);
                 let r = match (&link, polling) {
                     (Some(l), true) => sleep_on(&[wake.as_fd(), l.as_fd()], target),

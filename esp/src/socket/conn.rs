@@ -1,0 +1,159 @@
+//! An ESP connection as it lives in a runtime slot: frames in, timers,
+//! gathered segments out, readiness from the connection's state, and the
+//! linger after its handle is dropped.
+
+use std::any::Any;
+use std::time::{Duration, Instant};
+
+use edp::runtime::{Cx, GatherRef, Ready, Socket, TxQueue};
+
+use crate::conn::{Connection, State};
+use crate::wire::EspFrame;
+
+/// Frames a connection's slot dropped before the connection saw them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SlotStats {
+    /// Frames that failed to parse (bad checksum, truncated); the
+    /// connection counts them as received and dropped too.
+    pub malformed: u64,
+    /// Segments sent to a group (broadcast or multicast) destination: a
+    /// stream is point to point, so they are never accepted.
+    pub group_addressed: u64,
+}
+
+/// The connection in its slot. See the module documentation.
+pub(crate) struct ConnSocket {
+    pub conn: Connection,
+    ethertype: u16,
+    max_frame: usize,
+    /// How long a dropped stream keeps closing (0 = abort at once).
+    linger: Duration,
+    /// Set when the handle was dropped: the closing gives up then.
+    linger_until: Option<Instant>,
+    /// `poll_transmit` stopped because the batch was full.
+    more: bool,
+    pub stats: SlotStats,
+}
+
+impl ConnSocket {
+    pub(crate) fn new(conn: Connection, ethertype: u16, mtu: usize, linger: Duration) -> Self {
+        Self {
+            conn,
+            ethertype,
+            max_frame: mtu + edp::wire::ETH_HEADER_LEN,
+            linger,
+            linger_until: None,
+            more: false,
+            stats: SlotStats::default(),
+        }
+    }
+
+    fn parse<'f>(&mut self, frame: &'f [u8]) -> Option<EspFrame<'f>> {
+        match EspFrame::parse(frame, self.ethertype, self.max_frame) {
+            Ok(f) if f.eth.dst.is_group() => {
+                self.stats.group_addressed += 1;
+                None
+            }
+            Ok(f) => Some(f),
+            Err(e) => {
+                tracing::trace!(error = %e, "ESP: malformed frame dropped");
+                self.stats.malformed += 1;
+                self.conn.on_malformed();
+                None
+            }
+        }
+    }
+}
+
+impl Socket for ConnSocket {
+    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
+        if let Some(f) = self.parse(frame) {
+            self.conn.handle_segment(cx.now, &f.esp, f.payload);
+        }
+    }
+
+    fn on_timeout(&mut self, cx: &mut Cx<'_>) {
+        self.conn.handle_timeout(cx.now);
+        if self.linger_until.is_some_and(|t| cx.now >= t) && self.conn.state() != State::Closed {
+            tracing::debug!(remote = ?self.conn.remote(), "ESP: linger expired; aborting");
+            self.conn.abort();
+        }
+    }
+
+    fn poll_transmit(&mut self, cx: &mut Cx<'_>, tx: &mut TxQueue) {
+        self.more = false;
+        loop {
+            if tx.is_full() {
+                self.more = true;
+                return;
+            }
+            let Some(g) = self.conn.poll_transmit_gather(cx.now, tx.next_buf()) else {
+                return;
+            };
+            let gather = (g.payload_len > 0).then_some(GatherRef {
+                tag: 0,
+                offset: g.payload_off,
+                len: g.payload_len,
+            });
+            tx.commit(g.header_len, gather);
+        }
+    }
+
+    fn gather(&self, r: GatherRef) -> (&[u8], &[u8]) {
+        self.conn.payload(r.offset, r.len)
+    }
+
+    fn on_send_failed(&mut self) {
+        self.conn.on_send_error();
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        netcore::time::earliest(self.conn.poll_timeout(), self.linger_until)
+    }
+
+    fn readiness(&self) -> Ready {
+        let mut r = Ready::NONE;
+        if self.conn.is_readable() {
+            r = r | Ready::READABLE;
+        }
+        if self.conn.is_writable() {
+            r = r | Ready::WRITABLE;
+        }
+        if self.conn.error().is_some() {
+            r = r | Ready::ERROR;
+        }
+        r
+    }
+
+    fn wants_transmit(&self) -> bool {
+        self.more
+    }
+
+    fn before_sleep(&mut self, _now: Instant) {
+        self.conn.ack_pending_now();
+    }
+
+    fn on_handle_dropped(&mut self, now: Instant) -> bool {
+        if self.linger.is_zero() || self.conn.error().is_some() || self.is_finished() {
+            return true;
+        }
+        // Graceful close in the background, like the kernel's orphaned TCP
+        // sockets: FIN after the buffered data, then the peer's FIN.
+        self.conn.close();
+        self.linger_until = Some(now + self.linger);
+        false
+    }
+
+    fn is_finished(&self) -> bool {
+        (self.conn.state() == State::Closed && self.conn.is_finished())
+            || (self.conn.error().is_some() && self.conn.is_finished())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}

@@ -1,0 +1,347 @@
+//! [`EspListener`] and its slot: the sans-IO [`Listener`] (bounded backlog
+//! and half-open table, thesis ch. 5.2.5) driven by the runtime. The
+//! listener owns its connections until `accept` moves one into a slot of
+//! its own (keyed by the peer), sharing the listener's port lease.
+
+use std::any::Any;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use edp::ports::PortLease;
+use edp::runtime::{Cx, Deadline, DemuxKey, GatherRef, Ready, Runtime, SlotId, Socket, TxQueue};
+use edp::wire::EthernetRepr;
+
+use crate::config::EspConfig;
+use crate::listener::{Listener, ListenerStats, SynOutcome};
+use crate::wire::{emit_esp_frame, EspFrame, EspRepr, MacAddr};
+
+use super::conn::{ConnSocket, SlotStats};
+use super::stream::EspStream;
+use super::{clock_us, isn_generator, prepare};
+
+/// RSTs a listener keeps queued between two transmissions at most (more
+/// are dropped and counted: an attacker's non-SYN flood costs bounded
+/// memory).
+const MAX_PENDING_RST: usize = 64;
+
+/// The listener in its slot.
+pub(crate) struct ListenerSocket {
+    pub listener: Listener<()>,
+    ethertype: u16,
+    max_frame: usize,
+    pending_rst: Vec<(MacAddr, EspRepr)>,
+    more: bool,
+    pub stats: SlotStats,
+    pub rst_dropped: u64,
+}
+
+impl Socket for ListenerSocket {
+    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
+        let f = match EspFrame::parse(frame, self.ethertype, self.max_frame) {
+            Ok(f) if f.eth.dst.is_group() => {
+                self.stats.group_addressed += 1;
+                return;
+            }
+            Ok(f) => f,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        let remote = (f.eth.src, f.esp.src_port);
+        if let Some(e) = self
+            .listener
+            .entries_mut()
+            .iter_mut()
+            .find(|e| e.conn.remote() == remote)
+        {
+            e.conn.handle_segment(cx.now, &f.esp, f.payload);
+            return;
+        }
+        // Connections already accepted have slots of their own: their
+        // segments never reach the listener.
+        match self
+            .listener
+            .on_segment(cx.now, clock_us(), f.eth.src, &f.esp, |_| false)
+        {
+            SynOutcome::Accept(conn) => self.listener.insert(*conn, ()),
+            SynOutcome::Reset(rst) => {
+                if self.pending_rst.len() < MAX_PENDING_RST {
+                    self.pending_rst.push((f.eth.src, rst));
+                } else {
+                    self.rst_dropped += 1;
+                }
+            }
+            SynOutcome::Drop(_) => {}
+        }
+    }
+
+    fn on_timeout(&mut self, cx: &mut Cx<'_>) {
+        for e in self.listener.entries_mut() {
+            if e.conn.poll_timeout().is_some_and(|t| t <= cx.now) {
+                e.conn.handle_timeout(cx.now);
+            }
+        }
+        self.listener.reap();
+    }
+
+    fn poll_transmit(&mut self, cx: &mut Cx<'_>, tx: &mut TxQueue) {
+        self.more = false;
+        while let Some((peer, rst)) = self.pending_rst.pop() {
+            if tx.is_full() {
+                self.pending_rst.push((peer, rst));
+                self.more = true;
+                return;
+            }
+            let eth = EthernetRepr {
+                dst: peer,
+                src: cx.mac,
+                ethertype: self.ethertype,
+            };
+            if let Ok(n) = emit_esp_frame(tx.next_buf(), &eth, &rst, &[]) {
+                tx.commit(n, None);
+            }
+        }
+        for (i, e) in self.listener.entries_mut().iter_mut().enumerate() {
+            loop {
+                if tx.is_full() {
+                    self.more = true;
+                    return;
+                }
+                let Some(g) = e.conn.poll_transmit_gather(cx.now, tx.next_buf()) else {
+                    break;
+                };
+                let gather = (g.payload_len > 0).then_some(GatherRef {
+                    tag: i as u64,
+                    offset: g.payload_off,
+                    len: g.payload_len,
+                });
+                tx.commit(g.header_len, gather);
+            }
+        }
+        self.listener.reap();
+    }
+
+    fn gather(&self, r: GatherRef) -> (&[u8], &[u8]) {
+        match self.listener.entries().get(r.tag as usize) {
+            Some(e) => e.conn.payload(r.offset, r.len),
+            None => (&[], &[]),
+        }
+    }
+
+    fn on_send_failed(&mut self) {
+        // Recovered by the half-open connection's retransmission.
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.listener.poll_timeout()
+    }
+
+    fn readiness(&self) -> Ready {
+        if self.listener.ready() > 0 {
+            Ready::READABLE
+        } else {
+            Ready::NONE
+        }
+    }
+
+    fn wants_transmit(&self) -> bool {
+        self.more
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// A listening ESP socket.
+pub struct EspListener {
+    rt: Runtime,
+    slot: SlotId,
+    port: u16,
+    lease: Option<PortLease>,
+    cfg: EspConfig,
+    nonblocking: AtomicBool,
+}
+
+impl std::fmt::Debug for EspListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EspListener")
+            .field("iface", &self.rt.iface())
+            .field("mac", &self.rt.mac())
+            .field("port", &self.port)
+            .finish()
+    }
+}
+
+impl EspListener {
+    /// Binds `(iface, port)` with default options (port 0 = an ephemeral
+    /// port). See [`EspListener::bind_with`].
+    pub fn bind(addr: (&str, u16)) -> io::Result<EspListener> {
+        Self::bind_with(addr.0, addr.1, EspConfig::default())
+    }
+
+    /// Takes the port's lease and adds the listener to the process's
+    /// runtime for `iface`. At most `cfg.backlog` established connections
+    /// wait for `accept` and at most `cfg.max_half_open` are half-open;
+    /// further SYNs are dropped (the client retries).
+    ///
+    /// Errors: `AddrInUse` when another socket owns the port; `NotFound`
+    /// for an unknown interface; `PermissionDenied` naming CAP_NET_RAW.
+    pub fn bind_with(iface: &str, port: u16, cfg: EspConfig) -> io::Result<EspListener> {
+        let rt = Runtime::shared(iface, &cfg.runtime_config())?;
+        Self::bind_on(&rt, port, cfg)
+    }
+
+    /// Binds `port` (0 = ephemeral) on an existing runtime.
+    ///
+    /// Errors: as [`EspListener::bind_with`]; `InvalidInput` when the
+    /// runtime's ESP ethertype differs from `cfg.ethertype`.
+    pub fn bind_on(rt: &Runtime, port: u16, cfg: EspConfig) -> io::Result<EspListener> {
+        prepare(rt, &cfg)?;
+        let (port, lease) = rt.take_port(cfg.ethertype, port)?;
+        let mtu = rt.mtu();
+        let sock = ListenerSocket {
+            listener: Listener::new(cfg.clone(), mtu, (rt.mac(), port), isn_generator().clone()),
+            ethertype: cfg.ethertype,
+            max_frame: mtu + edp::wire::ETH_HEADER_LEN,
+            pending_rst: Vec::new(),
+            more: false,
+            stats: SlotStats::default(),
+            rst_dropped: 0,
+        };
+        let key = DemuxKey::Port {
+            ethertype: cfg.ethertype,
+            port,
+        };
+        let slot = rt.insert(key, Box::new(sock), lease.clone())?;
+        Ok(EspListener {
+            rt: rt.clone(),
+            slot,
+            port,
+            lease,
+            cfg,
+            nonblocking: AtomicBool::new(false),
+        })
+    }
+
+    /// Local (interface, MAC, port).
+    pub fn local_addr(&self) -> io::Result<(String, MacAddr, u16)> {
+        Ok((
+            self.rt.iface().unwrap_or_default().to_string(),
+            self.rt.mac(),
+            self.port,
+        ))
+    }
+
+    /// The runtime the listener lives in.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
+    /// Nonblocking mode: `accept` returns `WouldBlock` when no connection is
+    /// ready.
+    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        self.nonblocking.store(nonblocking, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Counters of the listen side (SYNs accepted and dropped, resets).
+    pub fn stats(&self) -> ListenerStats {
+        self.rt.with_engine(|e, _| {
+            e.socket::<ListenerSocket>(self.slot)
+                .map(|l| l.listener.stats())
+                .unwrap_or_default()
+        })
+    }
+
+    /// Waits for an established connection and returns it with the peer's
+    /// (MAC, port). Half-open connections progress while waiting.
+    ///
+    /// Errors: `WouldBlock` in nonblocking mode; link errors.
+    pub fn accept(&self) -> io::Result<(EspStream, (MacAddr, u16))> {
+        self.accept_timeout(None)
+    }
+
+    /// [`EspListener::accept`] waiting at most `timeout`. Errors: `TimedOut`.
+    pub fn accept_timeout(
+        &self,
+        timeout: Option<Duration>,
+    ) -> io::Result<(EspStream, (MacAddr, u16))> {
+        let now = Instant::now();
+        let deadline = if self.nonblocking.load(Ordering::Relaxed) {
+            Deadline::Now
+        } else {
+            Deadline::after(now, timeout)
+        };
+        let (slot, ethertype, mtu) = (self.slot, self.cfg.ethertype, self.rt.mtu());
+        let linger = self.cfg.linger;
+        let what = format!("ESP accept on port {}", self.port);
+        let r = self
+            .rt
+            .driver()
+            .wait(slot, self.cfg.wait, deadline, None, &what, |e, _| {
+                let Some(l) = e.socket_mut::<ListenerSocket>(slot) else {
+                    return Err(io::Error::new(io::ErrorKind::NotConnected, "listener closed"));
+                };
+                let Some(entry) = l.listener.accept() else {
+                    return Ok(None);
+                };
+                e.refresh(slot);
+                let remote = entry.conn.remote();
+                let key = DemuxKey::Conn {
+                    ethertype,
+                    port: entry.conn.local().1,
+                    peer: remote.0,
+                    peer_port: remote.1,
+                };
+                let sock = ConnSocket::new(entry.conn, ethertype, mtu, linger);
+                let id = e.insert(key, Box::new(sock), self.lease.clone(), Instant::now())?;
+                Ok(Some((id, remote)))
+            });
+        match r {
+            Ok((id, remote)) => {
+                let s = EspStream::from_slot(self.rt.clone(), id, (self.rt.mac(), self.port), remote, &self.cfg);
+                Ok((s, remote))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.rt.driver().rearm_slot(slot);
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Drop for EspListener {
+    fn drop(&mut self) {
+        self.rt.release(self.slot);
+    }
+}
+
+impl mio::event::Source for EspListener {
+    fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        self.rt.driver().register(self.slot, registry, token, interests)
+    }
+    fn reregister(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        self.rt.driver().reregister(self.slot, registry, token, interests)
+    }
+    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
+        self.rt.driver().deregister(self.slot, registry)
+    }
+}

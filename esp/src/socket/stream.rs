@@ -1,0 +1,543 @@
+//! [`EspStream`]: a reliable, ordered, flow-controlled byte stream, a handle
+//! on its connection's runtime slot.
+
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::time::{Duration, Instant};
+
+use edp::runtime::{Deadline, DemuxKey, Runtime, SlotId, WaitPolicy};
+use edp::Link;
+
+use crate::config::EspConfig;
+use crate::conn::{Connection, Error, State, Stats};
+use crate::wire::MacAddr;
+
+use super::conn::{ConnSocket, SlotStats};
+use super::listener::EspListener;
+use super::{clock_us, conn_error, isn_generator, prepare};
+
+/// Options of a stream handle (not protocol state).
+#[derive(Debug, Clone, Copy)]
+struct Opts {
+    nonblocking: bool,
+    wait: WaitPolicy,
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
+    read_shut: bool,
+}
+
+/// A reliable, ordered, flow-controlled ESP byte stream.
+pub struct EspStream {
+    rt: Runtime,
+    slot: SlotId,
+    local: (MacAddr, u16),
+    peer: (MacAddr, u16),
+    opts: Opts,
+}
+
+impl std::fmt::Debug for EspStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EspStream")
+            .field("iface", &self.rt.iface())
+            .field("local", &self.local)
+            .field("peer", &self.peer)
+            .field("opts", &self.opts)
+            .finish()
+    }
+}
+
+/// A connection call's result as a wait step: `Blocked`/`WouldBlock` waits,
+/// other errors end the call ([`conn_error`]).
+fn step<T>(r: Result<T, Error>, conn: &Connection) -> io::Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(Error::WouldBlock) => Ok(None),
+        Err(e) => Err(conn_error(e, conn)),
+    }
+}
+
+impl EspStream {
+    /// Connects to `(iface, peer MAC, peer port)` with default options and
+    /// waits for the handshake (see [`EspStream::connect_with`]).
+    pub fn connect(addr: (&str, MacAddr, u16)) -> io::Result<EspStream> {
+        Self::connect_with(addr.0, addr.1, addr.2, EspConfig::default())
+    }
+
+    /// Like [`EspStream::connect`], giving up after `timeout`.
+    pub fn connect_timeout(addr: (&str, MacAddr, u16), timeout: Duration) -> io::Result<EspStream> {
+        Self::connect_timeout_with(addr.0, addr.1, addr.2, EspConfig::default(), timeout)
+    }
+
+    /// Connects from an ephemeral port of `iface` to `peer_mac`/`port` with
+    /// `cfg` and waits until the connection is established. Without a
+    /// timeout the wait ends when the SYN was retransmitted
+    /// `max_syn_retransmissions` times (about 5.3 s with the defaults).
+    ///
+    /// Errors: `ConnectionRefused` when the peer answers RST (no listener);
+    /// `TimedOut` when the SYN is never answered; `AddrInUse` when no
+    /// ephemeral port is free; `NotFound` for an unknown interface;
+    /// `PermissionDenied` naming CAP_NET_RAW and the `setcap` command;
+    /// `InvalidInput` for a group MAC or port 0.
+    pub fn connect_with(
+        iface: &str,
+        peer_mac: MacAddr,
+        port: u16,
+        cfg: EspConfig,
+    ) -> io::Result<EspStream> {
+        let rt = Runtime::shared(iface, &cfg.runtime_config())?;
+        Self::connect_on(&rt, (peer_mac, port), cfg, None)
+    }
+
+    /// [`EspStream::connect_with`] with a bound on the handshake time.
+    pub fn connect_timeout_with(
+        iface: &str,
+        peer_mac: MacAddr,
+        port: u16,
+        cfg: EspConfig,
+        timeout: Duration,
+    ) -> io::Result<EspStream> {
+        let rt = Runtime::shared(iface, &cfg.runtime_config())?;
+        Self::connect_on(&rt, (peer_mac, port), cfg, Some(timeout))
+    }
+
+    /// Connects over any link (a `SimLink`, a `UdpLink`, a `FaultLink`, ...)
+    /// on a runtime of its own, from `local_port` to `peer`, waiting at
+    /// most `timeout` (`None` = until the SYN retransmissions are
+    /// exhausted).
+    ///
+    /// Errors: as [`EspStream::connect_with`].
+    pub fn connect_link(
+        link: Box<dyn Link>,
+        local_port: u16,
+        peer: (MacAddr, u16),
+        cfg: EspConfig,
+        timeout: Option<Duration>,
+    ) -> io::Result<EspStream> {
+        let rt = Runtime::with_link(link, cfg.runtime_config())?;
+        Self::connect_from(&rt, local_port, peer, cfg, timeout)
+    }
+
+    /// Waits on `link` (a runtime of its own) for one connection to
+    /// `local_port` and returns it. Waits at most `timeout` (`None` =
+    /// forever).
+    ///
+    /// Errors: `TimedOut`; link errors.
+    pub fn accept_link(
+        link: Box<dyn Link>,
+        local_port: u16,
+        cfg: EspConfig,
+        timeout: Option<Duration>,
+    ) -> io::Result<EspStream> {
+        let rt = Runtime::with_link(link, cfg.runtime_config())?;
+        let l = EspListener::bind_on(&rt, local_port, cfg)?;
+        let (s, _) = l.accept_timeout(timeout)?;
+        Ok(s)
+    }
+
+    /// Connects on an existing runtime from an ephemeral port.
+    ///
+    /// Errors: as [`EspStream::connect_with`].
+    pub fn connect_on(
+        rt: &Runtime,
+        peer: (MacAddr, u16),
+        cfg: EspConfig,
+        timeout: Option<Duration>,
+    ) -> io::Result<EspStream> {
+        Self::connect_from(rt, 0, peer, cfg, timeout)
+    }
+
+    fn connect_from(
+        rt: &Runtime,
+        local_port: u16,
+        peer: (MacAddr, u16),
+        cfg: EspConfig,
+        timeout: Option<Duration>,
+    ) -> io::Result<EspStream> {
+        let (peer_mac, port) = peer;
+        if peer_mac.is_group() || port == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ESP connect to {peer_mac} port {port}: need a unicast MAC and a port > 0"),
+            ));
+        }
+        prepare(rt, &cfg)?;
+        let (local_port, lease) = rt.take_port(cfg.ethertype, local_port)?;
+        let now = Instant::now();
+        let local = (rt.mac(), local_port);
+        let iss = isn_generator().isn(local, peer, clock_us());
+        let conn = Connection::connect(&cfg, rt.mtu(), local, peer, iss, now);
+        let key = DemuxKey::Conn {
+            ethertype: cfg.ethertype,
+            port: local_port,
+            peer: peer_mac,
+            peer_port: port,
+        };
+        let sock = ConnSocket::new(conn, cfg.ethertype, rt.mtu(), cfg.linger);
+        let slot = rt.insert(key, Box::new(sock), lease)?;
+        let s = Self::from_slot(rt.clone(), slot, local, peer, &cfg);
+        let deadline = Deadline::after(now, timeout);
+        let max_syn = cfg.max_syn_retransmissions;
+        s.wait(deadline, "connect", |c| {
+            if c.is_established() {
+                return Ok(Some(()));
+            }
+            match c.error() {
+                Some(Error::TimedOut) => Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "ESP connect to {peer_mac} port {port}: no answer to {max_syn} SYN retransmissions"
+                    ),
+                )),
+                Some(Error::Refused) => Err(io::Error::new(
+                    io::ErrorKind::ConnectionRefused,
+                    format!(
+                        "ESP connect to {peer_mac} port {port}: refused (RST: no listener on that port)"
+                    ),
+                )),
+                Some(e) => Err(e.into()),
+                None => Ok(None),
+            }
+        })?;
+        Ok(s)
+    }
+
+    pub(crate) fn from_slot(
+        rt: Runtime,
+        slot: SlotId,
+        local: (MacAddr, u16),
+        peer: (MacAddr, u16),
+        cfg: &EspConfig,
+    ) -> EspStream {
+        EspStream {
+            rt,
+            slot,
+            local,
+            peer,
+            opts: Opts {
+                nonblocking: false,
+                wait: cfg.wait,
+                read_timeout: None,
+                write_timeout: None,
+                read_shut: false,
+            },
+        }
+    }
+
+    /// Drives the runtime until `check` on the connection returns a value
+    /// (or fails), per the stream's wait policy, or `deadline` passes.
+    fn wait<T>(
+        &self,
+        deadline: Deadline,
+        what: &str,
+        mut check: impl FnMut(&mut Connection) -> io::Result<Option<T>>,
+    ) -> io::Result<T> {
+        let slot = self.slot;
+        let deadline = if self.opts.nonblocking {
+            Deadline::Now
+        } else {
+            deadline
+        };
+        let r = self
+            .rt
+            .driver()
+            .wait(slot, self.opts.wait, deadline, None, what, |e, _| {
+                let Some(s) = e.socket_mut::<ConnSocket>(slot) else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotConnected,
+                        "ESP stream: connection gone",
+                    ));
+                };
+                let r = check(&mut s.conn);
+                if !matches!(r, Ok(None)) {
+                    // The call changed the connection (data taken, window
+                    // opened, bytes queued): send what is due.
+                    e.touched(slot, Instant::now())?;
+                }
+                r
+            });
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.rt.driver().rearm_slot(slot);
+                Err(e)
+            }
+            Err(e) if e.kind() == io::ErrorKind::TimedOut && !matches!(deadline, Deadline::Now) => {
+                // Say what the connection was doing.
+                let state = self.with_conn(|c| format!("{c:?}"));
+                Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("ESP {what}: not done within the timeout ({state})"),
+                ))
+            }
+            r => r,
+        }
+    }
+
+    /// Runs `f` on the connection (under the runtime's lock) and sends what
+    /// it queued.
+    fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> T {
+        let slot = self.slot;
+        self.rt.with_engine(|e, now| {
+            let v = f(&mut e
+                .socket_mut::<ConnSocket>(slot)
+                .expect("a stream's slot lives as long as its handle")
+                .conn);
+            let _ = e.touched(slot, now);
+            v
+        })
+    }
+
+    /// The runtime the stream lives in.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
+    /// Local (interface, MAC, port).
+    pub fn local_addr(&self) -> io::Result<(String, MacAddr, u16)> {
+        Ok((
+            self.rt.iface().unwrap_or_default().to_string(),
+            self.local.0,
+            self.local.1,
+        ))
+    }
+
+    /// Peer (MAC, port).
+    pub fn peer_addr(&self) -> io::Result<(MacAddr, u16)> {
+        Ok(self.peer)
+    }
+
+    /// Counters (sent, retransmitted, send errors, received, out of
+    /// sequence, dropped, duplicates, ... as the thesis's `esp_stats`).
+    pub fn stats(&mut self) -> Stats {
+        self.with_conn(|c| c.stats())
+    }
+
+    /// Frames the runtime dropped for this stream before the connection saw
+    /// them (malformed, group-addressed).
+    pub fn slot_stats(&self) -> SlotStats {
+        let slot = self.slot;
+        self.rt.with_engine(|e, _| {
+            e.socket::<ConnSocket>(slot)
+                .map(|s| s.stats)
+                .unwrap_or_default()
+        })
+    }
+
+    /// Connection state.
+    pub fn state(&mut self) -> State {
+        self.with_conn(|c| c.state())
+    }
+
+    /// The error that ended the connection, if any (not cleared).
+    pub fn take_error(&mut self) -> io::Result<Option<io::Error>> {
+        Ok(self.with_conn(|c| c.error()).map(Into::into))
+    }
+
+    /// Nonblocking mode: `read`, `write` return `WouldBlock` instead of
+    /// waiting (the runtime's service thread keeps timers going).
+    pub fn set_nonblocking(&mut self, nonblocking: bool) -> io::Result<()> {
+        self.opts.nonblocking = nonblocking;
+        Ok(())
+    }
+
+    /// How blocking calls wait (busy-poll, blocking, adaptive).
+    pub fn set_wait_policy(&mut self, wait: WaitPolicy) {
+        self.opts.wait = wait;
+    }
+
+    /// Busy-poll mode on or off (off = the default adaptive policy).
+    pub fn set_busy_poll(&mut self, on: bool) {
+        self.opts.wait = if on {
+            WaitPolicy::BusyPoll
+        } else {
+            WaitPolicy::DEFAULT
+        };
+    }
+
+    /// Read timeout (`None` = wait forever). Errors: `InvalidInput` for zero.
+    pub fn set_read_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
+        self.opts.read_timeout = edp::socket::checked_timeout(t, "read")?;
+        Ok(())
+    }
+
+    /// Write timeout (`None` = wait forever). Errors: `InvalidInput` for zero.
+    pub fn set_write_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
+        self.opts.write_timeout = edp::socket::checked_timeout(t, "write")?;
+        Ok(())
+    }
+
+    /// The read timeout.
+    pub fn read_timeout(&self) -> Option<Duration> {
+        self.opts.read_timeout
+    }
+
+    /// The write timeout.
+    pub fn write_timeout(&self) -> Option<Duration> {
+        self.opts.write_timeout
+    }
+
+    /// Shuts down reading (later reads return 0), writing (FIN after the
+    /// buffered data; later writes fail with `BrokenPipe`) or both.
+    pub fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
+        if matches!(how, Shutdown::Read | Shutdown::Both) {
+            self.opts.read_shut = true;
+        }
+        if matches!(how, Shutdown::Write | Shutdown::Both) {
+            self.with_conn(|c| c.close());
+        }
+        Ok(())
+    }
+
+    /// Graceful close that waits: sends FIN after the buffered data (as
+    /// `shutdown(Write)`), then drives the connection until it is CLOSED —
+    /// the peer's FIN received and ours acknowledged, the last ACK sent — or
+    /// `timeout` passes. Unlike dropping the stream, it returns only when the
+    /// peer has everything, so the process may exit right after (RFC 793
+    /// close; there is no TIME_WAIT: if our last ACK is lost, the peer's
+    /// own close times out). Data that still arrives stays readable.
+    ///
+    /// Errors: `TimedOut` naming the connection's state; the connection's
+    /// error (reset, retransmission limit).
+    pub fn close(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.shutdown(Shutdown::Write)?;
+        let nb = std::mem::replace(&mut self.opts.nonblocking, false);
+        let r = self.wait(Deadline::after(Instant::now(), timeout), "close", |c| {
+            if c.is_finished() {
+                return Ok(Some(()));
+            }
+            match c.error() {
+                Some(e) => Err(conn_error(e, c)),
+                None => Ok(None),
+            }
+        });
+        self.opts.nonblocking = nb;
+        r
+    }
+
+    /// Aborts: sends RST and drops buffered data (SO_LINGER 0).
+    pub fn abort(&mut self) -> io::Result<()> {
+        self.with_conn(|c| c.abort());
+        Ok(())
+    }
+
+    /// One nonblocking turn of the runtime: receives pending frames, fires
+    /// expired timers, sends what is due.
+    pub fn drive(&mut self) -> io::Result<()> {
+        self.rt.drive()
+    }
+
+    /// Blocks until every byte written so far is acknowledged by the peer,
+    /// or `timeout` passes. Errors: `TimedOut`; the connection's error.
+    pub fn wait_acked(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let nb = std::mem::replace(&mut self.opts.nonblocking, false);
+        let r = self.wait(
+            Deadline::after(Instant::now(), timeout),
+            "wait for acknowledgements",
+            |c| {
+                if let Some(e) = c.error() {
+                    return Err(conn_error(e, c));
+                }
+                Ok((c.send_pending() == 0).then_some(()))
+            },
+        );
+        self.opts.nonblocking = nb;
+        r
+    }
+}
+
+impl Read for EspStream {
+    /// Reads received bytes; 0 at the end of the stream (the peer's FIN) or
+    /// after `shutdown(Read)`.
+    ///
+    /// Errors: `WouldBlock` (nonblocking, nothing ready); `TimedOut` (read
+    /// timeout); `ConnectionReset`, `TimedOut` (retransmission limit: the
+    /// connection is dead), `ConnectionAborted` after `abort`.
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.opts.read_shut || buf.is_empty() {
+            return Ok(0);
+        }
+        let deadline = Deadline::after(Instant::now(), self.opts.read_timeout);
+        self.wait(deadline, "read", |c| {
+            let r = c.recv(buf);
+            step(r, c)
+        })
+    }
+}
+
+impl Write for EspStream {
+    /// Copies as much of `buf` as the send buffer takes (waiting for space
+    /// when blocking) and sends what the peer's window and the congestion
+    /// window allow; a write larger than a segment is split into segments.
+    ///
+    /// Errors: `WouldBlock` (nonblocking, buffer full); `TimedOut` (write
+    /// timeout, or the connection died at the retransmission limit);
+    /// `BrokenPipe` after `shutdown(Write)`; `ConnectionReset`.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let deadline = Deadline::after(Instant::now(), self.opts.write_timeout);
+        self.wait(deadline, "write", |c| {
+            let r = c.send(buf);
+            step(r, c)
+        })
+    }
+
+    /// Sends what is due now (segments are sent as soon as written; this
+    /// does not wait for acknowledgements: see [`EspStream::wait_acked`]).
+    fn flush(&mut self) -> io::Result<()> {
+        self.with_conn(|_| ());
+        Ok(())
+    }
+}
+
+impl Drop for EspStream {
+    /// Graceful close without blocking: the FIN follows the buffered data,
+    /// and if the connection is not finished yet it keeps closing in the
+    /// runtime (retransmissions, the peer's FIN) until it is CLOSED or
+    /// `linger` passes, like the kernel's orphaned TCP sockets; the port
+    /// lease is held until then. With `linger` zero the connection is
+    /// dropped at once. Lingering ends with the process: a program about to
+    /// exit calls [`EspStream::close`] or [`EspStream::wait_acked`] first if
+    /// its last bytes matter (the kernel keeps a TCP socket's
+    /// retransmissions going after exit; a user-space stack cannot).
+    fn drop(&mut self) {
+        self.rt.release(self.slot);
+    }
+}
+
+impl mio::event::Source for EspStream {
+    fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        self.rt.driver().register(self.slot, registry, token, interests)
+    }
+    fn reregister(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        self.rt.driver().reregister(self.slot, registry, token, interests)
+    }
+    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
+        self.rt.driver().deregister(self.slot, registry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send<T: Send>() {}
+    fn sync<T: Sync>() {}
+
+    #[test]
+    fn sockets_can_move_between_threads() {
+        send::<EspStream>();
+        send::<EspListener>();
+        sync::<EspListener>();
+    }
+}
