@@ -13,8 +13,9 @@
 //! - [`endpoint`]: the sans-IO core [`Endpoint`] (`handle_datagram(now, from,
 //!   bytes)`, `handle_timeout(now)`, `poll_transmit`, `poll_delivery`,
 //!   `poll_timeout`);
-//! - [`transport`]: [`UdpTransport`] and [`EdpTransport`];
-//! - [`socket`]: the [`CtpSocket`] driver on `edp::event::EventLoop`;
+//! - [`socket`]: [`CtpSocket`] on a [`Transport`]: [`EdpTransport`] (a slot
+//!   of the process's I/O runtime, `edp::runtime`) or [`UdpTransport`] (a
+//!   kernel UDP socket), both driven by `edp::runtime::driver`;
 //! - [`deliver`]: the bounded deliverer thread pool.
 //!
 //! ```no_run
@@ -38,7 +39,6 @@ pub mod peer;
 pub mod receiver;
 pub mod sender;
 pub mod socket;
-pub mod transport;
 pub mod wire;
 
 pub use endpoint::{
@@ -46,6 +46,7 @@ pub use endpoint::{
     Stats, Status, Transmit,
 };
 pub use sender::Dest;
-pub use socket::{CtpConfig, CtpSocket, DriverStats, Handler};
-pub use transport::{EdpAddr, EdpTransport, Transport, UdpTransport};
+pub use socket::{
+    CtpConfig, CtpIoStats, CtpSocket, EdpAddr, EdpTransport, Handler, Transport, UdpTransport,
+};
 pub use wire::Options;

@@ -8,9 +8,10 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use ctp::transport::EdpAddr;
+use ctp::EdpAddr;
 use ctp::{CtpConfig, CtpSocket, Delivery, EdpTransport, Options};
 use edp::link::fault::FaultConfig;
+use edp::runtime::WaitPolicy;
 
 const PORT: u16 = 1515;
 const QUIT: u16 = 999;
@@ -38,6 +39,12 @@ fn data(d: Delivery<EdpAddr>) -> ctp::ReceivedData<EdpAddr> {
 }
 
 /// Echo server: every command is sent back unchanged until QUIT.
+/// `cfg` with `faults` injected on the runtime's link (a runtime of its own).
+fn with_faults(mut cfg: CtpConfig, faults: FaultConfig) -> CtpConfig {
+    cfg.runtime.link.fault = Some(faults);
+    cfg
+}
+
 fn echo_server(sock: CtpSocket<EdpTransport>) {
     loop {
         let d = data(sock.recv_delivery(Some(Duration::from_secs(120))).unwrap());
@@ -67,7 +74,7 @@ fn run_echo(test: &str, mtu: usize, faults: Option<FaultConfig>, sizes: &[usize]
     let if1 = h1.iface.clone();
     let server = h0.spawn(move || {
         let s = match f0 {
-            Some(f) => CtpSocket::bind_edp_with_faults(&if0, PORT, CtpConfig::default(), f),
+            Some(f) => CtpSocket::bind_edp(&if0, PORT, with_faults(CtpConfig::default(), f)),
             None => CtpSocket::bind_edp(&if0, PORT, CtpConfig::default()),
         }
         .expect("bind CTP over EDP in namespace 0");
@@ -77,7 +84,7 @@ fn run_echo(test: &str, mtu: usize, faults: Option<FaultConfig>, sizes: &[usize]
     let stats = h1.run(move || {
         let cfg = CtpConfig::default();
         let s = match faults {
-            Some(f) => CtpSocket::bind_edp_with_faults(&if1, PORT, cfg, f.with_seed(99)),
+            Some(f) => CtpSocket::bind_edp(&if1, PORT, with_faults(cfg, f.with_seed(99))),
             None => CtpSocket::bind_edp(&if1, PORT, cfg),
         }
         .expect("bind CTP over EDP in namespace 1");
@@ -180,7 +187,6 @@ fn broadcast_over_edp_on_a_bridge() {
             let ifname = h.iface.clone();
             let j = h.spawn(move || {
                 let s = CtpSocket::bind_edp(&ifname, PORT, CtpConfig::default()).unwrap();
-                let _srv = s.spawn_server_thread().unwrap();
                 tx.send(()).unwrap();
                 let mut got = HashMap::new();
                 while got.len() < 10 {
@@ -254,13 +260,18 @@ fn latency_report() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     for busy in [false, true] {
-        let mut cfg = CtpConfig {
-            busy_poll: busy,
-            spin_before_sleep: Duration::from_micros(spin),
+        let cfg = CtpConfig {
+            wait: if busy {
+                WaitPolicy::BusyPoll
+            } else if spin > 0 {
+                WaitPolicy::Adaptive {
+                    spin: Duration::from_micros(spin),
+                }
+            } else {
+                WaitPolicy::Block
+            },
             ..CtpConfig::default()
         };
-        // busy polling reads EDP frames from a TPACKET_V2 ring (DESIGN.md)
-        cfg.edp.rx_ring = busy.then_some(4 << 20);
         // EDP
         let (if0, if1) = (h0.iface.clone(), h1.iface.clone());
         let c0 = cfg.clone();

@@ -6,17 +6,17 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::time::{Duration, Instant, SystemTime};
 
-use ctp::transport::{EdpAddr, EdpTransport, Transport};
-use ctp::{Config, Delivery, Endpoint, ErrorKind, MsgId, Options};
+use ctp::{Config, Delivery, EdpAddr, Endpoint, ErrorKind, MsgId, Options};
 use edp::link::fault::FaultConfig;
 use edp::link::sim::{SimClock, SimHub, SimLink};
-use edp::EdpSocket;
+use edp::runtime::{Progress, RuntimeConfig};
+use edp::{EdpConfig, EdpSocket, MacAddr};
 
 const PORT: u16 = 1515;
 
 struct Node {
     ep: Endpoint<EdpAddr>,
-    tr: EdpTransport,
+    tr: EdpSocket,
     addr: EdpAddr,
     buf: Vec<u8>,
     got: Vec<Delivery<EdpAddr>>,
@@ -26,10 +26,19 @@ struct Node {
 impl Node {
     fn new(link: SimLink, cfg: Config, seed: u64, t0: Instant) -> Node {
         let mac = edp::Link::mac(&link);
-        let sock = EdpSocket::from_link(Box::new(link), PORT).unwrap();
-        let tr = EdpTransport::new(sock, PORT).unwrap();
-        let ep = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, seed, tr.broadcast_addr());
-        let n = tr.max_datagram().max(ep.config().max_packet_len());
+        // Virtual time: only this test drives the link (no idle progress).
+        let ecfg = EdpConfig {
+            runtime: RuntimeConfig {
+                progress: Progress::Callers,
+                ..RuntimeConfig::default()
+            },
+            ..EdpConfig::default()
+        };
+        let mut tr = EdpSocket::from_link_with(Box::new(link), PORT, &ecfg).unwrap();
+        tr.set_nonblocking(true).unwrap();
+        let broadcast = Some((MacAddr::BROADCAST, PORT));
+        let ep = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, seed, broadcast);
+        let n = tr.mtu().max(ep.config().max_packet_len());
         Node {
             ep,
             tr,
@@ -44,7 +53,7 @@ impl Node {
     fn step(&mut self, now: Instant) {
         loop {
             match self.tr.recv_from(&mut self.buf) {
-                Ok((n, from)) => self.ep.handle_datagram(now, from, &self.buf[..n]),
+                Ok((n, mac, port)) => self.ep.handle_datagram(now, (mac, port), &self.buf[..n]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => panic!("recv: {e}"),
             }
@@ -54,7 +63,7 @@ impl Node {
         }
         while let Some(t) = self.ep.poll_transmit(&mut self.buf) {
             match self.tr.send_to(&self.buf[..t.len], t.dest) {
-                Ok(()) => {}
+                Ok(_) => {}
                 // A full sim queue behaves like a drop; CTP resends.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.send_would_block += 1,
                 Err(e) => panic!("send: {e}"),
@@ -65,7 +74,8 @@ impl Node {
     }
 
     fn next_event(&mut self) -> Option<Instant> {
-        match (self.ep.poll_timeout(), self.tr.poll_at()) {
+        let link_at = self.tr.runtime().with_engine(|e, _| e.link().poll_at());
+        match (self.ep.poll_timeout(), link_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -343,7 +353,7 @@ fn broadcast_on_hub_confirmed_by_each_receiver() {
         .collect();
     let group: Vec<EdpAddr> = nodes[1..].iter().map(|n| n.addr).collect();
     nodes[0].ep.set_broadcast_group(group).unwrap();
-    let bcast = nodes[0].tr.broadcast_addr().unwrap();
+    let bcast = (MacAddr::BROADCAST, PORT);
     let mut ids = Vec::new();
     for i in 0..20u64 {
         let len = if i % 2 == 0 { 100 } else { 5000 };

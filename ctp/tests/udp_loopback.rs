@@ -17,12 +17,11 @@ fn bind() -> CtpSocket<UdpTransport> {
     CtpSocket::bind_udp("127.0.0.1:0", CtpConfig::default()).expect("bind UDP on loopback")
 }
 
-/// A socket with a server thread, for tests where one thread waits on
-/// another socket of the same process.
+/// A socket that progresses while no thread waits on it (the default
+/// `Progress::WhenIdle`: the spec's server thread), for tests where one
+/// thread waits on another socket of the same process.
 fn bind_served() -> CtpSocket<UdpTransport> {
-    let s = bind();
-    s.spawn_server_thread().unwrap();
-    s
+    bind()
 }
 
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
@@ -108,7 +107,6 @@ fn subscribers_run_on_deliverers_and_reply() {
     let defaults = Arc::new(Mutex::new(Vec::new()));
     let d2 = defaults.clone();
     server.set_default_handler(move |_, d| d2.lock().unwrap().push(data(d).command));
-    let _srv = server.spawn_server_thread().unwrap();
     for i in 0..50u8 {
         client.send(5, ps, &[i; 100], Options::NONE).unwrap();
     }
@@ -200,7 +198,7 @@ fn two_processes_over_udp() {
 #[test]
 fn send_blocks_on_full_storage() {
     let cfg = CtpConfig {
-        core: ctp::Config {
+        protocol: ctp::Config {
             max_stored_bytes: 1 << 20,
             ..ctp::Config::default()
         },
@@ -260,7 +258,7 @@ fn soak_exactly_once_busy_poll_ping_pong() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
     let cfg = CtpConfig {
-        busy_poll: true,
+        wait: edp::runtime::WaitPolicy::BusyPoll,
         ..CtpConfig::default()
     };
     let a = CtpSocket::bind_udp("127.0.0.1:0", cfg.clone()).unwrap();

@@ -44,7 +44,6 @@ fn broadcast_over_udp_on_a_bridge() {
             let c = cfg.clone();
             let j = net.host(i).spawn(move || {
                 let s = CtpSocket::bind_udp("0.0.0.0:1515", c).unwrap();
-                let _srv = s.spawn_server_thread().unwrap();
                 tx.send(()).unwrap();
                 let mut got = HashMap::new();
                 while got.len() < 10 {

@@ -158,6 +158,15 @@ pub struct Driver<E: Engine> {
     svc_name: String,
 }
 
+impl<E: Engine> std::fmt::Debug for Driver<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("service", &self.svc_name)
+            .field("progress", &self.progress)
+            .finish()
+    }
+}
+
 /// The engine lock, held.
 pub type Guard<'a, E> = MutexGuard<'a, Inner<E>>;
 
@@ -315,7 +324,7 @@ impl<E: Engine> Driver<E> {
     }
 
     /// Starts the service thread on first need.
-    pub(crate) fn ensure_service(&self) {
+    pub fn ensure_service(&self) {
         if self.svc_started.swap(true, Ordering::AcqRel) {
             return;
         }

@@ -1,0 +1,684 @@
+//! [`CtpSocket`]: a CTP endpoint on a transport, driven by the workspace's
+//! one driver (`edp::runtime::driver`).
+//!
+//! Over EDP the endpoint is a slot of the process's runtime for the
+//! interface (one packet socket per process, sendmmsg batches, the RX
+//! ring); over UDP it is an engine of its own around one kernel UDP socket.
+//! Either way:
+//! - deliveries go to the subscriber of their command, else to the default
+//!   handler (handlers run on the bounded deliverer pool, CTP spec
+//!   "Threads"), else to a queue read by [`CtpSocket::recv_delivery`];
+//! - the calling thread drives the protocol while it waits
+//!   (`recv_delivery`, `wait_confirmed`, `flush`, `poll`, a `send` into a
+//!   full storage), following the socket's wait policy;
+//! - while no caller waits, the runtime's service thread keeps confirming,
+//!   resending and routing (the spec's "server thread", which always runs;
+//!   see `edp::runtime::Progress`);
+//! - sockets are cheap to clone (shared state), usable from many threads,
+//!   and `mio::event::Source`s whose readiness is the delivery queue.
+
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::{Arc, RwLock, Weak};
+use std::time::{Duration, Instant, SystemTime};
+
+use edp::runtime::{Deadline, Driver, Engine, Runtime, RuntimeConfig, SlotId, WaitPolicy};
+use rustc_hash::FxHashMap;
+
+use crate::deliver::DelivererPool;
+use crate::endpoint::{Config, Delivery, Endpoint, MsgId, PeerAddr, SendError, Stats, Status};
+use crate::wire::{Options, HEADER_LEN};
+
+mod core;
+mod over_edp;
+mod over_udp;
+
+
+pub use self::core::{CtpCore, APP_QUEUE_CAP};
+pub use self::over_edp::{EdpAddr, EdpTransport};
+pub use self::over_udp::{UdpEngine, UdpTransport, MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
+
+/// What carries a socket's packets: the engine holding its endpoint.
+pub trait Transport: Send + Sync + 'static {
+    /// Peer address type.
+    type Addr: PeerAddr;
+    /// The engine the endpoint lives in.
+    type Engine: Engine;
+    /// The driver of that engine.
+    fn driver(&self) -> &Arc<Driver<Self::Engine>>;
+    /// The endpoint's slot in the engine.
+    fn slot(&self) -> SlotId;
+    /// The endpoint's core inside the engine.
+    fn core(e: &mut Self::Engine, slot: SlotId) -> Option<&mut CtpCore<Self::Addr>>;
+    /// The endpoint's core, read-only.
+    fn core_ref(e: &Self::Engine, slot: SlotId) -> Option<&CtpCore<Self::Addr>>;
+    /// After a handle changed the core: send what it queued.
+    ///
+    /// Errors: fatal link errors.
+    fn touched(e: &mut Self::Engine, slot: SlotId, now: Instant) -> io::Result<()>;
+    /// I/O counters.
+    fn io_stats(e: &Self::Engine, slot: SlotId) -> CtpIoStats;
+    /// Human-readable local address.
+    fn local_name(&self) -> String;
+    /// The last handle is gone: remove the endpoint (after its queued
+    /// confirmations are sent).
+    fn release(&self);
+}
+
+/// I/O counters of a CTP socket's transport.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CtpIoStats {
+    /// Datagrams the transport refused with an error other than WouldBlock.
+    pub send_errors: u64,
+    /// Receive errors other than WouldBlock.
+    pub recv_errors: u64,
+    /// Datagrams that met a full socket queue (kept and retried over UDP;
+    /// recovered by resending over EDP).
+    pub send_blocked: u64,
+    /// Frames for the endpoint that were not CTP-over-EDP packets.
+    pub malformed: u64,
+}
+
+/// Options of a [`CtpSocket`].
+#[derive(Debug, Clone)]
+pub struct CtpConfig {
+    /// Protocol tunables. `data_size` is lowered to what the transport
+    /// carries (UDP: 65482; EDP: link MTU - 31).
+    pub protocol: Config,
+    /// Most deliverer threads (spec `maxthreads`, 50).
+    pub max_deliverers: usize,
+    /// How blocking calls wait (busy-poll, blocking, adaptive).
+    pub wait: WaitPolicy,
+    /// Seed of the random starting ids; `None` = from the OS.
+    pub seed: Option<u64>,
+    /// UDP only: where broadcast commands go (e.g. `10.0.0.255:1515`); `None`
+    /// disables broadcast.
+    pub udp_broadcast: Option<SocketAddr>,
+    /// EDP only: the runtime the endpoint joins (link options, faults,
+    /// progress); UDP uses its `progress`.
+    pub runtime: RuntimeConfig,
+    /// EDP only: destination port of broadcasts (default: our own port).
+    pub edp_broadcast_port: Option<u16>,
+    /// How long `send` waits (driving the protocol) for room in a full
+    /// sent-commands storage before failing with [`SendError::Full`];
+    /// `None` waits without limit. Default 60 s.
+    pub send_timeout: Option<Duration>,
+}
+
+impl Default for CtpConfig {
+    fn default() -> Self {
+        Self {
+            protocol: Config::default(),
+            max_deliverers: 50,
+            wait: WaitPolicy::DEFAULT,
+            seed: None,
+            udp_broadcast: None,
+            runtime: RuntimeConfig::default(),
+            edp_broadcast_port: None,
+            send_timeout: Some(Duration::from_secs(60)),
+        }
+    }
+}
+
+/// A delivery handler: gets the socket (to reply) and the delivery.
+pub type Handler<T> =
+    Arc<dyn Fn(&CtpSocket<T>, Delivery<<T as Transport>::Addr>) + Send + Sync + 'static>;
+
+struct Routes<T: Transport> {
+    by_command: FxHashMap<u16, Handler<T>>,
+    default: Option<Handler<T>>,
+}
+
+struct Shared<T: Transport> {
+    tr: T,
+    routes: Arc<RwLock<Routes<T>>>,
+    pool: Arc<DelivererPool>,
+    name: String,
+    send_timeout: Option<Duration>,
+    wait: RwLock<WaitPolicy>,
+}
+
+impl<T: Transport> Drop for Shared<T> {
+    fn drop(&mut self) {
+        self.tr.release();
+        self.pool.shutdown();
+    }
+}
+
+/// A CTP endpoint bound to a transport. See the module documentation.
+pub struct CtpSocket<T: Transport> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T: Transport> Clone for CtpSocket<T> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<T: Transport> std::fmt::Debug for CtpSocket<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CtpSocket")
+            .field("local", &self.shared.name)
+            .finish()
+    }
+}
+
+/// A fresh endpoint for a transport carrying `max_datagram` bytes.
+fn endpoint<P: PeerAddr>(
+    cfg: &CtpConfig,
+    max_datagram: usize,
+    broadcast: Option<P>,
+) -> io::Result<Endpoint<P>> {
+    let mut core_cfg = cfg.protocol.clone();
+    let max_data = max_datagram.saturating_sub(HEADER_LEN);
+    if max_data == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "transport carries {max_datagram} bytes per datagram: no room for data after the {HEADER_LEN}-byte CTP header"
+            ),
+        ));
+    }
+    core_cfg.data_size = core_cfg
+        .data_size
+        .clamp(1, max_data.min(65535 - HEADER_LEN));
+    let seed = cfg.seed.unwrap_or_else(rand::random);
+    Ok(Endpoint::new(
+        core_cfg,
+        Instant::now(),
+        SystemTime::now(),
+        seed,
+        broadcast,
+    ))
+}
+
+impl CtpSocket<UdpTransport> {
+    /// Binds a CTP endpoint to UDP address `addr` (wire-compatible with CTP
+    /// v1.2 peers).
+    ///
+    /// Errors: address resolution and socket errors.
+    pub fn bind_udp(addr: impl ToSocketAddrs, cfg: CtpConfig) -> io::Result<Self> {
+        let tr = UdpTransport::bind(addr, cfg.udp_broadcast.is_some(), cfg.runtime.progress, |max| {
+            endpoint(&cfg, max, cfg.udp_broadcast).map(CtpCore::new)
+        })?;
+        Ok(Self::wrap(tr, &cfg))
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.shared.tr.local_addr()
+    }
+}
+
+impl CtpSocket<EdpTransport> {
+    /// Binds a CTP endpoint to EDP `port` (0 = ephemeral) on `iface`, in
+    /// the process's runtime for the interface (`cfg.runtime`; faults in
+    /// `cfg.runtime.link.fault` give it a runtime of its own). Broadcasts
+    /// go to ff:ff:ff:ff:ff:ff at `cfg.edp_broadcast_port` (default: our
+    /// own port: CTP nodes share one port).
+    ///
+    /// Errors: those of `edp::runtime::Runtime::shared` (EPERM names
+    /// CAP_NET_RAW) and port ownership (`AddrInUse`).
+    pub fn bind_edp(iface: &str, port: u16, cfg: CtpConfig) -> io::Result<Self> {
+        let rt = Runtime::shared(iface, &cfg.runtime)?;
+        Self::bind_on(&rt, port, cfg)
+    }
+
+    /// Binds a CTP endpoint to `port` on an existing runtime (any link: a
+    /// `SimLink`, a `UdpLink`, ...).
+    ///
+    /// Errors: `AddrInUse`; `InvalidInput` for a link too small for the
+    /// CTP header.
+    pub fn bind_on(rt: &Runtime, port: u16, cfg: CtpConfig) -> io::Result<Self> {
+        let tr = EdpTransport::bind(rt, port, |port, max| {
+            let b = Some((edp::MacAddr::BROADCAST, cfg.edp_broadcast_port.unwrap_or(port)));
+            endpoint(&cfg, max, b).map(CtpCore::new)
+        })?;
+        Ok(Self::wrap(tr, &cfg))
+    }
+
+    /// Local `(interface, MAC, port)`.
+    pub fn local_addr(&self) -> io::Result<(String, edp::MacAddr, u16)> {
+        self.shared.tr.local_addr()
+    }
+}
+
+impl<T: Transport> CtpSocket<T> {
+    fn wrap(tr: T, cfg: &CtpConfig) -> Self {
+        let shared = Arc::new(Shared {
+            name: tr.local_name(),
+            tr,
+            routes: Arc::new(RwLock::new(Routes {
+                by_command: FxHashMap::default(),
+                default: None,
+            })),
+            pool: DelivererPool::new(cfg.max_deliverers),
+            send_timeout: cfg.send_timeout,
+            wait: RwLock::new(cfg.wait),
+        });
+        // Deliveries are routed inside the engine (by whichever thread
+        // drives it); handlers run on the pool with a handle to the socket.
+        let weak: Weak<Shared<T>> = Arc::downgrade(&shared);
+        let routes = shared.routes.clone();
+        let pool = shared.pool.clone();
+        let route = Box::new(move |d: Delivery<T::Addr>| {
+            let h = {
+                let r = routes.read().unwrap_or_else(|e| e.into_inner());
+                d.command()
+                    .and_then(|cmd| r.by_command.get(&cmd).cloned())
+                    .or_else(|| r.default.clone())
+            };
+            match h {
+                Some(h) => {
+                    let weak = weak.clone();
+                    pool.submit(Box::new(move || {
+                        if let Some(shared) = weak.upgrade() {
+                            h(&CtpSocket { shared }, d);
+                        }
+                    }));
+                    None
+                }
+                None => Some(d),
+            }
+        });
+        let slot = shared.tr.slot();
+        shared.tr.driver().with(|e, _| {
+            if let Some(c) = T::core(e, slot) {
+                c.set_route(route);
+            }
+        });
+        Self { shared }
+    }
+
+    /// Human-readable local address.
+    pub fn local_name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// Runs `f` on the engine's core of this socket, then sends what it
+    /// queued.
+    fn with_core<R>(&self, f: impl FnOnce(&mut CtpCore<T::Addr>) -> R) -> R {
+        let slot = self.shared.tr.slot();
+        self.shared.tr.driver().with(|e, now| {
+            let c = T::core(e, slot).expect("a CTP socket's core lives as long as the socket");
+            let r = f(c);
+            c.after_event();
+            let _ = T::touched(e, slot, now);
+            r
+        })
+    }
+
+    /// Runs `f` on the protocol core (e.g. `set_broadcast_group`,
+    /// `set_peer_timeout`, `received_ids`).
+    pub fn with_endpoint<R>(&self, f: impl FnOnce(&mut Endpoint<T::Addr>) -> R) -> R {
+        self.with_core(|c| f(&mut c.ep))
+    }
+
+    /// The receivers a broadcast must be confirmed by (at most 64); see
+    /// [`Endpoint::set_broadcast_group`]. Errors: `Err(n)` for more than 64.
+    pub fn set_broadcast_group(&self, group: Vec<T::Addr>) -> Result<(), usize> {
+        self.with_endpoint(|e| e.set_broadcast_group(group))
+    }
+
+    /// Fixes the resend timeout for `peer` (no adaptation; zero disables
+    /// resending), as the spec's `SetTimeout`.
+    pub fn set_peer_timeout(&self, peer: T::Addr, timeout: Duration) {
+        self.with_endpoint(|e| e.set_peer_timeout(peer, timeout))
+    }
+
+    /// Drops message `msg` from the sent-commands storage (no further
+    /// resends, no error). Returns false if it was no longer stored.
+    pub fn cancel(&self, msg: MsgId) -> bool {
+        self.with_endpoint(|e| e.cancel(msg))
+    }
+
+    /// How blocking calls wait (busy-poll, blocking, adaptive).
+    pub fn set_wait_policy(&self, wait: WaitPolicy) {
+        *self.shared.wait.write().unwrap_or_else(|e| e.into_inner()) = wait;
+    }
+
+    /// Busy-poll mode on or off (off = the default adaptive policy).
+    pub fn set_busy_poll(&self, on: bool) {
+        self.set_wait_policy(if on {
+            WaitPolicy::BusyPoll
+        } else {
+            WaitPolicy::DEFAULT
+        });
+    }
+
+    fn wait_policy(&self) -> WaitPolicy {
+        *self.shared.wait.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drives the engine until `check` on the core returns a value or the
+    /// deadline passes (`TimedOut`).
+    fn wait<R>(
+        &self,
+        deadline: Deadline,
+        what: &str,
+        mut check: impl FnMut(&mut CtpCore<T::Addr>) -> Option<R>,
+    ) -> io::Result<R> {
+        let slot = self.shared.tr.slot();
+        let what = format!("CTP {what} on {}", self.shared.name);
+        self.shared
+            .tr
+            .driver()
+            .wait(slot, self.wait_policy(), deadline, None, &what, |e, _| {
+                let c = T::core(e, slot).ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::NotConnected, "CTP endpoint gone")
+                })?;
+                Ok(check(c))
+            })
+    }
+
+    /// Sends `data` as command `command` (0..=32767) to `peer` with `options`
+    /// (CTP spec "Options"). Returns once the message is stored: its packets
+    /// are kept until confirmed; a failure arrives later as an error delivery.
+    /// When the sent-commands storage is full it first drives the protocol
+    /// until confirmations make room (at most `send_timeout`).
+    ///
+    /// Errors: [`SendError`] (`Full` after `send_timeout`).
+    pub fn send(
+        &self,
+        command: u16,
+        peer: T::Addr,
+        data: &[u8],
+        options: Options,
+    ) -> Result<MsgId, SendError> {
+        self.send_with(data.len() as u64, |ep, now| {
+            ep.send(now, command, peer, data, options)
+        })
+    }
+
+    /// As [`CtpSocket::send`], without copying `data`.
+    pub fn send_vec(
+        &self,
+        command: u16,
+        peer: T::Addr,
+        data: Vec<u8>,
+        options: Options,
+    ) -> Result<MsgId, SendError> {
+        let size = data.len() as u64;
+        let mut data = Some(data);
+        self.send_with(size, move |ep, now| {
+            ep.send_vec(now, command, peer, data.take().expect("sent once"), options)
+        })
+    }
+
+    /// Broadcasts `data` (UDP broadcast address / broadcast MAC); each
+    /// receiver confirms. Errors: [`SendError::NoBroadcast`] without a
+    /// broadcast address, and those of [`CtpSocket::send`].
+    pub fn broadcast(
+        &self,
+        command: u16,
+        data: &[u8],
+        options: Options,
+    ) -> Result<MsgId, SendError> {
+        self.send_with(data.len() as u64, |ep, now| {
+            let b = ep.broadcast_addr().ok_or(SendError::NoBroadcast)?;
+            ep.send(now, command, b, data, options | Options::BROADCAST)
+        })
+    }
+
+    /// Sends a ping (DelAfterError|NoResend|UniqueCommand, empty body).
+    pub fn ping(&self, command: u16, peer: T::Addr) -> Result<MsgId, SendError> {
+        self.send_with(0, |ep, now| ep.ping(now, command, peer))
+    }
+
+    /// Waits (driving the protocol) until the storage has room for `size`
+    /// bytes, then runs `op` and sends what it queued.
+    fn send_with(
+        &self,
+        size: u64,
+        mut op: impl FnMut(&mut Endpoint<T::Addr>, Instant) -> Result<MsgId, SendError>,
+    ) -> Result<MsgId, SendError> {
+        let slot = self.shared.tr.slot();
+        // Fast path: room now (no wait, no clock beyond one read).
+        let fast = self.shared.tr.driver().with(|e, now| {
+            let c = T::core(e, slot)?;
+            if !c.ep.has_room(size) {
+                return None;
+            }
+            let r = op(&mut c.ep, now);
+            c.after_event();
+            let _ = T::touched(e, slot, now);
+            Some(r)
+        });
+        if let Some(r) = fast {
+            return r;
+        }
+        let deadline = Deadline::after(Instant::now(), self.shared.send_timeout);
+        let room = self.wait(deadline, "send", |c| c.ep.has_room(size).then_some(()));
+        match room {
+            Ok(()) => self.shared.tr.driver().with(|e, now| {
+                let c = T::core(e, slot).expect("a CTP socket's core lives as long as the socket");
+                let r = op(&mut c.ep, now);
+                c.after_event();
+                let _ = T::touched(e, slot, now);
+                r
+            }),
+            Err(_) => Err(self.with_core(|c| SendError::Full {
+                stored: c.ep.stored_bytes(),
+                size,
+                limit: c.ep.config().max_stored_bytes,
+            })),
+        }
+    }
+
+    /// Registers `handler` for deliveries of `command` (data and errors about it).
+    pub fn subscribe(
+        &self,
+        command: u16,
+        handler: impl Fn(&CtpSocket<T>, Delivery<T::Addr>) + Send + Sync + 'static,
+    ) {
+        self.shared
+            .routes
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .by_command
+            .insert(command, Arc::new(handler));
+    }
+
+    /// Removes the subscriber of `command`.
+    pub fn unsubscribe(&self, command: u16) {
+        self.shared
+            .routes
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .by_command
+            .remove(&command);
+    }
+
+    /// Sets the default receiver: it gets deliveries no subscriber takes
+    /// (spec "default receiver"). Without one they queue for
+    /// [`CtpSocket::recv_delivery`].
+    pub fn set_default_handler(
+        &self,
+        handler: impl Fn(&CtpSocket<T>, Delivery<T::Addr>) + Send + Sync + 'static,
+    ) {
+        self.shared
+            .routes
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .default = Some(Arc::new(handler));
+    }
+
+    /// Removes the default receiver: unclaimed deliveries queue again.
+    pub fn clear_default_handler(&self) {
+        self.shared
+            .routes
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .default = None;
+    }
+
+    /// Takes the next delivery from the queue (deliveries no subscriber or
+    /// default handler took), driving the protocol while it waits.
+    /// `None` waits without limit.
+    ///
+    /// Errors: `TimedOut` when nothing arrived within `timeout`; link errors.
+    pub fn recv_delivery(&self, timeout: Option<Duration>) -> io::Result<Delivery<T::Addr>> {
+        let deadline = Deadline::after(Instant::now(), timeout);
+        self.wait(deadline, "receive", |c| c.pop()).map_err(|e| {
+            if e.kind() == io::ErrorKind::TimedOut {
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "no CTP delivery on {} within {:?}",
+                        self.shared.name,
+                        timeout.unwrap_or_default()
+                    ),
+                )
+            } else {
+                e
+            }
+        })
+    }
+
+    /// The next queued delivery, if any, after one nonblocking progress step.
+    pub fn try_recv_delivery(&self) -> Option<Delivery<T::Addr>> {
+        match self.wait(Deadline::Now, "receive", |c| c.pop()) {
+            Ok(d) => Some(d),
+            Err(_) => {
+                self.shared
+                    .tr
+                    .driver()
+                    .rearm_slot(self.shared.tr.slot());
+                None
+            }
+        }
+    }
+
+    /// Drives the protocol for `timeout` (receiving, confirming, resending,
+    /// routing deliveries), e.g. to linger after the last send.
+    ///
+    /// Errors: link errors.
+    pub fn poll(&self, timeout: Duration) -> io::Result<()> {
+        let deadline = Deadline::after(Instant::now(), Some(timeout));
+        match self.wait(deadline, "poll", |_| None::<()>) {
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(()),
+            r => r,
+        }
+    }
+
+    /// Drives the protocol until message `msg` is confirmed (true) or no
+    /// longer stored (error delivered, cancelled) or `timeout` passes.
+    ///
+    /// Returns true if `msg` left the storage within `timeout`. Errors: link errors.
+    pub fn wait_confirmed(&self, msg: MsgId, timeout: Option<Duration>) -> io::Result<bool> {
+        let deadline = Deadline::after(Instant::now(), timeout);
+        match self.wait(deadline, "wait for a confirmation", |c| {
+            (!c.ep.is_pending(msg)).then_some(())
+        }) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Drives the protocol until the sent-commands storage is empty or
+    /// `timeout` passes; returns true if it emptied.
+    ///
+    /// Errors: link errors.
+    pub fn flush(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        let deadline = Deadline::after(Instant::now(), timeout);
+        match self.wait(deadline, "flush", |c| {
+            (c.ep.status().awaiting_confirmation == 0).then_some(())
+        }) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Storage sizes and deliverer counts (spec `Get...Count`).
+    pub fn status(&self) -> Status {
+        let slot = self.shared.tr.slot();
+        let (mut s, queued) = self.shared.tr.driver().with(|e, _| {
+            let c = T::core_ref(e, slot).expect("core");
+            (c.ep.status(), c.queued())
+        });
+        let (threads, busy, jobs) = self.shared.pool.counts();
+        s.deliveries_queued += queued + jobs;
+        s.busy_deliverers = busy;
+        s.deliverers = threads;
+        s
+    }
+
+    /// Protocol counters.
+    pub fn stats(&self) -> Stats {
+        let slot = self.shared.tr.slot();
+        self.shared
+            .tr
+            .driver()
+            .with(|e, _| T::core_ref(e, slot).expect("core").ep.stats())
+    }
+
+    /// Transport counters.
+    pub fn driver_stats(&self) -> CtpIoStats {
+        let slot = self.shared.tr.slot();
+        self.shared.tr.driver().with(|e, _| T::io_stats(e, slot))
+    }
+}
+
+impl<T: Transport> mio::event::Source for CtpSocket<T> {
+    fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        self.shared
+            .tr
+            .driver()
+            .register(self.shared.tr.slot(), registry, token, interests)
+    }
+    fn reregister(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        self.shared
+            .tr
+            .driver()
+            .reregister(self.shared.tr.slot(), registry, token, interests)
+    }
+    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
+        self.shared
+            .tr
+            .driver()
+            .deregister(self.shared.tr.slot(), registry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync<X: Send + Sync>() {}
+
+    #[test]
+    fn sockets_are_send_and_sync() {
+        send_sync::<CtpSocket<UdpTransport>>();
+        send_sync::<CtpSocket<EdpTransport>>();
+    }
+
+    #[test]
+    fn link_too_small_for_a_header_is_refused() {
+        let clock = ::edp::link::sim::SimClock::new();
+        let (l, _) = ::edp::link::sim::SimLink::pair(
+            &clock,
+            30,
+            Default::default(),
+            Default::default(),
+        );
+        let rt = Runtime::with_link(Box::new(l), RuntimeConfig::default()).unwrap();
+        let e = CtpSocket::bind_on(&rt, 5, CtpConfig::default()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("25-byte CTP header"), "{e}");
+    }
+}

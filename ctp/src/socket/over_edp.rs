@@ -1,0 +1,203 @@
+//! CTP over EDP: the CTP packet is the payload of an EDP datagram (ctp
+//! PROTOCOL.md). The endpoint lives in a slot of the process's runtime for
+//! the interface (`edp::runtime`): frames are handed to it borrowed from the
+//! RX ring, and its packets and confirmations leave in the runtime's
+//! sendmmsg batches, the CTP header written straight behind the EDP header
+//! in the batch buffer.
+
+use std::any::Any;
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+use edp::runtime::{Cx, DemuxKey, Driver, EthEngine, Ready, Runtime, SlotId, Socket, TxQueue};
+use edp::wire::{EdpFrame, EdpRepr, EthernetRepr, MacAddr, EDP_HEADER_LEN, ETH_HEADER_LEN};
+
+use super::core::CtpCore;
+use super::Transport;
+
+/// An EDP peer: MAC address and EDP port.
+pub type EdpAddr = (MacAddr, u16);
+
+/// Bytes in front of the CTP header in a frame.
+const HEAD: usize = ETH_HEADER_LEN + EDP_HEADER_LEN;
+
+/// The endpoint in its runtime slot.
+pub(crate) struct CtpSlot {
+    pub core: CtpCore<EdpAddr>,
+    port: u16,
+    ethertype: u16,
+    max_frame: usize,
+    more: bool,
+    /// Frames for this port that failed to parse.
+    pub malformed: u64,
+}
+
+impl Socket for CtpSlot {
+    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
+        let f = match EdpFrame::parse(frame, self.ethertype, self.max_frame) {
+            Ok(f) if f.edp.dst_port == self.port => f,
+            _ => {
+                self.malformed += 1;
+                return;
+            }
+        };
+        self.core
+            .ep
+            .handle_datagram(cx.now, (f.eth.src, f.edp.src_port), f.payload);
+        self.core.after_event();
+    }
+
+    fn on_timeout(&mut self, cx: &mut Cx<'_>) {
+        self.core.on_timeout(cx.now);
+    }
+
+    fn poll_transmit(&mut self, cx: &mut Cx<'_>, tx: &mut TxQueue) {
+        self.more = false;
+        loop {
+            if tx.is_full() {
+                self.more = self.core.ep.has_transmit();
+                break;
+            }
+            let buf = tx.next_buf();
+            let (head, body) = buf.split_at_mut(HEAD);
+            let Some(t) = self.core.ep.poll_transmit(body) else {
+                break;
+            };
+            EthernetRepr {
+                dst: t.dest.0,
+                src: cx.mac,
+                ethertype: self.ethertype,
+            }
+            .emit(&mut head[..ETH_HEADER_LEN]);
+            EdpRepr {
+                src_port: self.port,
+                dst_port: t.dest.1,
+                payload_len: t.len as u16,
+            }
+            .emit(&mut head[ETH_HEADER_LEN..]);
+            tx.commit(HEAD + t.len, None);
+        }
+        // Sending may have moved the endpoint's timers.
+        self.core.after_event();
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.core.deadline()
+    }
+
+    fn readiness(&self) -> Ready {
+        self.core.readiness()
+    }
+
+    fn wants_transmit(&self) -> bool {
+        self.more
+    }
+
+    fn on_handle_dropped(&mut self, _now: Instant) -> bool {
+        // Confirmations still queued go out first.
+        !self.core.ep.has_transmit()
+    }
+
+    fn is_finished(&self) -> bool {
+        !self.core.ep.has_transmit()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// CTP over EDP: the endpoint's slot in a runtime.
+#[derive(Debug)]
+pub struct EdpTransport {
+    rt: Runtime,
+    slot: SlotId,
+    port: u16,
+}
+
+impl EdpTransport {
+    /// Adds `core` on `port` (0 = ephemeral) of `rt`.
+    pub(crate) fn bind(
+        rt: &Runtime,
+        port: u16,
+        make: impl FnOnce(u16, usize) -> io::Result<CtpCore<EdpAddr>>,
+    ) -> io::Result<Self> {
+        let ethertype = rt.edp_ethertype();
+        let (port, lease) = rt.take_port(ethertype, port)?;
+        let mtu = rt.mtu();
+        let slot = CtpSlot {
+            core: make(port, mtu.saturating_sub(EDP_HEADER_LEN))?,
+            port,
+            ethertype,
+            max_frame: mtu + ETH_HEADER_LEN,
+            more: false,
+            malformed: 0,
+        };
+        let id = rt.insert(DemuxKey::Port { ethertype, port }, Box::new(slot), lease)?;
+        Ok(Self {
+            rt: rt.clone(),
+            slot: id,
+            port,
+        })
+    }
+
+    /// Local `(interface, MAC, port)`.
+    pub fn local_addr(&self) -> io::Result<(String, MacAddr, u16)> {
+        Ok((
+            self.rt.iface().unwrap_or_default().to_string(),
+            self.rt.mac(),
+            self.port,
+        ))
+    }
+
+    /// The runtime the endpoint lives in.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+}
+
+impl Transport for EdpTransport {
+    type Addr = EdpAddr;
+    type Engine = EthEngine;
+
+    fn driver(&self) -> &Arc<Driver<EthEngine>> {
+        self.rt.driver()
+    }
+    fn slot(&self) -> SlotId {
+        self.slot
+    }
+    fn core(e: &mut EthEngine, slot: SlotId) -> Option<&mut CtpCore<EdpAddr>> {
+        e.socket_mut::<CtpSlot>(slot).map(|s| &mut s.core)
+    }
+    fn core_ref(e: &EthEngine, slot: SlotId) -> Option<&CtpCore<EdpAddr>> {
+        e.socket::<CtpSlot>(slot).map(|s| &s.core)
+    }
+    fn touched(e: &mut EthEngine, slot: SlotId, now: Instant) -> io::Result<()> {
+        e.touched(slot, now)
+    }
+    fn io_stats(e: &EthEngine, slot: SlotId) -> super::CtpIoStats {
+        let s = e.stats();
+        super::CtpIoStats {
+            send_errors: s.send_errors,
+            recv_errors: s.recv_errors,
+            send_blocked: s.tx_lost,
+            malformed: e.socket::<CtpSlot>(slot).map_or(0, |c| c.malformed),
+        }
+    }
+    fn local_name(&self) -> String {
+        format!(
+            "edp {} {} port {}",
+            self.rt.iface().unwrap_or("(link)"),
+            self.rt.mac(),
+            self.port
+        )
+    }
+    fn release(&self) {
+        self.rt.release(self.slot);
+    }
+}
