@@ -23,8 +23,24 @@ use std::time::Duration;
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 
+use edp::runtime::{LinkConfig, RuntimeConfig, WaitPolicy, DEFAULT_RX_RING};
 use edp::wire::{emit_edp_frame, EdpFrame, EthernetRepr};
 use edp::{EdpConfig, EdpSocket, MacAddr, ETHERTYPE_EDP};
+
+/// A socket configuration: `wait` policy, RX ring or recvmmsg.
+fn variant(wait: WaitPolicy, ring: bool) -> EdpConfig {
+    EdpConfig {
+        runtime: RuntimeConfig {
+            link: LinkConfig {
+                rx_ring: ring.then_some(DEFAULT_RX_RING),
+                ..LinkConfig::default()
+            },
+            ..RuntimeConfig::default()
+        },
+        wait,
+        ..EdpConfig::default()
+    }
+}
 
 fn codec(c: &mut Criterion) {
     let eth = EthernetRepr {
@@ -70,10 +86,7 @@ fn veth_send(c: &mut Criterion) {
         return;
     };
     let (a, b) = (net.host(0).clone(), net.host(1).clone());
-    let cfg = EdpConfig {
-        echo_responder: false,
-        ..EdpConfig::default()
-    };
+    let cfg = variant(WaitPolicy::Block, false);
     // The socket stays in namespace a after the thread that made it ends.
     let mut s = a.run(|| EdpSocket::bind_with((a.iface.as_str(), 0), &cfg).unwrap());
     // Nobody listens on b: frames are dropped by b's stack after delivery,
@@ -114,27 +127,10 @@ fn veth_rtt(c: &mut Criterion) {
         return;
     };
     let (a, b) = (net.host(0).clone(), net.host(1).clone());
-    let quiet = EdpConfig {
-        echo_responder: false,
-        ..EdpConfig::default()
-    };
     let variants = [
-        ("blocking", quiet.clone()),
-        (
-            "busy_poll",
-            EdpConfig {
-                busy_poll: true,
-                ..quiet.clone()
-            },
-        ),
-        (
-            "rx_ring+busy_poll",
-            EdpConfig {
-                busy_poll: true,
-                rx_ring: Some(1 << 20),
-                ..quiet.clone()
-            },
-        ),
+        ("blocking", variant(WaitPolicy::Block, false)),
+        ("busy_poll", variant(WaitPolicy::BusyPoll, false)),
+        ("rx_ring+busy_poll", variant(WaitPolicy::BusyPoll, true)),
     ];
     let mut g = c.benchmark_group("edp_veth_rtt");
     g.sample_size(20).measurement_time(Duration::from_secs(3));
@@ -194,35 +190,12 @@ fn rtt_percentiles() {
         return;
     };
     let (a, b) = (net.host(0).clone(), net.host(1).clone());
-    let quiet = EdpConfig {
-        echo_responder: false,
-        ..EdpConfig::default()
-    };
-    let ring = Some(edp::link::packet::DEFAULT_RX_RING_BYTES);
     let variants = [
-        ("blocking", quiet.clone()),
-        (
-            "rx_ring",
-            EdpConfig {
-                rx_ring: ring,
-                ..quiet.clone()
-            },
-        ),
-        (
-            "busy_poll",
-            EdpConfig {
-                busy_poll: true,
-                ..quiet.clone()
-            },
-        ),
-        (
-            "rx_ring+busy_poll",
-            EdpConfig {
-                busy_poll: true,
-                rx_ring: ring,
-                ..quiet.clone()
-            },
-        ),
+        ("blocking", variant(WaitPolicy::Block, false)),
+        ("rx_ring", variant(WaitPolicy::Block, true)),
+        ("adaptive+rx_ring", variant(WaitPolicy::DEFAULT, true)),
+        ("busy_poll", variant(WaitPolicy::BusyPoll, false)),
+        ("rx_ring+busy_poll", variant(WaitPolicy::BusyPoll, true)),
     ];
     let rounds = 3000;
     println!("edp half-RTT, 64 B, veth, {rounds} round trips each:");

@@ -13,7 +13,6 @@ use edp::link::fault::FaultConfig;
 use edp::link::sim::{SimClock, SimLink};
 use edp::Link;
 use esp::conn::{Connection, Error, IsnGenerator, State};
-use esp::driver::ConnDriver;
 use esp::listener::{Listener, SynOutcome};
 use esp::wire::{EspFrame, MacAddr, ETHERTYPE_ESP};
 use esp::EspConfig;
@@ -66,6 +65,58 @@ impl Link for Cut {
     }
     fn poll_at(&self) -> Option<Instant> {
         self.inner.poll_at()
+    }
+}
+
+/// One connection and its link, driven on the virtual clock: every ready
+/// frame in, expired timers, every ready segment out (the steps of the
+/// runtime's engine for one connection, without threads or a real clock).
+struct ConnDriver<L: Link> {
+    conn: Connection,
+    link: L,
+    buf: Vec<u8>,
+}
+
+impl<L: Link> ConnDriver<L> {
+    fn new(conn: Connection, link: L, _ethertype: u16) -> Self {
+        let buf = vec![0u8; link.mtu() + 14];
+        Self { conn, link, buf }
+    }
+
+    /// Receives, fires timers, transmits; true when any frame moved.
+    fn poll(&mut self, now: Instant) -> io::Result<bool> {
+        let mut moved = false;
+        loop {
+            match self.link.recv(&mut self.buf) {
+                Ok(n) => {
+                    moved = true;
+                    match EspFrame::parse(&self.buf[..n], ETHERTYPE_ESP, MTU + 14) {
+                        Ok(f) => self.conn.handle_segment(now, &f.esp, f.payload),
+                        Err(_) => self.conn.on_malformed(),
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if self.conn.poll_timeout().is_some_and(|t| t <= now) {
+            self.conn.handle_timeout(now);
+        }
+        while let Some(n) = self.conn.poll_transmit(now, &mut self.buf) {
+            moved = true;
+            if self.link.send(&self.buf[..n]).is_err() {
+                self.conn.on_send_error();
+            }
+        }
+        Ok(moved)
+    }
+
+    /// The connection's timer or a frame the link holds back.
+    fn poll_at(&self) -> Option<Instant> {
+        [self.conn.poll_timeout(), self.link.poll_at()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 

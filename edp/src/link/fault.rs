@@ -905,6 +905,10 @@ impl<L: Link> Link for FaultLink<L> {
         self.inner.rx_ready()
     }
 
+    fn on_timeout(&mut self, now: Instant) -> io::Result<()> {
+        self.release(now).map(|_| ())
+    }
+
     /// The earliest release instant of a held frame, or the inner link's.
     fn poll_at(&self) -> Option<Instant> {
         let mine = self.queue.peek().map(|Reverse(p)| p.at);

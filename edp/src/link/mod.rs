@@ -169,6 +169,16 @@ pub trait Link: Send {
         ))
     }
 
+    /// Does the link's own time-driven work due at `now` (a fault-injecting
+    /// wrapper releases the frames it held back). The runtime calls it once
+    /// [`Link::poll_at`] has passed, whether or not it sends or receives.
+    ///
+    /// Errors: those of sending the released frames.
+    fn on_timeout(&mut self, now: Instant) -> io::Result<()> {
+        let _ = now;
+        Ok(())
+    }
+
     /// Largest frame in bytes, Ethernet header included: `mtu() + 14`.
     fn max_frame(&self) -> usize {
         self.mtu() + crate::wire::ETH_HEADER_LEN
@@ -243,6 +253,9 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn max_frame(&self) -> usize {
         (**self).max_frame()
+    }
+    fn on_timeout(&mut self, now: Instant) -> io::Result<()> {
+        (**self).on_timeout(now)
     }
     fn mac(&self) -> MacAddr {
         (**self).mac()

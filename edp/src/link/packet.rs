@@ -505,6 +505,8 @@ pub struct PacketLink {
     ethertype: u16,
     ring: Option<RxRing>,
     busy_poll: bool,
+    /// Kernel counters accumulated since open.
+    kernel_acc: std::cell::Cell<KernelStats>,
 }
 
 impl std::fmt::Debug for PacketLink {
@@ -622,6 +624,7 @@ impl PacketLink {
             ethertype: config.ethertype,
             ring,
             busy_poll: false,
+            kernel_acc: std::cell::Cell::new(KernelStats::default()),
         })
     }
 
@@ -1004,7 +1007,13 @@ impl Link for PacketLink {
     }
 
     fn kernel_stats(&self) -> Option<KernelStats> {
-        read_kernel_stats(self.fd.as_fd()).ok()
+        // The kernel resets its counters on read: accumulate them here.
+        let k = read_kernel_stats(self.fd.as_fd()).ok()?;
+        let mut acc = self.kernel_acc.get();
+        acc.packets = acc.packets.wrapping_add(k.packets);
+        acc.drops = acc.drops.wrapping_add(k.drops);
+        self.kernel_acc.set(acc);
+        Some(acc)
     }
 
     fn rx_ready(&self) -> Option<bool> {

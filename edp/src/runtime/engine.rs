@@ -329,6 +329,11 @@ impl EthEngine {
         if self.st.responder.on_timeout(now) {
             self.st.filter_stale = true;
         }
+        if self.link.poll_at().is_some_and(|t| t <= now) {
+            if let Err(e) = self.link.on_timeout(now) {
+                tracing::debug!(error = %e, "runtime: link refused released frames");
+            }
+        }
         self.st.reap();
         self.st.adopt_spawned(now);
     }

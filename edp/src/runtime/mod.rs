@@ -47,7 +47,10 @@ pub mod socket;
 pub mod stats;
 pub mod tx;
 
-pub use config::{LinkConfig, Progress, RuntimeConfig, WaitPolicy};
+pub use config::{
+    LinkConfig, Progress, RuntimeConfig, WaitPolicy, DEFAULT_IDLE_PROGRESS, DEFAULT_LINK_BUFFER,
+    DEFAULT_RX_RING, DEFAULT_SPIN,
+};
 pub use demux::DemuxKey;
 pub use driver::{Deadline, Driver, Engine, Guard};
 pub use engine::EthEngine;
@@ -374,6 +377,18 @@ impl Runtime {
             e.st.filter_stale = true;
             e.refresh_filter();
         });
+    }
+
+    /// Whether this runtime answers echo requests for the host (holds the
+    /// EDP control lease).
+    pub fn holds_echo_lease(&self) -> bool {
+        self.with_engine(|e, _| e.st.responder.holds_edp())
+    }
+
+    /// Whether this runtime answers SYNs to ports nobody owns for the host
+    /// (holds the ESP control lease).
+    pub fn holds_rst_lease(&self) -> bool {
+        self.with_engine(|e, _| e.st.responder.holds_esp())
     }
 
     /// Whether the ESP responder role is installed (by any ESP socket).

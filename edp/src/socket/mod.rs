@@ -24,6 +24,7 @@
 //! adaptive; see [`crate::runtime::driver`]), and the socket is a
 //! `mio::event::Source` whose readiness comes from its queue.
 
+use std::borrow::Borrow;
 use std::io::{self, IoSlice};
 use std::time::{Duration, Instant};
 
@@ -154,7 +155,8 @@ impl EdpSocket {
     /// control port; `NotFound` naming an unknown interface;
     /// `PermissionDenied` naming CAP_NET_RAW and the `setcap` command;
     /// socket option errors.
-    pub fn bind_with(addr: (&str, u16), config: &EdpConfig) -> io::Result<Self> {
+    pub fn bind_with(addr: (&str, u16), config: impl Borrow<EdpConfig>) -> io::Result<Self> {
+        let config = config.borrow();
         let rt = Runtime::shared(addr.0, &config.runtime)?;
         Self::bind_on(&rt, addr.1, config)
     }

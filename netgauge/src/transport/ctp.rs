@@ -6,11 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ::ctp::endpoint::Delivery;
-use ::ctp::socket::{CtpConfig, CtpSocket};
-use ::ctp::transport::{EdpTransport, Transport};
-use ::ctp::wire::Options;
-use ::edp::link::packet::DEFAULT_RX_RING_BYTES;
+use ::ctp::{CtpConfig, CtpSocket, Delivery, EdpTransport, Options, Transport};
 
 use super::{Endpoint, SessionConfig};
 use crate::cli::Mode;
@@ -29,22 +25,15 @@ pub struct Ctp<T: Transport> {
 }
 
 fn config(cfg: &SessionConfig) -> CtpConfig {
-    let mut c = CtpConfig {
-        busy_poll: cfg.busy_poll,
-        seed: None,
+    CtpConfig {
+        wait: cfg.wait(),
+        runtime: cfg.runtime(),
         ..CtpConfig::default()
-    };
-    c.edp.busy_poll = cfg.busy_poll;
-    c.edp.rx_ring = cfg.busy_poll.then_some(DEFAULT_RX_RING_BYTES);
-    c
+    }
 }
 
 fn bind_edp(cfg: &SessionConfig, port: u16) -> io::Result<CtpSocket<EdpTransport>> {
-    let iface = cfg.iface()?;
-    match &cfg.fault {
-        Some(f) => CtpSocket::bind_edp_with_faults(iface, port, config(cfg), f.clone()),
-        None => CtpSocket::bind_edp(iface, port, config(cfg)),
-    }
+    CtpSocket::bind_edp(cfg.iface()?, port, config(cfg))
 }
 
 /// Client: binds an ephemeral port and addresses `-R` (IP or MAC).

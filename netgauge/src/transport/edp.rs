@@ -1,16 +1,13 @@
 //! EDP datagrams over AF_PACKET (`-m edp`).
 //!
 //! Busy-poll mode reads from a TPACKET_V2 RX ring (DESIGN.md: 0.5 us less
-//! than plain recv on veth). With `--loss/--dup/--reorder` the socket's
-//! PacketLink is wrapped in the fault-injecting link.
+//! than plain recv on veth). With `--loss/--dup/--reorder` the runtime's
+//! link is wrapped in the fault-injecting link (same batched I/O path).
 
 use std::io;
 use std::time::Duration;
 
-use ::edp::link::fault::FaultLink;
-use ::edp::link::packet::DEFAULT_RX_RING_BYTES;
 use ::edp::socket::{EdpConfig, EdpSocket, SEND_BATCH};
-use ::edp::ETHERTYPE_EDP;
 
 use super::{map_timeout, recv_train, Endpoint, SessionConfig};
 
@@ -20,24 +17,16 @@ pub struct Edp {
     timeout: Duration,
 }
 
-/// Opens an EDP socket on `cfg`'s interface and `port` (0 = ephemeral),
-/// with the fault-injecting link when faults are configured. Shared with
-/// the CTP-over-EDP transport.
-pub fn open_socket(cfg: &SessionConfig, ethertype: u16, port: u16) -> io::Result<EdpSocket> {
+/// Opens an EDP socket on `cfg`'s interface and `port` (0 = ephemeral) in
+/// the session's runtime ([`SessionConfig::runtime`]).
+pub fn open_socket(cfg: &SessionConfig, port: u16) -> io::Result<EdpSocket> {
     let iface = cfg.iface()?;
     let ecfg = EdpConfig {
-        ethertype,
-        busy_poll: cfg.busy_poll,
-        rx_ring: cfg.busy_poll.then_some(DEFAULT_RX_RING_BYTES),
-        qdisc_bypass: true,
+        runtime: cfg.runtime(),
+        wait: cfg.wait(),
         ..EdpConfig::default()
     };
-    let mut sock = match &cfg.fault {
-        None => EdpSocket::bind_with((iface, port), &ecfg)?,
-        Some(fault) => EdpSocket::bind_wrapped((iface, port), &ecfg, |link| {
-            Box::new(FaultLink::new(link, fault.clone()))
-        })?,
-    };
+    let mut sock = EdpSocket::bind_with((iface, port), &ecfg)?;
     sock.set_read_timeout(Some(cfg.timeout))?;
     sock.set_write_timeout(Some(cfg.timeout))?;
     Ok(sock)
@@ -45,7 +34,7 @@ pub fn open_socket(cfg: &SessionConfig, ethertype: u16, port: u16) -> io::Result
 
 /// Client: an ephemeral port connected to `-R MAC`, port `-P`.
 pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
-    let mut sock = open_socket(cfg, ETHERTYPE_EDP, 0)?;
+    let mut sock = open_socket(cfg, 0)?;
     sock.connect(cfg.remote_mac()?, cfg.port)?;
     Ok(Box::new(Edp {
         sock,
@@ -56,7 +45,7 @@ pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
 
 /// Server: binds port `-P`; the client's first datagram fixes the peer.
 pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
-    let sock = open_socket(cfg, ETHERTYPE_EDP, cfg.port)?;
+    let sock = open_socket(cfg, cfg.port)?;
     Ok(Box::new(Edp {
         sock,
         connected: false,

@@ -5,7 +5,6 @@
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
 
-use ::edp::link::packet::DEFAULT_RX_RING_BYTES;
 use ::esp::config::EspConfig;
 use ::esp::socket::{EspListener, EspStream};
 
@@ -21,28 +20,16 @@ pub struct Esp {
 }
 
 fn config(cfg: &SessionConfig) -> EspConfig {
-    let mut c = EspConfig {
-        busy_poll: cfg.busy_poll,
-        // Ring only with busy polling: in blocking mode recv(2) measured
-        // cheaper for bulk, since the kernel copies into a ring in the
-        // sender's context (softirq of the veth transmit), putting the
-        // copy on the sender, the bottleneck, instead of the reader.
-        rx_ring: cfg.busy_poll.then_some(DEFAULT_RX_RING_BYTES),
-        // As the EDP mode: both Ethernet modes skip the kernel's queueing
-        // layer (veth has no qdisc to respect).
-        qdisc_bypass: true,
+    EspConfig {
+        wait: cfg.wait(),
+        runtime: cfg.runtime(),
         ..EspConfig::default()
-    };
-    if let Some(f) = &cfg.fault {
-        c = c.with_fault(f.clone());
     }
-    c
 }
 
 fn setup(mut stream: EspStream, cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     stream.set_read_timeout(Some(cfg.timeout))?;
     stream.set_write_timeout(Some(cfg.timeout))?;
-    stream.set_busy_poll(cfg.busy_poll);
     Ok(Box::new(Esp {
         stream,
         timeout: cfg.timeout,

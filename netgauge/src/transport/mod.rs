@@ -126,6 +126,36 @@ impl SessionConfig {
     }
 }
 
+impl SessionConfig {
+    /// The runtime every Ethernet mode's sockets join: one packet socket,
+    /// qdisc bypass (veth has no qdisc to respect), the RX ring when busy
+    /// polling (in blocking mode recv(2) measured cheaper for bulk: the
+    /// kernel copies into a ring in the sender's softirq, on the sender's
+    /// CPU, the bottleneck), and the run's fault injection.
+    pub(crate) fn runtime(&self) -> ::edp::runtime::RuntimeConfig {
+        use ::edp::runtime::{LinkConfig, RuntimeConfig, DEFAULT_RX_RING};
+        RuntimeConfig {
+            link: LinkConfig {
+                rx_ring: self.busy_poll.then_some(DEFAULT_RX_RING),
+                qdisc_bypass: true,
+                fault: self.fault.clone(),
+                ..LinkConfig::default()
+            },
+            ..RuntimeConfig::default()
+        }
+    }
+
+    /// How every mode's sockets wait: spinning with `--busy-poll`, else
+    /// the runtime's default (adaptive spin then sleep).
+    pub(crate) fn wait(&self) -> ::edp::runtime::WaitPolicy {
+        if self.busy_poll {
+            ::edp::runtime::WaitPolicy::BusyPoll
+        } else {
+            ::edp::runtime::WaitPolicy::DEFAULT
+        }
+    }
+}
+
 /// Opens the client end of a session for `cfg.mode`.
 pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     match cfg.mode {
