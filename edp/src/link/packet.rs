@@ -456,6 +456,32 @@ impl RxRing {
         unsafe { self.map.add(off) }
     }
 
+    /// Hands the next ready frame to `f` borrowed in its slot, then gives
+    /// the slot back to the kernel; false when the ring is empty.
+    fn with_next(&mut self, f: &mut dyn FnMut(&[u8])) -> bool {
+        let slot = self.frame(self.next);
+        // SAFETY: every frame slot starts with a 4-byte aligned tpacket2_hdr
+        // whose first field, tp_status, is shared with the kernel.
+        let status = unsafe { &*(slot as *const AtomicU32) };
+        if status.load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
+            return false;
+        }
+        // SAFETY: the slot belongs to user space until tp_status is reset
+        // below (Release); tp_mac and tp_snaplen are bounded by the kernel
+        // to the slot and checked against it again here; the slice does
+        // not outlive this call.
+        let frame = unsafe {
+            let hdr = ptr::read_volatile(slot as *const libc::tpacket2_hdr);
+            let mac = (hdr.tp_mac as usize).min(self.frame_size);
+            let len = (hdr.tp_snaplen as usize).min(self.frame_size - mac);
+            std::slice::from_raw_parts(slot.add(mac), len)
+        };
+        f(frame);
+        status.store(libc::TP_STATUS_KERNEL, Ordering::Release);
+        self.next = (self.next + 1) % self.frame_nr;
+        true
+    }
+
     /// Copies the next ready frame into `buf`; `None` when the ring is empty.
     fn try_recv(&mut self, buf: &mut [u8]) -> Option<usize> {
         let f = self.frame(self.next);
@@ -507,6 +533,8 @@ pub struct PacketLink {
     busy_poll: bool,
     /// Kernel counters accumulated since open.
     kernel_acc: std::cell::Cell<KernelStats>,
+    /// recvmmsg batch buffers of `recv_with` (allocated on first use).
+    rx_store: Vec<u8>,
 }
 
 impl std::fmt::Debug for PacketLink {
@@ -625,6 +653,7 @@ impl PacketLink {
             ring,
             busy_poll: false,
             kernel_acc: std::cell::Cell::new(KernelStats::default()),
+            rx_store: Vec::new(),
         })
     }
 
@@ -962,6 +991,45 @@ impl Link for PacketLink {
 
     fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {
         PacketLink::recv_batch(self, bufs, lens)
+    }
+
+    fn recv_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
+        if let Some(ring) = self.ring.as_mut() {
+            let mut n = 0;
+            while n < max && ring.with_next(f) {
+                n += 1;
+            }
+            return if n == 0 {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(n)
+            };
+        }
+        // One recvmmsg(2) into the link's own batch buffers (allocated on
+        // first use), with slack so an oversized frame is seen whole.
+        let slot = self.iface.mtu + ETH_HEADER_LEN + 64;
+        let k = max.min(MAX_BATCH);
+        let mut store = std::mem::take(&mut self.rx_store);
+        if store.len() < k * slot {
+            store = vec![0; MAX_BATCH * slot];
+        }
+        let mut lens = [0usize; MAX_BATCH];
+        let r = {
+            let mut it = store.chunks_mut(slot);
+            let mut bufs: [&mut [u8]; MAX_BATCH] =
+                std::array::from_fn(|_| it.next().unwrap_or(&mut []));
+            match self.recv_batch(&mut bufs[..k], &mut lens[..k]) {
+                Ok(n) => {
+                    for i in 0..n {
+                        f(&bufs[i][..lens[i]]);
+                    }
+                    Ok(n)
+                }
+                Err(e) => Err(e),
+            }
+        };
+        self.rx_store = store;
+        r
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
