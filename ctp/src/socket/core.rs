@@ -14,6 +14,10 @@ use crate::endpoint::{Delivery, Endpoint, PeerAddr};
 /// delivery queue is bounded by its configuration).
 pub const APP_QUEUE_CAP: usize = 1 << 16;
 
+/// Longest a confirmation is held back behind a delivery the application
+/// has not taken yet (see [`CtpCore::defer`]).
+pub const DEFER_MAX: std::time::Duration = std::time::Duration::from_micros(100);
+
 /// Routes a delivery to its subscriber (or the default receiver); gives it
 /// back when nobody subscribed, for the application queue.
 pub(crate) type RouteFn<P> = Box<dyn FnMut(Delivery<P>) -> Option<Delivery<P>> + Send>;
@@ -27,6 +31,8 @@ pub struct CtpCore<P: PeerAddr> {
     /// The endpoint's next deadline, cached after each event (its
     /// `poll_timeout` discards stale timers and needs `&mut`).
     deadline: Option<Instant>,
+    /// Transmission held back until then (see [`CtpCore::defer`]).
+    pub(crate) deferred_until: Option<Instant>,
 }
 
 impl<P: PeerAddr> CtpCore<P> {
@@ -36,11 +42,34 @@ impl<P: PeerAddr> CtpCore<P> {
             queue: VecDeque::new(),
             route: None,
             deadline: None,
+            deferred_until: None,
         }
     }
 
     pub(crate) fn set_route(&mut self, route: RouteFn<P>) {
         self.route = Some(route);
+    }
+
+    /// After a received packet queued a delivery for the application: hold
+    /// what the endpoint has to send (the confirmation) for at most
+    /// [`DEFER_MAX`], so the application gets its delivery one system call
+    /// earlier and a reply it sends at once leaves in the same batch as the
+    /// confirmation (the old CTP driver's "deferred confirmations"). The
+    /// application's next call, or the deadline, releases it.
+    pub(crate) fn defer(&mut self, now: Instant) {
+        if self.deferred_until.is_none() {
+            self.deferred_until = Some(now + DEFER_MAX);
+        }
+    }
+
+    /// Whether transmission is held back at `now`.
+    pub(crate) fn holds(&self, now: Instant) -> bool {
+        self.deferred_until.is_some_and(|t| now < t)
+    }
+
+    /// Releases a held transmission; true if one was held.
+    pub(crate) fn release(&mut self) -> bool {
+        self.deferred_until.take().is_some()
     }
 
     /// After the endpoint changed: routes new deliveries and refreshes the
@@ -61,17 +90,22 @@ impl<P: PeerAddr> CtpCore<P> {
         self.deadline = self.ep.poll_timeout();
     }
 
-    /// Fires the endpoint's timers if due.
+    /// Fires the endpoint's timers if due, and ends a held transmission
+    /// whose time is up.
     pub(crate) fn on_timeout(&mut self, now: Instant) {
+        if self.deferred_until.is_some_and(|t| t <= now) {
+            self.deferred_until = None;
+        }
         if self.deadline.is_some_and(|t| t <= now) {
             self.ep.handle_timeout(now);
         }
         self.after_event();
     }
 
-    /// The next deadline.
+    /// The next deadline (the endpoint's, or the end of a held
+    /// transmission).
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.deadline
+        netcore::time::earliest(self.deadline, self.deferred_until)
     }
 
     /// The oldest delivery for the application.

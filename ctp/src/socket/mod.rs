@@ -304,6 +304,7 @@ impl<T: Transport> CtpSocket<T> {
         let slot = self.shared.tr.slot();
         self.shared.tr.driver().with(|e, now| {
             let c = T::core(e, slot).expect("a CTP socket's core lives as long as the socket");
+            c.release();
             let r = f(c);
             c.after_event();
             let _ = T::touched(e, slot, now);
@@ -363,6 +364,7 @@ impl<T: Transport> CtpSocket<T> {
     ) -> io::Result<R> {
         let slot = self.shared.tr.slot();
         let what = format!("CTP {what} on {}", self.shared.name);
+        let mut first = true;
         self.shared
             .tr
             .driver()
@@ -370,6 +372,13 @@ impl<T: Transport> CtpSocket<T> {
                 let c = T::core(e, slot).ok_or_else(|| {
                     io::Error::new(io::ErrorKind::NotConnected, "CTP endpoint gone")
                 })?;
+                if std::mem::take(&mut first) && c.release() {
+                    // Back in the library: what was held for the last
+                    // delivery (its confirmation) goes out now.
+                    T::touched(e, slot, Instant::now())?;
+                    let c = T::core(e, slot).expect("core");
+                    return Ok(check(c));
+                }
                 Ok(check(c))
             })
     }
@@ -442,6 +451,8 @@ impl<T: Transport> CtpSocket<T> {
             if !c.ep.has_room(size) {
                 return None;
             }
+            // The reply leaves together with what was held back for it.
+            c.release();
             let r = op(&mut c.ep, now);
             c.after_event();
             let _ = T::touched(e, slot, now);
@@ -455,6 +466,7 @@ impl<T: Transport> CtpSocket<T> {
         match room {
             Ok(()) => self.shared.tr.driver().with(|e, now| {
                 let c = T::core(e, slot).expect("a CTP socket's core lives as long as the socket");
+                c.release();
                 let r = op(&mut c.ep, now);
                 c.after_event();
                 let _ = T::touched(e, slot, now);

@@ -42,10 +42,14 @@ impl Socket for CtpSlot {
                 return;
             }
         };
+        let before = self.core.queued();
         self.core
             .ep
             .handle_datagram(cx.now, (f.eth.src, f.edp.src_port), f.payload);
         self.core.after_event();
+        if self.core.queued() > before {
+            self.core.defer(cx.now);
+        }
     }
 
     fn on_timeout(&mut self, cx: &mut Cx<'_>) {
@@ -54,6 +58,9 @@ impl Socket for CtpSlot {
 
     fn poll_transmit(&mut self, cx: &mut Cx<'_>, tx: &mut TxQueue) {
         self.more = false;
+        if self.core.holds(cx.now) {
+            return;
+        }
         loop {
             if tx.is_full() {
                 self.more = self.core.ep.has_transmit();

@@ -50,6 +50,9 @@ impl std::fmt::Debug for UdpEngine {
 
 impl UdpEngine {
     fn transmit(&mut self, now: Instant) {
+        if self.core.holds(now) {
+            return;
+        }
         if let Some((dest, len)) = self.blocked {
             match self.sock.send_to(&self.tx[..len], dest) {
                 Ok(_) => self.blocked = None,
@@ -113,6 +116,7 @@ impl Engine for UdpEngine {
     ) -> io::Result<usize> {
         let mut got = 0;
         let mut errors = 0;
+        let before = self.core.queued();
         while got < RX_BATCH {
             match self.sock.recv_from(&mut self.rx) {
                 Ok((n, from)) => {
@@ -134,6 +138,9 @@ impl Engine for UdpEngine {
             }
         }
         self.core.on_timeout(now);
+        if self.core.queued() > before {
+            self.core.defer(now);
+        }
         self.transmit(now);
         self.update_ready();
         Ok(got)

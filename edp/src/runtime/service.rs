@@ -28,6 +28,12 @@ use super::driver::{drain, sleep_on, Driver, Engine};
 /// (in-memory links used with real threads, in tests).
 const FDLESS_POLL: std::time::Duration = std::time::Duration::from_micros(200);
 
+/// Longest time between two looks of the service thread while callers keep
+/// leading the link: after a caller leaves, its leftovers (a delayed ACK, a
+/// retransmission) wait at most this long, and link polling for an absent
+/// application starts within this long.
+const MAX_CHECK_PERIOD: std::time::Duration = std::time::Duration::from_millis(16);
+
 /// Timer slack of the service thread, ns: its sleeps end within 1 us of
 /// the deadline (the kernel's default slack is 50 us).
 const TIMER_SLACK_NS: u64 = 1_000;
@@ -55,17 +61,30 @@ pub(crate) fn spawn<E: Engine>(driver: &Arc<Driver<E>>, name: String) -> io::Res
             if let Err(e) = nix::sys::prctl::set_timerslack(TIMER_SLACK_NS as _) {
                 tracing::debug!(error = %e, "service thread: timer slack");
             }
+            let mut period = match progress {
+                Progress::WhenIdle { after } => after,
+                Progress::Callers => MAX_CHECK_PERIOD,
+            };
             loop {
                 let Some(d) = weak.upgrade() else {
                     return;
                 };
-                let mut g = d.lock();
+                let Some(mut g) = d.try_lock() else {
+                    // A caller holds the engine (a spinning leader, or one
+                    // at work): it keeps the link and the deadlines. Look
+                    // again later, less often while this lasts.
+                    drop(d);
+                    let _ = sleep_on(&[wake.as_fd()], Some(Instant::now() + period));
+                    drain(&wake);
+                    period = (period * 2).min(MAX_CHECK_PERIOD);
+                    continue;
+                };
                 if Driver::is_shutdown(&g) {
                     return;
                 }
                 let now = Instant::now();
-                let (caller_leads, mut polling, last_caller) = Driver::svc_state(&g);
-                let due = g.engine.next_deadline().is_some_and(|t| t <= now);
+                let (caller_leads, caller_awake, mut polling, last_caller) = Driver::svc_state(&g);
+                let due = !caller_awake && g.engine.next_deadline().is_some_and(|t| t <= now);
                 let r = if polling {
                     g.engine.poll(now, None).map(|_| ())
                 } else if due {
@@ -79,21 +98,22 @@ pub(crate) fn spawn<E: Engine>(driver: &Arc<Driver<E>>, name: String) -> io::Res
                 d.notify(&mut g);
                 let mut check_at = None;
                 if let Progress::WhenIdle { after } = progress {
-                    if caller_leads {
+                    if caller_leads || now < last_caller + after {
                         // Look again later: when the caller leaves, what it
-                        // left due (a delayed ACK) is ours within `after`.
-                        check_at = Some(now + after);
+                        // left due (a delayed ACK) is ours. While callers
+                        // keep leading, look less and less often (up to
+                        // MAX_CHECK_PERIOD): a thread that busy-polls must
+                        // not be preempted every `after` for nothing.
+                        check_at = Some(now + period);
+                        period = (period * 2).min(MAX_CHECK_PERIOD.max(after));
                     } else {
-                        let idle_from = last_caller + after;
-                        if now >= idle_from {
-                            polling = Driver::svc_take_link(&mut g);
-                            if polling && link.is_none() {
-                                // An in-memory link has no descriptor to
-                                // sleep on: poll it periodically.
-                                check_at = Some(now + FDLESS_POLL);
-                            }
-                        } else {
-                            check_at = Some(idle_from);
+                        // No caller for `after`: poll the link for them.
+                        period = after;
+                        polling = Driver::svc_take_link(&mut g);
+                        if polling && link.is_none() {
+                            // An in-memory link has no descriptor to
+                            // sleep on: poll it periodically.
+                            check_at = Some(now + FDLESS_POLL);
                         }
                     }
                 }
@@ -103,7 +123,15 @@ pub(crate) fn spawn<E: Engine>(driver: &Arc<Driver<E>>, name: String) -> io::Res
                 if !polling {
                     Driver::svc_release_link(&mut g);
                 }
-                let target = netcore::time::earliest(g.engine.next_deadline(), check_at);
+                // An awake leader keeps the deadlines itself (a spinning
+                // one checks them between spins; one about to sleep hands
+                // them over): waking for them would only steal its CPU.
+                let deadline = if caller_awake {
+                    None
+                } else {
+                    g.engine.next_deadline()
+                };
+                let target = netcore::time::earliest(deadline, check_at);
                 Driver::svc_set_target(&mut g, target);
                 drop(g);
                 drop(d);

@@ -141,7 +141,11 @@ impl SessionConfig {
                 fault: self.fault.clone(),
                 ..LinkConfig::default()
             },
-            ..RuntimeConfig::default()
+            progress: if std::env::var("NG_PROGRESS_CALLERS").is_ok() {
+                ::edp::runtime::Progress::Callers
+            } else {
+                ::edp::runtime::Progress::default()
+            },
         }
     }
 
