@@ -141,11 +141,7 @@ impl SessionConfig {
                 fault: self.fault.clone(),
                 ..LinkConfig::default()
             },
-            progress: if std::env::var("NG_PROGRESS_CALLERS").is_ok() {
-                ::edp::runtime::Progress::Callers
-            } else {
-                ::edp::runtime::Progress::default()
-            },
+            ..RuntimeConfig::default()
         }
     }
 
