@@ -876,3 +876,39 @@ fn broadcast_reaches_every_host_on_a_bridge() {
         io::ErrorKind::WouldBlock
     );
 }
+
+#[test]
+fn a_thousand_sockets_in_one_process_share_one_packet_socket() {
+    let Some(net) = setup("thousand_sockets", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    const N: u16 = 1000;
+    const BASE: u16 = 20000;
+    let mut socks: Vec<EdpSocket> = b.run(|| {
+        (0..N)
+            .map(|i| EdpSocket::bind_with((b.iface.as_str(), BASE + i), quiet()).unwrap())
+            .collect()
+    });
+    // All of them live in one runtime: one packet socket for the process.
+    assert!(socks.iter().all(|s| s.runtime().same(socks[0].runtime())));
+    a.run(|| {
+        let mut t = EdpSocket::bind_with((a.iface.as_str(), 0), quiet()).unwrap();
+        for i in 0..N {
+            let port = BASE + i;
+            t.send_to(&port.to_be_bytes(), (b.mac, port)).unwrap();
+        }
+    });
+    let mut buf = [0u8; 64];
+    for (i, s) in socks.iter_mut().enumerate() {
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        let (n, mac, _) = s.recv_from(&mut buf).unwrap();
+        let port = BASE + i as u16;
+        assert_eq!((&buf[..n], mac), (&port.to_be_bytes()[..], a.mac), "socket {i}");
+    }
+    let rs = socks[0].runtime().stats();
+    assert_eq!((rs.unclaimed, rs.malformed), (0, 0), "{rs:?}");
+    // Closing them all empties the table: the port is free again.
+    drop(socks);
+    b.run(|| EdpSocket::bind_with((b.iface.as_str(), BASE), quiet()).unwrap());
+}

@@ -344,3 +344,31 @@ fn soak_exactly_once_busy_poll_ping_pong() {
         "the short timeout produced duplicate packets to filter"
     );
 }
+
+/// A `CtpSocket` is a `mio::event::Source` whose readiness is its delivery
+/// queue: a delivery queued before registration is reported at once.
+#[test]
+fn mio_readiness_is_the_delivery_queue() {
+    use edp::mio::{Events, Interest, Poll, Token};
+    let mut a = bind_served();
+    let b = bind_served();
+    let pa = a.local_addr().unwrap();
+    let id = b.send(3, pa, b"for mio", Options::NONE).unwrap();
+    assert!(b.wait_confirmed(id, WAIT).unwrap(), "not confirmed");
+    let mut poll = Poll::new().unwrap();
+    poll.registry()
+        .register(&mut a, Token(9), Interest::READABLE)
+        .unwrap();
+    let mut events = Events::with_capacity(4);
+    let until = std::time::Instant::now() + WAIT.unwrap();
+    let mut seen = false;
+    while !seen && std::time::Instant::now() < until {
+        poll.poll(&mut events, Some(Duration::from_millis(50)))
+            .unwrap();
+        seen = events.iter().any(|e| e.token() == Token(9));
+    }
+    assert!(seen, "a queued delivery was not reported");
+    let d = data(a.try_recv_delivery().expect("delivery queued"));
+    assert_eq!((d.command, &d.data[..]), (3, &b"for mio"[..]));
+    assert!(a.try_recv_delivery().is_none());
+}

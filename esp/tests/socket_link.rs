@@ -180,3 +180,64 @@ fn close_returns_once_the_peer_has_everything() {
     assert!(got == data, "{} of {} bytes", got.len(), data.len());
     assert!(c.stats().retransmitted > 0, "the loss was exercised");
 }
+
+/// Polls `poll` until `token` is reported (readable), at most `PATIENCE`.
+fn wait_event(poll: &mut edp::mio::Poll, token: edp::mio::Token) -> bool {
+    let mut events = edp::mio::Events::with_capacity(16);
+    let until = std::time::Instant::now() + PATIENCE.unwrap();
+    while std::time::Instant::now() < until {
+        poll.poll(&mut events, Some(Duration::from_millis(50)))
+            .unwrap();
+        if events.iter().any(|e| e.token() == token && e.is_readable()) {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn mio_readiness_of_listener_and_stream_comes_from_protocol_state() {
+    use edp::mio::{Interest, Poll, Token};
+    use edp::runtime::{Runtime, RuntimeConfig};
+    let (la, lb) = pair();
+    let mb = lb.mac();
+    let rt_b = Runtime::with_link(lb, RuntimeConfig::default()).unwrap();
+    let mut l = esp::EspListener::bind_on(&rt_b, 80, EspConfig::default()).unwrap();
+    l.set_nonblocking(true).unwrap();
+    let mut poll = Poll::new().unwrap();
+    poll.registry()
+        .register(&mut l, Token(1), Interest::READABLE)
+        .unwrap();
+    assert_eq!(l.accept().unwrap_err().kind(), ErrorKind::WouldBlock);
+    let client = std::thread::spawn(move || {
+        let mut c =
+            EspStream::connect_link(la, 40000, (mb, 80), EspConfig::default(), PATIENCE).unwrap();
+        c.write_all(b"first second").unwrap();
+        c.wait_acked(PATIENCE).unwrap();
+        c
+    });
+    // An established connection waiting for accept makes the listener readable.
+    assert!(wait_event(&mut poll, Token(1)), "listener never readable");
+    let (mut s, _) = l.accept().unwrap();
+    s.set_nonblocking(true).unwrap();
+    let c = client.join().unwrap();
+    // The data arrived before the stream was registered: registering an
+    // already-readable stream reports it at once.
+    poll.registry()
+        .register(&mut s, Token(2), Interest::READABLE)
+        .unwrap();
+    assert!(wait_event(&mut poll, Token(2)), "buffered data not readable");
+    let mut buf = [0u8; 6];
+    s.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"first ");
+    // Still buffered, no new frame: readable again after re-registering.
+    poll.registry()
+        .reregister(&mut s, Token(2), Interest::READABLE)
+        .unwrap();
+    assert!(wait_event(&mut poll, Token(2)), "the rest is not readable");
+    let mut rest = [0u8; 6];
+    s.read_exact(&mut rest).unwrap();
+    assert_eq!(&rest, b"second");
+    assert_eq!(s.read(&mut rest).unwrap_err().kind(), ErrorKind::WouldBlock);
+    drop(c);
+}

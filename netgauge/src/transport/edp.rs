@@ -111,8 +111,8 @@ impl Endpoint for Edp {
     fn stats_line(&mut self) -> Option<String> {
         let s = self.sock.stats();
         Some(format!(
-            "edp sent {} send_errors {} received {} dropped {}",
-            s.sent, s.send_errors, s.received, s.dropped
+            "edp sent {} send_errors {} received {} dropped {} queue_full {} kernel_drops {}",
+            s.sent, s.send_errors, s.received, s.dropped, s.queue_full, s.kernel_drops
         ))
     }
 }
