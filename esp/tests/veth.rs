@@ -515,3 +515,137 @@ impl ReadWrite for std::net::TcpStream {
         std::net::TcpStream::shutdown(self, Shutdown::Write).unwrap();
     }
 }
+
+/// Runs `n` ESP streams from host A to host B for `secs` seconds, each
+/// sending as fast as its window allows, driven by one mio loop per side
+/// (nonblocking streams, readiness from protocol state); returns the bytes
+/// each stream delivered.
+fn concurrent_streams(
+    a: &common::Host,
+    b: &common::Host,
+    port: u16,
+    n: usize,
+    secs: f64,
+) -> Vec<u64> {
+    use edp::mio::{Events, Interest, Poll, Token};
+    let (tx, rx) = mpsc::channel();
+    let bi = b.clone();
+    let server = b.spawn(move || {
+        let l = EspListener::bind_with(&bi.iface, port, EspConfig::default()).unwrap();
+        tx.send(()).unwrap();
+        let mut poll = Poll::new().unwrap();
+        let mut streams = Vec::with_capacity(n);
+        for i in 0..n {
+            let (mut s, _) = l.accept_timeout(Some(PATIENCE)).unwrap();
+            s.set_nonblocking(true).unwrap();
+            poll.registry()
+                .register(&mut s, Token(i), Interest::READABLE)
+                .unwrap();
+            streams.push(s);
+        }
+        let mut got = vec![0u64; n];
+        let mut open = n;
+        let mut events = Events::with_capacity(1024);
+        let mut buf = vec![0u8; 256 << 10];
+        let give_up = std::time::Instant::now() + PATIENCE;
+        while open > 0 {
+            assert!(std::time::Instant::now() < give_up, "receivers stuck");
+            poll.poll(&mut events, Some(Duration::from_millis(100)))
+                .unwrap();
+            for e in events.iter() {
+                let i = e.token().0;
+                loop {
+                    match streams[i].read(&mut buf) {
+                        Ok(0) => {
+                            open -= 1;
+                            break;
+                        }
+                        Ok(k) => got[i] += k as u64,
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) => panic!("stream {i}: {e}"),
+                    }
+                }
+            }
+        }
+        got
+    });
+    rx.recv().unwrap();
+    let (ai, bmac) = (a.iface.clone(), b.mac);
+    a.run(move || {
+        let mut poll = Poll::new().unwrap();
+        let mut streams: Vec<EspStream> = (0..n)
+            .map(|i| {
+                let mut s =
+                    EspStream::connect_timeout_with(&ai, bmac, port, EspConfig::default(), PATIENCE)
+                        .unwrap();
+                s.set_nonblocking(true).unwrap();
+                poll.registry()
+                    .register(&mut s, Token(i), Interest::WRITABLE)
+                    .unwrap();
+                s
+            })
+            .collect();
+        let chunk = vec![0x5au8; 64 << 10];
+        let mut events = Events::with_capacity(1024);
+        let start = std::time::Instant::now();
+        while start.elapsed().as_secs_f64() < secs {
+            poll.poll(&mut events, Some(Duration::from_millis(10)))
+                .unwrap();
+            for e in events.iter() {
+                let s = &mut streams[e.token().0];
+                loop {
+                    match s.write(&chunk) {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) => panic!("write: {e}"),
+                    }
+                }
+            }
+        }
+        for s in &mut streams {
+            s.set_nonblocking(false).unwrap();
+            s.shutdown(Shutdown::Write).unwrap();
+        }
+        for s in &mut streams {
+            let _ = s.close(Some(PATIENCE));
+        }
+    });
+    server.join().unwrap()
+}
+
+/// Not a test: aggregate goodput and Jain's fairness index of 256
+/// concurrent ESP streams against one stream alone, on one veth pair.
+/// `cargo test --release -p esp --test veth report_concurrent -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn report_concurrent_streams() {
+    let Some(net) = setup("esp_concurrent", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let secs = 3.0;
+    for (k, n) in [1usize, 256].into_iter().enumerate() {
+        let got = concurrent_streams(&a, &b, 7600 + k as u16, n, secs);
+        let total: u64 = got.iter().sum();
+        let sum: f64 = got.iter().map(|&x| x as f64).sum();
+        let sq: f64 = got.iter().map(|&x| (x as f64) * (x as f64)).sum();
+        let jain = sum * sum / (n as f64 * sq);
+        let min = got.iter().min().unwrap();
+        let max = got.iter().max().unwrap();
+        println!(
+            "{n:4} streams: aggregate {:8.1} Mbit/s, Jain {jain:.3}, per stream min {min} max {max} bytes",
+            total as f64 * 8.0 / secs / 1e6
+        );
+    }
+}
+
+#[test]
+fn thirty_two_streams_through_one_mio_loop_each_side() {
+    let Some(net) = setup("esp_mio_streams", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let got = concurrent_streams(&a, &b, 7650, 32, 0.3);
+    assert_eq!(got.len(), 32);
+    assert!(got.iter().all(|&x| x > 0), "a stream delivered nothing: {got:?}");
+}

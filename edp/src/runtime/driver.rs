@@ -388,6 +388,22 @@ impl<E: Engine> Driver<E> {
             Ok(None) => {}
             Err(e) => return Err(e),
         }
+        if deadline == Deadline::Now {
+            // A nonblocking call: one turn, without taking the leader role
+            // (it will not wait, so it does not keep the link: the service
+            // thread or a waiting caller does).
+            let now = Instant::now();
+            let r = match g.leader {
+                Leader::Caller { thread, .. } if thread != me => Ok(0),
+                _ => g.engine.poll(now, direct.as_mut().map(|d| (slot, d))),
+            };
+            self.notify(&mut g);
+            r?;
+            return match check(&mut g.engine, direct.as_mut())? {
+                Some(v) => Ok(v),
+                None => Err(io::ErrorKind::WouldBlock.into()),
+            };
+        }
         loop {
             let now = Instant::now();
             let leading = match g.leader {
