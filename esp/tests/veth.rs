@@ -526,12 +526,13 @@ fn concurrent_streams(
     port: u16,
     n: usize,
     secs: f64,
+    cfg: EspConfig,
 ) -> Vec<u64> {
     use edp::mio::{Events, Interest, Poll, Token};
     let (tx, rx) = mpsc::channel();
-    let bi = b.clone();
+    let (bi, cfg_b) = (b.clone(), cfg.clone());
     let server = b.spawn(move || {
-        let l = EspListener::bind_with(&bi.iface, port, EspConfig::default()).unwrap();
+        let l = EspListener::bind_with(&bi.iface, port, cfg_b).unwrap();
         tx.send(()).unwrap();
         let mut poll = Poll::new().unwrap();
         let mut streams = Vec::with_capacity(n);
@@ -576,7 +577,7 @@ fn concurrent_streams(
         let mut streams: Vec<EspStream> = (0..n)
             .map(|i| {
                 let mut s =
-                    EspStream::connect_timeout_with(&ai, bmac, port, EspConfig::default(), PATIENCE)
+                    EspStream::connect_timeout_with(&ai, bmac, port, cfg.clone(), PATIENCE)
                         .unwrap();
                 s.set_nonblocking(true).unwrap();
                 poll.registry()
@@ -625,7 +626,7 @@ fn report_concurrent_streams() {
     let (a, b) = (net.host(0).clone(), net.host(1).clone());
     let secs = 3.0;
     for (k, n) in [1usize, 256].into_iter().enumerate() {
-        let got = concurrent_streams(&a, &b, 7600 + k as u16, n, secs);
+        let got = concurrent_streams(&a, &b, 7600 + k as u16, n, secs, EspConfig::default());
         let total: u64 = got.iter().sum();
         let sum: f64 = got.iter().map(|&x| x as f64).sum();
         let sq: f64 = got.iter().map(|&x| (x as f64) * (x as f64)).sum();
@@ -645,7 +646,13 @@ fn thirty_two_streams_through_one_mio_loop_each_side() {
         return;
     };
     let (a, b) = (net.host(0).clone(), net.host(1).clone());
-    let got = concurrent_streams(&a, &b, 7650, 32, 0.3);
+    // Small send buffers: what is queued when the clock stops must drain
+    // quickly in a debug build.
+    let cfg = EspConfig {
+        send_buffer: 128 << 10,
+        ..EspConfig::default()
+    };
+    let got = concurrent_streams(&a, &b, 7650, 32, 0.3, cfg);
     assert_eq!(got.len(), 32);
     assert!(got.iter().all(|&x| x > 0), "a stream delivered nothing: {got:?}");
 }

@@ -140,6 +140,14 @@ struct Shared<T: Transport> {
 
 impl<T: Transport> Drop for Shared<T> {
     fn drop(&mut self) {
+        // Confirmations held back behind the last delivery still go out.
+        let slot = self.tr.slot();
+        self.tr.driver().with(|e, now| {
+            if let Some(c) = T::core(e, slot) {
+                c.release();
+            }
+            let _ = T::touched(e, slot, now);
+        });
         self.tr.release();
         self.pool.shutdown();
     }

@@ -185,19 +185,25 @@ pub(crate) fn signal(efd: &EventFd) {
     let _ = efd.write(1);
 }
 
-/// Sleeps in ppoll(2) until one of `fds` is readable or `until` passes.
-pub(crate) fn sleep_on(fds: &[BorrowedFd<'_>], until: Option<Instant>) -> io::Result<()> {
+/// Sleeps in ppoll(2) until one of `fds` (one or two) is readable or
+/// `until` passes; returns which were readable (bit `i` for `fds[i]`).
+pub(crate) fn sleep_on(fds: &[BorrowedFd<'_>], until: Option<Instant>) -> io::Result<u32> {
     let mut pfds: [PollFd<'_>; 2] = [
         PollFd::new(fds[0], PollFlags::POLLIN),
         PollFd::new(fds[fds.len() - 1], PollFlags::POLLIN),
     ];
-    let pfds = &mut pfds[..fds.len().min(2)];
+    let n = fds.len().min(2);
     let timeout = until.map(|u| {
         let d = u.saturating_duration_since(Instant::now());
         nix::sys::time::TimeSpec::from_duration(d)
     });
-    match nix::poll::ppoll(pfds, timeout, None) {
-        Ok(_) | Err(nix::errno::Errno::EINTR) => Ok(()),
+    match nix::poll::ppoll(&mut pfds[..n], timeout, None) {
+        Ok(_) => Ok(pfds[..n]
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.revents().is_some_and(|r| !r.is_empty()))
+            .fold(0, |m, (i, _)| m | (1 << i))),
+        Err(nix::errno::Errno::EINTR) => Ok(0),
         Err(e) => Err(io::Error::other(format!("ppoll: {e}"))),
     }
 }
@@ -498,10 +504,14 @@ impl<E: Engine> Driver<E> {
                     None => {
                         // In-memory link: no descriptor to sleep on.
                         std::thread::sleep(Duration::from_micros(50));
-                        Ok(())
+                        Ok(2)
                     }
                 };
-                drain(&self.leader_wake);
+                if matches!(r, Ok(m) if m & 2 != 0) {
+                    // Woken on purpose: reset the signal (one read(2) only
+                    // then, not after every sleep).
+                    drain(&self.leader_wake);
+                }
                 g = self.lock();
                 if let Leader::Caller { thread, .. } = g.leader {
                     if thread == me {

@@ -74,8 +74,11 @@ pub(crate) fn spawn<E: Engine>(driver: &Arc<Driver<E>>, name: String) -> io::Res
                     // at work): it keeps the link and the deadlines. Look
                     // again later, less often while this lasts.
                     drop(d);
-                    let _ = sleep_on(&[wake.as_fd()], Some(Instant::now() + period));
-                    drain(&wake);
+                    if let Ok(m) = sleep_on(&[wake.as_fd()], Some(Instant::now() + period)) {
+                        if m & 1 != 0 {
+                            drain(&wake);
+                        }
+                    }
                     period = (period * 2).min(MAX_CHECK_PERIOD);
                     continue;
                 };
@@ -139,11 +142,14 @@ pub(crate) fn spawn<E: Engine>(driver: &Arc<Driver<E>>, name: String) -> io::Res
                     (Some(l), true) => sleep_on(&[wake.as_fd(), l.as_fd()], target),
                     _ => sleep_on(&[wake.as_fd()], target),
                 };
-                if let Err(e) = r {
-                    tracing::warn!(error = %e, "service thread: ppoll");
-                    std::thread::sleep(std::time::Duration::from_millis(1));
+                match r {
+                    Ok(m) if m & 1 != 0 => drain(&wake),
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "service thread: ppoll");
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
                 }
-                drain(&wake);
             }
         })?;
     Ok(())

@@ -128,15 +128,14 @@ impl SessionConfig {
 
 impl SessionConfig {
     /// The runtime every Ethernet mode's sockets join: one packet socket,
-    /// qdisc bypass (veth has no qdisc to respect), the RX ring when busy
-    /// polling (in blocking mode recv(2) measured cheaper for bulk: the
-    /// kernel copies into a ring in the sender's softirq, on the sender's
-    /// CPU, the bottleneck), and the run's fault injection.
+    /// qdisc bypass (veth has no qdisc to respect), the RX ring (spinning
+    /// waits watch its status word instead of calling recvmmsg(2) on every
+    /// turn), and the run's fault injection.
     pub(crate) fn runtime(&self) -> ::edp::runtime::RuntimeConfig {
         use ::edp::runtime::{LinkConfig, RuntimeConfig, DEFAULT_RX_RING};
         RuntimeConfig {
             link: LinkConfig {
-                rx_ring: self.busy_poll.then_some(DEFAULT_RX_RING),
+                rx_ring: Some(DEFAULT_RX_RING),
                 qdisc_bypass: true,
                 fault: self.fault.clone(),
                 ..LinkConfig::default()
