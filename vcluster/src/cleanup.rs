@@ -86,8 +86,10 @@ pub fn install_signal_cleanup() -> bool {
     static INSTALLED: AtomicBool = AtomicBool::new(false);
     ONCE.call_once(|| {
         let r = ctrlc::set_handler(|| {
-            let n = remove_all();
-            eprintln!("interrupted: removed the virtual cluster ({n} namespaces)");
+            let (procs, n) = remove_all();
+            eprintln!(
+                "interrupted: removed the virtual cluster ({n} namespaces, {procs} processes stopped)"
+            );
             std::process::exit(130);
         });
         match r {
@@ -103,16 +105,18 @@ pub fn install_signal_cleanup() -> bool {
 /// Stops every registered process (SIGKILL, or SIGTERM with up to 5 s to
 /// exit for processes that clean up themselves, such as a re-executed
 /// program in a user namespace) and deletes every registered namespace.
-/// Returns how many namespaces were deleted. For signal handlers; `Drop`
-/// does the same for one cluster.
-pub fn remove_all() -> usize {
+/// Returns how many processes were signalled and namespaces deleted. For
+/// signal handlers; `Drop` does the same for one cluster.
+pub fn remove_all() -> (usize, usize) {
     let mut r = registry();
     let deadline = Instant::now() + Duration::from_secs(5);
+    let mut procs = 0;
     for &(pid, sig) in &r.processes {
         let pid = Pid::from_raw(pid as i32);
         if kill(pid, sig).is_err() {
             continue;
         }
+        procs += 1;
         // Reap (or, for SIGTERM, wait a bounded time for) our own children.
         loop {
             match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
@@ -130,7 +134,7 @@ pub fn remove_all() -> usize {
             n += 1;
         }
     }
-    n
+    (procs, n)
 }
 
 /// Deletes namespaces of this crate whose creating process no longer exists

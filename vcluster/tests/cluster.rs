@@ -345,7 +345,7 @@ fn sigterm_and_sigint_remove_the_cluster_of_the_signalled_process() {
             .unwrap_or_else(|| panic!("child ignored {sig:?}"));
         let err = child.read_stderr();
         assert_eq!(st.code(), Some(130), "{sig:?}: {st}; {err}");
-        assert!(err.contains("removed the virtual cluster (4 namespaces)"), "{err}");
+        assert!(err.contains("removed the virtual cluster (4 namespaces, 1 processes stopped)"), "{err}");
         assert_gone(&names);
         assert!(
             !Path::new(&format!("/proc/{sleeper}")).exists(),
