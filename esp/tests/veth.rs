@@ -8,9 +8,9 @@ use std::net::Shutdown;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use esp::{EspConfig, EspListener, EspStream, FaultConfig};
 use testkit::pattern::{check, fill, Digest};
 use testkit::setup;
-use esp::{EspConfig, EspListener, EspStream, FaultConfig};
 
 /// Generous liveness bound (not a timing assertion).
 const PATIENCE: Duration = Duration::from_secs(60);

@@ -14,7 +14,10 @@ const NETGAUGE: &str = env!("CARGO_BIN_EXE_netgauge");
 /// why and skip, except under CI=true, where the test fails.
 fn can_run() -> bool {
     if !testkit::is_root() {
-        testkit::skip("netgauge --local", "not root (network namespaces need root)");
+        testkit::skip(
+            "netgauge --local",
+            "not root (network namespaces need root)",
+        );
         return false;
     }
     let ip_ok = Command::new("ip")
@@ -23,7 +26,10 @@ fn can_run() -> bool {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !ip_ok {
-        testkit::skip("netgauge --local", "`ip netns` unavailable (install iproute2)");
+        testkit::skip(
+            "netgauge --local",
+            "`ip netns` unavailable (install iproute2)",
+        );
     }
     ip_ok
 }
@@ -205,7 +211,10 @@ fn ctrl_c_removes_the_cluster() {
         if names.len() == 2 {
             break names;
         }
-        assert!(Instant::now() < deadline, "cluster never appeared: {names:?}");
+        assert!(
+            Instant::now() < deadline,
+            "cluster never appeared: {names:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     std::thread::sleep(Duration::from_millis(300));
@@ -276,8 +285,15 @@ fn sigterm_without_root_stops_the_user_namespace_run() {
     // setpriv execs netgauge in place: the child is the outer netgauge.
     let outer = child.id();
     let inner = || -> Option<u32> {
-        let out = Command::new("pgrep").args(["-P", &outer.to_string()]).output().ok()?;
-        String::from_utf8_lossy(&out.stdout).split_whitespace().next()?.parse().ok()
+        let out = Command::new("pgrep")
+            .args(["-P", &outer.to_string()])
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
     };
     // Wait until the measurement runs (the header line is printed).
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());

@@ -217,7 +217,9 @@ mod tests {
         assert_ne!(whole[..64], whole[1..65], "shifted windows differ");
         // every byte value occurs: no stuck bits
         let mut seen = [false; 256];
-        pattern(1 << 16, 42).iter().for_each(|&b| seen[b as usize] = true);
+        pattern(1 << 16, 42)
+            .iter()
+            .for_each(|&b| seen[b as usize] = true);
         assert!(seen.iter().all(|&s| s));
     }
 
@@ -249,13 +251,20 @@ mod tests {
         for cut in [1usize, 3, 7, 8, 9, 1000, 4096] {
             let mut d = Digest::new();
             data.chunks(cut).for_each(|c| d.update(c));
-            assert_eq!((d.len(), d.hash()), (whole.len(), whole.hash()), "cut {cut}");
+            assert_eq!(
+                (d.len(), d.hash()),
+                (whole.len(), whole.hash()),
+                "cut {cut}"
+            );
         }
         let mut bad = data.clone();
         bad[5000] ^= 1;
         assert_ne!(Digest::of(&bad).hash(), whole.hash());
         // trailing zeros change the length, and the hash
         assert_ne!(Digest::of(&[1, 0]).hash(), Digest::of(&[1]).hash());
-        assert_eq!(Digest::parse_report(&whole.report()), (10_007, whole.hash()));
+        assert_eq!(
+            Digest::parse_report(&whole.report()),
+            (10_007, whole.hash())
+        );
     }
 }

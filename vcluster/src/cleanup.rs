@@ -151,7 +151,9 @@ pub(crate) fn sweep_stale() {
         };
         if !Path::new(&format!("/proc/{pid}")).exists() {
             match ip(&["netns", "del", &name]) {
-                Ok(_) => tracing::info!(ns = %name, pid, "removed stale namespace of a dead process"),
+                Ok(_) => {
+                    tracing::info!(ns = %name, pid, "removed stale namespace of a dead process")
+                }
                 Err(e) => tracing::warn!(ns = %name, "cannot remove stale namespace: {e}"),
             }
         }

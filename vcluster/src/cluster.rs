@@ -352,8 +352,19 @@ impl Cluster {
             }
             Some(sw) => {
                 ip(&[
-                    "-n", sw, "link", "add", "br0", "mtu", &mtu.to_string(), "type", "bridge",
-                    "stp_state", "0", "mcast_snooping", "0",
+                    "-n",
+                    sw,
+                    "link",
+                    "add",
+                    "br0",
+                    "mtu",
+                    &mtu.to_string(),
+                    "type",
+                    "bridge",
+                    "stp_state",
+                    "0",
+                    "mcast_snooping",
+                    "0",
                 ])?;
                 let mut ports = Vec::new();
                 for h in &self.hosts {
@@ -395,7 +406,11 @@ impl Cluster {
             .map(|h| (h.ns.as_str(), vec![h.iface.clone()], false))
             .collect();
         if let Some(sw) = &self.switch {
-            let ports = self.hosts.iter().map(|h| port_name(self.id, h.index)).collect();
+            let ports = self
+                .hosts
+                .iter()
+                .map(|h| port_name(self.id, h.index))
+                .collect();
             waits.push((sw.as_str(), ports, true));
         }
         for (ns, ifaces, bridge_ports) in waits {
@@ -420,7 +435,11 @@ impl Cluster {
                         what: pending.clone(),
                         ns: ns.to_string(),
                         limit_s: limit.as_secs(),
-                        state: state.split_whitespace().take(12).collect::<Vec<_>>().join(" "),
+                        state: state
+                            .split_whitespace()
+                            .take(12)
+                            .collect::<Vec<_>>()
+                            .join(" "),
                     });
                 }
                 std::thread::sleep(Duration::from_millis(5));
@@ -477,7 +496,9 @@ fn disable_ipv6(ns: &str) -> Result<()> {
                             ns: ns.to_string(),
                             op: "write /proc/sys/net/ipv6/conf/*/disable_ipv6",
                             source,
-                            hint: Some("is /proc mounted read-only? build with .ipv6(true) to skip this"),
+                            hint: Some(
+                                "is /proc mounted read-only? build with .ipv6(true) to skip this",
+                            ),
                         })
                     }
                 }
@@ -496,7 +517,9 @@ fn port_name(n: u32, i: usize) -> String {
 
 /// Netmask of a prefix length.
 fn mask(prefix_len: u8) -> u32 {
-    u32::MAX.checked_shl(32 - u32::from(prefix_len)).unwrap_or(0)
+    u32::MAX
+        .checked_shl(32 - u32::from(prefix_len))
+        .unwrap_or(0)
 }
 
 /// `02:PP:PP:NN:HH:HH`: locally administered unicast (IEEE 802 U/L bit set,
@@ -544,14 +567,22 @@ mod tests {
     fn impossible_clusters_are_refused_before_anything_is_built() {
         let e = |b: ClusterBuilder| b.validate().unwrap_err().to_string();
         assert!(e(ClusterBuilder::new("t").hosts(1)).contains("at least 2"));
-        assert!(e(ClusterBuilder::new("t").hosts(3).topology(Topology::Pair)).contains("veth pair"));
+        assert!(
+            e(ClusterBuilder::new("t").hosts(3).topology(Topology::Pair)).contains("veth pair")
+        );
         assert!(e(ClusterBuilder::new("t").mtu(67)).contains("68..=65535"));
         assert!(e(ClusterBuilder::new("t")
             .hosts(5)
             .subnet(Ipv4Addr::new(10, 0, 0, 0), 30))
         .contains("do not fit"));
-        assert!(e(ClusterBuilder::new("t").subnet(Ipv4Addr::new(10, 0, 0, 1), 24))
-            .contains("host bits"));
-        ClusterBuilder::new("t").hosts(8).mtu(9000).validate().unwrap();
+        assert!(
+            e(ClusterBuilder::new("t").subnet(Ipv4Addr::new(10, 0, 0, 1), 24))
+                .contains("host bits")
+        );
+        ClusterBuilder::new("t")
+            .hosts(8)
+            .mtu(9000)
+            .validate()
+            .unwrap();
     }
 }

@@ -122,7 +122,12 @@ impl Host {
         c
     }
 
-    fn ns_error(&self, op: &'static str, source: std::io::Error, hint: Option<&'static str>) -> Error {
+    fn ns_error(
+        &self,
+        op: &'static str,
+        source: std::io::Error,
+        hint: Option<&'static str>,
+    ) -> Error {
         Error::Namespace {
             ns: self.ns.clone(),
             op,

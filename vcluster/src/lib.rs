@@ -55,5 +55,5 @@ pub use cluster::{Cluster, ClusterBuilder, Topology};
 pub use edp::MacAddr;
 pub use error::{Error, Result};
 pub use host::Host;
-pub use process::Process;
 pub use nix::sys::signal::Signal;
+pub use process::Process;

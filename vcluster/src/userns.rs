@@ -57,7 +57,11 @@ pub fn reexec() -> Result<ExitStatus> {
             "inside the user namespace this process still lacks CAP_SYS_ADMIN/CAP_NET_ADMIN; {MISSING_PRIVILEGE}"
         )));
     }
-    let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
     let max = read("/proc/sys/user/max_user_namespaces");
     let clone = read("/proc/sys/kernel/unprivileged_userns_clone");
     if max.as_deref() == Some("0") || clone.as_deref() == Some("0") {
@@ -124,7 +128,9 @@ pub(crate) fn prepare() -> Result<()> {
             MsFlags::empty(),
             None::<&str>,
         )
-        .map_err(|e| format!("cannot mount a private tmpfs on {dir} inside the user namespace: {e}"))
+        .map_err(|e| {
+            format!("cannot mount a private tmpfs on {dir} inside the user namespace: {e}")
+        })
     })
     .clone()
     .map_err(Error::Privilege)

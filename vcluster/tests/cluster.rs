@@ -120,9 +120,9 @@ fn eight_hosts_on_a_bridge_reach_each_other() {
     for (j, s) in socks.iter().enumerate() {
         let mut from = BTreeSet::new();
         for _ in 0..7 {
-            let (n, addr) = s.recv_from(&mut buf).unwrap_or_else(|e| {
-                panic!("host {j} got datagrams from {from:?} only: {e}")
-            });
+            let (n, addr) = s
+                .recv_from(&mut buf)
+                .unwrap_or_else(|e| panic!("host {j} got datagrams from {from:?} only: {e}"));
             assert_eq!(n, 8000);
             let i = buf[0] as usize;
             assert_eq!(buf[1] as usize, j);
@@ -231,7 +231,10 @@ fn threads_and_processes_land_in_the_namespace() {
     assert_eq!(link.to_string_lossy(), expect);
     let pid = p.id();
     drop(p);
-    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "killed and reaped on drop");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "killed and reaped on drop"
+    );
     // the host's address exists only inside
     let e = UdpSocket::bind((h.ip, 0)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::AddrNotAvailable, "{e}");
@@ -261,9 +264,19 @@ fn names_are_unique_across_clusters_built_at_once() {
     assert_ne!(a.name(), b.name());
     assert_eq!(a.namespaces().len(), 3, "2 hosts and the switch");
     assert_eq!(b.namespaces().len(), 4);
-    let all: Vec<String> = a.namespaces().iter().chain(b.namespaces()).cloned().collect();
+    let all: Vec<String> = a
+        .namespaces()
+        .iter()
+        .chain(b.namespaces())
+        .cloned()
+        .collect();
     assert_eq!(all.iter().collect::<BTreeSet<_>>().len(), 7);
-    let ifaces: BTreeSet<_> = a.hosts().iter().chain(b.hosts()).map(|h| &h.iface).collect();
+    let ifaces: BTreeSet<_> = a
+        .hosts()
+        .iter()
+        .chain(b.hosts())
+        .map(|h| &h.iface)
+        .collect();
     assert_eq!(ifaces.len(), 5);
     for n in &all {
         assert!(ns_exists(n), "{n}");
@@ -325,11 +338,16 @@ fn sigterm_and_sigint_remove_the_cluster_of_the_signalled_process() {
     }
     for sig in [Signal::SIGTERM, Signal::SIGINT] {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["child_builds_a_cluster_and_waits", "--exact", "--ignored", "--nocapture"])
-            .env(CHILD_ENV, "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.args([
+            "child_builds_a_cluster_and_waits",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CHILD_ENV, "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
         let mut child = Process::spawn(&mut cmd).unwrap();
         let ready = child.expect_line("READY");
         let mut words = ready.split_whitespace();
@@ -345,7 +363,10 @@ fn sigterm_and_sigint_remove_the_cluster_of_the_signalled_process() {
             .unwrap_or_else(|| panic!("child ignored {sig:?}"));
         let err = child.read_stderr();
         assert_eq!(st.code(), Some(130), "{sig:?}: {st}; {err}");
-        assert!(err.contains("removed the virtual cluster (4 namespaces, 1 processes stopped)"), "{err}");
+        assert!(
+            err.contains("removed the virtual cluster (4 namespaces, 1 processes stopped)"),
+            "{err}"
+        );
         assert_gone(&names);
         assert!(
             !Path::new(&format!("/proc/{sleeper}")).exists(),
@@ -379,7 +400,11 @@ fn rootless_child() {
     let mut buf = [0u8; 16];
     let n = s.recv(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"rootless");
-    let out = b.command("readlink").arg("/proc/self/ns/net").output().unwrap();
+    let out = b
+        .command("readlink")
+        .arg("/proc/self/ns/net")
+        .output()
+        .unwrap();
     let expect = format!("net:[{}]", b.netns_inode().unwrap());
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), expect);
     println!("ROOTLESS OK {}", net.namespaces().join(" "));
