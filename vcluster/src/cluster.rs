@@ -116,7 +116,7 @@ impl ClusterBuilder {
     }
 
     /// Keep the namespaces after the cluster is dropped (debugging); a
-    /// signal still removes them.
+    /// signal before the drop still removes them.
     pub fn keep(mut self, keep: bool) -> Self {
         self.keep = keep;
         self
@@ -345,8 +345,8 @@ impl Cluster {
             None => {
                 let (a, b) = (&self.hosts[0], &self.hosts[1]);
                 batch.push(format!(
-                    "link add name {} netns {} mtu {mtu} address {} type veth peer name {} netns {} mtu {mtu} address {}",
-                    a.iface, a.ns, a.mac, b.iface, b.ns, b.mac
+                    "link add name {} netns {} index {} mtu {mtu} address {} type veth peer name {} netns {} index {} mtu {mtu} address {}",
+                    a.iface, a.ns, ifindex(a), a.mac, b.iface, b.ns, ifindex(b), b.mac
                 ));
                 ip_batch(None, &batch)
             }
@@ -370,8 +370,8 @@ impl Cluster {
                 for h in &self.hosts {
                     let port = port_name(n, h.index);
                     batch.push(format!(
-                        "link add name {} netns {} mtu {mtu} address {} type veth peer name {port} netns {sw} mtu {mtu}",
-                        h.iface, h.ns, h.mac
+                        "link add name {} netns {} index {} mtu {mtu} address {} type veth peer name {port} netns {sw} mtu {mtu}",
+                        h.iface, h.ns, ifindex(h), h.mac
                     ));
                     ports.push(format!("link set {port} master br0 up"));
                 }
@@ -508,6 +508,16 @@ fn disable_ipv6(ns: &str) -> Result<()> {
         .join()
         .unwrap_or_else(|p| std::panic::resume_unwind(p))
     })
+}
+
+/// The interface index of a host's interface: 10 + its index, so that the
+/// two ends of a veth pair never share an index. (Created in fresh
+/// namespaces, both ends would get index 2; a veth whose index equals its
+/// peer's is not "stacked" for the kernel's link watch
+/// (`linkwatch_urgent_event`), whose carrier events are then rate-limited
+/// to one batch per second: the pair came up ~1 s late.)
+fn ifindex(h: &Host) -> usize {
+    10 + h.index
 }
 
 /// The switch-side end of host `i`'s veth pair in cluster `n`.

@@ -103,3 +103,35 @@ pub(crate) const MISSING_PRIVILEGE: &str =
 /// The install hint for iproute2.
 pub(crate) const INSTALL_IPROUTE2: &str =
     "install iproute2 (`apt-get install iproute2`, `dnf install iproute`)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_say_what_to_do() {
+        let e = Error::Command {
+            command: "ip netns add x".into(),
+            status: "exit status: 1".into(),
+            stderr: "mount --make-shared /run/netns failed: Operation not permitted".into(),
+            hint: hint_for("mount --make-shared /run/netns failed: Operation not permitted"),
+        };
+        let s = e.to_string();
+        assert!(
+            s.starts_with("`ip netns add x` failed (exit status: 1): mount"),
+            "{s}"
+        );
+        assert!(s.contains("CAP_SYS_ADMIN"), "{s}");
+        assert_eq!(io::Error::from(e).kind(), io::ErrorKind::Other);
+        let bridge = hint_for("Error: Unknown device type.\n... type bridge").unwrap();
+        assert!(bridge.contains("modprobe"), "{bridge}");
+        assert_eq!(hint_for("Cannot find device \"x\""), None);
+        let e = Error::Spawn {
+            program: "ip".into(),
+            source: io::Error::from(io::ErrorKind::NotFound),
+            hint: INSTALL_IPROUTE2,
+        };
+        assert!(e.to_string().contains("apt-get install iproute2"), "{e}");
+        assert_eq!(io::Error::from(e).kind(), io::ErrorKind::NotFound);
+    }
+}
