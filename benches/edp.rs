@@ -15,9 +15,6 @@
 //!
 //! Run: `cargo bench --bench edp` (add `-- --quick` for a short run).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -67,12 +64,12 @@ fn codec(c: &mut Criterion) {
 /// Two namespaces joined by a veth pair (MTU 1500) for the benchmark
 /// `what`, or `None` after printing why it is skipped (not root, or the
 /// namespaces could not be made).
-fn bench_net(tag: &str, what: &str) -> Option<common::TestNet> {
-    if !common::is_root() {
+fn bench_net(tag: &str, what: &str) -> Option<testkit::Cluster> {
+    if !testkit::vcluster::userns::can_build_directly() {
         eprintln!("SKIPPED {what}: needs root to create network namespaces");
         return None;
     }
-    match common::TestNet::pair(tag, 1500) {
+    match testkit::Cluster::new(tag, 2, 1500) {
         Ok(n) => Some(n),
         Err(e) => {
             eprintln!("SKIPPED {what}: {e}");
@@ -156,8 +153,8 @@ fn veth_rtt(c: &mut Criterion) {
 /// 1-byte stop datagram) and a socket on `a` connected to it, both with
 /// `cfg`.
 fn echo_pair(
-    a: &common::Host,
-    b: &common::Host,
+    a: &testkit::Host,
+    b: &testkit::Host,
     port: u16,
     cfg: &EdpConfig,
 ) -> (EdpSocket, std::thread::JoinHandle<()>) {

@@ -1,9 +1,7 @@
 //! EDP on real links: AF_PACKET sockets between network namespaces joined
-//! by veth pairs (harness in tests/common). Needs root; without it (or
-//! without `ip netns`) each test prints why and returns, except under
-//! CI=true where it fails.
-
-mod common;
+//! by veth pairs (the `vcluster` harness, through `testkit`). Needs root;
+//! without it (or without `ip netns`) each test prints why and returns,
+//! except under CI=true where it fails.
 
 use std::io::{self, IoSlice};
 use std::sync::mpsc;
@@ -16,16 +14,14 @@ use edp::link::packet::{FilterSpec, PacketConfig, PacketLink};
 use edp::wire::{emit_edp_frame, EthernetRepr, EDP_HEADER_LEN, ETH_HEADER_LEN};
 use edp::{EdpConfig, EdpSocket, Link, MacAddr, ETHERTYPE_EDP};
 
-use common::{setup, wait_until, Host};
+use testkit::{setup, wait_until, Host, TestHost};
 
 /// Generous bound for a frame that must arrive: a liveness bound, not a
 /// timing assertion.
 const PATIENCE: Duration = Duration::from_secs(10);
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
+    testkit::pattern::pattern(len, u64::from(seed))
 }
 
 fn quiet() -> EdpConfig {
@@ -78,8 +74,10 @@ fn datagrams_between_two_hosts() {
     };
     let (a, b) = (net.host(0).clone(), net.host(1).clone());
     let sizes = [0usize, 1, 59, 1000, 1494];
-    for (name, cfg) in variants() {
-        let port_b = 7000;
+    for (v, (name, cfg)) in variants().into_iter().enumerate() {
+        // A port per variant: a process forked by a concurrent test holds a
+        // copy of the previous variant's port lease until it execs.
+        let port_b = 7000 + v as u16;
         let (ready_tx, ready_rx) = mpsc::channel();
         let (bi, cfg_b) = (b.clone(), cfg.clone());
         let server = b.spawn(move || {
@@ -645,8 +643,8 @@ fn another_process_takes_over_the_echo_responder_after_a_crash() {
 
 #[test]
 fn without_cap_net_raw_the_error_names_setcap() {
-    if !common::is_root() {
-        common::skip(
+    if !testkit::is_root() {
+        testkit::skip(
             "without_cap_net_raw_the_error_names_setcap",
             "needs root to show the loss of CAP_NET_RAW",
         );
@@ -843,7 +841,7 @@ fn broadcast_reaches_every_host_on_a_bridge() {
     let Some(net) = setup("broadcast_on_bridge", 3, 1500) else {
         return;
     };
-    let hosts: Vec<Host> = net.hosts.clone();
+    let hosts: Vec<Host> = net.hosts().to_vec();
     let mut receivers: Vec<EdpSocket> = hosts[1..]
         .iter()
         .map(|h| {

@@ -2,9 +2,6 @@
 //! broadcast). Needs root: runs under CI=true, otherwise may skip with a
 //! printed reason. Namespaces are removed by the harness's Drop guard.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -17,18 +14,10 @@ const PORT: u16 = 1515;
 const QUIT: u16 = 999;
 const WAIT: Option<Duration> = Some(Duration::from_secs(60));
 
+/// Message `seed` of `len` bytes: the seed in the first 8 bytes, then a
+/// pattern.
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut v = Vec::with_capacity(len + 8);
-    v.extend_from_slice(&seed.to_le_bytes());
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(len);
-    v
+    testkit::pattern::tagged(seed, len)
 }
 
 fn data(d: Delivery<EdpAddr>) -> ctp::ReceivedData<EdpAddr> {
@@ -64,7 +53,7 @@ fn echo_server(sock: CtpSocket<EdpTransport>) {
 }
 
 fn run_echo(test: &str, mtu: usize, faults: Option<FaultConfig>, sizes: &[usize]) {
-    let Some(net) = common::setup(test, 2, mtu) else {
+    let Some(net) = testkit::setup(test, 2, mtu) else {
         return;
     };
     let (h0, h1) = (net.host(0).clone(), net.host(1).clone());
@@ -177,7 +166,7 @@ fn ctp_over_edp_with_injected_loss() {
 /// group is the two receivers, each must confirm; each delivers once.
 #[test]
 fn broadcast_over_edp_on_a_bridge() {
-    let Some(net) = common::setup("ctp_edp_bcast", 3, 1500) else {
+    let Some(net) = testkit::setup("ctp_edp_bcast", 3, 1500) else {
         return;
     };
     let receivers: Vec<_> = (1..3)
@@ -242,18 +231,15 @@ fn latency_report() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1500);
-    let Some(net) = common::setup("ctp_edp_lat", 2, mtu) else {
+    let Some(net) = testkit::setup("ctp_edp_lat", 2, mtu) else {
         return;
     };
     let (h0, h1) = (net.host(0).clone(), net.host(1).clone());
-    // IPv4 on the veth pair for the UDP run
-    for (h, ip) in [(&h0, "10.77.0.1/24"), (&h1, "10.77.0.2/24")] {
-        let st = std::process::Command::new("ip")
-            .args(["-n", &h.ns, "addr", "add", ip, "dev", &h.iface])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
+    // IPv4 on the veth pair for the UDP run (the harness's addresses)
+    let (udp0, udp1) = (
+        std::net::SocketAddr::from((h0.ip, PORT)),
+        std::net::SocketAddr::from((h1.ip, PORT)),
+    );
     const N: usize = 20_000;
     let spin: u64 = std::env::var("CTP_REPORT_SPIN_US")
         .ok()
@@ -299,7 +285,7 @@ fn latency_report() {
         // UDP
         let c0 = cfg.clone();
         let srv = h0.spawn(move || {
-            let s = CtpSocket::bind_udp("10.77.0.1:1515", c0).unwrap();
+            let s = CtpSocket::bind_udp(udp0, c0).unwrap();
             loop {
                 let d = s.recv_delivery(Some(Duration::from_secs(60))).unwrap();
                 let Delivery::Data(d) = d else { continue };
@@ -314,8 +300,8 @@ fn latency_report() {
         std::thread::sleep(Duration::from_millis(200));
         let c1 = cfg.clone();
         let udp = h1.run(move || {
-            let s = CtpSocket::bind_udp("10.77.0.2:1515", c1).unwrap();
-            let peer: std::net::SocketAddr = "10.77.0.1:1515".parse().unwrap();
+            let s = CtpSocket::bind_udp(udp1, c1).unwrap();
+            let peer = udp0;
             let r = pingpong(&s, peer, N);
             let g = bulk(&s, peer, 100 << 20);
             eprintln!("busy_poll={busy} mtu={mtu}: CTP over UDP, 100 MiB echo: {g:.2} Gbit/s");
@@ -383,7 +369,8 @@ fn edp_echo_child() {
 /// Two processes, one per namespace: the child echoes, the parent checks.
 #[test]
 fn two_processes_over_edp() {
-    let Some(net) = common::setup("ctp_edp_2proc", 2, 1500) else {
+    use testkit::TestHost;
+    let Some(net) = testkit::setup("ctp_edp_2proc", 2, 1500) else {
         return;
     };
     let (h0, h1) = (net.host(0).clone(), net.host(1).clone());

@@ -1,9 +1,6 @@
 //! L2: CTP broadcast over UDP between network namespaces on a bridge. Needs
 //! root: runs under CI=true, otherwise may skip with a printed reason.
-//! Namespaces are removed by the harness's Drop guard.
-
-#[path = "../../tests/common/mod.rs"]
-mod common;
+//! Namespaces are removed by the harness's Drop guard (`vcluster`).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -13,29 +10,19 @@ use ctp::{CtpConfig, CtpSocket, Delivery, Options};
 
 const WAIT: Option<Duration> = Some(Duration::from_secs(60));
 
-fn addr(i: usize) -> SocketAddr {
-    format!("10.88.0.{}:1515", i + 1).parse().unwrap()
-}
-
-/// Broadcast to 10.88.0.255: both receivers deliver each command once and
+/// Broadcast to the subnet's broadcast address: both receivers deliver each command once and
 /// each confirms it (the sender's group); the sender hears its own
 /// broadcasts too (bound to the broadcast port) and delivers them once.
 #[test]
 fn broadcast_over_udp_on_a_bridge() {
-    let Some(net) = common::setup("ctp_udp_bcast", 3, 1500) else {
+    let Some(net) = testkit::setup("ctp_udp_bcast", 3, 1500) else {
         return;
     };
-    for i in 0..3 {
-        let h = net.host(i);
-        let st = std::process::Command::new("ip")
-            .args(["-n", &h.ns, "addr", "add", &format!("10.88.0.{}/24", i + 1)])
-            .args(["brd", "10.88.0.255", "dev", &h.iface])
-            .status()
-            .unwrap();
-        assert!(st.success(), "ip addr add failed");
-    }
+    // Host i's address (the harness gives each host one on the subnet).
+    let addrs: [SocketAddr; 3] = std::array::from_fn(|i| (net.host(i).ip, 1515).into());
+    let addr = move |i: usize| addrs[i];
     let cfg = CtpConfig {
-        udp_broadcast: Some("10.88.0.255:1515".parse().unwrap()),
+        udp_broadcast: Some((net.broadcast(), 1515).into()),
         ..CtpConfig::default()
     };
     let receivers: Vec<_> = (1..3)

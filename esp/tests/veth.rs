@@ -1,86 +1,57 @@
 //! ESP on real links: AF_PACKET sockets between network namespaces joined by
-//! veth pairs (the lead's harness in tests/common). Needs root; without it
-//! (or without `ip netns`) each test prints why and returns, except under
-//! CI=true where it fails.
-
-#[path = "../../tests/common/mod.rs"]
-mod common;
+//! veth pairs (the `vcluster` harness, through `testkit`). Needs root;
+//! without it (or without `ip netns`) each test prints why and returns,
+//! except under CI=true where it fails.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::setup;
 use esp::{EspConfig, EspListener, EspStream, FaultConfig};
 use edp::runtime::WaitPolicy;
+use testkit::pattern::{check, fill, Digest};
+use testkit::setup;
 
 /// Generous liveness bound (not a timing assertion).
 const PATIENCE: Duration = Duration::from_secs(60);
-
-fn byte_at(i: u64, seed: u64) -> u8 {
-    let x = (i ^ seed.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    ((x >> 56) as u8) ^ (i as u8)
-}
-
-fn fill(buf: &mut [u8], from: u64, seed: u64) {
-    for (k, b) in buf.iter_mut().enumerate() {
-        *b = byte_at(from + k as u64, seed);
-    }
-}
-
-/// FNV-1a over 8-byte words (cheap in debug builds).
-fn hash_update(h: &mut u64, data: &[u8]) {
-    for c in data.chunks(8) {
-        let mut w = [0u8; 8];
-        w[..c.len()].copy_from_slice(c);
-        *h ^= u64::from_le_bytes(w);
-        *h = h.wrapping_mul(0x100_0000_01b3);
-    }
-}
 
 /// Writes `len` pattern bytes, shuts down writing, reads the peer's 16-byte
 /// report (length, hash).
 fn send_and_report(s: &mut EspStream, len: usize, seed: u64) -> (u64, u64, u64) {
     let mut chunk = vec![0u8; 256 * 1024];
     let mut sent = 0usize;
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut h = Digest::new();
     while sent < len {
         let n = (len - sent).min(chunk.len());
         fill(&mut chunk[..n], sent as u64, seed);
-        hash_update(&mut h, &chunk[..n]);
+        h.update(&chunk[..n]);
         s.write_all(&chunk[..n]).expect("write");
         sent += n;
     }
     s.shutdown(Shutdown::Write).unwrap();
     let mut report = [0u8; 16];
     s.read_exact(&mut report).expect("report");
-    let got_len = u64::from_be_bytes(report[..8].try_into().unwrap());
-    let got_hash = u64::from_be_bytes(report[8..].try_into().unwrap());
-    (h, got_len, got_hash)
+    let (got_len, got_hash) = Digest::parse_report(&report);
+    (h.hash(), got_len, got_hash)
 }
 
 /// Reads to EOF, checks every byte against the pattern, answers (len, hash).
 fn receive_and_report(s: &mut EspStream, seed: u64) -> u64 {
     let mut buf = vec![0u8; 256 * 1024];
-    let mut expect = vec![0u8; 256 * 1024];
-    let mut total = 0u64;
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut h = Digest::new();
     loop {
         let n = s.read(&mut buf).expect("read");
         if n == 0 {
             break;
         }
-        fill(&mut expect[..n], total, seed);
-        assert!(buf[..n] == expect[..n], "corrupt data near offset {total}");
-        hash_update(&mut h, &buf[..n]);
-        total += n as u64;
+        if let Err(e) = check(&buf[..n], h.len(), seed) {
+            panic!("{e}");
+        }
+        h.update(&buf[..n]);
     }
-    let mut report = [0u8; 16];
-    report[..8].copy_from_slice(&total.to_be_bytes());
-    report[8..].copy_from_slice(&h.to_be_bytes());
-    s.write_all(&report).unwrap();
-    total
+    s.write_all(&h.report()).unwrap();
+    h.len()
 }
 
 fn bulk(test: &str, len: usize, cfg: EspConfig) {
@@ -385,15 +356,8 @@ fn report_throughput_and_latency() {
         return;
     };
     let (a, b) = (net.host(0).clone(), net.host(1).clone());
-    // Addresses for TCP.
-    for (h, ip) in [(&a, "10.77.0.1/24"), (&b, "10.77.0.2/24")] {
-        let st = h
-            .command("ip")
-            .args(["addr", "add", ip, "dev", &h.iface])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
+    // TCP runs to b's address (the harness gives every host one).
+    let tcp_addr = std::net::SocketAddr::from((b.ip, 7500));
     const BULK: usize = 1 << 30;
     const RT: usize = 20_000;
     let only = std::env::var("ESP_REPORT_ONLY").ok();
@@ -425,7 +389,7 @@ fn report_throughput_and_latency() {
                         n
                     })
                 } else {
-                    let l = TcpListener::bind("10.77.0.2:7500").unwrap();
+                    let l = TcpListener::bind(tcp_addr).unwrap();
                     tx.send(()).unwrap();
                     let (mut s, _) = l.accept().unwrap();
                     s.set_nodelay(true).unwrap();
@@ -461,7 +425,7 @@ fn report_throughput_and_latency() {
                 let mut s: Box<dyn ReadWrite> = if proto == "esp" {
                     Box::new(EspStream::connect_with(&ai, bmac, 7500, cfg).unwrap())
                 } else {
-                    let t = TcpStream::connect("10.77.0.2:7500").unwrap();
+                    let t = TcpStream::connect(tcp_addr).unwrap();
                     t.set_nodelay(true).unwrap();
                     Box::new(t)
                 };
@@ -521,8 +485,8 @@ impl ReadWrite for std::net::TcpStream {
 /// (nonblocking streams, readiness from protocol state); returns the bytes
 /// each stream delivered.
 fn concurrent_streams(
-    a: &common::Host,
-    b: &common::Host,
+    a: &testkit::Host,
+    b: &testkit::Host,
     port: u16,
     n: usize,
     secs: f64,
@@ -545,6 +509,7 @@ fn concurrent_streams(
             streams.push(s);
         }
         let mut got = vec![0u64; n];
+        let mut done = vec![false; n];
         let mut open = n;
         let mut events = Events::with_capacity(1024);
         let mut buf = vec![0u8; 256 << 10];
@@ -555,11 +520,12 @@ fn concurrent_streams(
                 .unwrap();
             for e in events.iter() {
                 let i = e.token().0;
-                loop {
+                // EOF stays readable: count each stream's end once.
+                while !done[i] {
                     match streams[i].read(&mut buf) {
                         Ok(0) => {
+                            done[i] = true;
                             open -= 1;
-                            break;
                         }
                         Ok(k) => got[i] += k as u64,
                         Err(e) if e.kind() == ErrorKind::WouldBlock => break,

@@ -16,37 +16,30 @@ use std::time::{Duration, SystemTime};
 
 use ctp::endpoint::{Config, Delivery, Endpoint, MsgId};
 use ctp::Options;
-use edp::link::fault::FaultConfig;
 use edp::link::sim::{next_event, SimClock, SimLink};
 use edp::wire::{emit_edp_frame, EdpFrame, EthernetRepr, ETHERTYPE_EDP};
 use edp::Link;
 use libfuzzer_sys::fuzz_target;
+use testkit::fuzz::{fault_config, FaultSpace};
 
 const MTU: usize = 1500;
 const PORT: u16 = 7000;
 
-fn prob(b: u8) -> f64 {
-    if b < 128 {
-        0.0
-    } else {
-        f64::from(b - 128) / 127.0 * 0.3
-    }
-}
-
-fn faults(h: &[u8], seed: u64) -> FaultConfig {
-    let mut f = FaultConfig::seeded(seed)
-        .with_loss(prob(h[0]))
-        .with_duplicate(prob(h[1]))
-        .with_reorder(prob(h[2]), Duration::from_micros(200))
-        .with_delay(
-            Duration::from_micros(u64::from(h[3] % 64) * 10),
-            Duration::from_micros(u64::from(h[3] >> 6) * 10),
-        );
-    if h[4] != 0 {
-        f = f.with_rate(u64::from(h[4]) * 10_000_000);
-    }
-    f
-}
+/// The input's fault choices (testkit::fuzz layout; no corruption: EDP and
+/// CTP have no checksum of their own).
+const FAULTS: FaultSpace = FaultSpace {
+    max_probability: 0.3,
+    corrupt: false,
+    delay_step: Duration::from_micros(10),
+    jitter_step: Duration::from_micros(10),
+    rate_step_bps: 10_000_000,
+    reorder_hold_back: Duration::from_micros(200),
+    reorder_step: Duration::ZERO,
+    burst: false,
+    queue_limit: false,
+};
+/// Fault bytes per direction: loss, dup, reorder, (corrupt), delay, rate.
+const FAULT_LEN: usize = 6;
 
 /// Payload of message `index` (sent by `from`) of `len` bytes: a 9-byte tag
 /// then a pattern, so the receiver can tell which message it got and check
@@ -172,13 +165,18 @@ impl Sim {
 }
 
 fuzz_target!(|data: &[u8]| {
-    if data.len() < 11 {
+    if data.len() < 2 * FAULT_LEN + 1 {
         return;
     }
-    let (h, mut ops) = data.split_at(11);
-    let seed = u64::from(h[10]);
+    let (h, mut ops) = data.split_at(2 * FAULT_LEN + 1);
+    let seed = u64::from(h[2 * FAULT_LEN]);
     let clock = SimClock::new();
-    let (la, lb) = SimLink::pair(&clock, MTU, faults(&h[0..5], seed), faults(&h[5..10], seed));
+    let (la, lb) = SimLink::pair(
+        &clock,
+        MTU,
+        fault_config(&h[..FAULT_LEN], seed, &FAULTS),
+        fault_config(&h[FAULT_LEN..2 * FAULT_LEN], seed, &FAULTS),
+    );
     let cfg = Config::for_edp_mtu(MTU);
     let now = clock.now();
     let wall = SystemTime::UNIX_EPOCH;

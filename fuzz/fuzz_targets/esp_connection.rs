@@ -14,38 +14,31 @@
 
 use std::time::Duration;
 
-use edp::link::fault::FaultConfig;
 use edp::link::sim::{next_event, SimClock, SimLink};
 use edp::wire::EthernetRepr;
 use edp::Link;
 use esp::wire::{emit_esp_frame, EspFrame, EspRepr, Flags, Seq, ETHERTYPE_ESP};
 use esp::{Connection, EspConfig};
 use libfuzzer_sys::fuzz_target;
+use testkit::fuzz::{fault_config, FaultSpace};
 
 const MTU: usize = 1500;
 const A_PORT: u16 = 40000;
 const B_PORT: u16 = 80;
 
-fn prob(b: u8) -> f64 {
-    // Half the values mean "no fault"; the rest up to 25 %.
-    if b < 128 {
-        0.0
-    } else {
-        f64::from(b - 128) / 127.0 * 0.25
-    }
-}
-
-fn faults(h: &[u8], seed: u64) -> FaultConfig {
-    FaultConfig::seeded(seed)
-        .with_loss(prob(h[0]))
-        .with_duplicate(prob(h[1]))
-        .with_reorder(prob(h[2]), Duration::from_micros(30))
-        .with_corrupt(prob(h[3]))
-        .with_delay(
-            Duration::from_micros(u64::from(h[4] % 64)),
-            Duration::from_micros(u64::from(h[4] >> 6)),
-        )
-}
+/// The input's fault choices (testkit::fuzz layout): half the values of a
+/// probability byte mean "no fault", the rest up to 25 %.
+const FAULTS: FaultSpace = FaultSpace {
+    max_probability: 0.25,
+    corrupt: true,
+    delay_step: Duration::from_micros(1),
+    jitter_step: Duration::from_micros(1),
+    rate_step_bps: 0,
+    reorder_hold_back: Duration::from_micros(30),
+    reorder_step: Duration::ZERO,
+    burst: false,
+    queue_limit: false,
+};
 
 /// Byte `i` of A's stream.
 fn byte_at(i: usize) -> u8 {
@@ -212,7 +205,12 @@ fuzz_target!(|data: &[u8]| {
     let (h, mut ops) = data.split_at(11);
     let seed = u64::from(h[10]);
     let clock = SimClock::new();
-    let (la, lb) = SimLink::pair(&clock, MTU, faults(&h[0..5], seed), faults(&h[5..10], seed));
+    let (la, lb) = SimLink::pair(
+        &clock,
+        MTU,
+        fault_config(&h[0..5], seed, &FAULTS),
+        fault_config(&h[5..10], seed, &FAULTS),
+    );
     let cfg = EspConfig::default();
     let a = Connection::connect(
         &cfg,

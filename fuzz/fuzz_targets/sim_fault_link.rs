@@ -12,39 +12,15 @@ use edp::link::fault::FaultConfig;
 use edp::link::sim::{SimClock, SimLink};
 use edp::Link;
 use libfuzzer_sys::fuzz_target;
-
-fn prob(b: u8) -> f64 {
-    // Mostly zero so single faults get exercised alone too.
-    if b < 128 {
-        0.0
-    } else {
-        (b - 128) as f64 / 127.0
-    }
-}
+use testkit::fuzz::{fault_config, FaultSpace, FAULT_BYTES};
 
 fuzz_target!(|data: &[u8]| {
-    if data.len() < 12 {
+    if data.len() < 1 + FAULT_BYTES {
         return;
     }
-    let (h, ops) = data.split_at(12);
-    let mut cfg = FaultConfig::seeded(u64::from(h[0]))
-        .with_loss(prob(h[1]))
-        .with_duplicate(prob(h[2]))
-        .with_reorder(prob(h[3]), Duration::from_nanos(u64::from(h[4]) * 100))
-        .with_corrupt(prob(h[5]))
-        .with_delay(
-            Duration::from_nanos(u64::from(h[6]) * 1000),
-            Duration::from_nanos(u64::from(h[7]) * 100),
-        );
-    if h[8] & 1 == 1 {
-        cfg = cfg.with_burst(prob(h[8] | 0x80), prob(h[9] | 0x80), prob(h[9]));
-    }
-    if h[10] != 0 {
-        cfg = cfg.with_rate(u64::from(h[10]) * 1_000_000);
-    }
-    if h[11] != 0 {
-        cfg = cfg.with_queue_limit(usize::from(h[11]));
-    }
+    // The seed, then every fault at full scale (testkit::fuzz layout).
+    let (h, ops) = data.split_at(1 + FAULT_BYTES);
+    let cfg = fault_config(&h[1..], u64::from(h[0]), &FaultSpace::ALL);
     let mtu = 1500;
     let clock = SimClock::new();
     let (mut a, mut b) = SimLink::pair(&clock, mtu, cfg, FaultConfig::default());

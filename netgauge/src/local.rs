@@ -3,34 +3,34 @@
 //!
 //! For each mode a server (`netgauge -a`) starts in host A and a client
 //! (`netgauge --json`) in host B; the client's JSON records are collected.
-//! Without root, netgauge re-executes itself in a new user + network + mount
-//! namespace (`unshare`), where it may build the cluster; where the kernel
-//! forbids that, it says what is missing.
+//! The cluster is a `vcluster::Cluster` of two hosts on a veth pair, removed
+//! on exit, on error and on Ctrl-C/SIGTERM (exit status 130). Without root,
+//! netgauge re-executes itself in a new user + network + mount namespace
+//! (`vcluster::userns::reexec`), where it may build the cluster; where the
+//! kernel forbids that, it says what is missing.
 
 use std::io::{self, BufRead, BufReader};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
+
+use vcluster::{Cluster, Process};
 
 use crate::cli::{Args, Mode, Pattern};
 use crate::report::{self, Record};
-use crate::vcluster::{self, VCluster};
-
-/// Environment variable marking the re-executed child inside a user namespace.
-const IN_USERNS: &str = "NETGAUGE_IN_USERNS";
 
 /// Runs `--local`. Returns every record, already printed.
 pub fn run(args: &Args) -> io::Result<Vec<Record>> {
-    if !vcluster::can_build_directly() {
-        return reexec_in_userns();
+    if !vcluster::userns::can_build_directly() {
+        // The re-executed netgauge printed everything; mirror its status.
+        let status = vcluster::userns::reexec()?;
+        std::process::exit(status.code().unwrap_or(1));
     }
-    if std::env::var_os(IN_USERNS).is_some() {
-        prepare_userns_mounts()?;
-    }
-    vcluster::install_signal_cleanup();
-    let mut vc = VCluster::create(args.mtu)?;
-    if args.keep {
-        vc.keep();
-    }
+    let vc = Cluster::builder("netgauge")
+        .hosts(2)
+        .mtu(args.mtu)
+        .keep(args.keep)
+        .build()?;
+    let (a, b) = (vc.host(0), vc.host(1));
     let exe = std::env::current_exe()?;
     let exe = exe
         .to_str()
@@ -39,7 +39,7 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
     if !args.json {
         println!(
             "# netgauge --local: hosts {} ({}, {}) and {} ({}, {}), veth MTU {}, pattern {}, {} iterations per size{}",
-            vc.a.netns, vc.a.mac, vc.a.ip, vc.b.netns, vc.b.mac, vc.b.ip, vc.mtu,
+            a.ns, a.mac, a.ip, b.ns, b.mac, b.ip, vc.mtu(),
             args.pattern.name(), args.count,
             if args.busy_poll { ", busy-poll" } else { ", blocking" }
         );
@@ -155,53 +155,33 @@ fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
     v
 }
 
-/// A process inside the cluster: registered for Ctrl-C, killed if dropped
-/// while still owned (an error path).
-struct KillOnDrop(Option<Child>);
-
-impl KillOnDrop {
-    fn spawn(cmd: &mut std::process::Command) -> io::Result<Self> {
-        let c = cmd.spawn()?;
-        vcluster::register_child(c.id());
-        Ok(KillOnDrop(Some(c)))
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-            vcluster::unregister_child(c.id());
-        }
-    }
-}
-
 fn run_mode(
     args: &Args,
-    vc: &VCluster,
+    vc: &Cluster,
     exe: &str,
     mode: Mode,
     port: u16,
 ) -> io::Result<Vec<Record>> {
+    let (a, b) = (vc.host(0), vc.host(1));
     let common = common_args(args, mode, port);
-    let mut server = vc.command(&vc.a, exe);
-    server.arg("-a").args(&common).args(["-I", &vc.a.iface]);
+    let mut server = a.command(exe);
+    server.arg("-a").args(&common).args(["-I", &a.iface]);
     server
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let mut server = KillOnDrop::spawn(&mut server)?;
+    // Killed when dropped (an error path) and on Ctrl-C.
+    let mut server = Process::spawn(&mut server)?;
 
     let remote = if mode.is_ethernet() {
-        vc.a.mac.to_string()
+        a.mac.to_string()
     } else {
-        vc.a.ip.to_string()
+        a.ip.to_string()
     };
-    let mut client = vc.command(&vc.b, exe);
+    let mut client = b.command(exe);
     client
         .args(&common)
-        .args(["-I", &vc.b.iface, "-R", &remote, "--json"])
+        .args(["-I", &b.iface, "-R", &remote, "--json"])
         .args(["-s", &format!("{}-{}", args.size.min, args.size.max)])
         .args(["-c", &args.count.to_string(), "-g", &args.grade.to_string()])
         .args(["--warmup", &args.warmup.to_string()]);
@@ -209,13 +189,9 @@ fn run_mode(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut client = KillOnDrop::spawn(&mut client)?;
+    let mut client = Process::spawn(&mut client)?;
 
-    let stdout = client
-        .0
-        .as_mut()
-        .and_then(|c| c.stdout.take())
-        .expect("piped stdout");
+    let stdout = client.take_stdout().expect("piped stdout");
     let mut records = Vec::new();
     for line in BufReader::new(stdout).lines() {
         let line = line?;
@@ -229,39 +205,25 @@ fn run_mode(
             records.push(r);
         }
     }
-    let mut c = client.0.take().expect("client");
-    let status = c.wait()?;
-    let client_err = read_stderr(&mut c);
+    let status = client.wait()?;
+    let client_err = client.read_stderr();
     if !status.success() {
         let mut msg = format!("client failed ({status}): {}", client_err.trim());
-        if let Some(mut s) = server.0.take() {
-            std::thread::sleep(Duration::from_millis(100));
-            if s.try_wait()?.is_none() {
-                let _ = s.kill();
-            }
-            let _ = s.wait();
-            let e = read_stderr(&mut s);
-            if !e.trim().is_empty() {
-                msg.push_str(&format!("; server: {}", e.trim()));
-            }
+        if server.wait_timeout(Duration::from_millis(100))?.is_none() {
+            server.kill();
+        }
+        let e = server.read_stderr();
+        if !e.trim().is_empty() {
+            msg.push_str(&format!("; server: {}", e.trim()));
         }
         return Err(io::Error::other(msg));
     }
     // The server ends after the client's BYE; give it a moment, then stop it.
-    let mut s = server.0.take().expect("server");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(st) = s.try_wait()? {
-            break Some(st);
-        }
-        if Instant::now() > deadline {
-            let _ = s.kill();
-            let _ = s.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let server_err = read_stderr(&mut s);
+    let status = server.wait_timeout(Duration::from_secs(5))?;
+    if status.is_none() {
+        server.kill();
+    }
+    let server_err = server.read_stderr();
     match status {
         Some(st) if st.success() => {}
         Some(st) => {
@@ -270,7 +232,7 @@ fn run_mode(
                 server_err.trim()
             )))
         }
-        None => log::warn!("{} server did not exit after BYE; stopped it", mode.name()),
+        None => tracing::warn!("{} server did not exit after BYE; stopped it", mode.name()),
     }
     if args.verbose && !server_err.trim().is_empty() {
         eprintln!("{}", server_err.trim_end());
@@ -286,71 +248,4 @@ fn run_mode(
         return Err(io::Error::other("one_one record without latency"));
     }
     Ok(records)
-}
-
-fn read_stderr(c: &mut Child) -> String {
-    use std::io::Read;
-    let mut s = String::new();
-    if let Some(mut e) = c.stderr.take() {
-        let _ = e.read_to_string(&mut s);
-    }
-    s
-}
-
-/// Without privileges: re-executes netgauge in new user, network and mount
-/// namespaces (`unshare --user --map-root-user --net --mount`), where it is
-/// root of its own namespaces and may build the cluster.
-fn reexec_in_userns() -> io::Result<Vec<Record>> {
-    if std::env::var_os(IN_USERNS).is_some() {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            "inside the user namespace netgauge still lacks CAP_SYS_ADMIN/CAP_NET_ADMIN",
-        ));
-    }
-    let max_userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok());
-    let unpriv = std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone")
-        .ok()
-        .map(|s| s.trim() == "1");
-    if max_userns == Some(0) || unpriv == Some(false) {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            "--local needs root, or user namespaces: this kernel forbids them to unprivileged users \
-             (sysctl user.max_user_namespaces=0 or kernel.unprivileged_userns_clone=0); \
-             run as root (sudo), or enable them",
-        ));
-    }
-    let exe = std::env::current_exe()?;
-    let status = std::process::Command::new("unshare")
-        .args(["--user", "--map-root-user", "--net", "--mount", "--propagation", "private"])
-        .arg(exe)
-        .args(std::env::args_os().skip(1))
-        .env(IN_USERNS, "1")
-        .status()
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("--local without root needs `unshare` (util-linux) to enter a user namespace: {e}"),
-            )
-        })?;
-    // The child printed everything; mirror its exit status.
-    std::process::exit(status.code().unwrap_or(1));
-}
-
-/// Inside a fresh user + mount namespace: give `ip netns` a private, writable
-/// /run/netns (and /var/run/netns), as only root could otherwise create it.
-fn prepare_userns_mounts() -> io::Result<()> {
-    let dir = "/run/netns";
-    let _ = std::fs::create_dir_all(dir);
-    let status = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "tmpfs", dir])
-        .status()?;
-    if !status.success() {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!("cannot mount a private tmpfs on {dir} inside the user namespace"),
-        ));
-    }
-    Ok(())
 }

@@ -10,7 +10,6 @@ mod report;
 mod run;
 mod stats;
 mod transport;
-mod vcluster;
 
 use std::process::ExitCode;
 

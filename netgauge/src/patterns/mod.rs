@@ -15,15 +15,15 @@ pub struct Payload {
 }
 
 /// Bytes of a message holding its sequence number.
-const STAMP: usize = 8;
+const STAMP: usize = testkit::pattern::TAG_LEN;
 
 impl Payload {
-    /// A pattern for messages of up to `max` bytes.
+    /// A pattern for messages of up to `max` bytes (the project's one
+    /// payload generator, `testkit::pattern`, stream 0).
     pub fn new(max: usize) -> Self {
-        let base = (0..max)
-            .map(|i| (i.wrapping_mul(131) ^ (i >> 8)).wrapping_add(7) as u8)
-            .collect();
-        Payload { base }
+        Payload {
+            base: testkit::pattern::pattern(max, 0),
+        }
     }
 
     /// Largest message size this pattern covers, bytes.
@@ -40,8 +40,7 @@ impl Payload {
 
     /// Replaces the sequence number of a message already filled.
     pub fn stamp(&self, buf: &mut [u8], seq: u64) {
-        let k = buf.len().min(STAMP);
-        buf[..k].copy_from_slice(&seq.to_le_bytes()[..k]);
+        testkit::pattern::stamp(buf, seq);
     }
 
     /// Checks that `buf` is message `seq`. Errors: `InvalidData` naming the
@@ -81,8 +80,7 @@ impl Payload {
 
     /// The sequence number a message of `buf.len()` >= 8 bytes carries.
     pub fn seq_of(buf: &[u8]) -> Option<u64> {
-        buf.get(..STAMP)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        testkit::pattern::tag_of(buf)
     }
 }
 

@@ -1,0 +1,125 @@
+//! The project's test kit (a dev crate, never published):
+//!
+//! - the virtual cluster ([`vcluster`], re-exported) with the project's rule
+//!   for tests that need root, [`setup`]: without the privilege or `ip
+//!   netns`, print why and skip, unless `CI=true`, where the test fails;
+//! - [`TestHost::spawn_test_child`]: one test function of the running test
+//!   binary as a child process inside a host;
+//! - [`pattern`]: deterministic payloads, their check and a length + hash
+//!   digest;
+//! - [`fuzz`]: the fuzz targets' bytes-to-`FaultConfig` mapping.
+//!
+//! ```no_run
+//! let Some(net) = testkit::setup("my_test", 2, 1500) else { return };
+//! let (a, b) = (net.host(0), net.host(1));
+//! let n = b.run(|| {
+//!     let s = std::net::UdpSocket::bind((b.ip, 7000)).unwrap();
+//!     a.spawn({
+//!         let (a, b) = (a.clone(), b.clone());
+//!         move || {
+//!             let c = std::net::UdpSocket::bind((a.ip, 0)).unwrap();
+//!             c.send_to(&testkit::pattern::pattern(100, 1), (b.ip, 7000)).unwrap();
+//!         }
+//!     });
+//!     let mut buf = [0; 200];
+//!     s.recv(&mut buf).unwrap()
+//! });
+//! assert_eq!(n, 100);
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod fuzz;
+pub mod pattern;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+pub use vcluster::{self, Cluster, Host, MacAddr, Process};
+
+/// Whether tests that cannot run must fail (`CI=true`) rather than skip.
+pub fn in_ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// Skips test `test`: prints `reason` to stderr, or, when `CI=true`,
+/// panics with it.
+pub fn skip(test: &str, reason: &str) {
+    if in_ci() {
+        panic!("{test}: cannot run under CI=true: {reason}");
+    }
+    eprintln!("SKIPPED {test}: {reason}");
+}
+
+/// True when running as root (effective uid 0).
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// The cluster of test `test`: `hosts` hosts (a veth pair for 2, a bridge
+/// for more) with links of `mtu` bytes; or `None` after [`skip`] when this
+/// process may not build it (not root, no `ip netns`, a failing `ip`
+/// command: the reason names it).
+pub fn setup(test: &str, hosts: usize, mtu: usize) -> Option<Cluster> {
+    if !vcluster::userns::can_build_directly() {
+        skip(
+            test,
+            "needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create network namespaces",
+        );
+        return None;
+    }
+    match Cluster::new(test, hosts, mtu) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            skip(test, &e.to_string());
+            None
+        }
+    }
+}
+
+/// Polls `cond` every millisecond until it is true or `limit` passes;
+/// returns whether it became true. (A bound for liveness, not a timing
+/// check.)
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    cond()
+}
+
+/// Test-only ways to run code in a [`Host`].
+pub trait TestHost {
+    /// Runs test function `test` of the current test binary as a child
+    /// process inside this host's namespace (`<test> --exact --ignored
+    /// --nocapture --test-threads=1`), with `env` set, stdout piped (read
+    /// it with [`Process::expect_line`]) and stderr inherited. The child
+    /// test should be `#[ignore]` and act only when its env is set. The
+    /// child is killed when the returned [`Process`] is dropped.
+    ///
+    /// Panics: when the child cannot be started.
+    fn spawn_test_child(&self, test: &str, env: &[(&str, String)]) -> Process;
+}
+
+impl TestHost for Host {
+    fn spawn_test_child(&self, test: &str, env: &[(&str, String)]) -> Process {
+        let exe = std::env::current_exe().expect("current test executable");
+        let mut cmd = self.command(exe);
+        cmd.args([
+            test,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Process::spawn(&mut cmd).unwrap_or_else(|e| panic!("test child {test}: {e}"))
+    }
+}
