@@ -23,9 +23,11 @@ use edp::EdpConfig;
 use mio::{Interest, Token};
 
 use crate::deliver::DelivererPool;
-use crate::endpoint::{Config, Delivery, Endpoint, ErrorKind, MsgId, SendError, Stats, Status};
+use crate::endpoint::{
+    Config, Delivery, Endpoint, ErrorType, MsgId, SendError, Stats, StorageSizes,
+};
 use crate::transport::{EdpTransport, Transport, UdpTransport};
-use crate::wire::{Options, HEADER_LEN};
+use crate::wire::{Options, CTP_HEADER_LEN};
 
 const SOCK_TOKEN: Token = Token(0);
 const WAKE_TOKEN: Token = Token(1);
@@ -228,19 +230,19 @@ impl<T: Transport> CtpSocket<T> {
     /// Errors: event-loop creation or registration errors.
     pub fn new(mut transport: T, cfg: CtpConfig) -> io::Result<Self> {
         let mut core_cfg = cfg.core.clone();
-        let max_data = transport.max_datagram().saturating_sub(HEADER_LEN);
+        let max_data = transport.max_datagram().saturating_sub(CTP_HEADER_LEN);
         if max_data == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "transport carries {} bytes per datagram: no room for data after the {HEADER_LEN}-byte CTP header",
+                    "transport carries {} bytes per datagram: no room for data after the {CTP_HEADER_LEN}-byte CTP header",
                     transport.max_datagram()
                 ),
             ));
         }
         core_cfg.data_size = core_cfg
             .data_size
-            .clamp(1, max_data.min(65535 - HEADER_LEN));
+            .clamp(1, max_data.min(65535 - CTP_HEADER_LEN));
         let seed = cfg.seed.unwrap_or_else(rand::random);
         let now = Instant::now();
         let ep = Endpoint::new(
@@ -543,7 +545,7 @@ impl<T: Transport> CtpSocket<T> {
             log::warn!("ctp: send to {dest:?} failed: {e}");
             c.ep.push_error(
                 Instant::now(),
-                ErrorKind::Transport,
+                ErrorType::Transport,
                 e.raw_os_error().unwrap_or(0) as i64,
                 Some(dest),
             );
@@ -738,7 +740,7 @@ impl<T: Transport> CtpSocket<T> {
     pub fn flush(&self, timeout: Option<Duration>) -> io::Result<bool> {
         let deadline = timeout.map(|t| Instant::now() + t);
         self.drive(deadline, || {
-            lock(&self.shared.core).ep.status().awaiting_confirmation == 0
+            lock(&self.shared.core).ep.storage_sizes().awaiting_confirmation == 0
         })
     }
 
@@ -760,8 +762,8 @@ impl<T: Transport> CtpSocket<T> {
     }
 
     /// Storage sizes and deliverer counts (spec `Get...Count`).
-    pub fn status(&self) -> Status {
-        let mut s = lock(&self.shared.core).ep.status();
+    pub fn status(&self) -> StorageSizes {
+        let mut s = lock(&self.shared.core).ep.storage_sizes();
         let (threads, busy, jobs) = self.shared.pool.counts();
         s.deliveries_queued += lock(&self.shared.queue).len() + jobs;
         s.busy_deliverers = busy;

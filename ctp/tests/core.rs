@@ -2,8 +2,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use ctp::wire::{Options, Repr, HEADER_LEN};
-use ctp::{Config, Delivery, Endpoint, ErrorKind, SendError};
+use ctp::wire::{Options, Repr, CTP_HEADER_LEN};
+use ctp::{Config, Delivery, Endpoint, ErrorType, SendError};
 
 const A: u8 = 1;
 const B: u8 = 2;
@@ -42,7 +42,7 @@ fn normal_command_confirmed_byte_exact() {
     assert_eq!(out.len(), 1);
     let (dest, pkt) = &out[0];
     assert_eq!(*dest, B);
-    assert_eq!(pkt.len(), HEADER_LEN + 5);
+    assert_eq!(pkt.len(), CTP_HEADER_LEN + 5);
     let (r, body) = Repr::parse(pkt).unwrap();
     assert_eq!(
         (r.command, r.number, r.amount, r.message_size),
@@ -50,14 +50,14 @@ fn normal_command_confirmed_byte_exact() {
     );
     assert_eq!(r.options, Options::START_SESSION);
     assert_eq!(body, b"hello");
-    assert_eq!(a.status().awaiting_confirmation, 1);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 1);
 
     let t1 = t0 + Duration::from_micros(40);
     b.handle_datagram(t1, A, pkt);
     let conf = drain(&mut b);
     assert_eq!(conf.len(), 1);
     // the confirmation: same header, size 25, bit 15, message size 0
-    let mut expected = pkt[..HEADER_LEN].to_vec();
+    let mut expected = pkt[..CTP_HEADER_LEN].to_vec();
     expected[0..2].copy_from_slice(&25u16.to_le_bytes());
     expected[3] |= 0x80;
     expected[16..24].copy_from_slice(&[0; 8]);
@@ -74,7 +74,7 @@ fn normal_command_confirmed_byte_exact() {
     }
     let t2 = t0 + Duration::from_micros(100);
     a.handle_datagram(t2, B, &conf[0].1);
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
     // adaptive timeout: measured 100 us x 3 = 300 us, raised to the 1 ms floor
     assert_eq!(a.peer_srtt(B), Some(Duration::from_micros(100)));
     assert_eq!(a.peer_timeout(B), Duration::from_millis(1));
@@ -182,7 +182,7 @@ fn sender_ids_wrap_and_large_message_reassembles() {
     b.handle_datagram(t0, A, &out[2].1);
     b.handle_datagram(t0, A, &out[2].1);
     assert!(deliveries(&mut b).is_empty());
-    assert_eq!(b.status().large_in_progress, 1);
+    assert_eq!(b.storage_sizes().large_in_progress, 1);
     b.handle_datagram(t0, A, &out[0].1);
     assert!(deliveries(&mut b).is_empty());
     b.handle_datagram(t0, A, &out[1].1);
@@ -190,7 +190,7 @@ fn sender_ids_wrap_and_large_message_reassembles() {
         [Delivery::Data(d)] => assert_eq!(d.data, b"0123456789"),
         other => panic!("{other:?}"),
     }
-    assert_eq!(b.status().large_in_progress, 0);
+    assert_eq!(b.storage_sizes().large_in_progress, 0);
     b.handle_datagram(t0, A, &out[1].1);
     assert!(deliveries(&mut b).is_empty());
     let confs = drain(&mut b);
@@ -198,7 +198,7 @@ fn sender_ids_wrap_and_large_message_reassembles() {
     for (_, c) in &confs {
         a.handle_datagram(t0 + Duration::from_millis(1), B, c);
     }
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
     assert_eq!(a.stats().stale_confirmations, 2);
 }
 
@@ -225,7 +225,7 @@ fn unreachable_peer_not_confirmed_after_schedule() {
         for d in deliveries(&mut a) {
             match d {
                 Delivery::Error(e) => {
-                    assert_eq!(e.kind, ErrorKind::NotConfirmed);
+                    assert_eq!(e.kind, ErrorType::NotConfirmed);
                     assert_eq!(
                         (e.peer, e.command, e.msg, e.code),
                         (Some(B), Some(9), Some(id), 9)
@@ -279,7 +279,7 @@ fn del_after_error_and_no_resend() {
     assert_eq!(errors, 1);
     assert_eq!(now - t0, Duration::from_millis(100) * 511);
     assert!(!a.is_pending(id), "DelAfterError removed it");
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
 }
 
 #[test]
@@ -297,7 +297,7 @@ fn ping_and_unique_command() {
     let p2 = a.ping(t0, 100, B).unwrap();
     assert!(!a.is_pending(p1));
     assert!(a.is_pending(p2));
-    assert_eq!(a.status().awaiting_confirmation, 1);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 1);
     let out2 = drain(&mut a);
     assert_eq!(Repr::parse(&out2[0].1).unwrap().0.options, Options::PING);
     // B confirms both; the first confirmation is stale.
@@ -307,12 +307,12 @@ fn ping_and_unique_command() {
     for (_, c) in drain(&mut b) {
         a.handle_datagram(t0, B, &c);
     }
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
     assert_eq!(a.stats().stale_confirmations, 1);
     // A different command number is not affected by UniqueCommand.
     a.send(t0, 5, B, b"", Options::UNIQUE_COMMAND).unwrap();
     a.send(t0, 6, B, b"", Options::UNIQUE_COMMAND).unwrap();
-    assert_eq!(a.status().awaiting_confirmation, 2);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 2);
 }
 
 #[test]
@@ -350,7 +350,7 @@ fn reassembly_limit_refuses_and_reports() {
     assert!(drain(&mut b).is_empty(), "refused parts are not confirmed");
     match deliveries(&mut b).as_slice() {
         [Delivery::Error(e)] => {
-            assert_eq!(e.kind, ErrorKind::ReassemblyLimit);
+            assert_eq!(e.kind, ErrorType::ReassemblyLimit);
             assert_eq!((e.peer, e.command, e.code), (Some(A), Some(1), 1500));
         }
         other => panic!("{other:?}"),
@@ -375,13 +375,13 @@ fn reassembly_abandoned_after_idle_timeout() {
     a.send(t0, 1, B, &[1u8; 30], Options::NONE).unwrap();
     let out = drain(&mut a);
     b.handle_datagram(t0, A, &out[0].1);
-    assert_eq!(b.status().large_in_progress, 1);
+    assert_eq!(b.storage_sizes().large_in_progress, 1);
     let d = b.poll_timeout().unwrap();
     assert_eq!(d - t0, Duration::from_secs(5));
     b.handle_timeout(d);
-    assert_eq!(b.status().large_in_progress, 0);
+    assert_eq!(b.storage_sizes().large_in_progress, 0);
     match deliveries(&mut b).as_slice() {
-        [Delivery::Error(e)] => assert_eq!(e.kind, ErrorKind::ReassemblyAbandoned),
+        [Delivery::Error(e)] => assert_eq!(e.kind, ErrorType::ReassemblyAbandoned),
         other => panic!("{other:?}"),
     }
 }
@@ -460,7 +460,7 @@ fn window_limits_packets_in_flight() {
     }
     assert_eq!(rounds, 3);
     assert_eq!(got.len(), 2);
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
 }
 
 #[test]
@@ -564,7 +564,7 @@ fn core_cost_report() {
     }
     let per = start.elapsed() / n;
     eprintln!("core cost per 64-byte command and its confirmation: {per:?}");
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
 }
 
 /// Over UDP a node bound to the broadcast port hears its own broadcast and
@@ -610,10 +610,16 @@ fn receiving_sessions_are_bounded() {
             b.handle_datagram(t0, src, &p);
         }
     }
-    assert_eq!(deliveries(&mut b).len(), 2);
-    assert_eq!(drain(&mut b).len(), 2, "the third peer is not confirmed");
-    assert_eq!(b.stats().refused, 1);
-    assert_eq!(b.status().sessions, 2);
+    // Changed with the session limits (PROTOCOL.md "Limits"): the third peer
+    // used to be refused, unconfirmed, for as long as the node lived; now
+    // it evicts the least recently active session (peer 10) and is served.
+    assert_eq!(deliveries(&mut b).len(), 3);
+    assert_eq!(drain(&mut b).len(), 3, "every peer is confirmed");
+    assert_eq!(b.stats().refused, 0);
+    assert_eq!(b.storage_sizes().sessions, 2);
+    assert_eq!(b.stats().sessions_evicted, 1);
+    assert!(b.received_ids(10, false).is_empty(), "peer 10 was evicted");
+    assert_eq!(b.received_ids(12, false).len(), 1);
 }
 
 /// A receiver that restarted (lost its session) still delivers the sender's
@@ -647,13 +653,13 @@ fn restarts_of_either_side() {
         .unwrap();
     a.send(t0, 1, B, b"and again", Options::NONE).unwrap();
     assert_eq!(exchange(&mut a, &mut b, true), 2);
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
     // A restarts: new start id; its first packet carries StartSession
     let mut a = ep(Config::default(), 11, t0);
     a.send(t0, 1, B, b"after A restarted", Options::NONE)
         .unwrap();
     assert_eq!(exchange(&mut a, &mut b, true), 1);
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
 }
 
 /// One exchange A -> B -> A with the confirmation arriving `rtt` after the
@@ -792,7 +798,7 @@ fn timeout_backs_off_until_a_valid_sample() {
         for (_, c) in drain(&mut b) {
             a.handle_datagram(t + ms(20), B, &c);
         }
-        assert_eq!(a.status().awaiting_confirmation, 0);
+        assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
         timeouts.push(a.peer_timeout(B));
         t += ms(100);
     }
@@ -861,7 +867,7 @@ fn early_resend_after_a_later_packet_is_confirmed() {
         for (_, c) in drain(&mut b) {
             a.handle_datagram(t1 + us(1300), B, &c);
         }
-        assert_eq!(a.status().awaiting_confirmation, 0);
+        assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
         let got = deliveries(&mut b);
         assert!(matches!(got.as_slice(), [Delivery::Data(d)] if d.data == b"0123456789abcdef"));
 
@@ -885,7 +891,7 @@ fn early_resend_after_a_later_packet_is_confirmed() {
         }
         assert!(drain(&mut a).is_empty());
         assert_eq!(a.stats().data_packets_resent, resent_before);
-        assert_eq!(a.status().awaiting_confirmation, 0);
+        assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
         assert_eq!(a.poll_timeout(), None);
     }
 }
@@ -961,7 +967,7 @@ fn tail_probe_recovers_a_lost_last_packet() {
     for (_, c) in drain(&mut b) {
         a.handle_datagram(t1 + us(3100), B, &c);
     }
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
     assert_eq!(deliveries(&mut b).len(), 1);
     // (2)
     let t2 = t1 + us(10_000);
@@ -995,7 +1001,7 @@ fn tail_probe_recovers_a_lost_last_packet() {
     for (_, c) in drain(&mut b) {
         a.handle_datagram(d + us(100), B, &c);
     }
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
     assert!(
         matches!(deliveries(&mut b).as_slice(), [Delivery::Data(x)] if x.data == b"abcdefghij")
     );

@@ -6,7 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ::ctp::endpoint::Delivery;
+use ::ctp::Delivery;
 use ::ctp::socket::{CtpConfig, CtpSocket};
 use ::ctp::transport::{EdpTransport, Transport};
 use ::ctp::wire::Options;
