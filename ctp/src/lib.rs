@@ -30,6 +30,7 @@
 //! }
 //! # Ok(()) }
 //! ```
+#![forbid(unsafe_code)]
 
 pub mod deliver;
 pub(crate) mod endpoint;
@@ -41,8 +42,8 @@ pub mod transport;
 pub mod wire;
 
 pub use endpoint::{
-    Config, Delivery, Endpoint, ErrorInfo, ErrorType, GatherTransmit, MsgId, PayloadRef,
-    PeerAddr, ReceivedData, SendError, Stats, StorageSizes, Transmit,
+    Config, Delivery, Endpoint, ErrorInfo, ErrorType, GatherTransmit, MsgId, PayloadRef, PeerAddr,
+    ReceivedData, SendError, Stats, StorageSizes, Transmit,
 };
 pub use peer::{IdStatus, RecvIdList};
 pub use sender::Dest;

@@ -740,7 +740,11 @@ impl<T: Transport> CtpSocket<T> {
     pub fn flush(&self, timeout: Option<Duration>) -> io::Result<bool> {
         let deadline = timeout.map(|t| Instant::now() + t);
         self.drive(deadline, || {
-            lock(&self.shared.core).ep.storage_sizes().awaiting_confirmation == 0
+            lock(&self.shared.core)
+                .ep
+                .storage_sizes()
+                .awaiting_confirmation
+                == 0
         })
     }
 

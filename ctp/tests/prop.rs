@@ -6,9 +6,9 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant, SystemTime};
 
-use ctp::{IdStatus, RecvIdList};
 use ctp::wire::{Options, Repr};
 use ctp::{Config, Delivery, Endpoint, ErrorType};
+use ctp::{IdStatus, RecvIdList};
 use proptest::prelude::*;
 
 proptest! {
@@ -165,7 +165,10 @@ fn run_pair(
                 ep.handle_timeout(now);
             }
         }
-        if eps[0].storage_sizes().awaiting_confirmation == 0 && wire.is_empty() && delayed.is_empty() {
+        if eps[0].storage_sizes().awaiting_confirmation == 0
+            && wire.is_empty()
+            && delayed.is_empty()
+        {
             break;
         }
         if !del_after_error && got[0].len() == sent.len() {

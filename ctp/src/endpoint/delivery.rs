@@ -375,7 +375,10 @@ mod tests {
     #[test]
     fn data_room_by_count_and_bytes() {
         let mut q: DeliveryQueue<u8> = DeliveryQueue::new(4);
-        assert!(q.has_data_room(1000, 2, 100), "one large delivery fits an empty queue");
+        assert!(
+            q.has_data_room(1000, 2, 100),
+            "one large delivery fits an empty queue"
+        );
         let d = |n| ReceivedData {
             command: 1,
             size: n as u64,

@@ -326,10 +326,7 @@ fn resend_period(
     let cap = cfg.max_resend_period.max(current);
     if early {
         p.base.saturating_mul(p.mult)
-    } else if live
-        && !cfg.max_resend_period.is_zero()
-        && p.base.saturating_mul(doubled) > cap
-    {
+    } else if live && !cfg.max_resend_period.is_zero() && p.base.saturating_mul(doubled) > cap {
         cap
     } else {
         p.mult = doubled;

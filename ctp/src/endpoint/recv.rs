@@ -166,10 +166,8 @@ impl<P: PeerAddr> Endpoint<P> {
         self.reassembly.insert(lkey, ra);
         self.refused_reassemblies.remove(&lkey);
         if self.next_reassembly_check.is_none() {
-            self.next_reassembly_check = Some(netcore::time::later(
-                now,
-                self.cfg.reassembly_idle_timeout,
-            ));
+            self.next_reassembly_check =
+                Some(netcore::time::later(now, self.cfg.reassembly_idle_timeout));
         }
         true
     }

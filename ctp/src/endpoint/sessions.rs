@@ -274,7 +274,11 @@ mod tests {
             }
         }
         assert_eq!((held, s.ids_total()), (12, 12));
-        assert_eq!(s.insert(&(0, false), 2, 12), IdStatus::New, "in sequence: no room needed");
+        assert_eq!(
+            s.insert(&(0, false), 2, 12),
+            IdStatus::New,
+            "in sequence: no room needed"
+        );
         s.open(t0, (7, false), 2, 100); // evicts one of the two
         assert!(s.ids_total() < 12);
     }
