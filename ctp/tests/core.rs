@@ -1403,3 +1403,113 @@ fn reassembly_memory_is_bounded_per_source() {
         .collect();
     assert_eq!(limit_errors, vec![0x1000_0000, 0x1000_0000]);
 }
+
+/// Records the `tracing` events of the current thread with the name of the
+/// span they happened in (a minimal subscriber: no extra dependency).
+mod trace_recorder {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, Subscriber};
+
+    #[derive(Default, Clone)]
+    pub struct Recorder {
+        pub events: Arc<Mutex<Vec<(String, String)>>>,
+        names: Arc<Mutex<Vec<(u64, &'static str)>>>,
+        stack: Arc<Mutex<Vec<u64>>>,
+        next: Arc<AtomicU64>,
+    }
+
+    struct Message(String);
+    impl Visit for Message {
+        fn record_debug(&mut self, f: &Field, v: &dyn std::fmt::Debug) {
+            if f.name() == "message" {
+                self.0 = format!("{v:?}");
+            }
+        }
+    }
+
+    impl Subscriber for Recorder {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, a: &Attributes<'_>) -> Id {
+            let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+            self.names.lock().unwrap().push((id, a.metadata().name()));
+            Id::from_u64(id)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, e: &Event<'_>) {
+            let mut m = Message(String::new());
+            e.record(&mut m);
+            let top = self.stack.lock().unwrap().last().copied();
+            let span = self
+                .names
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|(id, _)| Some(*id) == top)
+                .map_or("", |(_, n)| n)
+                .to_string();
+            self.events.lock().unwrap().push((span, m.0));
+        }
+        fn enter(&self, id: &Id) {
+            self.stack.lock().unwrap().push(id.into_u64());
+        }
+        fn exit(&self, _: &Id) {
+            self.stack.lock().unwrap().pop();
+        }
+    }
+}
+
+/// The core reports to `tracing`, inside its endpoint's span: session
+/// creation and eviction, tail probes, resends, error deadlines.
+#[test]
+fn tracing_events_in_the_endpoint_span() {
+    let rec = trace_recorder::Recorder::default();
+    tracing::subscriber::with_default(rec.clone(), || {
+        let t0 = Instant::now();
+        let cfg = Config {
+            data_size: 4,
+            max_sessions: 1,
+            ..Config::default()
+        };
+        let (mut a, mut b) = pair(cfg, t0);
+        let us = Duration::from_micros;
+        exchange(&mut a, &mut b, t0, us(100));
+        // the last part is lost: tail probe, resends, error deadline
+        let t1 = t0 + us(1000);
+        a.send(t1, 2, B, b"0123456789", Options::DEL_AFTER_ERROR)
+            .unwrap();
+        let out = drain(&mut a);
+        b.handle_datagram(t1, A, &out[0].1);
+        b.handle_datagram(t1, A, &out[1].1);
+        for (_, c) in drain(&mut b) {
+            a.handle_datagram(t1 + us(100), B, &c);
+        }
+        run_timers(&mut a, t1, Duration::from_secs(2));
+        // a second source evicts A's session at B (max_sessions 1)
+        let mut c = ep(Config::default(), 3, t0);
+        c.send(t1, 1, B, b"x", Options::NONE).unwrap();
+        for (_, p) in drain(&mut c) {
+            b.handle_datagram(t1 + us(5), 3, &p);
+        }
+    });
+    let events = rec.events.lock().unwrap().clone();
+    for wanted in [
+        "receiving session created",
+        "receiving session evicted (least recently active; table full)",
+        "tail probe",
+        "resend",
+        "not confirmed: error deadline passed",
+    ] {
+        assert!(
+            events
+                .iter()
+                .any(|(span, m)| m == wanted && span == "ctp_endpoint"),
+            "no {wanted:?} event in the endpoint span: {events:?}"
+        );
+    }
+}

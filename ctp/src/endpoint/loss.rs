@@ -70,6 +70,7 @@ impl<P: PeerAddr> Endpoint<P> {
             s.in_flight_bytes -= wire;
             if let (Some(sample), true) = (sample, self.cfg.adaptive_timeout) {
                 first_sample = s.timing.srtt().is_none();
+                let before = s.timing.timeout();
                 s.timing.sample(
                     now,
                     sample,
@@ -77,6 +78,14 @@ impl<P: PeerAddr> Endpoint<P> {
                     self.cfg.min_timeout,
                     self.cfg.max_timeout,
                 );
+                if s.timing.timeout() != before {
+                    tracing::trace!(
+                        ?dest,
+                        sample_us = sample.as_micros() as u64,
+                        timeout_us = s.timing.timeout().as_micros() as u64,
+                        "timeout adapted"
+                    );
+                }
             }
         }
         if done {
@@ -168,6 +177,12 @@ impl<P: PeerAddr> Endpoint<P> {
             p.early = true;
             p.update_due();
             self.timers.push(p.due, (key, idx));
+            tracing::trace!(
+                msg = key,
+                packet = idx,
+                ?dest,
+                "presumed lost (RACK): early resend"
+            );
         }
     }
 
@@ -276,7 +291,15 @@ impl<P: PeerAddr> Endpoint<P> {
         let (mut live, mut current) = (false, base);
         if let Some(s) = self.send_sessions.get_mut(&dest) {
             if self.cfg.adaptive_timeout && !early {
+                let before = s.timing.timeout();
                 s.timing.expired(first_sent, base, self.cfg.max_timeout);
+                if s.timing.timeout() != before {
+                    tracing::debug!(
+                        ?dest,
+                        timeout_us = s.timing.timeout().as_micros() as u64,
+                        "timeout backed off (no valid sample since the packet was sent)"
+                    );
+                }
             }
             live = s.timing.last_confirm.is_some_and(|c| {
                 c >= first_sent && now.saturating_duration_since(c) <= self.cfg.live_window

@@ -6,10 +6,10 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ::ctp::Delivery;
 use ::ctp::socket::{CtpConfig, CtpSocket};
 use ::ctp::transport::{EdpTransport, Transport};
 use ::ctp::wire::Options;
+use ::ctp::Delivery;
 use ::edp::link::packet::DEFAULT_RX_RING_BYTES;
 
 use super::{Endpoint, SessionConfig};
