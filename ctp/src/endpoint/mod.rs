@@ -24,8 +24,8 @@
 //! early resend ([`Config::early_resend`]) and tail probes
 //! ([`Config::tail_probe`]) after RFC 8985.
 //!
-//! Files, one concept each: [`config`], [`delivery`] (the public output types
-//! and the bounded deliveries storage), [`stats`], `send` (the send path and
+//! Files, one concept each: `config`, `delivery` (the public output types
+//! and the bounded deliveries storage), `stats`, `send` (the send path and
 //! window release), `loss` (confirmations, RTT samples, loss detection, the
 //! per-packet timer actions), `recv` (received data, reassembly and its
 //! limits), `sessions` (the bounded receiving sessions), `timers`
@@ -45,13 +45,13 @@ use crate::receiver::Reassembly;
 use crate::sender::{Dest, PktPhase, SendSession, SentMsg};
 use crate::wire::{Repr, CTP_HEADER_LEN, MAX_PACKET_LEN};
 
-pub mod config;
-pub mod delivery;
+mod config;
+mod delivery;
 mod loss;
 mod recv;
 mod send;
 mod sessions;
-pub mod stats;
+mod stats;
 mod timers;
 
 pub use config::Config;
