@@ -68,7 +68,7 @@ impl DelivererPool {
                 .spawn(move || me.worker());
             if let Err(e) = spawned {
                 st.threads -= 1;
-                log::warn!("ctp: cannot start a deliverer thread: {e}");
+                tracing::warn!(error = %e, "ctp: cannot start a deliverer thread");
                 if st.threads == 0 {
                     let job = st.jobs.pop_back().expect("just pushed");
                     drop(st);
@@ -104,7 +104,7 @@ impl DelivererPool {
             st.busy += 1;
             drop(st);
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
-                log::error!("ctp: a delivery handler panicked; the deliverer goes on");
+                tracing::error!("ctp: a delivery handler panicked; the deliverer goes on");
             }
             st = self.lock();
             st.busy -= 1;

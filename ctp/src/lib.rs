@@ -8,11 +8,11 @@
 //!
 //! Layers:
 //! - [`wire`]: the header codec (checked view + `Repr`);
-//! - [`peer`]: received-id lists and send timing per session;
-//! - [`sender`] / [`receiver`]: the sent-commands and large-commands storages;
-//! - [`endpoint`]: the sans-IO core [`Endpoint`] (`handle_datagram(now, from,
-//!   bytes)`, `handle_timeout(now)`, `poll_transmit`, `poll_delivery`,
-//!   `poll_timeout`);
+//! - `peer`: received-id lists ([`RecvIdList`]) and send timing per session;
+//! - `sender` / `receiver`: the sent-commands and large-commands storages;
+//! - [`Endpoint`]: the sans-IO core (`handle_datagram(now, from, bytes)`,
+//!   `handle_timeout(now)`, `poll_transmit` / `poll_transmit_gather`,
+//!   `poll_delivery`, `poll_timeout`), split by concept under `endpoint/`;
 //! - [`socket`]: [`CtpSocket`] on a [`Transport`]: [`EdpTransport`] (a slot
 //!   of the process's I/O runtime, `edp::runtime`) or [`UdpTransport`] (a
 //!   kernel UDP socket), both driven by `edp::runtime::driver`;
@@ -31,20 +31,21 @@
 //! }
 //! # Ok(()) }
 //! ```
+#![forbid(unsafe_code)]
 
 pub mod deliver;
-pub mod endpoint;
-pub mod fxhash;
-pub mod peer;
-pub mod receiver;
-pub mod sender;
+pub(crate) mod endpoint;
+pub(crate) mod peer;
+pub(crate) mod receiver;
+pub(crate) mod sender;
 pub mod socket;
 pub mod wire;
 
 pub use endpoint::{
-    Config, Delivery, Endpoint, ErrorInfo, ErrorKind, MsgId, PeerAddr, ReceivedData, SendError,
-    Stats, Status, Transmit,
+    Config, Delivery, Endpoint, ErrorInfo, ErrorType, GatherTransmit, MsgId, PayloadRef, PeerAddr,
+    ReceivedData, SendError, Stats, StorageSizes, Transmit,
 };
+pub use peer::{IdStatus, RecvIdList};
 pub use sender::Dest;
 pub use socket::{
     CtpConfig, CtpIoStats, CtpSocket, EdpAddr, EdpTransport, Handler, Transport, UdpTransport,

@@ -5,6 +5,8 @@
 use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use netcore::rtt::{PeerTimeout, RtoPolicy};
+
 use crate::wire::id_less;
 
 /// Outcome of [`RecvIdList::insert`].
@@ -99,7 +101,8 @@ impl RecvIdList {
         self.beyond.clear();
         let ids: Vec<u32> = self.provisional.drain().collect();
         for id in ids {
-            let _ = self.insert_established(id);
+            // moved, not added: the ids are counted already
+            let _ = self.insert_established(id, usize::MAX);
         }
     }
 
@@ -121,6 +124,14 @@ impl RecvIdList {
 
     /// Records `id`; says whether it is new, a duplicate, or refused (list full).
     pub fn insert(&mut self, id: u32) -> IdStatus {
+        self.insert_within(id, usize::MAX)
+    }
+
+    /// As [`insert`](Self::insert), but the list may grow by at most `room`
+    /// ids besides its own cap (the endpoint's budget over all lists,
+    /// `Config::max_out_of_order_ids_total`): an id that would need more is
+    /// [`IdStatus::Full`]. An in-sequence id never needs room.
+    pub fn insert_within(&mut self, id: u32, room: usize) -> IdStatus {
         if self.first.is_none() {
             if self.provisional.contains(&id) {
                 return IdStatus::Duplicate;
@@ -137,15 +148,18 @@ impl RecvIdList {
                     .min_by_key(|x| x.wrapping_sub(any).wrapping_add(0x8000_0000))
                     .unwrap_or(id);
                 self.establish(oldest.wrapping_sub(1));
-                return self.insert_established(id);
+                return self.insert_established(id, room);
+            }
+            if room == 0 {
+                return IdStatus::Full;
             }
             self.provisional.insert(id);
             return IdStatus::New;
         }
-        self.insert_established(id)
+        self.insert_established(id, room)
     }
 
-    fn insert_established(&mut self, id: u32) -> IdStatus {
+    fn insert_established(&mut self, id: u32, room: usize) -> IdStatus {
         let f = self.first.expect("established");
         if !id_less(f, id) {
             return IdStatus::Duplicate;
@@ -163,7 +177,7 @@ impl RecvIdList {
         match self.beyond.binary_search_by_key(&d, |x| x.wrapping_sub(f)) {
             Ok(_) => IdStatus::Duplicate,
             Err(pos) => {
-                if self.beyond.len() >= self.cap {
+                if self.beyond.len() >= self.cap || room == 0 {
                     return IdStatus::Full;
                 }
                 self.beyond.insert(pos, id);
@@ -173,33 +187,27 @@ impl RecvIdList {
     }
 }
 
-/// The sending half of a session: the adaptive resend timeout `T` of one
-/// destination and the evidence it is based on (spec, "Storages": 100 ms
+/// The timing half of a sending session: the adaptive resend timeout `T` of
+/// one destination and the evidence it is based on (spec, "Storages": 100 ms
 /// until the first exchange, then the measured time x 3).
 ///
-/// The measured time is a smoothed round-trip estimate per RFC 6298 section 2
-/// (SRTT and RTTVAR, gains 1/8 and 1/4), fed only by confirmations of packets
-/// sent once (Karn's rule, RFC 6298 section 3), and
+/// The estimator and the timeout rule are [`netcore::rtt::PeerTimeout`]
+/// with the CTP policy [`RtoPolicy::CtpSpec`]: an RFC 6298 section 2
+/// smoother (SRTT and RTTVAR, gains 1/8 and 1/4) fed only by confirmations
+/// of packets sent once (Karn's rule, RFC 6298 section 3), and
 /// `T = max(multiplier x SRTT, SRTT + 4 x RTTVAR)` clamped to
 /// `[min_timeout, max_timeout]`. After the first sample both terms equal
 /// `3 x sample` (RTTVAR starts at sample / 2), the spec's rule; later the
 /// RFC 6298 variance term keeps a jittery peer (a loaded host's wakeups)
-/// from drawing spurious resends.
+/// from drawing spurious resends. Karn backoff only without a fresh sample
+/// ([`SendTiming::expired`]).
 #[derive(Debug, Clone)]
 pub struct SendTiming {
-    /// Current resend timeout `T` of new packets (0 = resending disabled).
-    pub timeout: Duration,
-    /// Smoothed time between sending a packet and its confirmation (a round
-    /// trip) from packets sent once only (Karn's rule); RFC 6298 SRTT.
-    pub srtt: Option<Duration>,
-    /// Round-trip variation, RFC 6298 RTTVAR (0 before the first sample).
-    pub rttvar: Duration,
-    /// True when the timeout was set explicitly and must not adapt.
-    pub fixed: bool,
-    /// When the last valid sample (Karn) was taken.
-    pub last_sample: Option<Instant>,
+    /// The estimator and the current timeout `T` (zero = resending disabled).
+    pub rtt: PeerTimeout,
     /// When this destination last confirmed a packet in flight (any
-    /// transmission of it): evidence the peer and the path work.
+    /// transmission of it): evidence the peer and the path work (the
+    /// live-link resend cap, `Config::max_resend_period`).
     pub last_confirm: Option<Instant>,
 }
 
@@ -207,13 +215,40 @@ impl SendTiming {
     /// Timing starting at `timeout`.
     pub fn new(timeout: Duration) -> Self {
         Self {
-            timeout,
-            srtt: None,
-            rttvar: Duration::ZERO,
-            fixed: false,
-            last_sample: None,
+            rtt: PeerTimeout::new(timeout),
             last_confirm: None,
         }
+    }
+
+    /// Current resend timeout `T` of new packets (0 = resending disabled).
+    #[inline]
+    pub fn timeout(&self) -> Duration {
+        self.rtt.timeout
+    }
+
+    /// Smoothed time between sending a packet and its confirmation (RFC 6298
+    /// SRTT), from packets sent once only (Karn's rule).
+    #[inline]
+    pub fn srtt(&self) -> Option<Duration> {
+        self.rtt.srtt()
+    }
+
+    /// Round-trip variation, RFC 6298 RTTVAR (0 before the first sample).
+    #[cfg(test)]
+    pub fn rttvar(&self) -> Duration {
+        self.rtt.est.rttvar()
+    }
+
+    /// True when the timeout was set explicitly and does not adapt.
+    #[inline]
+    pub fn is_fixed(&self) -> bool {
+        self.rtt.fixed
+    }
+
+    /// Fixes `T` at `timeout` (no adaptation, no backoff; zero disables
+    /// resending).
+    pub fn fix(&mut self, timeout: Duration) {
+        self.rtt.fix(timeout);
     }
 
     /// A new measurement `sample` taken at `now` (confirmation time minus
@@ -231,22 +266,8 @@ impl SendTiming {
         min: Duration,
         max: Duration,
     ) {
-        let s = match self.srtt {
-            None => {
-                self.rttvar = sample / 2;
-                sample
-            }
-            Some(old) => {
-                self.rttvar = (self.rttvar * 3 + old.abs_diff(sample)) / 4;
-                (old * 7 + sample) / 8
-            }
-        };
-        self.srtt = Some(s);
-        self.last_sample = Some(now);
-        if !self.fixed && !self.timeout.is_zero() {
-            let t = (s * multiplier).max(s + self.rttvar * 4);
-            self.timeout = t.clamp(min, max);
-        }
+        self.rtt
+            .sample(now, sample, RtoPolicy::CtpSpec { multiplier }, min, max);
     }
 
     /// The resend timer of a packet first sent at `first_sent` with timeout
@@ -261,13 +282,7 @@ impl SendTiming {
     /// packet doubled the timeout its successors were sent with: a 10 s stall
     /// at 5 % loss).
     pub fn expired(&mut self, first_sent: Instant, base: Duration, max: Duration) {
-        if self.fixed || self.timeout.is_zero() {
-            return;
-        }
-        if self.last_sample.is_some_and(|t| t >= first_sent) {
-            return;
-        }
-        self.timeout = self.timeout.max((base * 2).min(max));
+        self.rtt.expired(first_sent, base, max);
     }
 }
 
@@ -376,19 +391,19 @@ mod tests {
         let max = Duration::from_secs(10);
         // first sample: SRTT 200, RTTVAR 100: 3 x 200 = 200 + 4 x 100 = 600 (spec)
         t.sample(t0, us(200), 3, min, max);
-        assert_eq!((t.timeout, t.rttvar), (us(600), us(100)));
+        assert_eq!((t.timeout(), t.rttvar()), (us(600), us(100)));
         // RTTVAR 3/4 x 100 + 1/4 x 0 = 75: SRTT + 4 RTTVAR = 500 < 3 x SRTT
         t.sample(t0, us(200), 3, min, max);
-        assert_eq!((t.timeout, t.rttvar), (us(600), us(75)));
+        assert_eq!((t.timeout(), t.rttvar()), (us(600), us(75)));
         // a jump: RTTVAR = 56.25 + 200 = 256.25, SRTT = 300: the variance
         // term (1325 us) exceeds 3 x SRTT (900 us)
         t.sample(t0, us(1000), 3, min, max);
-        assert_eq!(t.srtt, Some(us(300)));
-        assert_eq!(t.rttvar, Duration::from_nanos(256_250));
-        assert_eq!(t.timeout, us(1325));
+        assert_eq!(t.srtt(), Some(us(300)));
+        assert_eq!(t.rttvar(), Duration::from_nanos(256_250));
+        assert_eq!(t.timeout(), us(1325));
         let mut z = SendTiming::new(Duration::ZERO);
         z.sample(t0, us(5), 3, min, max);
-        assert!(z.timeout.is_zero());
+        assert!(z.timeout().is_zero());
     }
 
     #[test]
@@ -401,23 +416,23 @@ mod tests {
         // generation of packets (not per expiry)
         t.expired(t0, ms(100), max);
         t.expired(t0, ms(100), max);
-        assert_eq!(t.timeout, ms(200));
+        assert_eq!(t.timeout(), ms(200));
         t.expired(t0, ms(200), max);
-        assert_eq!(t.timeout, ms(400));
+        assert_eq!(t.timeout(), ms(400));
         // a valid sample after the packet was sent: the expiry is a loss
         t.sample(t0 + ms(1), ms(1), 3, ms(1), max);
-        assert_eq!(t.timeout, ms(3));
+        assert_eq!(t.timeout(), ms(3));
         t.expired(t0, ms(400), max);
-        assert_eq!(t.timeout, ms(3));
+        assert_eq!(t.timeout(), ms(3));
         // a packet sent after the last sample: stale estimate, back off
         t.expired(t0 + ms(2), ms(3), max);
-        assert_eq!(t.timeout, ms(6));
+        assert_eq!(t.timeout(), ms(6));
         // capped; a fixed timeout never moves
         t.expired(t0 + ms(2), ms(8000), max);
-        assert_eq!(t.timeout, max);
+        assert_eq!(t.timeout(), max);
         let mut f = SendTiming::new(ms(5));
-        f.fixed = true;
+        f.fix(ms(5));
         f.expired(t0, ms(5), max);
-        assert_eq!(f.timeout, ms(5));
+        assert_eq!(f.timeout(), ms(5));
     }
 }

@@ -1,9 +1,13 @@
 //! The sent-commands storage (CTP spec v1.2, "Storages"): a sent message is
-//! kept with the state of each of its packets until every packet is confirmed.
+//! kept with the state of each of its packets until every packet is confirmed;
+//! and the sending half of a session (next id, timeout, window, send order).
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::wire::{Options, Repr};
+use crate::endpoint::MsgId;
+use crate::peer::SendTiming;
+use crate::wire::{Options, Repr, CTP_HEADER_LEN};
 
 /// Where a message goes: one peer, or the broadcast address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -181,6 +185,64 @@ impl<P> SentMsg<P> {
     /// Bytes on the wire of packet `i` (header + part), for window accounting.
     pub fn wire_len(&self, i: u32) -> usize {
         let (s, e) = self.part(i);
-        crate::wire::HEADER_LEN + (e - s)
+        CTP_HEADER_LEN + (e - s)
+    }
+}
+
+/// The sending half of a session with one destination (spec, "Storages":
+/// next packet id and interchange timeout), plus this implementation's
+/// send window and the send order of early resend (RFC 8985).
+#[derive(Debug)]
+pub(crate) struct SendSession {
+    /// Id of the next packet to this destination (random start, +1, wraps).
+    pub next_id: u32,
+    /// The StartSession packet went out (the first packet to the destination).
+    pub started: bool,
+    /// The destination's resend timeout `T` and its evidence.
+    pub timing: SendTiming,
+    /// Messages with packets waiting for the window, served round-robin.
+    pub queue: VecDeque<MsgId>,
+    /// Packets sent and unconfirmed.
+    pub in_flight_pkts: usize,
+    /// Wire bytes (header + part) sent and unconfirmed.
+    pub in_flight_bytes: usize,
+    /// Sequence number of the next transmission to this destination.
+    pub tx_seq: u64,
+    /// Transmissions in send order (seq, message, packet), for early resend
+    /// and the first-sample re-base; entries of packets confirmed or sent
+    /// again since are skipped.
+    pub sent_order: VecDeque<(u64, MsgId, u32)>,
+    /// One past the highest transmission sequence number confirmed (of
+    /// packets sent once, so unambiguous): everything sent before it and
+    /// still unconfirmed is presumed lost (RFC 8985 RACK, by send order).
+    pub rack_seq: u64,
+    /// Sequence number of the newest first transmission (the tail of what
+    /// was sent: the tail probe's candidate).
+    pub newest_first_seq: u64,
+}
+
+impl SendSession {
+    /// A session starting at id `next_id` with timeout `timeout`.
+    pub fn new(next_id: u32, timeout: Duration) -> Self {
+        Self {
+            next_id,
+            started: false,
+            timing: SendTiming::new(timeout),
+            queue: VecDeque::new(),
+            in_flight_pkts: 0,
+            in_flight_bytes: 0,
+            tx_seq: 0,
+            sent_order: VecDeque::new(),
+            rack_seq: 0,
+            newest_first_seq: 0,
+        }
+    }
+
+    /// Records a transmission of packet `idx` of `key`; returns its sequence number.
+    pub fn note_transmission(&mut self, key: MsgId, idx: u32) -> u64 {
+        let seq = self.tx_seq;
+        self.tx_seq += 1;
+        self.sent_order.push_back((seq, key, idx));
+        seq
     }
 }

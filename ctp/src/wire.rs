@@ -26,7 +26,7 @@
 use std::fmt;
 
 /// Size of the CTP header in bytes (spec table 1: 16+16+32+32+32+64+8 bits).
-pub const HEADER_LEN: usize = 25;
+pub const CTP_HEADER_LEN: usize = 25;
 /// Bit 15 of the command field marks a confirmation (spec table 1).
 pub const CONFIRM_BIT: u16 = 0x8000;
 /// Largest command number an application may send (spec table 1).
@@ -173,15 +173,15 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// `packet size`; [`WireError::Inconsistent`] if `packet size < 25`.
     pub fn new_checked(buf: T) -> Result<Self, WireError> {
         let have = buf.as_ref().len();
-        if have < HEADER_LEN {
+        if have < CTP_HEADER_LEN {
             return Err(WireError::Truncated {
-                need: HEADER_LEN,
+                need: CTP_HEADER_LEN,
                 have,
             });
         }
         let p = Self { buf };
         let size = p.packet_size() as usize;
-        if size < HEADER_LEN {
+        if size < CTP_HEADER_LEN {
             return Err(WireError::Inconsistent(
                 "packet size smaller than the header",
             ));
@@ -221,7 +221,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
     /// The body: bytes 25..packet size.
     pub fn payload(&self) -> &[u8] {
-        &self.buf.as_ref()[HEADER_LEN..self.packet_size() as usize]
+        &self.buf.as_ref()[CTP_HEADER_LEN..self.packet_size() as usize]
     }
 }
 
@@ -257,7 +257,7 @@ impl Repr {
     pub fn parse(datagram: &[u8]) -> Result<(Repr, &[u8]), WireError> {
         let p = Packet::new_checked(datagram)?;
         let cmd = p.command_field();
-        let payload = &datagram[HEADER_LEN..p.packet_size() as usize];
+        let payload = &datagram[CTP_HEADER_LEN..p.packet_size() as usize];
         let repr = Repr {
             command: cmd & MAX_COMMAND,
             confirm: cmd & CONFIRM_BIT != 0,
@@ -312,7 +312,7 @@ impl Repr {
 
     /// Total packet length in bytes (header + body).
     pub fn packet_len(&self) -> usize {
-        HEADER_LEN + self.payload_len as usize
+        CTP_HEADER_LEN + self.payload_len as usize
     }
 
     /// Writes the 25-byte header at the start of `buf` (the body is the
@@ -326,7 +326,7 @@ impl Repr {
             size <= MAX_PACKET_LEN,
             "CTP packet of {size} bytes exceeds 65535"
         );
-        let b = &mut buf[..HEADER_LEN];
+        let b = &mut buf[..CTP_HEADER_LEN];
         b[field::SIZE].copy_from_slice(&(size as u16).to_le_bytes());
         let cmd = (self.command & MAX_COMMAND) | if self.confirm { CONFIRM_BIT } else { 0 };
         b[field::COMMAND].copy_from_slice(&cmd.to_le_bytes());

@@ -2,8 +2,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use ctp::wire::{Options, Repr, HEADER_LEN};
-use ctp::{Config, Delivery, Endpoint, ErrorKind, SendError};
+use ctp::wire::{Options, Repr, CTP_HEADER_LEN};
+use ctp::{Config, Delivery, Endpoint, ErrorType, SendError};
 
 const A: u8 = 1;
 const B: u8 = 2;
@@ -28,6 +28,26 @@ fn drain(e: &mut Endpoint<u8>) -> Vec<(u8, Vec<u8>)> {
     out
 }
 
+/// As [`drain`], through the gathered API: all headers first (a batch, as
+/// a driver builds for sendmmsg), then every payload resolved in place.
+fn drain_gathered(e: &mut Endpoint<u8>) -> Vec<(u8, Vec<u8>)> {
+    let mut hdr = [0u8; CTP_HEADER_LEN];
+    let mut batch = Vec::new();
+    while let Some(t) = e.poll_transmit_gather(&mut hdr) {
+        assert_eq!(t.header_len, CTP_HEADER_LEN);
+        batch.push((t, hdr));
+    }
+    batch
+        .into_iter()
+        .map(|(t, h)| {
+            let mut v = h.to_vec();
+            v.extend_from_slice(e.payload(t.payload));
+            assert_eq!(v.len(), t.len());
+            (t.dest, v)
+        })
+        .collect()
+}
+
 fn deliveries(e: &mut Endpoint<u8>) -> Vec<Delivery<u8>> {
     std::iter::from_fn(|| e.poll_delivery()).collect()
 }
@@ -42,7 +62,7 @@ fn normal_command_confirmed_byte_exact() {
     assert_eq!(out.len(), 1);
     let (dest, pkt) = &out[0];
     assert_eq!(*dest, B);
-    assert_eq!(pkt.len(), HEADER_LEN + 5);
+    assert_eq!(pkt.len(), CTP_HEADER_LEN + 5);
     let (r, body) = Repr::parse(pkt).unwrap();
     assert_eq!(
         (r.command, r.number, r.amount, r.message_size),
@@ -50,14 +70,14 @@ fn normal_command_confirmed_byte_exact() {
     );
     assert_eq!(r.options, Options::START_SESSION);
     assert_eq!(body, b"hello");
-    assert_eq!(a.status().awaiting_confirmation, 1);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 1);
 
     let t1 = t0 + Duration::from_micros(40);
     b.handle_datagram(t1, A, pkt);
     let conf = drain(&mut b);
     assert_eq!(conf.len(), 1);
     // the confirmation: same header, size 25, bit 15, message size 0
-    let mut expected = pkt[..HEADER_LEN].to_vec();
+    let mut expected = pkt[..CTP_HEADER_LEN].to_vec();
     expected[0..2].copy_from_slice(&25u16.to_le_bytes());
     expected[3] |= 0x80;
     expected[16..24].copy_from_slice(&[0; 8]);
@@ -74,7 +94,7 @@ fn normal_command_confirmed_byte_exact() {
     }
     let t2 = t0 + Duration::from_micros(100);
     a.handle_datagram(t2, B, &conf[0].1);
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
     // adaptive timeout: measured 100 us x 3 = 300 us, raised to the 1 ms floor
     assert_eq!(a.peer_srtt(B), Some(Duration::from_micros(100)));
     assert_eq!(a.peer_timeout(B), Duration::from_millis(1));
@@ -182,7 +202,7 @@ fn sender_ids_wrap_and_large_message_reassembles() {
     b.handle_datagram(t0, A, &out[2].1);
     b.handle_datagram(t0, A, &out[2].1);
     assert!(deliveries(&mut b).is_empty());
-    assert_eq!(b.status().large_in_progress, 1);
+    assert_eq!(b.storage_sizes().large_in_progress, 1);
     b.handle_datagram(t0, A, &out[0].1);
     assert!(deliveries(&mut b).is_empty());
     b.handle_datagram(t0, A, &out[1].1);
@@ -190,7 +210,7 @@ fn sender_ids_wrap_and_large_message_reassembles() {
         [Delivery::Data(d)] => assert_eq!(d.data, b"0123456789"),
         other => panic!("{other:?}"),
     }
-    assert_eq!(b.status().large_in_progress, 0);
+    assert_eq!(b.storage_sizes().large_in_progress, 0);
     b.handle_datagram(t0, A, &out[1].1);
     assert!(deliveries(&mut b).is_empty());
     let confs = drain(&mut b);
@@ -198,7 +218,7 @@ fn sender_ids_wrap_and_large_message_reassembles() {
     for (_, c) in &confs {
         a.handle_datagram(t0 + Duration::from_millis(1), B, c);
     }
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
     assert_eq!(a.stats().stale_confirmations, 2);
 }
 
@@ -225,7 +245,7 @@ fn unreachable_peer_not_confirmed_after_schedule() {
         for d in deliveries(&mut a) {
             match d {
                 Delivery::Error(e) => {
-                    assert_eq!(e.kind, ErrorKind::NotConfirmed);
+                    assert_eq!(e.kind, ErrorType::NotConfirmed);
                     assert_eq!(
                         (e.peer, e.command, e.msg, e.code),
                         (Some(B), Some(9), Some(id), 9)
@@ -279,7 +299,7 @@ fn del_after_error_and_no_resend() {
     assert_eq!(errors, 1);
     assert_eq!(now - t0, Duration::from_millis(100) * 511);
     assert!(!a.is_pending(id), "DelAfterError removed it");
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
 }
 
 #[test]
@@ -297,7 +317,7 @@ fn ping_and_unique_command() {
     let p2 = a.ping(t0, 100, B).unwrap();
     assert!(!a.is_pending(p1));
     assert!(a.is_pending(p2));
-    assert_eq!(a.status().awaiting_confirmation, 1);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 1);
     let out2 = drain(&mut a);
     assert_eq!(Repr::parse(&out2[0].1).unwrap().0.options, Options::PING);
     // B confirms both; the first confirmation is stale.
@@ -307,12 +327,12 @@ fn ping_and_unique_command() {
     for (_, c) in drain(&mut b) {
         a.handle_datagram(t0, B, &c);
     }
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
     assert_eq!(a.stats().stale_confirmations, 1);
     // A different command number is not affected by UniqueCommand.
     a.send(t0, 5, B, b"", Options::UNIQUE_COMMAND).unwrap();
     a.send(t0, 6, B, b"", Options::UNIQUE_COMMAND).unwrap();
-    assert_eq!(a.status().awaiting_confirmation, 2);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 2);
 }
 
 #[test]
@@ -350,7 +370,7 @@ fn reassembly_limit_refuses_and_reports() {
     assert!(drain(&mut b).is_empty(), "refused parts are not confirmed");
     match deliveries(&mut b).as_slice() {
         [Delivery::Error(e)] => {
-            assert_eq!(e.kind, ErrorKind::ReassemblyLimit);
+            assert_eq!(e.kind, ErrorType::ReassemblyLimit);
             assert_eq!((e.peer, e.command, e.code), (Some(A), Some(1), 1500));
         }
         other => panic!("{other:?}"),
@@ -375,13 +395,13 @@ fn reassembly_abandoned_after_idle_timeout() {
     a.send(t0, 1, B, &[1u8; 30], Options::NONE).unwrap();
     let out = drain(&mut a);
     b.handle_datagram(t0, A, &out[0].1);
-    assert_eq!(b.status().large_in_progress, 1);
+    assert_eq!(b.storage_sizes().large_in_progress, 1);
     let d = b.poll_timeout().unwrap();
     assert_eq!(d - t0, Duration::from_secs(5));
     b.handle_timeout(d);
-    assert_eq!(b.status().large_in_progress, 0);
+    assert_eq!(b.storage_sizes().large_in_progress, 0);
     match deliveries(&mut b).as_slice() {
-        [Delivery::Error(e)] => assert_eq!(e.kind, ErrorKind::ReassemblyAbandoned),
+        [Delivery::Error(e)] => assert_eq!(e.kind, ErrorType::ReassemblyAbandoned),
         other => panic!("{other:?}"),
     }
 }
@@ -460,7 +480,7 @@ fn window_limits_packets_in_flight() {
     }
     assert_eq!(rounds, 3);
     assert_eq!(got.len(), 2);
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
 }
 
 #[test]
@@ -564,7 +584,7 @@ fn core_cost_report() {
     }
     let per = start.elapsed() / n;
     eprintln!("core cost per 64-byte command and its confirmation: {per:?}");
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
 }
 
 /// Over UDP a node bound to the broadcast port hears its own broadcast and
@@ -610,10 +630,16 @@ fn receiving_sessions_are_bounded() {
             b.handle_datagram(t0, src, &p);
         }
     }
-    assert_eq!(deliveries(&mut b).len(), 2);
-    assert_eq!(drain(&mut b).len(), 2, "the third peer is not confirmed");
-    assert_eq!(b.stats().refused, 1);
-    assert_eq!(b.status().sessions, 2);
+    // Changed with the session limits (PROTOCOL.md "Limits"): the third peer
+    // used to be refused, unconfirmed, for as long as the node lived; now
+    // it evicts the least recently active session (peer 10) and is served.
+    assert_eq!(deliveries(&mut b).len(), 3);
+    assert_eq!(drain(&mut b).len(), 3, "every peer is confirmed");
+    assert_eq!(b.stats().refused, 0);
+    assert_eq!(b.storage_sizes().sessions, 2);
+    assert_eq!(b.stats().sessions_evicted, 1);
+    assert!(b.received_ids(10, false).is_empty(), "peer 10 was evicted");
+    assert_eq!(b.received_ids(12, false).len(), 1);
 }
 
 /// A receiver that restarted (lost its session) still delivers the sender's
@@ -647,13 +673,13 @@ fn restarts_of_either_side() {
         .unwrap();
     a.send(t0, 1, B, b"and again", Options::NONE).unwrap();
     assert_eq!(exchange(&mut a, &mut b, true), 2);
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
     // A restarts: new start id; its first packet carries StartSession
     let mut a = ep(Config::default(), 11, t0);
     a.send(t0, 1, B, b"after A restarted", Options::NONE)
         .unwrap();
     assert_eq!(exchange(&mut a, &mut b, true), 1);
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
 }
 
 /// One exchange A -> B -> A with the confirmation arriving `rtt` after the
@@ -792,7 +818,7 @@ fn timeout_backs_off_until_a_valid_sample() {
         for (_, c) in drain(&mut b) {
             a.handle_datagram(t + ms(20), B, &c);
         }
-        assert_eq!(a.status().awaiting_confirmation, 0);
+        assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
         timeouts.push(a.peer_timeout(B));
         t += ms(100);
     }
@@ -861,7 +887,7 @@ fn early_resend_after_a_later_packet_is_confirmed() {
         for (_, c) in drain(&mut b) {
             a.handle_datagram(t1 + us(1300), B, &c);
         }
-        assert_eq!(a.status().awaiting_confirmation, 0);
+        assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
         let got = deliveries(&mut b);
         assert!(matches!(got.as_slice(), [Delivery::Data(d)] if d.data == b"0123456789abcdef"));
 
@@ -885,7 +911,7 @@ fn early_resend_after_a_later_packet_is_confirmed() {
         }
         assert!(drain(&mut a).is_empty());
         assert_eq!(a.stats().data_packets_resent, resent_before);
-        assert_eq!(a.status().awaiting_confirmation, 0);
+        assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
         assert_eq!(a.poll_timeout(), None);
     }
 }
@@ -961,7 +987,7 @@ fn tail_probe_recovers_a_lost_last_packet() {
     for (_, c) in drain(&mut b) {
         a.handle_datagram(t1 + us(3100), B, &c);
     }
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
     assert_eq!(deliveries(&mut b).len(), 1);
     // (2)
     let t2 = t1 + us(10_000);
@@ -995,7 +1021,7 @@ fn tail_probe_recovers_a_lost_last_packet() {
     for (_, c) in drain(&mut b) {
         a.handle_datagram(d + us(100), B, &c);
     }
-    assert_eq!(a.status().awaiting_confirmation, 0);
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
     assert!(
         matches!(deliveries(&mut b).as_slice(), [Delivery::Data(x)] if x.data == b"abcdefghij")
     );
@@ -1011,4 +1037,479 @@ fn tail_probe_recovers_a_lost_last_packet() {
     }
     assert_eq!(a.poll_timeout(), None);
     assert_eq!(a.stats().tail_probes, 2);
+}
+
+/// Gathered transmit (the header written into the caller's buffer, the data
+/// part resolved inside the stored message) gives exactly the bytes of the
+/// copying `poll_transmit`: a single-packet command, the parts of a large
+/// message (its last part shorter), an empty command, their confirmations
+/// (header only), and resends.
+#[test]
+fn gathered_transmit_is_byte_identical_to_copied() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 7,
+        ..Config::default()
+    };
+    // two identical pairs (same seeds): one polled copying, one gathered
+    let (mut a1, mut b1) = pair(cfg.clone(), t0);
+    let (mut a2, mut b2) = pair(cfg, t0);
+    for a in [&mut a1, &mut a2] {
+        a.send(t0, 1, B, b"hello", Options::NONE).unwrap();
+        a.send(t0, 2, B, b"0123456789abcdefghij", Options::NONE)
+            .unwrap();
+        a.send(t0, 3, B, b"", Options::NONE).unwrap();
+    }
+    let copied = drain(&mut a1);
+    let gathered = drain_gathered(&mut a2);
+    let lens: Vec<usize> = copied.iter().map(|(_, p)| p.len()).collect();
+    assert_eq!(lens, vec![30, 32, 32, 31, 25]);
+    assert_eq!(copied, gathered);
+    // confirmations: header only
+    for (_, p) in &copied {
+        b1.handle_datagram(t0, A, p);
+        b2.handle_datagram(t0, A, p);
+    }
+    let mut hdr = [0u8; CTP_HEADER_LEN];
+    let t = b2.poll_transmit_gather(&mut hdr).unwrap();
+    assert!(t.payload.is_empty());
+    assert_eq!(t.len(), CTP_HEADER_LEN);
+    let mut buf = [0u8; CTP_HEADER_LEN];
+    let first = b1.poll_transmit(&mut buf).unwrap();
+    assert_eq!((first.dest, first.len, buf), (A, CTP_HEADER_LEN, hdr));
+    let c1 = drain(&mut b1);
+    let c2 = drain_gathered(&mut b2);
+    assert_eq!(c1.len(), 4);
+    assert_eq!(c1, c2);
+    assert!(c2.iter().all(|(_, c)| c.len() == CTP_HEADER_LEN));
+    // resends of everything (no confirmation delivered to the senders)
+    let d = a1.poll_timeout().unwrap();
+    a1.handle_timeout(d);
+    a2.handle_timeout(d);
+    let r1 = drain(&mut a1);
+    assert_eq!(r1.len(), 5);
+    assert_eq!(r1, drain_gathered(&mut a2));
+}
+
+// ---------------------------------------------------------------------------
+// Limits against forged input (PROTOCOL.md "Limits"). Each test reproduces a
+// break of the code before the limits (noted per test) and checks the bound.
+
+/// Endpoint with `u32` addresses, for many sources.
+fn ep32(cfg: Config, seed: u64, t0: Instant) -> Endpoint<u32> {
+    Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, seed, None)
+}
+
+/// A data packet: part `number` of `amount` of a `size`-byte message (a
+/// normal command when `amount` is 1), with packet id `id`.
+fn data_packet(
+    id: u32,
+    number: u32,
+    amount: u32,
+    size: u64,
+    opts: Options,
+    body: &[u8],
+) -> Vec<u8> {
+    let r = Repr {
+        command: 1,
+        confirm: false,
+        number,
+        amount,
+        id,
+        message_size: size,
+        options: opts,
+        payload_len: body.len() as u16,
+    };
+    let mut v = vec![0u8; r.packet_len()];
+    r.emit(&mut v);
+    v[CTP_HEADER_LEN..].copy_from_slice(body);
+    v
+}
+
+/// Moves every datagram `from` wants to send to `to` (as `from_addr`);
+/// returns how many.
+fn exchange32(
+    from: &mut Endpoint<u32>,
+    from_addr: u32,
+    to: &mut Endpoint<u32>,
+    now: Instant,
+) -> usize {
+    let mut buf = vec![0u8; from.config().max_packet_len()];
+    let mut n = 0;
+    while let Some(t) = from.poll_transmit(&mut buf) {
+        n += 1;
+        to.handle_datagram(now, from_addr, &buf[..t.len]);
+    }
+    n
+}
+
+/// A legitimate peer `a` sends `msg` to `b` (address `to`); returns what `b`
+/// delivered from it once the exchange settled (a few resends at most).
+/// Other deliveries `b` hands out meanwhile go to `others`.
+fn legit_exchange(
+    a: &mut Endpoint<u32>,
+    b: &mut Endpoint<u32>,
+    to: u32,
+    msg: &[u8],
+    mut now: Instant,
+    others: &mut Vec<Delivery<u32>>,
+) -> Vec<Vec<u8>> {
+    const LEGIT: u32 = 1;
+    let id = a.send(now, 9, to, msg, Options::NONE).unwrap();
+    let mut got = Vec::new();
+    for _ in 0..20 {
+        exchange32(a, LEGIT, b, now);
+        let mut buf = vec![0u8; b.config().max_packet_len()];
+        while let Some(t) = b.poll_transmit(&mut buf) {
+            if t.dest == LEGIT {
+                a.handle_datagram(now, to, &buf[..t.len]);
+            }
+        }
+        while let Some(d) = b.poll_delivery() {
+            match d {
+                Delivery::Data(d) if d.from == LEGIT => got.push(d.data),
+                other => others.push(other),
+            }
+        }
+        if !a.is_pending(id) {
+            break;
+        }
+        now = a.poll_timeout().unwrap().max(now);
+        a.handle_timeout(now);
+    }
+    got
+}
+
+/// Before: 65 536 forged source addresses filled the receiving-session table
+/// and every new peer was refused, unconfirmed, for as long as the node
+/// lived (sessions never expired). Now a million forged sources keep the
+/// table at `max_sessions` (least recently active evicted) and the
+/// confirmation queue at `max_queued_confirmations`, and a new peer gets its
+/// message delivered at once.
+#[test]
+fn a_million_forged_sources_neither_grow_state_nor_lock_out_a_new_peer() {
+    let t0 = Instant::now();
+    let cfg = Config::default();
+    let mut b = ep32(cfg.clone(), 2, t0);
+    let pkt = data_packet(7, 0, 1, 1, Options::START_SESSION, b"x");
+    let mut now = t0;
+    let mut buf = vec![0u8; cfg.max_packet_len()];
+    for src in 0..1_000_000u32 {
+        if src % 1000 == 0 {
+            // the application reads its deliveries; the driver sends
+            // rarely (a stalled driver)
+            now += Duration::from_micros(100);
+            while b.poll_delivery().is_some() {}
+        }
+        if src % 200_000 == 0 {
+            let s = b.storage_sizes();
+            assert!(s.receiving_sessions <= cfg.max_sessions, "{s:?}");
+            assert!(
+                s.confirmations_queued <= cfg.max_queued_confirmations,
+                "{s:?}"
+            );
+            while b.poll_transmit(&mut buf).is_some() {}
+        }
+        b.handle_datagram(now, 0x1000_0000 + src, &pkt);
+    }
+    let s = b.storage_sizes();
+    assert_eq!(s.receiving_sessions, cfg.max_sessions);
+    assert!(s.confirmations_queued <= cfg.max_queued_confirmations);
+    let st = b.stats();
+    assert_eq!(st.sessions_created, 1_000_000);
+    assert_eq!(st.sessions_evicted, 1_000_000 - cfg.max_sessions as u64);
+    assert!(st.confirmations_dropped > 0);
+    while b.poll_transmit(&mut buf).is_some() {}
+    while b.poll_delivery().is_some() {}
+    let mut a = ep32(cfg, 1, now);
+    let got = legit_exchange(&mut a, &mut b, 2, b"let me in", now, &mut Vec::new());
+    assert_eq!(got, vec![b"let me in".to_vec()]);
+    assert_eq!(
+        a.stats().data_packets_resent,
+        0,
+        "served at the first packet"
+    );
+}
+
+/// Before: receiving sessions lived as long as the node. Now a session idle
+/// for `session_idle_timeout` is dropped; the source's next packet starts a
+/// new one.
+#[test]
+fn idle_receiving_sessions_expire() {
+    let t0 = Instant::now();
+    let cfg = Config::default();
+    let mut b = ep32(cfg.clone(), 2, t0);
+    for src in 10..13u32 {
+        b.handle_datagram(
+            t0,
+            src,
+            &data_packet(5, 0, 1, 1, Options::START_SESSION, b"x"),
+        );
+    }
+    assert_eq!(b.storage_sizes().sessions, 3);
+    let d = b.poll_timeout().unwrap();
+    assert_eq!(d - t0, cfg.session_idle_timeout);
+    b.handle_timeout(d);
+    let s = b.storage_sizes();
+    assert_eq!((s.sessions, s.receiving_sessions), (0, 0));
+    assert_eq!(b.stats().sessions_expired, 3);
+    assert_eq!(b.poll_timeout(), None);
+}
+
+/// Before: parts announcing messages that do not fit (2^48 - 1 bytes) were
+/// refused with one error delivery per message, outside the delivery-queue
+/// limit: 800 000 forged packets queued 800 000 errors (91 MB, growing
+/// linearly), and once the queue held `max_queued_deliveries` deliveries
+/// legitimate data was refused too. Now errors beyond `max_queued_errors`
+/// are dropped, counted and reported in one `Suppressed` delivery, and data
+/// still gets through.
+#[test]
+fn announcements_of_2_48_bytes_queue_bounded_errors() {
+    let t0 = Instant::now();
+    let cfg = Config::default();
+    let mut b = ep32(cfg.clone(), 2, t0);
+    let n = 800_000u32;
+    let big = ctp::wire::MAX_MESSAGE_SIZE;
+    for k in 0..n {
+        // one packet per message (distinct ids), from 1000 forged sources;
+        // the application does not read its deliveries meanwhile
+        let pkt = data_packet(2 * k, 0, 2, big, Options::NONE, b"0123");
+        b.handle_datagram(t0, 0x1000_0000 + k % 1000, &pkt);
+    }
+    let s = b.storage_sizes();
+    assert_eq!(s.errors_queued, cfg.max_queued_errors);
+    assert_eq!(s.deliveries_queued, cfg.max_queued_errors);
+    assert_eq!(s.reassembly_bytes, 0);
+    let st = b.stats();
+    assert_eq!(st.refused_reassembly, n as u64);
+    assert_eq!(
+        st.errors_suppressed,
+        (n as usize - cfg.max_queued_errors) as u64
+    );
+    // a legitimate peer's command is delivered behind the errors
+    let mut a = ep32(cfg.clone(), 1, t0);
+    let mut others = Vec::new();
+    let got = legit_exchange(&mut a, &mut b, 2, b"data still flows", t0, &mut others);
+    assert_eq!(got, vec![b"data still flows".to_vec()]);
+    // the dropped errors are reported in one delivery once there is room
+    let mut counts = std::collections::HashMap::new();
+    let mut suppressed = 0;
+    others.extend(std::iter::from_fn(|| b.poll_delivery()));
+    for d in others {
+        if let Delivery::Error(e) = d {
+            *counts.entry(e.kind).or_insert(0) += 1;
+            if e.kind == ErrorType::Suppressed {
+                suppressed += e.code;
+            }
+        }
+    }
+    assert_eq!(counts[&ErrorType::Suppressed], 1);
+    assert_eq!(suppressed as u64, st.errors_suppressed);
+}
+
+/// Before: the received-id lists were capped only per source (2^20 ids
+/// each), so many sources together held up to 2^20 x 65 536 ids. Now all
+/// lists together hold at most `max_out_of_order_ids_total`; in-sequence
+/// packets need no room, so a legitimate peer still gets everything through
+/// (its out-of-order packets are refused and resent until the gaps fill).
+#[test]
+fn received_id_lists_are_bounded_over_all_sources() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        max_out_of_order_ids: 1000,
+        max_out_of_order_ids_total: 10_000,
+        ..Config::default()
+    };
+    let mut b = ep32(cfg.clone(), 2, t0);
+    let mut buf = vec![0u8; cfg.max_packet_len()];
+    // 100 sources send ids 2, 4, 6, ... after a StartSession of 0: all out
+    // of order (the odd ids never come)
+    for src in 0..100u32 {
+        let addr = 0x1000_0000 + src;
+        b.handle_datagram(
+            t0,
+            addr,
+            &data_packet(0, 0, 1, 1, Options::START_SESSION, b"s"),
+        );
+        for k in 0..1000u32 {
+            b.handle_datagram(
+                t0,
+                addr,
+                &data_packet(2 * k + 2, 0, 1, 1, Options::NONE, b"x"),
+            );
+        }
+        while b.poll_delivery().is_some() {}
+        while b.poll_transmit(&mut buf).is_some() {}
+    }
+    let held: usize = (0..100u32)
+        .map(|s| {
+            b.received_ids(0x1000_0000 + s, false)
+                .len()
+                .saturating_sub(1)
+        })
+        .sum();
+    assert_eq!(held, cfg.max_out_of_order_ids_total);
+    assert_eq!(b.storage_sizes().out_of_order_ids, held);
+    assert_eq!(b.stats().refused_ids, 100 * 1000 - held as u64);
+    // a legitimate peer whose first packet overtakes nothing: in sequence
+    let mut a = ep32(cfg, 1, t0);
+    let got = legit_exchange(&mut a, &mut b, 2, b"in order", t0, &mut Vec::new());
+    assert_eq!(got, vec![b"in order".to_vec()]);
+}
+
+/// Before: reassembly memory was bounded only over all sources (1 GiB), so
+/// one source (or one forged address) announcing three 300 MiB messages
+/// took it all and every other sender's large messages were refused. Now a
+/// source may reserve at most `max_reassembly_bytes_per_peer` (512 MiB).
+#[test]
+fn reassembly_memory_is_bounded_per_source() {
+    let t0 = Instant::now();
+    let cfg = Config::default();
+    let mut b = ep32(cfg.clone(), 2, t0);
+    let size = 300u64 << 20;
+    let part = vec![7u8; 1024];
+    let amount = (size / 1024) as u32;
+    // the first part of three 300 MiB messages from X
+    for m in 0..3u32 {
+        b.handle_datagram(
+            t0,
+            0x1000_0000,
+            &data_packet(amount * m, 0, amount, size, Options::NONE, &part),
+        );
+    }
+    assert_eq!(
+        b.storage_sizes().large_in_progress,
+        1,
+        "X: one message fits its 512 MiB"
+    );
+    // Y's 300 MiB message still fits the global budget
+    b.handle_datagram(
+        t0,
+        0x2000_0000,
+        &data_packet(0, 0, amount, size, Options::NONE, &part),
+    );
+    let s = b.storage_sizes();
+    assert_eq!(s.large_in_progress, 2);
+    assert!(s.reassembly_bytes <= cfg.max_reassembly_bytes);
+    assert_eq!(b.stats().refused_reassembly, 2);
+    let limit_errors: Vec<u32> = std::iter::from_fn(|| b.poll_delivery())
+        .map(|d| match d {
+            Delivery::Error(e) => {
+                assert_eq!(e.kind, ErrorType::ReassemblyLimit);
+                e.peer.unwrap()
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(limit_errors, vec![0x1000_0000, 0x1000_0000]);
+}
+
+/// Records the `tracing` events of the current thread with the name of the
+/// span they happened in (a minimal subscriber: no extra dependency).
+mod trace_recorder {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, Subscriber};
+
+    #[derive(Default, Clone)]
+    pub struct Recorder {
+        pub events: Arc<Mutex<Vec<(String, String)>>>,
+        names: Arc<Mutex<Vec<(u64, &'static str)>>>,
+        stack: Arc<Mutex<Vec<u64>>>,
+        next: Arc<AtomicU64>,
+    }
+
+    struct Message(String);
+    impl Visit for Message {
+        fn record_debug(&mut self, f: &Field, v: &dyn std::fmt::Debug) {
+            if f.name() == "message" {
+                self.0 = format!("{v:?}");
+            }
+        }
+    }
+
+    impl Subscriber for Recorder {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, a: &Attributes<'_>) -> Id {
+            let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+            self.names.lock().unwrap().push((id, a.metadata().name()));
+            Id::from_u64(id)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, e: &Event<'_>) {
+            let mut m = Message(String::new());
+            e.record(&mut m);
+            let top = self.stack.lock().unwrap().last().copied();
+            let span = self
+                .names
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|(id, _)| Some(*id) == top)
+                .map_or("", |(_, n)| n)
+                .to_string();
+            self.events.lock().unwrap().push((span, m.0));
+        }
+        fn enter(&self, id: &Id) {
+            self.stack.lock().unwrap().push(id.into_u64());
+        }
+        fn exit(&self, _: &Id) {
+            self.stack.lock().unwrap().pop();
+        }
+    }
+}
+
+/// The core reports to `tracing`, inside its endpoint's span: session
+/// creation and eviction, tail probes, resends, error deadlines.
+#[test]
+fn tracing_events_in_the_endpoint_span() {
+    let rec = trace_recorder::Recorder::default();
+    tracing::subscriber::with_default(rec.clone(), || {
+        let t0 = Instant::now();
+        let cfg = Config {
+            data_size: 4,
+            max_sessions: 1,
+            ..Config::default()
+        };
+        let (mut a, mut b) = pair(cfg, t0);
+        let us = Duration::from_micros;
+        exchange(&mut a, &mut b, t0, us(100));
+        // the last part is lost: tail probe, resends, error deadline
+        let t1 = t0 + us(1000);
+        a.send(t1, 2, B, b"0123456789", Options::DEL_AFTER_ERROR)
+            .unwrap();
+        let out = drain(&mut a);
+        b.handle_datagram(t1, A, &out[0].1);
+        b.handle_datagram(t1, A, &out[1].1);
+        for (_, c) in drain(&mut b) {
+            a.handle_datagram(t1 + us(100), B, &c);
+        }
+        run_timers(&mut a, t1, Duration::from_secs(2));
+        // a second source evicts A's session at B (max_sessions 1)
+        let mut c = ep(Config::default(), 3, t0);
+        c.send(t1, 1, B, b"x", Options::NONE).unwrap();
+        for (_, p) in drain(&mut c) {
+            b.handle_datagram(t1 + us(5), 3, &p);
+        }
+    });
+    let events = rec.events.lock().unwrap().clone();
+    for wanted in [
+        "receiving session created",
+        "receiving session evicted (least recently active; table full)",
+        "tail probe",
+        "resend",
+        "not confirmed: error deadline passed",
+    ] {
+        assert!(
+            events
+                .iter()
+                .any(|(span, m)| m == wanted && span == "ctp_endpoint"),
+            "no {wanted:?} event in the endpoint span: {events:?}"
+        );
+    }
 }

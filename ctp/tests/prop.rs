@@ -6,9 +6,9 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant, SystemTime};
 
-use ctp::peer::{IdStatus, RecvIdList};
 use ctp::wire::{Options, Repr};
-use ctp::{Config, Delivery, Endpoint, ErrorKind};
+use ctp::{Config, Delivery, Endpoint, ErrorType};
+use ctp::{IdStatus, RecvIdList};
 use proptest::prelude::*;
 
 proptest! {
@@ -165,7 +165,10 @@ fn run_pair(
                 ep.handle_timeout(now);
             }
         }
-        if eps[0].status().awaiting_confirmation == 0 && wire.is_empty() && delayed.is_empty() {
+        if eps[0].storage_sizes().awaiting_confirmation == 0
+            && wire.is_empty()
+            && delayed.is_empty()
+        {
             break;
         }
         if !del_after_error && got[0].len() == sent.len() {
@@ -181,7 +184,7 @@ fn run_pair(
         .iter()
         .map(|d| match d {
             Delivery::Error(e) => {
-                assert_eq!(e.kind, ErrorKind::NotConfirmed);
+                assert_eq!(e.kind, ErrorType::NotConfirmed);
                 sent[&e.msg.unwrap()]
             }
             d => panic!("sender got {d:?}"),

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::time::{Duration, Instant, SystemTime};
 
-use ctp::{Config, Delivery, EdpAddr, Endpoint, ErrorKind, MsgId, Options};
+use ctp::{Config, Delivery, EdpAddr, Endpoint, ErrorType, MsgId, Options};
 use edp::link::fault::FaultConfig;
 use edp::link::sim::{SimClock, SimHub, SimLink};
 use edp::runtime::{Progress, RuntimeConfig};
@@ -139,7 +139,7 @@ fn check_exactly_once(
         .iter()
         .filter_map(|d| match d {
             Delivery::Error(e) => {
-                assert_eq!(e.kind, ErrorKind::NotConfirmed);
+                assert_eq!(e.kind, ErrorType::NotConfirmed);
                 e.msg
             }
             Delivery::Data(_) => None,
@@ -218,7 +218,7 @@ fn large_messages_across_loss_reordering_duplication() {
         sent.insert(m, (i, len));
     }
     run(&clock, &mut nodes, |n| {
-        n[0].ep.status().awaiting_confirmation == 0
+        n[0].ep.storage_sizes().awaiting_confirmation == 0
     });
     let (delivered, failed) = check_exactly_once(&sent, &nodes[0].got, &nodes[1].got);
     assert_eq!((delivered, failed), (8, 0));
@@ -228,7 +228,7 @@ fn large_messages_across_loss_reordering_duplication() {
         "faults produced duplicates: {s:?}"
     );
     assert!(nodes[0].ep.stats().data_packets_resent > 0);
-    assert_eq!(nodes[1].ep.status().large_in_progress, 0);
+    assert_eq!(nodes[1].ep.storage_sizes().large_in_progress, 0);
 }
 
 #[test]
@@ -253,7 +253,7 @@ fn unreachable_peer_not_confirmed_on_virtual_clock() {
     let elapsed = run(&clock, &mut nodes, |n| !n[0].got.is_empty());
     match nodes[0].got.as_slice() {
         [Delivery::Error(e)] => {
-            assert_eq!(e.kind, ErrorKind::NotConfirmed);
+            assert_eq!(e.kind, ErrorType::NotConfirmed);
             assert_eq!((e.msg, e.peer, e.command), (Some(m), Some(dst), Some(5)));
             assert_eq!(e.code, 9, "first send + 8 resends");
         }
@@ -262,7 +262,7 @@ fn unreachable_peer_not_confirmed_on_virtual_clock() {
     // 100 ms default timeout (no exchange yet): error at 511 x 100 ms.
     assert_eq!(elapsed, Duration::from_millis(100) * 511);
     assert_eq!(nodes[0].ep.stats().data_packets_resent, 8);
-    assert_eq!(nodes[0].ep.status().awaiting_confirmation, 0);
+    assert_eq!(nodes[0].ep.storage_sizes().awaiting_confirmation, 0);
     assert!(nodes[1].got.is_empty());
 }
 
@@ -322,7 +322,7 @@ fn ten_thousand_mixed_commands_with_five_percent_loss() {
     };
     let t = run(&clock, &mut nodes, |n| {
         let all_sent = feed(n, clock.now());
-        all_sent && n[0].ep.status().awaiting_confirmation == 0
+        all_sent && n[0].ep.storage_sizes().awaiting_confirmation == 0
     });
     // short messages are keyed by command: make sure there were no clashes
     let short: Vec<u64> = sent
@@ -365,7 +365,7 @@ fn broadcast_on_hub_confirmed_by_each_receiver() {
         );
     }
     run(&clock, &mut nodes, |n| {
-        n[0].ep.status().awaiting_confirmation == 0
+        n[0].ep.storage_sizes().awaiting_confirmation == 0
     });
     assert!(nodes[0].got.is_empty(), "no errors: {:?}", nodes[0].got);
     for n in &nodes[1..] {
@@ -478,8 +478,8 @@ fn ping_pong_lossy(early_resend: bool) {
             }
         }
         a_seen as u64 == ROUNDS
-            && n[0].ep.status().awaiting_confirmation == 0
-            && n[1].ep.status().awaiting_confirmation == 0
+            && n[0].ep.storage_sizes().awaiting_confirmation == 0
+            && n[1].ep.storage_sizes().awaiting_confirmation == 0
     });
     assert_eq!((a_seen as u64, b_seen as u64), (ROUNDS, ROUNDS));
     // let the last confirmations and any late resends play out: still nothing twice

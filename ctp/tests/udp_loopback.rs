@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ctp::{CtpConfig, CtpSocket, Delivery, ErrorKind, Options, UdpTransport};
+use ctp::{CtpConfig, CtpSocket, Delivery, ErrorType, Options, UdpTransport};
 
 const WAIT: Option<Duration> = Some(Duration::from_secs(30));
 const QUIT: u16 = 999;
@@ -83,7 +83,7 @@ fn ping_and_unreachable_peer() {
         .unwrap();
     match a.recv_delivery(WAIT).unwrap() {
         Delivery::Error(e) => {
-            assert_eq!(e.kind, ErrorKind::NotConfirmed);
+            assert_eq!(e.kind, ErrorType::NotConfirmed);
             assert_eq!((e.msg, e.peer, e.command), (Some(m), Some(dead), Some(2)));
         }
         d => panic!("{d:?}"),
@@ -288,7 +288,7 @@ fn soak_exactly_once_busy_poll_ping_pong() {
                 Delivery::Data(d) => d,
                 // a NotConfirmed error (a 1 s stall of this loaded host): the
                 // echo stays stored and is resent, still exactly once
-                Delivery::Error(e) if e.kind == ErrorKind::NotConfirmed => continue,
+                Delivery::Error(e) if e.kind == ErrorType::NotConfirmed => continue,
                 Delivery::Error(e) => panic!("B: {e}"),
             };
             if d.command == QUIT {
@@ -313,7 +313,7 @@ fn soak_exactly_once_busy_poll_ping_pong() {
         }
         let d = match a.recv_delivery(WAIT).unwrap() {
             Delivery::Data(d) => d,
-            Delivery::Error(e) if e.kind == ErrorKind::NotConfirmed => {
+            Delivery::Error(e) if e.kind == ErrorType::NotConfirmed => {
                 errors += 1;
                 continue;
             }

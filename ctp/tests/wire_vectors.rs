@@ -1,7 +1,7 @@
 //! Byte-exact header vectors (CTP spec v1.2, table 1: packed little-endian
 //! 25-byte header; "Confirmations"; "Options").
 
-use ctp::wire::{Options, Packet, Repr, WireError, HEADER_LEN};
+use ctp::wire::{Options, Packet, Repr, WireError, CTP_HEADER_LEN};
 
 /// Builds the expected bytes field by field, independently of the codec.
 #[allow(clippy::too_many_arguments)]
@@ -19,7 +19,7 @@ fn bytes(size: u16, cmd: u16, number: u32, amount: u32, id: u32, msize: u64, opt
 }
 
 fn emit(r: &Repr) -> Vec<u8> {
-    let mut b = vec![0u8; HEADER_LEN];
+    let mut b = vec![0u8; CTP_HEADER_LEN];
     r.emit(&mut b);
     b
 }

@@ -1,4 +1,4 @@
-//! Fuzzes two CTP endpoints (`ctp::endpoint::Endpoint`, the sans-IO core)
+//! Fuzzes two CTP endpoints (`ctp::Endpoint`, the sans-IO core)
 //! talking CTP-over-EDP through a `SimLink` pair whose faults (loss,
 //! duplication, reordering, delay, rate) the input chooses, driven by an
 //! input-chosen sequence of sends (normal and large messages), clock steps
@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use ctp::endpoint::{Config, Delivery, Endpoint, MsgId};
+use ctp::{Config, Delivery, Endpoint, MsgId};
 use ctp::Options;
 use edp::link::sim::{next_event, SimClock, SimLink};
 use edp::wire::{emit_edp_frame, EdpFrame, EthernetRepr, ETHERTYPE_EDP};

@@ -4,7 +4,7 @@
 //! and its confirmation is itself a valid packet.
 #![no_main]
 
-use ctp::wire::{Packet, Repr, HEADER_LEN};
+use ctp::wire::{Packet, Repr, CTP_HEADER_LEN};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -13,12 +13,12 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     assert_eq!(body.len(), repr.payload_len as usize);
-    assert_eq!(repr.packet_len(), HEADER_LEN + body.len());
+    assert_eq!(repr.packet_len(), CTP_HEADER_LEN + body.len());
     assert!(repr.packet_len() <= data.len());
 
     let mut buf = vec![0u8; repr.packet_len()];
     repr.emit(&mut buf);
-    buf[HEADER_LEN..].copy_from_slice(body);
+    buf[CTP_HEADER_LEN..].copy_from_slice(body);
     assert_eq!(&buf[..], &data[..repr.packet_len()]);
 
     let c = repr.confirmation();

@@ -26,8 +26,10 @@ use edp::runtime::{Deadline, Driver, Engine, Runtime, RuntimeConfig, SlotId, Wai
 use rustc_hash::FxHashMap;
 
 use crate::deliver::DelivererPool;
-use crate::endpoint::{Config, Delivery, Endpoint, MsgId, PeerAddr, SendError, Stats, Status};
-use crate::wire::{Options, HEADER_LEN};
+use crate::endpoint::{
+    Config, Delivery, Endpoint, MsgId, PeerAddr, SendError, Stats, StorageSizes,
+};
+use crate::wire::{Options, CTP_HEADER_LEN};
 
 mod core;
 mod over_edp;
@@ -181,18 +183,18 @@ fn endpoint<P: PeerAddr>(
     broadcast: Option<P>,
 ) -> io::Result<Endpoint<P>> {
     let mut core_cfg = cfg.protocol.clone();
-    let max_data = max_datagram.saturating_sub(HEADER_LEN);
+    let max_data = max_datagram.saturating_sub(CTP_HEADER_LEN);
     if max_data == 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "transport carries {max_datagram} bytes per datagram: no room for data after the {HEADER_LEN}-byte CTP header"
+                "transport carries {max_datagram} bytes per datagram: no room for data after the {CTP_HEADER_LEN}-byte CTP header"
             ),
         ));
     }
     core_cfg.data_size = core_cfg
         .data_size
-        .clamp(1, max_data.min(65535 - HEADER_LEN));
+        .clamp(1, max_data.min(65535 - CTP_HEADER_LEN));
     let seed = cfg.seed.unwrap_or_else(rand::random);
     Ok(Endpoint::new(
         core_cfg,
@@ -606,7 +608,7 @@ impl<T: Transport> CtpSocket<T> {
     pub fn flush(&self, timeout: Option<Duration>) -> io::Result<bool> {
         let deadline = Deadline::after(Instant::now(), timeout);
         match self.wait(deadline, "flush", |c| {
-            (c.ep.status().awaiting_confirmation == 0).then_some(())
+            (c.ep.storage_sizes().awaiting_confirmation == 0).then_some(())
         }) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(false),
@@ -615,11 +617,11 @@ impl<T: Transport> CtpSocket<T> {
     }
 
     /// Storage sizes and deliverer counts (spec `Get...Count`).
-    pub fn status(&self) -> Status {
+    pub fn status(&self) -> StorageSizes {
         let slot = self.shared.tr.slot();
         let (mut s, queued) = self.shared.tr.driver().with(|e, _| {
             let c = T::core_ref(e, slot).expect("core");
-            (c.ep.status(), c.queued())
+            (c.ep.storage_sizes(), c.queued())
         });
         let (threads, busy, jobs) = self.shared.pool.counts();
         s.deliveries_queued += queued + jobs;

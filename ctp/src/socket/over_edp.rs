@@ -10,10 +10,13 @@ use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
-use edp::runtime::{Cx, DemuxKey, Driver, EthEngine, Ready, Runtime, SlotId, Socket, TxQueue};
+use edp::runtime::{
+    Cx, DemuxKey, Driver, EthEngine, GatherRef, Ready, Runtime, SlotId, Socket, TxQueue,
+};
 use edp::wire::{EdpFrame, EdpRepr, EthernetRepr, MacAddr, EDP_HEADER_LEN, ETH_HEADER_LEN};
 
 use super::core::CtpCore;
+use crate::endpoint::PayloadRef;
 use super::Transport;
 
 /// An EDP peer: MAC address and EDP port.
@@ -68,9 +71,12 @@ impl Socket for CtpSlot {
             }
             let buf = tx.next_buf();
             let (head, body) = buf.split_at_mut(HEAD);
-            let Some(t) = self.core.ep.poll_transmit(body) else {
+            // The CTP header goes behind the EDP header in the batch
+            // buffer; the data part is sent from the stored message.
+            let Some(t) = self.core.ep.poll_transmit_gather(body) else {
                 break;
             };
+            let len = t.header_len + t.payload.len();
             EthernetRepr {
                 dst: t.dest.0,
                 src: cx.mac,
@@ -80,13 +86,27 @@ impl Socket for CtpSlot {
             EdpRepr {
                 src_port: self.port,
                 dst_port: t.dest.1,
-                payload_len: t.len as u16,
+                payload_len: len as u16,
             }
             .emit(&mut head[ETH_HEADER_LEN..]);
-            tx.commit(HEAD + t.len, None);
+            let gather = (!t.payload.is_empty()).then_some(GatherRef {
+                tag: t.payload.msg,
+                offset: t.payload.start as u64,
+                len: t.payload.len(),
+            });
+            tx.commit(HEAD + t.header_len, gather);
         }
         // Sending may have moved the endpoint's timers.
         self.core.after_event();
+    }
+
+    fn gather(&self, r: GatherRef) -> (&[u8], &[u8]) {
+        let p = PayloadRef {
+            msg: r.tag,
+            start: r.offset as usize,
+            end: r.offset as usize + r.len,
+        };
+        (self.core.ep.payload(p), &[])
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

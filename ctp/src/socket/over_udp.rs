@@ -85,7 +85,7 @@ impl UdpEngine {
             tracing::warn!(%dest, error = %e, "ctp: send failed");
             self.core.ep.push_error(
                 now,
-                crate::ErrorKind::Transport,
+                crate::ErrorType::Transport,
                 e.raw_os_error().unwrap_or(0) as i64,
                 Some(dest),
             );

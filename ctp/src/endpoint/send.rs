@@ -1,0 +1,303 @@
+//! The send path: messages into the sent-commands storage (CTP spec
+//! "Storages"), packets released into the transmit queue as the
+//! destination's window allows, the per-destination settings.
+
+use std::time::{Duration, Instant};
+
+use rand::RngCore;
+
+use super::{Endpoint, MsgId, PeerAddr, SendError, Tx};
+use crate::sender::{Dest, PktPhase, PktState, SendSession, SentMsg};
+use crate::wire::{Options, MAX_COMMAND, MAX_MESSAGE_SIZE};
+use netcore::time::later;
+
+impl<P: PeerAddr> Endpoint<P> {
+    /// Sets the receivers a broadcast must be confirmed by (at most 64). With
+    /// an empty group (the default) a broadcast packet counts as confirmed at
+    /// its first confirmation, since the sender cannot know the receivers.
+    ///
+    /// Errors: `Err(n)` if the group has more than 64 members.
+    pub fn set_broadcast_group(&mut self, group: Vec<P>) -> Result<(), usize> {
+        if group.len() > 64 {
+            return Err(group.len());
+        }
+        self.group = group;
+        Ok(())
+    }
+
+    /// Fixes the resend timeout for `peer` (no adaptation); zero disables resending.
+    pub fn set_peer_timeout(&mut self, peer: P, timeout: Duration) {
+        self.session(Dest::Peer(peer)).timing.fix(timeout);
+    }
+
+    /// The current resend timeout for `peer` (the default before any exchange).
+    pub fn peer_timeout(&self, peer: P) -> Duration {
+        self.send_sessions
+            .get(&Dest::Peer(peer))
+            .map_or(self.cfg.default_timeout, |s| s.timing.timeout())
+    }
+
+    /// The measured (smoothed) send-to-confirmation time for `peer`, if any.
+    pub fn peer_srtt(&self, peer: P) -> Option<Duration> {
+        self.send_sessions
+            .get(&Dest::Peer(peer))
+            .and_then(|s| s.timing.srtt())
+    }
+
+    /// Sets the id of the next packet to `dest` (the start is random
+    /// otherwise). For tests of id wraparound; the session's StartSession
+    /// flag is unchanged.
+    pub fn set_next_id(&mut self, dest: Dest<P>, id: u32) {
+        self.session(dest).next_id = id;
+    }
+
+    /// The sending session of `dest`, created with a random starting id
+    /// (spec: "initial value of ID ... pseudorandom") and the default
+    /// timeout.
+    pub(super) fn session(&mut self, dest: Dest<P>) -> &mut SendSession {
+        let rng = &mut self.rng;
+        let timeout = self.cfg.default_timeout;
+        self.send_sessions.entry(dest).or_insert_with(|| {
+            tracing::debug!(?dest, "sending session created");
+            SendSession::new(rng.next_u32(), timeout)
+        })
+    }
+
+    /// Sends `data` as command `command` to `peer` (copying it). Options as in
+    /// the spec; Broadcast (or `peer` equal to the broadcast address) sends to
+    /// every receiver. Returns the message id used in later error deliveries.
+    ///
+    /// Errors: [`SendError`] (command above 32767, message larger than
+    /// `max_message_size`, no broadcast address, allocation failure, storage
+    /// full).
+    pub fn send(
+        &mut self,
+        now: Instant,
+        command: u16,
+        peer: P,
+        data: &[u8],
+        options: Options,
+    ) -> Result<MsgId, SendError> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(data.len())
+            .map_err(|_| SendError::OutOfMemory(data.len() as u64))?;
+        v.extend_from_slice(data);
+        self.send_vec(now, command, peer, v, options)
+    }
+
+    /// As [`send`](Self::send), taking ownership of the data (no copy: the
+    /// packets are sent from this buffer, see
+    /// [`poll_transmit_gather`](Self::poll_transmit_gather)).
+    pub fn send_vec(
+        &mut self,
+        now: Instant,
+        command: u16,
+        peer: P,
+        data: Vec<u8>,
+        options: Options,
+    ) -> Result<MsgId, SendError> {
+        if command > MAX_COMMAND {
+            return Err(SendError::CommandOutOfRange(command));
+        }
+        let bcast = options.contains(Options::BROADCAST) || Some(peer) == self.broadcast_addr;
+        if bcast && self.broadcast_addr.is_none() {
+            return Err(SendError::NoBroadcast);
+        }
+        let size = data.len() as u64;
+        let max = self.cfg.max_message_size.min(MAX_MESSAGE_SIZE);
+        if size > max {
+            return Err(SendError::TooLarge { size, max });
+        }
+        if !self.has_room(size) {
+            return Err(SendError::Full {
+                stored: self.stored_bytes,
+                size,
+                limit: self.cfg.max_stored_bytes,
+            });
+        }
+        let part = self.cfg.data_size;
+        let count = (data.len().div_ceil(part)).max(1);
+        if count > u32::MAX as usize {
+            return Err(SendError::TooLarge {
+                size,
+                max: u32::MAX as u64 * part as u64,
+            });
+        }
+        let count = count as u32;
+        let dest = if bcast {
+            Dest::Broadcast
+        } else {
+            Dest::Peer(peer)
+        };
+        let options = options.without(Options::START_SESSION | Options::BROADCAST);
+        let mut many = Vec::new();
+        if count > 1 {
+            many.try_reserve_exact(count as usize)
+                .map_err(|_| SendError::OutOfMemory(size))?;
+            many.resize(count as usize, PktState::new(now));
+        }
+        let span = self.span.clone();
+        let _entered = span.enter();
+        if options.contains(Options::UNIQUE_COMMAND) {
+            if let Some(old) = self.unique_index.remove(&(dest, command)) {
+                self.remove_msg(old);
+            }
+        }
+        let key = self.next_key;
+        self.next_key += 1;
+        let sess = self.session(dest);
+        let first_id = sess.next_id;
+        sess.next_id = first_id.wrapping_add(count);
+        let start_session = !sess.started;
+        sess.started = true;
+        sess.queue.push_back(key);
+        let msg = SentMsg {
+            dest,
+            command,
+            options,
+            first_id,
+            amount: count,
+            part_size: part,
+            data,
+            start_session,
+            single: PktState::new(now),
+            many,
+            next_unsent: 0,
+            unconfirmed: count,
+            errored: false,
+        };
+        self.stored_bytes += size;
+        self.sent.insert(key, msg);
+        self.sent_index.insert((dest, first_id), key);
+        if options.contains(Options::UNIQUE_COMMAND) {
+            self.unique_index.insert((dest, command), key);
+        }
+        self.release(now, dest);
+        Ok(key)
+    }
+
+    /// Sends a ping: an empty command with DelAfterError|NoResend|UniqueCommand
+    /// (spec, "Options"). The peer confirms it; no confirmation within the
+    /// resend schedule gives a NotConfirmed error delivery.
+    pub fn ping(&mut self, now: Instant, command: u16, peer: P) -> Result<MsgId, SendError> {
+        self.send_vec(now, command, peer, Vec::new(), Options::PING)
+    }
+
+    /// Drops a message from the sent-commands storage (no further resends, no
+    /// error). Returns false if it was not there (already confirmed or dropped).
+    pub fn cancel(&mut self, msg: MsgId) -> bool {
+        if !self.sent.contains_key(&msg) {
+            return false;
+        }
+        self.remove_msg(msg);
+        true
+    }
+
+    /// True if a message of `size` bytes fits the sent-commands storage now
+    /// (see [`Config::max_stored_bytes`](super::Config::max_stored_bytes)).
+    pub fn has_room(&self, size: u64) -> bool {
+        self.stored_bytes == 0 || self.stored_bytes + size <= self.cfg.max_stored_bytes
+    }
+
+    /// Bytes of message data in the sent-commands storage.
+    pub fn stored_bytes(&self) -> u64 {
+        self.stored_bytes
+    }
+
+    /// True while message `msg` awaits confirmation.
+    pub fn is_pending(&self, msg: MsgId) -> bool {
+        self.sent.contains_key(&msg)
+    }
+
+    /// Removes message `key` from the storage and its packets from the
+    /// window (their timers go stale).
+    pub(super) fn remove_msg(&mut self, key: MsgId) {
+        let Some(m) = self.sent.remove(&key) else {
+            return;
+        };
+        self.stored_bytes -= m.data.len() as u64;
+        self.sent_index.remove(&(m.dest, m.first_id));
+        if self.unique_index.get(&(m.dest, m.command)) == Some(&key) {
+            self.unique_index.remove(&(m.dest, m.command));
+        }
+        if let Some(s) = self.send_sessions.get_mut(&m.dest) {
+            for i in 0..m.count() {
+                if m.pkt(i).phase == PktPhase::InFlight {
+                    s.in_flight_pkts -= 1;
+                    s.in_flight_bytes -= m.wire_len(i);
+                }
+            }
+        }
+    }
+
+    /// Releases packets of queued messages into the transmit queue while the
+    /// destination's window allows (round-robin, one packet per message turn),
+    /// arming each packet's resend and error timers, and the tail probe of
+    /// the last one released.
+    pub(super) fn release(&mut self, now: Instant, dest: Dest<P>) {
+        let Some(sess) = self.send_sessions.get_mut(&dest) else {
+            return;
+        };
+        let mut newest = None;
+        loop {
+            if sess.in_flight_pkts >= self.cfg.window_packets
+                || (sess.in_flight_pkts > 0 && sess.in_flight_bytes >= self.cfg.window_bytes)
+            {
+                break;
+            }
+            let Some(key) = sess.queue.pop_front() else {
+                break;
+            };
+            let Some(m) = self.sent.get_mut(&key) else {
+                continue;
+            };
+            if m.next_unsent >= m.count() {
+                continue;
+            }
+            let i = m.next_unsent;
+            m.next_unsent += 1;
+            let timeout = sess.timing.timeout();
+            let wire = m.wire_len(i);
+            let no_resend = m.options.contains(Options::NO_RESEND);
+            let p = m.pkt_mut(i);
+            p.phase = PktPhase::InFlight;
+            p.transmissions = 1;
+            p.first_sent = now;
+            p.mult = 1;
+            p.base = timeout;
+            if !timeout.is_zero() {
+                // spec: 8 resends at (2^k - 1) T, the error at 511 T
+                let error_after = self.cfg.error_after(timeout);
+                p.resend_at = (!no_resend).then(|| later(now, timeout));
+                p.error_at = Some(later(now, error_after));
+                p.update_due();
+                self.timers.push(p.due, (key, i));
+            }
+            p.seq = sess.note_transmission(key, i);
+            p.first_seq = p.seq;
+            sess.newest_first_seq = p.seq;
+            newest = Some((key, i));
+            sess.in_flight_pkts += 1;
+            sess.in_flight_bytes += wire;
+            self.tx.push_back(Tx::Data { key, idx: i });
+            self.stats.data_packets_sent += 1;
+            if m.next_unsent < m.count() {
+                sess.queue.push_back(key);
+            }
+        }
+        if let (Some((key, i)), Some(srtt), true) =
+            (newest, sess.timing.srtt(), self.cfg.tail_probe)
+        {
+            // the tail of what was just sent: arm its probe (RFC 8985 7.2)
+            let pto = (srtt * 2).max(self.cfg.min_probe_timeout);
+            let at = later(now, pto);
+            let p = self.sent.get_mut(&key).expect("released").pkt_mut(i);
+            if p.resend_at.is_some_and(|r| at < r) {
+                p.probe_at = Some(at);
+                p.update_due();
+                self.timers.push(p.due, (key, i));
+            }
+        }
+        self.compact_send_order(dest);
+    }
+}

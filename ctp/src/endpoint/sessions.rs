@@ -1,0 +1,285 @@
+//! The receiving half of the session information storage (CTP spec v1.2,
+//! "Storages"): one received-id list per source (address, broadcast?),
+//! bounded three ways, none of which is in the spec (its sessions live as
+//! long as the node, which lets forged source addresses fill the table):
+//!
+//! - at most `max_sessions` sessions: a new source evicts the session idle
+//!   the longest (least recently active), so a new peer is always served;
+//! - a session idle for `session_idle_timeout` expires;
+//! - the ids held beyond the in-sequence one, over all lists, stay within
+//!   `max_out_of_order_ids_total` (on top of each list's own cap).
+//!
+//! Recency is kept in an activity queue: a session touched at a new instant
+//! appends `(instant, source)`; the entry whose instant equals the session's
+//! `last_active` is live, older ones are skipped when they reach the front
+//! and compacted away once they outnumber the sessions. The front live entry
+//! is the least recently active session (for non-decreasing `now`), and its
+//! instant plus the idle timeout the next expiry: O(1) amortized per packet,
+//! no ordering on addresses needed (a heap would need `P: Ord`).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+
+use super::PeerAddr;
+use crate::peer::{IdStatus, RecvIdList};
+
+/// A source: its address and whether the list is for its broadcasts.
+pub(crate) type Source<P> = (P, bool);
+
+#[derive(Debug)]
+struct RecvSession {
+    ids: RecvIdList,
+    last_active: Instant,
+}
+
+/// What [`RecvSessions::open`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Opened<P> {
+    /// The source had a session.
+    Existing,
+    /// A session was created, evicting the given one to make room.
+    Created { evicted: Option<Source<P>> },
+}
+
+/// The receiving sessions of an endpoint (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct RecvSessions<P> {
+    map: FxHashMap<Source<P>, RecvSession>,
+    order: VecDeque<(Instant, Source<P>)>,
+    ids_total: usize,
+}
+
+impl<P: PeerAddr> RecvSessions<P> {
+    pub fn new() -> Self {
+        Self {
+            map: FxHashMap::default(),
+            order: VecDeque::new(),
+            ids_total: 0,
+        }
+    }
+
+    /// Sessions open.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Ids held beyond the in-sequence one, over all lists.
+    pub fn ids_total(&self) -> usize {
+        self.ids_total
+    }
+
+    /// Entries of the activity queue, live and stale (bounded by about
+    /// twice the sessions).
+    #[cfg(test)]
+    pub fn order_len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// The sources with a session.
+    pub fn sources(&self) -> impl Iterator<Item = &Source<P>> {
+        self.map.keys()
+    }
+
+    /// The received-id list of `src`.
+    pub fn list(&self, src: &Source<P>) -> Option<&RecvIdList> {
+        self.map.get(src).map(|s| &s.ids)
+    }
+
+    /// Marks `src` active at `now`, creating its session with a list of
+    /// `cap` ids when it has none; when `max` sessions are open the least
+    /// recently active one is evicted first.
+    pub fn open(&mut self, now: Instant, src: Source<P>, max: usize, cap: usize) -> Opened<P> {
+        if let Some(s) = self.map.get_mut(&src) {
+            if now > s.last_active {
+                s.last_active = now;
+                self.order.push_back((now, src));
+                self.compact();
+            }
+            return Opened::Existing;
+        }
+        let evicted = if self.map.len() >= max.max(1) {
+            self.pop_least_recent()
+        } else {
+            None
+        };
+        self.map.insert(
+            src,
+            RecvSession {
+                ids: RecvIdList::new(cap),
+                last_active: now,
+            },
+        );
+        self.order.push_back((now, src));
+        self.compact();
+        Opened::Created { evicted }
+    }
+
+    fn is_live(&self, at: Instant, src: &Source<P>) -> bool {
+        self.map.get(src).is_some_and(|s| s.last_active == at)
+    }
+
+    fn remove(&mut self, src: &Source<P>) {
+        if let Some(s) = self.map.remove(src) {
+            self.ids_total -= s.ids.pending_len();
+        }
+    }
+
+    fn pop_least_recent(&mut self) -> Option<Source<P>> {
+        while let Some((at, src)) = self.order.pop_front() {
+            if self.is_live(at, &src) {
+                self.remove(&src);
+                return Some(src);
+            }
+        }
+        None
+    }
+
+    /// Drops stale activity entries once they outnumber the sessions
+    /// (amortized O(1) per touch).
+    fn compact(&mut self) {
+        if self.order.len() <= 2 * self.map.len() + 64 {
+            return;
+        }
+        let map = &self.map;
+        self.order
+            .retain(|(at, src)| map.get(src).is_some_and(|s| s.last_active == *at));
+    }
+
+    /// Drops the sessions idle for `idle` at `now` (none when `idle` is
+    /// zero); returns how many.
+    pub fn expire(&mut self, now: Instant, idle: Duration) -> u64 {
+        if idle.is_zero() {
+            return 0;
+        }
+        let mut n = 0;
+        while let Some(&(at, src)) = self.order.front() {
+            if !self.is_live(at, &src) {
+                self.order.pop_front();
+                continue;
+            }
+            if netcore::time::later(at, idle) > now {
+                break;
+            }
+            self.order.pop_front();
+            self.remove(&src);
+            tracing::debug!(peer = ?src.0, broadcast = src.1, "receiving session expired (idle)");
+            n += 1;
+        }
+        n
+    }
+
+    /// When the next session expires (`idle` after the least recent
+    /// activity); discards stale activity entries in front.
+    pub fn next_expiry(&mut self, idle: Duration) -> Option<Instant> {
+        if idle.is_zero() {
+            return None;
+        }
+        while let Some(&(at, src)) = self.order.front() {
+            if self.is_live(at, &src) {
+                return Some(netcore::time::later(at, idle));
+            }
+            self.order.pop_front();
+        }
+        None
+    }
+
+    /// True if `id` was received from `src` before.
+    pub fn contains(&self, src: &Source<P>, id: u32) -> bool {
+        self.map.get(src).is_some_and(|s| s.ids.contains(id))
+    }
+
+    /// A StartSession packet `id` from `src` (which has a session).
+    pub fn start_session(&mut self, src: &Source<P>, id: u32) {
+        if let Some(s) = self.map.get_mut(src) {
+            let before = s.ids.pending_len();
+            s.ids.start_session(id);
+            self.ids_total = self.ids_total - before + s.ids.pending_len();
+        }
+    }
+
+    /// Records `id` from `src` (which has a session) within the budget of
+    /// `total` ids over all lists.
+    pub fn insert(&mut self, src: &Source<P>, id: u32, total: usize) -> IdStatus {
+        let room = total.saturating_sub(self.ids_total);
+        let Some(s) = self.map.get_mut(src) else {
+            return IdStatus::Full;
+        };
+        let before = s.ids.pending_len();
+        let st = s.ids.insert_within(id, room);
+        self.ids_total = self.ids_total - before + s.ids.pending_len();
+        st
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn least_recently_active_is_evicted_and_idle_ones_expire() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut s: RecvSessions<u32> = RecvSessions::new();
+        for p in 0..3 {
+            assert_eq!(
+                s.open(ms(p as u64), (p, false), 3, 16),
+                Opened::Created { evicted: None }
+            );
+        }
+        // 0 becomes the most recent; 1 is now the least recent
+        assert_eq!(s.open(ms(10), (0, false), 3, 16), Opened::Existing);
+        assert_eq!(
+            s.open(ms(11), (9, false), 3, 16),
+            Opened::Created {
+                evicted: Some((1, false))
+            }
+        );
+        assert_eq!(s.len(), 3);
+        let idle = Duration::from_millis(100);
+        assert_eq!(s.next_expiry(idle), Some(ms(102)));
+        assert_eq!(s.expire(ms(105), idle), 1, "2 expires");
+        assert_eq!(s.next_expiry(idle), Some(ms(110)));
+        assert_eq!(s.expire(ms(1000), idle), 2);
+        assert_eq!((s.len(), s.next_expiry(idle)), (0, None));
+    }
+
+    #[test]
+    fn activity_queue_stays_bounded_for_a_busy_source() {
+        let t0 = Instant::now();
+        let mut s: RecvSessions<u32> = RecvSessions::new();
+        for k in 0..10_000u64 {
+            s.open(t0 + Duration::from_micros(k), (k as u32 % 3, false), 8, 16);
+        }
+        assert!(s.order_len() <= 2 * 3 + 65, "{}", s.order_len());
+    }
+
+    #[test]
+    fn id_budget_is_shared_and_released_with_the_session() {
+        let t0 = Instant::now();
+        let mut s: RecvSessions<u32> = RecvSessions::new();
+        for p in 0..2 {
+            s.open(t0, (p, false), 8, 100);
+            s.start_session(&(p, false), 1);
+            assert_eq!(s.insert(&(p, false), 1, 12), IdStatus::New);
+        }
+        // ids 3, 5, 7, ... are out of order (2, 4, ... missing)
+        let mut held = 0;
+        for k in 1..=10 {
+            for p in 0..2 {
+                if s.insert(&(p, false), 2 * k + 1, 12) == IdStatus::New {
+                    held += 1;
+                }
+            }
+        }
+        assert_eq!((held, s.ids_total()), (12, 12));
+        assert_eq!(
+            s.insert(&(0, false), 2, 12),
+            IdStatus::New,
+            "in sequence: no room needed"
+        );
+        s.open(t0, (7, false), 2, 100); // evicts one of the two
+        assert!(s.ids_total() < 12);
+    }
+}

@@ -1,0 +1,61 @@
+//! Unit tests of the endpoint's internals (the public behaviour is traced in
+//! tests/core.rs).
+
+use std::time::{Duration, Instant, SystemTime};
+
+use super::*;
+use crate::wire::Options;
+
+/// Resends to a peer that confirms nothing do not grow the send-order
+/// queue of early resend without bound.
+#[test]
+fn send_order_queue_stays_bounded_for_a_dead_peer() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 10,
+        default_timeout: Duration::from_millis(1),
+        max_resend_multiplier: 4,
+        ..Config::default()
+    };
+    let mut e: Endpoint<u8> = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, 1, None);
+    e.send(t0, 1, 2, &[0u8; 100], Options::NONE).unwrap();
+    let mut buf = vec![0u8; e.config().max_packet_len()];
+    let mut now = t0;
+    let mut transmissions = 0;
+    while now - t0 < Duration::from_secs(60) {
+        now = e.poll_timeout().unwrap();
+        e.handle_timeout(now);
+        while e.poll_transmit(&mut buf).is_some() {
+            transmissions += 1;
+        }
+    }
+    let s = &e.send_sessions[&Dest::Peer(2)];
+    assert!(transmissions > 10_000, "{transmissions}");
+    assert!(
+        s.sent_order.len() <= 2 * s.in_flight_pkts + 65,
+        "{} entries for {} packets in flight",
+        s.sent_order.len(),
+        s.in_flight_pkts
+    );
+}
+
+/// `payload` borrows the stored message: the data part of a gathered
+/// transmit is the message's own bytes, not a copy.
+#[test]
+fn gathered_payload_is_the_stored_message() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 4,
+        ..Config::default()
+    };
+    let mut e: Endpoint<u8> = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, 1, None);
+    let key = e.send(t0, 1, 2, b"0123456789", Options::NONE).unwrap();
+    let base = e.sent[&key].data.as_ptr();
+    let mut hdr = [0u8; crate::wire::CTP_HEADER_LEN];
+    let mut offsets = Vec::new();
+    while let Some(t) = e.poll_transmit_gather(&mut hdr) {
+        let body = e.payload(t.payload);
+        offsets.push((body.as_ptr() as usize - base as usize, body.len()));
+    }
+    assert_eq!(offsets, vec![(0, 4), (4, 4), (8, 2)]);
+}

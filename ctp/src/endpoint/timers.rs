@@ -1,0 +1,112 @@
+//! The endpoint's timers: `handle_timeout` runs what is due (in quinn's
+//! shape: one loop, one `match` arm per timer kind) and `poll_timeout` says
+//! when to call it next.
+//!
+//! Each packet in flight has up to three deadlines (error, tail probe,
+//! resend); its earliest, `due`, is its entry in a
+//! [`netcore::timer::TimerQueue`] keyed by (message, packet). Re-arming
+//! pushes a new entry; an entry is live while its packet is in flight with
+//! that `due`, so confirmations never search the queue. Besides: the
+//! reassembly idle sweep and the receiving sessions' idle expiry.
+
+use std::time::Instant;
+
+use netcore::time::earliest;
+
+use super::{Endpoint, MsgId, PeerAddr};
+use crate::sender::{Dest, PktPhase};
+
+/// The timers of one packet, in the order they are handled when several
+/// are due at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PacketTimer {
+    /// Spec: "Command is not confirmed too long".
+    ErrorDeadline,
+    /// RFC 8985 section 7: resend the tail of a burst once.
+    TailProbe,
+    /// Spec: resend with a growing period.
+    Resend,
+}
+
+impl PacketTimer {
+    const ALL: [PacketTimer; 3] = [Self::ErrorDeadline, Self::TailProbe, Self::Resend];
+}
+
+impl<P: PeerAddr> Endpoint<P> {
+    /// Runs the timers due at `now`: "not confirmed" errors, tail probes,
+    /// resends, dropping abandoned reassemblies, expiring idle sessions.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let span = self.span.clone();
+        let _entered = span.enter();
+        while let Some((due, (key, i))) = self.timers.pop_due(now) {
+            let Some(dest) = self.live_timer(due, key, i) else {
+                continue;
+            };
+            let mut removed = false;
+            for timer in PacketTimer::ALL {
+                if !self.is_expired(timer, key, i, now) {
+                    continue;
+                }
+                match timer {
+                    PacketTimer::ErrorDeadline => {
+                        removed = self.on_error_deadline(now, key, i, dest);
+                    }
+                    PacketTimer::TailProbe => self.on_tail_probe(now, key, i, dest),
+                    PacketTimer::Resend => self.on_resend(now, key, i, dest),
+                }
+                if removed {
+                    break;
+                }
+            }
+            if removed {
+                continue;
+            }
+            let p = self.sent.get_mut(&key).expect("present").pkt_mut(i);
+            if p.update_due() {
+                self.timers.push(p.due, (key, i));
+            }
+            self.compact_send_order(dest);
+        }
+        if self.next_reassembly_check.is_some_and(|t| t <= now) {
+            self.sweep_reassemblies(now);
+        }
+        let idle = self.cfg.session_idle_timeout;
+        if self.recv_ids.next_expiry(idle).is_some_and(|t| t <= now) {
+            self.stats.sessions_expired += self.recv_ids.expire(now, idle);
+        }
+    }
+
+    /// The next instant [`handle_timeout`](Self::handle_timeout) must be called
+    /// (None when no timer runs). Discards timers made stale by confirmations.
+    #[must_use]
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        let sent = &self.sent;
+        let packets = self.timers.peek_live(|due, (key, i)| {
+            sent.get(&key)
+                .is_some_and(|m| m.pkt(i).phase == PktPhase::InFlight && m.pkt(i).due == due)
+        });
+        let sessions = self.recv_ids.next_expiry(self.cfg.session_idle_timeout);
+        earliest(earliest(packets, self.next_reassembly_check), sessions)
+    }
+
+    /// The destination of packet `i` of `key` if the queue entry `due` is
+    /// still its live timer.
+    fn live_timer(&self, due: Instant, key: MsgId, i: u32) -> Option<Dest<P>> {
+        let m = self.sent.get(&key)?;
+        let p = m.pkt(i);
+        (p.phase == PktPhase::InFlight && p.due == due).then_some(m.dest)
+    }
+
+    fn is_expired(&self, timer: PacketTimer, key: MsgId, i: u32, now: Instant) -> bool {
+        let Some(m) = self.sent.get(&key) else {
+            return false;
+        };
+        let p = m.pkt(i);
+        let at = match timer {
+            PacketTimer::ErrorDeadline => p.error_at,
+            PacketTimer::TailProbe => p.probe_at,
+            PacketTimer::Resend => p.resend_at,
+        };
+        at.is_some_and(|t| t <= now)
+    }
+}
