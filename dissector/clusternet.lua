@@ -419,6 +419,34 @@ function p_ctp.dissector(tvb, pinfo, tree)
     return size
 end
 
+-- A range preference ("5201,7000-7010") as a list of {low, high}.
+local function parse_ranges(text)
+    local out = {}
+    for part in string.gmatch(tostring(text or ""), "[^,]+") do
+        local a, b = string.match(part, "^%s*(%d+)%s*%-%s*(%d+)%s*$")
+        if not a then
+            a = string.match(part, "^%s*(%d+)%s*$")
+            b = a
+        end
+        if a then
+            out[#out + 1] = { tonumber(a), tonumber(b) }
+        end
+    end
+    return out
+end
+
+local function in_ranges(ranges, v)
+    for _, r in ipairs(ranges) do
+        if v >= r[1] and v <= r[2] then
+            return true
+        end
+    end
+    return false
+end
+
+-- The EDP ports of the "CTP ports (EDP)" preference (set by apply_prefs).
+local ctp_edp_ports = {}
+
 -------------------------------------------------------------------------------
 -- EDP (PROTOCOL.md, edp/src/wire.rs, edp/src/echo.rs)
 -------------------------------------------------------------------------------
@@ -567,6 +595,12 @@ function p_edp.dissector(tvb, pinfo, tree)
         ct:add_proto_expert_info(edpe.ctrl_short, "EDP control message truncated: 8 bytes needed, 0 present")
         pinfo.cols.info:append(" Control")
         info_malformed(pinfo, "control message truncated")
+    elseif in_ranges(ctp_edp_ports, dport) or in_ranges(ctp_edp_ports, sport) then
+        -- An empty datagram on a CTP port (no tvb can be empty).
+        local ct = tree:add(p_ctp)
+        pinfo.cols.protocol = "CTP"
+        ct:add_proto_expert_info(ctpe.truncated, "CTP header truncated: 25 bytes needed, 0 present")
+        info_malformed(pinfo, "CTP header truncated")
     end
     -- What follows the payload is Ethernet padding (the Ethernet dissector
     -- shows it as such because we claim only header + payload).
@@ -909,6 +943,7 @@ local function apply_prefs()
         registered.edp, registered.esp = e, s
     end
     local ep = tostring(p_ctp.prefs.edp_ports or "")
+    ctp_edp_ports = parse_ranges(ep)
     if registered.ctp_edp ~= ep then
         if registered.ctp_edp ~= "" then
             edp_port_table:remove(registered.ctp_edp, p_ctp)
