@@ -13,11 +13,11 @@
 -- EDP/ESP"): cnedp.srcport, cnesp.flags.syn, cnesp.seq, ... CTP keeps `ctp`
 -- (ctp.command, ctp.id, ...); netgauge's control messages are `netgauge`.
 --
--- Which EDP payloads are CTP (see README "Wireshark"):
+-- How an EDP payload is decoded (see README "Wireshark"):
 --   1. destination or source port 0: an EDP control message (echo);
---   2. a port listed in the preference "CTP ports" (cnedp's table
---      "cnedp.port", which "Decode As" also fills): CTP, checked leniently
---      (every inconsistency is expert info);
+--   2. a port with a dissector in the table "cnedp.port" ("Decode As"; the
+--      preference "CTP ports (EDP)", ctp.edp_ports, puts CTP there): that
+--      dissector; CTP then reports every inconsistency as expert info;
 --   3. otherwise, with the preference "Detect CTP by its header" on (the
 --      default): CTP when the 25-byte header is self-consistent exactly as
 --      ctp/src/wire.rs parses it, and its packet size equals the EDP payload
@@ -34,7 +34,8 @@
 -- its bytes are known to be there; what does not fit is reported as expert
 -- info of group "Malformed" and the frame's info column says why.
 --
--- Lua 5.1-5.4 (Wireshark 3.x-4.x): no bitwise operators are used.
+-- Tested with Wireshark/tshark 4.0 (Lua 5.2). No bitwise operators and no
+-- API newer than 4.0 are used, so that other Lua versions load it too.
 
 local VERSION = "1.0"
 

@@ -474,6 +474,16 @@ pub fn handcrafted_cases() -> Vec<Case> {
     p[4] = 5;
     v.push(case("CTP part number not below count", forced(p), &[]));
     v.push(case(
+        "CTP empty datagram on a CTP port",
+        forced(Vec::new()),
+        &[],
+    ));
+    v.push(case(
+        "EDP empty datagram",
+        edp_frame(49152, PORT, b""),
+        &[("cnedp.len", s(0))],
+    ));
+    v.push(case(
         "CTP header truncated",
         forced(ctp_packet(&first, b"hello")[..10].to_vec()),
         &[],

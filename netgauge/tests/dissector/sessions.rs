@@ -280,32 +280,50 @@ fn esp_session() {
     let flags = |r: &Row| r.num("cnesp.flags").unwrap();
     let at = |r: &Row, f: &str| r.num(f).unwrap();
 
-    let syn_i = esp
+    // The frames as tshark's info column shows them, for failure messages.
+    let infos = || -> String {
+        esp.iter()
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r.get("frame.number").unwrap_or_default(),
+                    r.get("_ws.col.Info").unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    // The handshake that made the connection: the SYN-ACK (the client may
+    // have tried a connection before the server listened), then its SYN.
+    let synack_i = esp
         .iter()
         .position(|r| {
-            from_client(r) && flags(r) == 0x02 && at(r, "cnesp.dstport") == u64::from(PORT)
+            !from_client(r) && flags(r) == 0x12 && at(r, "cnesp.srcport") == u64::from(PORT)
         })
-        .unwrap_or_else(|| panic!("no SYN from the client: {esp:?}"));
-    let syn = esp[syn_i];
-    let cport = at(syn, "cnesp.srcport");
-    let iss = at(syn, "cnesp.seq");
-    let synack_i = syn_i
-        + esp[syn_i..]
-            .iter()
-            .position(|r| !from_client(r) && flags(r) == 0x12 && at(r, "cnesp.dstport") == cport)
-            .unwrap_or_else(|| panic!("no SYN-ACK after the SYN: {esp:?}"));
+        .unwrap_or_else(|| panic!("no SYN-ACK from the server:\n{}", infos()));
     let synack = esp[synack_i];
+    let cport = at(synack, "cnesp.dstport");
+    let syn = esp[..synack_i]
+        .iter()
+        .rev()
+        .find(|r| from_client(r) && flags(r) == 0x02 && at(r, "cnesp.srcport") == cport)
+        .unwrap_or_else(|| panic!("no SYN before the SYN-ACK:\n{}", infos()));
+    assert_eq!(at(syn, "cnesp.dstport"), u64::from(PORT));
+    let iss = at(syn, "cnesp.seq");
     assert_eq!(
         at(synack, "cnesp.ack"),
         (iss + 1) % (1 << 32),
-        "SYN-ACK acknowledges the SYN"
+        "SYN-ACK acknowledges the SYN:\n{}",
+        infos()
     );
     let irs = at(synack, "cnesp.seq");
     let ack_i = synack_i
         + esp[synack_i..]
             .iter()
             .position(|r| from_client(r) && at(r, "cnesp.srcport") == cport)
-            .unwrap_or_else(|| panic!("no segment from the client after the SYN-ACK: {esp:?}"));
+            .unwrap_or_else(|| {
+                panic!("no segment from the client after the SYN-ACK:\n{}", infos())
+            });
     let ack = esp[ack_i];
     assert_eq!(
         flags(ack) & 0x17,
