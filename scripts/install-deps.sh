@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building, testing and `netgauge --local` need on a fresh
 # Debian/Ubuntu machine: a Rust toolchain (rustup, if cargo is missing),
-# iproute2 (ip netns, veth), util-linux (unshare), libcap2-bin (setcap).
+# iproute2 (ip netns, veth), util-linux (unshare), libcap2-bin (setcap),
+# tshark (the Wireshark dissector's tests; not setuid: see below).
 # Does nothing for what is already there.
 set -euo pipefail
 
@@ -10,12 +11,16 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
 command -v setcap >/dev/null 2>&1 || missing+=(libcap2-bin)
 command -v cc >/dev/null 2>&1 || missing+=(gcc)
+command -v tshark >/dev/null 2>&1 || missing+=(tshark)
 command -v curl >/dev/null 2>&1 || { command -v cargo >/dev/null 2>&1 || missing+=(curl ca-certificates); }
 
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   echo "install-deps: installing ${missing[*]}"
+  # wireshark-common asks whether non-root users may capture (a setuid
+  # dumpcap): answer no, without a prompt.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | $sudo debconf-set-selections
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
