@@ -10,7 +10,7 @@
 //! - `ethertype_preferences_move_the_protocols` (no root): the ethertype
 //!   preferences decide which frames are EDP and ESP.
 //! - `esp_session`, `edp_session`, `ctp_session` (root): a short netgauge
-//!   run between two network namespaces (tests/common harness), captured by
+//!   run between two network namespaces (the vcluster harness via testkit), captured by
 //!   tshark on both hosts (received frames) and merged, then decoded: one
 //!   ESP handshake with consistent sequence numbers, data segments with
 //!   their length and a verified checksum, EDP ports and lengths, CTP
@@ -24,8 +24,7 @@
 //! built with the codecs, broken and random ones), `sessions.rs` (captured
 //! netgauge sessions).
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use testkit as common;
 mod frames;
 mod sessions;
 
