@@ -4,6 +4,9 @@
 
 mod cli;
 mod control;
+mod cpu;
+mod hold;
+mod idle;
 mod local;
 mod patterns;
 mod report;
@@ -45,6 +48,9 @@ fn main() -> ExitCode {
 }
 
 fn run_main(args: &Args) -> std::io::Result<()> {
+    if args.hold {
+        return hold::hold(args);
+    }
     if args.local {
         local::run(args)?;
         return Ok(());

@@ -19,7 +19,8 @@ pub struct Esp {
     timeout: Duration,
 }
 
-fn config(cfg: &SessionConfig) -> EspConfig {
+/// The ESP configuration of a session: its wait policy and runtime.
+pub(crate) fn config(cfg: &SessionConfig) -> EspConfig {
     EspConfig {
         wait: cfg.wait(),
         runtime: cfg.runtime(),
