@@ -12,6 +12,7 @@
 //! Ctrl-C handler of `--local`.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
+
 use std::process::{Child, Command, Stdio};
 
 use ::esp::socket::EspListener;
@@ -68,8 +69,8 @@ impl Holders {
     /// program and its namespace; `--hold` and `extra` arguments are
     /// added), and waits until each has bound its sockets.
     ///
-    /// Errors: spawn errors; `Other` with the process's stderr when one
-    /// exits before it is ready.
+    /// Errors: spawn errors; `Other` when one exits before it is ready
+    /// (its own message went to stderr).
     pub fn spawn(
         &mut self,
         n: usize,
@@ -83,7 +84,9 @@ impl Holders {
                 .args(extra)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
+                // Inherited: their errors reach the user as they happen,
+                // and a pipe nobody drains could never block them.
+                .stderr(Stdio::inherit());
             let child = c.spawn()?;
             crate::vcluster::register_child(child.id());
             self.children.push(child);
@@ -95,15 +98,10 @@ impl Holders {
             }
             if !line.starts_with(READY) {
                 let _ = child.kill();
-                let _ = child.wait();
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    let _ = e.read_to_string(&mut err);
-                }
+                let status = child.wait()?;
                 return Err(io::Error::other(format!(
-                    "holding process {} of {n} failed before binding its sockets: {}",
+                    "holding process {} of {n} ended ({status}) before binding its sockets; its error is above",
                     i + 1,
-                    err.trim()
                 )));
             }
             log::debug!("holding process {}: {}", child.id(), line.trim());
