@@ -53,7 +53,9 @@ pub struct Record {
     #[serde(default = "one")]
     pub procs_per_host: usize,
     /// Send blocking time, us (one_one; netgauge's long form columns B-G).
-    #[serde(skip)]
+    /// Serialized so that `--local`, which reads its client's JSON, can
+    /// write the long form too.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub send_us: Option<Summary>,
     /// The transport's own statistics (-v), e.g. ESP's retransmissions.
     #[serde(skip_serializing_if = "Option::is_none", default)]

@@ -230,6 +230,16 @@ fn long_form_output_file() {
     let rows: Vec<&str> = long.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(rows.len(), 3, "{long}");
     assert!(rows[2].starts_with("4 - "), "{long}");
+    // one_one rows carry the send blocking time and the latency (columns
+    // B-Q) and both ends' CPU time per iteration (R, S).
+    let cols: Vec<&str> = rows[2].split_whitespace().collect();
+    assert_eq!(cols.len(), 23, "{long}");
+    assert!(
+        cols[21..]
+            .iter()
+            .all(|&c| c.parse::<f64>().is_ok_and(|v| v > 0.0)),
+        "{long}"
+    );
 }
 
 #[test]
