@@ -4,19 +4,28 @@
 
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::time::Duration;
 
 use clap::Parser;
+use edp::runtime::WaitPolicy;
 
 /// A transport netgauge can measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
+    /// Raw Ethernet frames with no protocol header over a TPACKET_V2 ring
+    /// (busy) or recv(2): the floor under every other mode.
+    Eth,
     /// EDP datagrams over AF_PACKET.
     Edp,
     /// Kernel UDP.
     Udp,
+    /// Kernel UDP with `SO_BUSY_POLL` and blocking receives.
+    UdpBp,
     /// Kernel TCP with TCP_NODELAY.
     Tcp,
+    /// Kernel TCP with TCP_NODELAY, `SO_BUSY_POLL` and blocking receives.
+    TcpBp,
     /// ESP streams over AF_PACKET.
     Esp,
     /// CTP over kernel UDP (`-R IP`).
@@ -26,11 +35,14 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// Every mode, in the order `--local` runs them.
-    pub const ALL: [Mode; 6] = [
+    /// Every mode, in the order `--local` runs them: the raw floor first.
+    pub const ALL: [Mode; 9] = [
+        Mode::Eth,
         Mode::Edp,
         Mode::Udp,
+        Mode::UdpBp,
         Mode::Tcp,
+        Mode::TcpBp,
         Mode::Esp,
         Mode::CtpUdp,
         Mode::CtpEdp,
@@ -39,9 +51,12 @@ impl Mode {
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
+            Mode::Eth => "eth",
             Mode::Edp => "edp",
             Mode::Udp => "udp",
+            Mode::UdpBp => "udp-bp",
             Mode::Tcp => "tcp",
+            Mode::TcpBp => "tcp-bp",
             Mode::Esp => "esp",
             Mode::CtpUdp => "ctp-udp",
             Mode::CtpEdp => "ctp-edp",
@@ -50,13 +65,88 @@ impl Mode {
 
     /// True for modes addressed by MAC (`-R` is a MAC address).
     pub fn is_ethernet(self) -> bool {
-        matches!(self, Mode::Edp | Mode::Esp | Mode::CtpEdp)
+        matches!(self, Mode::Eth | Mode::Edp | Mode::Esp | Mode::CtpEdp)
     }
 
     /// True for modes that may lose data (datagram modes): the stream
     /// pattern reports loss instead of failing.
     pub fn is_lossy(self) -> bool {
-        matches!(self, Mode::Edp | Mode::Udp)
+        matches!(self, Mode::Eth | Mode::Edp | Mode::Udp | Mode::UdpBp)
+    }
+
+    /// True for the kernel modes with `SO_BUSY_POLL` (udp-bp, tcp-bp).
+    pub fn is_kernel_busy_poll(self) -> bool {
+        matches!(self, Mode::UdpBp | Mode::TcpBp)
+    }
+
+    /// True for kernel sockets (udp, tcp and their busy-poll variants):
+    /// they keep their own waiting (see [`Args::wait_label`]).
+    pub fn is_kernel(self) -> bool {
+        matches!(self, Mode::Udp | Mode::Tcp | Mode::UdpBp | Mode::TcpBp)
+    }
+}
+
+/// Kernel busy-poll budget of udp-bp and tcp-bp (`SO_BUSY_POLL`), us: the
+/// runtime's adaptive spin ([`edp::runtime::DEFAULT_SPIN`]), so both sides
+/// spin alike before sleeping.
+pub const KERNEL_BUSY_POLL_US: u32 = 50;
+
+/// How our modes wait (`--wait`): a [`WaitPolicy`] with its command-line
+/// syntax `busy`, `block`, `adaptive` or `adaptive:US`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait(pub WaitPolicy);
+
+impl Wait {
+    /// The label of reports and the argument that parses back to it:
+    /// `busy`, `block`, `adaptive:50`.
+    pub fn label(self) -> String {
+        match self.0 {
+            WaitPolicy::BusyPoll => "busy".into(),
+            WaitPolicy::Block => "block".into(),
+            WaitPolicy::Adaptive { spin } => format!("adaptive:{}", spin.as_micros()),
+        }
+    }
+
+    /// Whether our side spins at all (busy, or adaptive with a budget).
+    pub fn spins(self) -> bool {
+        match self.0 {
+            WaitPolicy::BusyPoll => true,
+            WaitPolicy::Block => false,
+            WaitPolicy::Adaptive { spin } => !spin.is_zero(),
+        }
+    }
+}
+
+impl FromStr for Wait {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let lower = s.to_ascii_lowercase();
+        let policy = match lower.split_once(':') {
+            None if lower == "busy" => WaitPolicy::BusyPoll,
+            None if lower == "block" => WaitPolicy::Block,
+            None if lower == "adaptive" => WaitPolicy::DEFAULT,
+            Some(("adaptive", us)) => {
+                let us: u64 = us.trim_end_matches("us").parse().map_err(|_| {
+                    format!(
+                        "--wait {s:?}: the spin budget of adaptive:US is a number of microseconds"
+                    )
+                })?;
+                if us > 1_000_000 {
+                    return Err(format!(
+                        "--wait {s:?}: a spin budget over 1 s is a busy poll: use --wait busy"
+                    ));
+                }
+                WaitPolicy::Adaptive {
+                    spin: Duration::from_micros(us),
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "unknown wait policy {s:?}: expected busy, block, adaptive or adaptive:US"
+                ))
+            }
+        };
+        Ok(Wait(policy))
     }
 }
 
@@ -74,9 +164,12 @@ impl FromStr for ModeArg {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Ok(match s.to_ascii_lowercase().as_str() {
+            "eth" => ModeArg::One(Mode::Eth),
             "edp" => ModeArg::One(Mode::Edp),
             "udp" => ModeArg::One(Mode::Udp),
+            "udp-bp" => ModeArg::One(Mode::UdpBp),
             "tcp" => ModeArg::One(Mode::Tcp),
+            "tcp-bp" => ModeArg::One(Mode::TcpBp),
             "esp" => ModeArg::One(Mode::Esp),
             "ctp" => ModeArg::Ctp,
             "ctp-udp" => ModeArg::One(Mode::CtpUdp),
@@ -84,7 +177,7 @@ impl FromStr for ModeArg {
             "all" => ModeArg::All,
             other => {
                 return Err(format!(
-                "unknown mode {other:?}: expected edp, udp, tcp, esp, ctp, ctp-udp, ctp-edp or all"
+                "unknown mode {other:?}: expected eth, edp, udp, udp-bp, tcp, tcp-bp, esp, ctp, ctp-udp, ctp-edp or all"
             ))
             }
         })
@@ -160,9 +253,11 @@ impl FromStr for SizeRange {
 #[derive(Debug, Clone, Parser)]
 #[command(name = "netgauge", version, about, long_about = None)]
 pub struct Args {
-    /// Transport(s): edp, udp, tcp, esp, ctp (over EDP with a MAC -R, over
-    /// UDP with an IP -R), ctp-udp, ctp-edp, all. Comma-separated; default
-    /// all with --local.
+    /// Transport(s): eth (raw frames, the floor), edp, udp, udp-bp, tcp,
+    /// tcp-bp (kernel sockets with SO_BUSY_POLL), esp, ctp (over EDP with a
+    /// MAC -R, over UDP with an IP -R), ctp-udp, ctp-edp, all.
+    /// Comma-separated; default with --local: all, without udp-bp and
+    /// tcp-bp when our side does not spin (--wait block).
     #[arg(short = 'm', long = "mode", value_delimiter = ',')]
     pub modes: Vec<ModeArg>,
 
@@ -221,9 +316,38 @@ pub struct Args {
     #[arg(short = 'P', long = "port", default_value_t = 5201)]
     pub port: u16,
 
-    /// Spin instead of blocking, on both ends and for every mode.
+    /// Spin instead of blocking, on both ends and for every mode: our
+    /// modes with --wait busy, udp and tcp on nonblocking sockets.
     #[arg(long = "busy-poll")]
     pub busy_poll: bool,
+
+    /// How our modes (eth, edp, esp, ctp) wait for data, on both ends:
+    /// busy (spin), block (sleep in the kernel at once), adaptive[:US]
+    /// (spin up to US microseconds, then sleep; default adaptive with the
+    /// runtime's 50 us). udp and tcp block unless --busy-poll; udp-bp and
+    /// tcp-bp block with SO_BUSY_POLL.
+    #[arg(long = "wait", value_name = "POLICY")]
+    pub wait: Option<Wait>,
+
+    /// Open N idle EDP sockets (ephemeral ports) in each netgauge process,
+    /// on the measured socket's runtime, for the whole session.
+    #[arg(long = "idle-edp", value_name = "N", default_value_t = 0)]
+    pub idle_edp: usize,
+
+    /// Open M idle ESP listeners (ephemeral ports) in each netgauge
+    /// process, on the measured socket's runtime, for the whole session.
+    #[arg(long = "idle-esp", value_name = "M", default_value_t = 0)]
+    pub idle_esp: usize,
+
+    /// With --local: P processes per host, each holding one EDP socket and
+    /// one ESP listener: the measured one and P-1 extra processes.
+    #[arg(long = "idle-procs", value_name = "P", default_value_t = 1)]
+    pub idle_procs: usize,
+
+    /// Internal (--idle-procs): bind one EDP socket and one ESP listener on
+    /// -I, print `ready`, and hold them until stdin closes.
+    #[arg(long = "hold", hide = true)]
+    pub hold: bool,
 
     /// Print one JSON object per mode and size instead of text.
     #[arg(long = "json")]
@@ -286,9 +410,15 @@ impl Args {
                 out.push(m)
             }
         };
+        // udp-bp and tcp-bp are the fair kernel comparison when our side
+        // spins; without spinning they are left out of the default list.
+        let spins = self.wait().spins();
+        let all = Mode::ALL
+            .into_iter()
+            .filter(move |m| spins || !m.is_kernel_busy_poll());
         if self.modes.is_empty() {
             if self.local {
-                Mode::ALL.into_iter().for_each(&mut push);
+                all.clone().for_each(&mut push);
             } else {
                 push(Mode::Edp);
             }
@@ -296,7 +426,7 @@ impl Args {
         for m in &self.modes {
             match m {
                 ModeArg::One(m) => push(*m),
-                ModeArg::All => Mode::ALL.into_iter().for_each(&mut push),
+                ModeArg::All => all.clone().for_each(&mut push),
                 ModeArg::Ctp if self.local => {
                     push(Mode::CtpUdp);
                     push(Mode::CtpEdp)
@@ -306,6 +436,34 @@ impl Args {
             }
         }
         out
+    }
+
+    /// How our modes wait: `--wait`, `--busy-poll` (busy), or the
+    /// runtime's default (adaptive, 50 us).
+    pub fn wait(&self) -> Wait {
+        if self.busy_poll {
+            return Wait(WaitPolicy::BusyPoll);
+        }
+        self.wait.unwrap_or(Wait(WaitPolicy::DEFAULT))
+    }
+
+    /// How `mode` waits, for reports: our modes' policy (`busy`, `block`,
+    /// `adaptive:50`); udp and tcp `busy` (user-space spin on a nonblocking
+    /// socket, with --wait busy) or `block`; udp-bp and tcp-bp
+    /// `so_busy_poll:50` (blocking receives, the kernel spins).
+    pub fn wait_label(&self, mode: Mode) -> String {
+        let wait = self.wait();
+        if mode.is_kernel_busy_poll() {
+            format!("so_busy_poll:{KERNEL_BUSY_POLL_US}")
+        } else if mode.is_kernel() {
+            if wait.0 == WaitPolicy::BusyPoll {
+                "busy".into()
+            } else {
+                "block".into()
+            }
+        } else {
+            wait.label()
+        }
     }
 
     /// The fault injection configured by --loss/--dup/--reorder (percent),
@@ -351,6 +509,39 @@ impl Args {
         }
         if self.local && self.server {
             return Err("--local runs both ends itself: drop -a".into());
+        }
+        if self.busy_poll && self.wait.is_some_and(|w| w.0 != WaitPolicy::BusyPoll) {
+            return Err(format!(
+                "--busy-poll means --wait busy, not --wait {}: give one of them",
+                self.wait.unwrap().label()
+            ));
+        }
+        if self.idle_procs == 0 || (self.idle_procs > 1 && !self.local) {
+            return Err(
+                "--idle-procs P needs P >= 1 and --local (P processes per host of the virtual cluster)"
+                    .into(),
+            );
+        }
+        if self.idle_procs > crate::hold::MAX_PROCS {
+            return Err(format!(
+                "--idle-procs {}: at most {} processes per host",
+                self.idle_procs,
+                crate::hold::MAX_PROCS
+            ));
+        }
+        for (flag, n, max) in [
+            ("--idle-edp", self.idle_edp, crate::idle::MAX_IDLE_EDP),
+            ("--idle-esp", self.idle_esp, crate::idle::MAX_IDLE_ESP),
+        ] {
+            if n > max {
+                return Err(format!("{flag} {n}: at most {max}"));
+            }
+        }
+        if self.hold {
+            if self.local || self.server || self.iface.is_none() {
+                return Err("--hold (internal) needs -I IFACE, without --local or -a".into());
+            }
+            return Ok(());
         }
         if !self.local && !self.server && self.remote.is_none() {
             return Err(
@@ -432,5 +623,85 @@ mod tests {
             vec![Mode::Edp, Mode::Udp]
         );
         assert!("foo".parse::<ModeArg>().is_err());
+    }
+
+    fn parse(v: &[&str]) -> Args {
+        Args::parse_from(std::iter::once("netgauge").chain(v.iter().copied()))
+    }
+
+    #[test]
+    fn wait_policies_parse_and_label() {
+        let w = |s: &str| s.parse::<Wait>().map(|w| w.0);
+        assert_eq!(w("busy"), Ok(WaitPolicy::BusyPoll));
+        assert_eq!(w("BLOCK"), Ok(WaitPolicy::Block));
+        assert_eq!(w("adaptive"), Ok(WaitPolicy::DEFAULT));
+        assert_eq!(
+            w("adaptive:20"),
+            Ok(WaitPolicy::Adaptive {
+                spin: Duration::from_micros(20)
+            })
+        );
+        assert!(w("adaptive:x").is_err());
+        assert!(w("adaptive:2000000").is_err());
+        assert!(w("spin").is_err());
+        for s in ["busy", "block", "adaptive:50", "adaptive:0"] {
+            assert_eq!(s.parse::<Wait>().unwrap().label(), s);
+        }
+        assert!(!"adaptive:0".parse::<Wait>().unwrap().spins());
+        assert!("adaptive:1".parse::<Wait>().unwrap().spins());
+    }
+
+    #[test]
+    fn wait_defaults_busy_poll_synonym_and_labels() {
+        let a = parse(&["--local"]);
+        assert_eq!(a.wait().0, WaitPolicy::DEFAULT);
+        assert_eq!(a.wait_label(Mode::Edp), "adaptive:50");
+        assert_eq!(a.wait_label(Mode::Udp), "block");
+        assert_eq!(a.wait_label(Mode::TcpBp), "so_busy_poll:50");
+        let b = parse(&["--local", "--busy-poll"]);
+        assert_eq!(b.wait().0, WaitPolicy::BusyPoll);
+        assert_eq!(b.wait_label(Mode::Eth), "busy");
+        assert_eq!(b.wait_label(Mode::Tcp), "busy");
+        assert!(b.validate().is_ok());
+        let c = parse(&["--local", "--busy-poll", "--wait", "busy"]);
+        assert!(c.validate().is_ok());
+        let d = parse(&["--local", "--busy-poll", "--wait", "block"]);
+        assert!(d.validate().unwrap_err().contains("--busy-poll"));
+    }
+
+    #[test]
+    fn default_local_modes_follow_the_wait_policy() {
+        // The raw floor first; the kernel busy-poll modes only when our
+        // side spins.
+        assert_eq!(parse(&["--local"]).resolve_modes()[0], Mode::Eth);
+        let block = parse(&["--local", "--wait", "block"]).resolve_modes();
+        assert!(!block.iter().any(|m| m.is_kernel_busy_poll()), "{block:?}");
+        assert_eq!(block.len(), Mode::ALL.len() - 2);
+        let busy = parse(&["--local", "--busy-poll"]).resolve_modes();
+        assert!(busy.contains(&Mode::UdpBp) && busy.contains(&Mode::TcpBp));
+        // Asked for by name, they run whatever the policy.
+        assert_eq!(
+            parse(&["--local", "--wait", "block", "-m", "eth,udp-bp,tcp-bp"]).resolve_modes(),
+            vec![Mode::Eth, Mode::UdpBp, Mode::TcpBp]
+        );
+        assert_eq!(
+            parse(&["--local", "--wait", "block", "-m", "all"]).resolve_modes(),
+            block
+        );
+    }
+
+    #[test]
+    fn idle_options_are_checked() {
+        assert!(parse(&["--local", "--idle-procs", "4"]).validate().is_ok());
+        assert!(parse(&["--local", "--idle-procs", "0"]).validate().is_err());
+        assert!(parse(&["-R", "198.18.0.1", "--idle-procs", "2"])
+            .validate()
+            .unwrap_err()
+            .contains("--local"));
+        assert!(parse(&["--local", "--idle-edp", "100000"])
+            .validate()
+            .is_err());
+        assert!(parse(&["--hold"]).validate().is_err());
+        assert!(parse(&["--hold", "-I", "lo"]).validate().is_ok());
     }
 }

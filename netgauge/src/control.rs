@@ -1,7 +1,9 @@
 //! The control exchange between client and server, carried in-band on the
 //! measured transport: before each size step the client announces the
 //! pattern, size and count (HELLO) and the server answers READY; a stream
-//! step ends with the server's REPORT; BYE ends the session.
+//! step ends with the server's REPORT; after each step the client asks for
+//! the server's CPU time of the step (STATS, answered with STATS); BYE ends
+//! the session.
 //!
 //! Control messages are [`CTRL_LEN`] bytes starting with [`MAGIC`]. On
 //! datagram transports a control message may be lost or duplicated, so the
@@ -12,6 +14,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use crate::cli::Pattern;
+use crate::transport::eth::MIN_PAYLOAD;
 use crate::transport::Endpoint;
 
 /// First bytes of every control message.
@@ -35,6 +38,10 @@ pub enum Kind {
     Report = 4,
     /// Client: the session is over.
     Bye = 5,
+    /// Client: asks for the server's CPU time of step `step`. Server: the
+    /// answer: `count` iterations served, `extra` CPU time (user + system,
+    /// getrusage) in ns.
+    Stats = 6,
 }
 
 /// A control message. Fields not used by a kind are zero.
@@ -82,9 +89,11 @@ impl Ctrl {
         b
     }
 
-    /// Decodes a control message; None if `b` is not one.
+    /// Decodes a control message; None if `b` is not one. Trailing bytes
+    /// up to the minimum Ethernet payload ([`MIN_PAYLOAD`], 46 bytes) are
+    /// padding (eth mode carries no length) and ignored.
     pub fn decode(b: &[u8]) -> Option<Ctrl> {
-        if b.len() != CTRL_LEN || b[0..4] != MAGIC {
+        if !(CTRL_LEN..=CTRL_LEN.max(MIN_PAYLOAD)).contains(&b.len()) || b[0..4] != MAGIC {
             return None;
         }
         let kind = match b[4] {
@@ -93,6 +102,7 @@ impl Ctrl {
             3 => Kind::End,
             4 => Kind::Report,
             5 => Kind::Bye,
+            6 => Kind::Stats,
             _ => return None,
         };
         let pattern = match b[5] {
@@ -218,5 +228,24 @@ mod tests {
         let mut bad = b;
         bad[4] = 99;
         assert_eq!(Ctrl::decode(&bad), None);
+        let stats = Ctrl {
+            kind: Kind::Stats,
+            count: 1100,
+            extra: 5_000_000,
+            ..Ctrl::new(Kind::Stats, 3, Pattern::OneOne)
+        };
+        assert_eq!(Ctrl::decode(&stats.encode()), Some(stats));
+    }
+
+    #[test]
+    fn ethernet_padding_is_tolerated() {
+        let c = Ctrl::new(Kind::Hello, 2, Pattern::OneOne);
+        let mut padded = c.encode().to_vec();
+        // A 40-byte payload arrives padded to 46 bytes on real Ethernet.
+        padded.resize(MIN_PAYLOAD, 0);
+        assert_eq!(Ctrl::decode(&padded), Some(c));
+        // Longer than any padding: not a control message.
+        padded.resize(MIN_PAYLOAD + 1, 0);
+        assert_eq!(Ctrl::decode(&padded), None);
     }
 }

@@ -36,12 +36,34 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
         .to_str()
         .ok_or_else(|| io::Error::other("netgauge's path is not UTF-8"))?;
     let modes = args.resolve_modes();
+    // --idle-procs: P-1 holding processes per host, for the whole run.
+    let mut holders = crate::hold::Holders::default();
+    if args.idle_procs > 1 {
+        let extra = hold_args(args);
+        for h in [a, b] {
+            holders.spawn(
+                args.idle_procs - 1,
+                || {
+                    let mut c = h.command(exe);
+                    c.args(["-I", &h.iface]);
+                    c
+                },
+                &extra,
+            )?;
+        }
+    }
     if !args.json {
         println!(
-            "# netgauge --local: hosts {} ({}, {}) and {} ({}, {}), veth MTU {}, pattern {}, {} iterations per size{}",
+            "# netgauge --local: hosts {} ({}, {}) and {} ({}, {}), veth MTU {}, pattern {}, {} iterations per size, wait {}",
             a.ns, a.mac, a.ip, b.ns, b.mac, b.ip, vc.mtu(),
-            args.pattern.name(), args.count,
-            if args.busy_poll { ", busy-poll" } else { ", blocking" }
+            args.pattern.name(), args.count, args.wait().label()
+        );
+        println!(
+            "# per host: {} netgauge process(es) ({} holding one EDP socket and one ESP listener each); per process {} idle EDP sockets, {} idle ESP listeners",
+            args.idle_procs,
+            holders.count() / 2,
+            args.idle_edp,
+            args.idle_esp
         );
     }
     let mut all = Vec::new();
@@ -59,8 +81,11 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
             let port = args
                 .port
                 .wrapping_add(((rep * modes.len() + i) % 1000) as u16);
-            let records = run_mode(args, &vc, exe, mode, port)
+            let mut records = run_mode(args, &vc, exe, mode, port)
                 .map_err(|e| io::Error::new(e.kind(), format!("mode {}: {e}", mode.name())))?;
+            for r in &mut records {
+                r.procs_per_host = args.idle_procs;
+            }
             this_run.extend(records.iter().cloned());
             print_records(args, &records)?;
             all.extend(records);
@@ -136,8 +161,13 @@ fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
         "--seed".into(),
         args.seed.to_string(),
     ];
-    if args.busy_poll {
-        v.push("--busy-poll".into());
+    v.push("--wait".into());
+    v.push(args.wait().label());
+    for (flag, n) in [("--idle-edp", args.idle_edp), ("--idle-esp", args.idle_esp)] {
+        if n > 0 {
+            v.push(flag.into());
+            v.push(n.to_string());
+        }
     }
     if args.verbose {
         v.push("-v".into());
@@ -153,6 +183,12 @@ fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
         }
     }
     v
+}
+
+/// The arguments of a holding process (`--idle-procs`): the session's
+/// wait policy, hence its runtime configuration.
+fn hold_args(args: &Args) -> Vec<String> {
+    vec!["--wait".into(), args.wait().label()]
 }
 
 fn run_mode(

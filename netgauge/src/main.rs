@@ -4,6 +4,9 @@
 
 mod cli;
 mod control;
+mod cpu;
+mod hold;
+mod idle;
 mod local;
 mod patterns;
 mod report;
@@ -22,13 +25,21 @@ mod privilege {
     /// benchmark needs no privilege after that (edp::privilege).
     pub fn drop_after_open() {
         if let Err(e) = edp::privilege::drop_capabilities() {
-            log::debug!("could not drop capabilities: {e}");
+            tracing::debug!("could not drop capabilities: {e}");
         }
     }
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    // RUST_LOG (e.g. `RUST_LOG=edp=debug,esp=trace`), default warnings,
+    // on stderr so the results on stdout stay clean.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let args = Args::parse();
     if let Err(msg) = args.validate() {
         eprintln!("netgauge: {msg}");
@@ -44,6 +55,9 @@ fn main() -> ExitCode {
 }
 
 fn run_main(args: &Args) -> std::io::Result<()> {
+    if args.hold {
+        return hold::hold(args);
+    }
     if args.local {
         local::run(args)?;
         return Ok(());

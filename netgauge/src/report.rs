@@ -11,7 +11,7 @@ use crate::stats::Summary;
 /// The result of one mode and size: one JSON object.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Record {
-    /// Transport: edp, udp, tcp, esp, ctp-udp, ctp-edp.
+    /// Transport: eth, edp, udp, udp-bp, tcp, tcp-bp, esp, ctp-udp, ctp-edp.
     pub mode: String,
     /// one_one or stream.
     pub pattern: String,
@@ -19,23 +19,56 @@ pub struct Record {
     pub size: usize,
     /// Measured iterations (round trips, or stream messages).
     pub iterations: usize,
+    /// The session busy-polled (`--wait busy`).
     pub busy_poll: bool,
+    /// How this mode waited: `busy`, `block`, `adaptive:US` (our modes;
+    /// udp and tcp `busy` or `block`), `so_busy_poll:US` (udp-bp, tcp-bp).
+    #[serde(default)]
+    pub wait: String,
     /// Half round-trip latency, us (one_one only).
     pub lat_us: Option<Summary>,
+    /// The client's CPU time (user + system, getrusage, all threads) per
+    /// iteration of the step, warm-up included, us.
+    #[serde(default)]
+    pub cpu_us_per_iter_client: Option<f64>,
+    /// The server's CPU time per iteration, us, as the client's.
+    #[serde(default)]
+    pub cpu_us_per_iter_server: Option<f64>,
     /// Throughput, Mbit/s (10^6 bit/s): size / p50 half round-trip for
     /// one_one (netgauge's median bandwidth), bytes intact / time for stream.
     pub mbit_s: f64,
     /// Throughput, MB/s (10^6 bytes/s).
     pub mb_s: f64,
-    /// Fraction of datagrams lost (stream over edp/udp), 0..1.
+    /// Fraction of datagrams lost (stream over eth/edp/udp), 0..1.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub loss: Option<f64>,
+    /// Idle EDP sockets open in each netgauge process (`--idle-edp`).
+    #[serde(default)]
+    pub idle_edp_sockets: usize,
+    /// Idle ESP listeners open in each netgauge process (`--idle-esp`).
+    #[serde(default)]
+    pub idle_esp_listeners: usize,
+    /// netgauge processes per host, each holding an EDP socket and an ESP
+    /// listener (`--idle-procs`; 1 = the measured one alone).
+    #[serde(default = "one")]
+    pub procs_per_host: usize,
     /// Send blocking time, us (one_one; netgauge's long form columns B-G).
-    #[serde(skip)]
+    /// Serialized so that `--local`, which reads its client's JSON, can
+    /// write the long form too.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub send_us: Option<Summary>,
     /// The transport's own statistics (-v), e.g. ESP's retransmissions.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub transport_stats: Option<String>,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// A CPU figure for tables: `-` when unknown.
+fn cpu_cell(v: Option<f64>) -> String {
+    v.map(|c| format!("{c:.2}")).unwrap_or_else(|| "-".into())
 }
 
 /// netgauge's short line: `N bytes -> X us == Y Mbit/s` (min half
@@ -56,7 +89,8 @@ pub fn short_line(r: &Record) -> String {
     }
 }
 
-/// An OSU-style table: size, p50, min, p99, avg half-RTT (us), MB/s.
+/// An OSU-style table: size, p50 half round-trip (us), CPU time per
+/// iteration of client and server (us), min, p99, avg half-RTT (us), MB/s.
 pub fn table(records: &[Record]) -> String {
     let mut out = String::new();
     let with_mode = records.iter().any(|r| r.mode != records[0].mode);
@@ -65,9 +99,11 @@ pub fn table(records: &[Record]) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<10} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "{:<10} {:>10} {:>11} {:>11} {:>10} {:>10} {:>10} {:>12}",
         if with_mode { "size" } else { "# size" },
         "p50(us)",
+        "cpu_cli(us)",
+        "cpu_srv(us)",
         "min(us)",
         "p99(us)",
         "avg(us)",
@@ -77,19 +113,23 @@ pub fn table(records: &[Record]) -> String {
         if with_mode {
             let _ = write!(out, "{:<8} ", r.mode);
         }
+        let (cc, cs) = (
+            cpu_cell(r.cpu_us_per_iter_client),
+            cpu_cell(r.cpu_us_per_iter_server),
+        );
         match &r.lat_us {
             Some(l) => {
                 let _ = writeln!(
                     out,
-                    "{:<10} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>12.2}",
-                    r.size, l.p50, l.min, l.p99, l.avg, r.mb_s
+                    "{:<10} {:>10.2} {:>11} {:>11} {:>10.2} {:>10.2} {:>10.2} {:>12.2}",
+                    r.size, l.p50, cc, cs, l.min, l.p99, l.avg, r.mb_s
                 );
             }
             None => {
                 let _ = write!(
                     out,
-                    "{:<10} {:>10} {:>10} {:>10} {:>10} {:>12.2}",
-                    r.size, "-", "-", "-", "-", r.mb_s
+                    "{:<10} {:>10} {:>11} {:>11} {:>10} {:>10} {:>10} {:>12.2}",
+                    r.size, "-", cc, cs, "-", "-", "-", r.mb_s
                 );
                 if let Some(loss) = r.loss {
                     let _ = write!(out, "  ({:.3} % lost)", loss * 100.0);
@@ -101,9 +141,11 @@ pub fn table(records: &[Record]) -> String {
     out
 }
 
-/// The comparison table of `--local`: each mode's p50, p99 and throughput
-/// per size, with ratios to TCP (latency ratio < 1 and throughput ratio > 1
-/// mean better than TCP).
+/// The comparison table of `--local`: each mode's wait policy, p50, CPU
+/// time per iteration of client and server, p99 and throughput per size,
+/// with its p50 ratio to the raw floor (eth), to EDP, to kernel UDP and to
+/// TCP, and its throughput ratio to TCP (latency ratio < 1 and throughput
+/// ratio > 1 mean better than the reference).
 pub fn comparison(records: &[Record]) -> String {
     let mut sizes: Vec<(String, usize)> = Vec::new();
     for r in records {
@@ -115,24 +157,46 @@ pub fn comparison(records: &[Record]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<9} {:<8} {:>8} {:>10} {:>10} {:>12} {:>10} {:>10} {:>8}",
-        "# pattern", "mode", "size", "p50(us)", "p99(us)", "Mbit/s", "p50/tcp", "tput/tcp", "loss%"
+        "# cpu_cli, cpu_srv: CPU time (user + system) per iteration of client and server, us"
+    );
+    let _ = writeln!(
+        out,
+        "{:<9} {:<8} {:<15} {:>8} {:>10} {:>8} {:>8} {:>10} {:>12} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8}",
+        "# pattern",
+        "mode",
+        "wait",
+        "size",
+        "p50(us)",
+        "cpu_cli",
+        "cpu_srv",
+        "p99(us)",
+        "Mbit/s",
+        "p50/eth",
+        "p50/edp",
+        "p50/udp",
+        "p50/tcp",
+        "tput/tcp",
+        "loss%"
     );
     for (pattern, size) in &sizes {
         let rows: Vec<&Record> = records
             .iter()
             .filter(|r| &r.pattern == pattern && r.size == *size)
             .collect();
-        let tcp = rows.iter().find(|r| r.mode == "tcp");
+        let find = |m: &str| rows.iter().find(|r| r.mode == m);
+        let tcp = find("tcp");
+        let lat_ratio = |r: &Record, reference: Option<&&Record>| match (
+            r.lat_us,
+            reference.and_then(|t| t.lat_us),
+        ) {
+            (Some(a), Some(b)) if b.p50 > 0.0 => format!("{:.2}x", a.p50 / b.p50),
+            _ => "-".into(),
+        };
         for r in &rows {
             let (p50, p99) = r
                 .lat_us
                 .map(|l| (format!("{:.2}", l.p50), format!("{:.2}", l.p99)))
                 .unwrap_or(("-".into(), "-".into()));
-            let lat_ratio = match (r.lat_us, tcp.and_then(|t| t.lat_us)) {
-                (Some(a), Some(b)) if b.p50 > 0.0 => format!("{:.2}x", a.p50 / b.p50),
-                _ => "-".into(),
-            };
             let tput_ratio = match tcp {
                 Some(t) if t.mbit_s > 0.0 => format!("{:.2}x", r.mbit_s / t.mbit_s),
                 _ => "-".into(),
@@ -143,8 +207,22 @@ pub fn comparison(records: &[Record]) -> String {
                 .unwrap_or_else(|| "-".into());
             let _ = writeln!(
                 out,
-                "{:<9} {:<8} {:>8} {:>10} {:>10} {:>12.1} {:>10} {:>10} {:>8}",
-                pattern, r.mode, size, p50, p99, r.mbit_s, lat_ratio, tput_ratio, loss
+                "{:<9} {:<8} {:<15} {:>8} {:>10} {:>8} {:>8} {:>10} {:>12.1} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8}",
+                pattern,
+                r.mode,
+                if r.wait.is_empty() { "-" } else { &r.wait },
+                size,
+                p50,
+                cpu_cell(r.cpu_us_per_iter_client),
+                cpu_cell(r.cpu_us_per_iter_server),
+                p99,
+                r.mbit_s,
+                lat_ratio(r, find("eth")),
+                lat_ratio(r, find("edp")),
+                lat_ratio(r, find("udp")),
+                lat_ratio(r, tcp),
+                tput_ratio,
+                loss
             );
         }
     }
@@ -222,8 +300,9 @@ pub fn host_block() -> String {
 }
 
 /// Writes netgauge's long form for `records` of one mode: the header
-/// legend, then per size `A - B C D E (F G) - H I J K (L M) - N O P Q`
-/// (send blocking time, half round-trip, throughput in Mbit/s).
+/// legend, then per size `A - B C D E (F G) - H I J K (L M) - N O P Q - R S`
+/// (send blocking time, half round-trip, throughput in Mbit/s, and this
+/// project's addition: CPU time per iteration of client and server).
 pub fn write_long_form(w: &mut dyn Write, records: &[Record]) -> io::Result<()> {
     w.write_all(host_block().as_bytes())?;
     let mode = records.first().map(|r| r.mode.as_str()).unwrap_or("-");
@@ -243,7 +322,9 @@ pub fn write_long_form(w: &mut dyn Write, records: &[Record]) -> io::Result<()> 
 ## M...number of RTT/2 values, that were bigger than avg + 2 * stddev.\n##\n\
 ## N...minimum throughput [Mbit/sec]\n## O...average throughput [Mbit/sec]\n\
 ## P...median throughput [Mbit/sec]\n## Q...maximum throughput [Mbit/sec]\n##\n\
-## A  -  B  C  D  E  (F G) - H  I  J  K  (L M)  -  N  O  P  Q\n",
+## R...CPU time per iteration, client [usec] (user + system, getrusage)\n\
+## S...CPU time per iteration, server [usec]\n##\n\
+## A  -  B  C  D  E  (F G) - H  I  J  K  (L M)  -  N  O  P  Q  -  R  S\n",
     )?;
     for r in records {
         match (&r.lat_us, &r.send_us) {
@@ -257,13 +338,21 @@ pub fn write_long_form(w: &mut dyn Write, records: &[Record]) -> io::Result<()> 
                 };
                 writeln!(
                     w,
-                    "{} - {:.2} {:.2} {:.2} {:.2} ({:.2} {}) - {:.2} {:.2} {:.2} {:.2} ({:.2} {}) - {:.2} {:.2} {:.2} {:.2}",
+                    "{} - {:.2} {:.2} {:.2} {:.2} ({:.2} {}) - {:.2} {:.2} {:.2} {:.2} ({:.2} {}) - {:.2} {:.2} {:.2} {:.2} - {} {}",
                     r.size, b.min, b.avg, b.p50, b.max, b.stddev, b.outliers,
                     l.min, l.avg, l.p50, l.max, l.stddev, l.outliers,
-                    bw(l.max), bw(l.avg), bw(l.p50), bw(l.min)
+                    bw(l.max), bw(l.avg), bw(l.p50), bw(l.min),
+                    cpu_cell(r.cpu_us_per_iter_client), cpu_cell(r.cpu_us_per_iter_server)
                 )?;
             }
-            _ => writeln!(w, "{} - stream - {:.2} Mbit/s", r.size, r.mbit_s)?,
+            _ => writeln!(
+                w,
+                "{} - stream - {:.2} Mbit/s - {} {}",
+                r.size,
+                r.mbit_s,
+                cpu_cell(r.cpu_us_per_iter_client),
+                cpu_cell(r.cpu_us_per_iter_server)
+            )?,
         }
     }
     Ok(())
@@ -290,10 +379,16 @@ mod tests {
             size: 64,
             iterations: 10,
             busy_poll: true,
+            wait: "busy".into(),
             lat_us: Some(s),
+            cpu_us_per_iter_client: Some(1.5),
+            cpu_us_per_iter_server: Some(2.25),
             mbit_s: mbit,
             mb_s: mbit / 8.0,
             loss: None,
+            idle_edp_sockets: 0,
+            idle_esp_listeners: 0,
+            procs_per_host: 1,
             send_us: Some(s),
             transport_stats: None,
         }
@@ -333,5 +428,50 @@ mod tests {
         assert_eq!(j["mode"], "edp");
         assert!(j.get("loss").is_none());
         assert!(table(&[r]).contains("64"));
+    }
+
+    #[test]
+    fn cpu_wait_and_floor_ratios_are_reported() {
+        let r = rec("edp", 2.0, 256.0);
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["cpu_us_per_iter_client"], 1.5);
+        assert_eq!(j["cpu_us_per_iter_server"], 2.25);
+        assert_eq!(j["wait"], "busy");
+        assert_eq!(j["procs_per_host"], 1);
+        assert_eq!(j["idle_edp_sockets"], 0);
+        // Records of an older client (no new fields) still parse.
+        let mut old = j.clone();
+        for k in [
+            "wait",
+            "cpu_us_per_iter_client",
+            "cpu_us_per_iter_server",
+            "idle_edp_sockets",
+            "idle_esp_listeners",
+            "procs_per_host",
+        ] {
+            old.as_object_mut().unwrap().remove(k);
+        }
+        let back: Record = serde_json::from_value(old).unwrap();
+        assert_eq!(back.procs_per_host, 1);
+        assert_eq!(back.cpu_us_per_iter_client, None);
+
+        let t = table(std::slice::from_ref(&r));
+        let row = t.lines().nth(1).unwrap();
+        // p50 first, then the CPU columns beside it.
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&cols[..4], &["64", "2.00", "1.50", "2.25"], "{t}");
+
+        let c = comparison(&[rec("eth", 1.6, 320.0), r.clone(), rec("udp", 8.0, 64.0)]);
+        let edp_row = c.lines().find(|l| l.contains(" edp ")).unwrap();
+        assert!(edp_row.contains("1.25x"), "edp / eth: {c}");
+        assert!(edp_row.contains("0.25x"), "edp / udp: {c}");
+        assert!(edp_row.contains(" busy "), "{c}");
+        let mut long = Vec::new();
+        write_long_form(&mut long, std::slice::from_ref(&r)).unwrap();
+        let long = String::from_utf8(long).unwrap();
+        assert!(
+            long.lines().last().unwrap().ends_with(" - 1.50 2.25"),
+            "{long}"
+        );
     }
 }

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use crate::cli::{size_steps, Args, Mode, Pattern};
 use crate::control::{self, Ctrl, Kind};
+use crate::cpu::{self, CpuClock};
+use crate::idle::IdleSockets;
 use crate::patterns::{one_one, stream, Payload};
 use crate::report::Record;
 use crate::transport::{self, SessionConfig};
@@ -22,7 +24,7 @@ pub fn session_config(args: &Args, mode: Mode) -> SessionConfig {
         iface: args.iface.clone(),
         remote,
         port: args.port,
-        busy_poll: args.busy_poll,
+        wait_policy: args.wait().0,
         fault: args.fault(),
         timeout: Duration::from_secs_f64(args.timeout_s),
     }
@@ -30,12 +32,18 @@ pub fn session_config(args: &Args, mode: Mode) -> SessionConfig {
 
 /// Runs the client side of `mode`: every size step, then BYE. `on_record`
 /// sees each record as soon as its step finished.
+///
+/// CPU time: the process's user + system time over each step (warm-up
+/// included) divided by the step's iterations, here and, asked for with a
+/// STATS request after the step, on the server.
 pub fn client(
     args: &Args,
     mode: Mode,
     on_record: &mut dyn FnMut(&Record),
 ) -> io::Result<Vec<Record>> {
     let cfg = session_config(args, mode);
+    // Before the measured socket, in its runtime; kept for the session.
+    let idle = IdleSockets::open(&cfg, args.idle_edp, args.idle_esp)?;
     let mut ep = transport::connect(&cfg)?;
     crate::privilege::drop_after_open();
     let sizes = size_steps(args.size, args.grade);
@@ -58,6 +66,7 @@ pub fn client(
         control::request(ep.as_mut(), &hello, cfg.timeout, |c| {
             c.kind == Kind::Ready && c.step == step
         })?;
+        let cpu_clock = CpuClock::start()?;
         // (latency summary, bytes per us, loss, send-call summary)
         let (lat_us, bytes_per_us, loss, send_us) = match args.pattern {
             Pattern::OneOne => {
@@ -73,16 +82,29 @@ pub fn client(
                 (None, r.recv_bytes as f64 / us, loss, None)
             }
         };
+        let client_cpu = cpu::us_per_iter(cpu_clock.elapsed()?, (count + warmup) as u64);
+        let ask = Ctrl::new(Kind::Stats, step, args.pattern);
+        let stats = control::request(ep.as_mut(), &ask, cfg.timeout, |c| {
+            c.kind == Kind::Stats && c.step == step
+        })?;
+        let server_cpu =
+            cpu::us_per_iter(std::time::Duration::from_nanos(stats.extra), stats.count);
         let mut rec = Record {
             mode: mode.name().into(),
             pattern: args.pattern.name().into(),
             size,
             iterations: count,
-            busy_poll: args.busy_poll,
+            busy_poll: cfg.busy_poll(),
+            wait: args.wait_label(mode),
             lat_us,
+            cpu_us_per_iter_client: Some(client_cpu),
+            cpu_us_per_iter_server: Some(server_cpu),
             mbit_s: bytes_per_us * 8.0,
             mb_s: bytes_per_us,
             loss,
+            idle_edp_sockets: idle.edp(),
+            idle_esp_listeners: idle.esp(),
+            procs_per_host: 1,
             send_us,
             transport_stats: None,
         };
@@ -109,20 +131,37 @@ pub fn client(
     Ok(records)
 }
 
-/// Runs the server side of `mode` for one client session.
+/// Runs the server side of `mode` for one client session. Answers each
+/// STATS request with its CPU time over the step (from READY to the end of
+/// the step's pattern) and the step's iterations.
 pub fn server(args: &Args, mode: Mode) -> io::Result<()> {
     let cfg = session_config(args, mode);
+    let _idle = IdleSockets::open(&cfg, args.idle_edp, args.idle_esp)?;
     let mut ep = transport::accept(&cfg)?;
     crate::privilege::drop_after_open();
     let mut last_step = 0u32;
+    // Of the last step: iterations served, CPU time in ns.
+    let mut last_cpu = (0u64, 0u64);
     let mut payload = Payload::new(0);
     loop {
         let c = control::recv(ep.as_mut(), cfg.timeout.max(Duration::from_secs(30)), |c| {
-            (c.kind == Kind::Hello && c.step > last_step) || c.kind == Kind::Bye
+            (c.kind == Kind::Hello && c.step > last_step)
+                || c.kind == Kind::Bye
+                || (c.kind == Kind::Stats && last_step > 0 && c.step == last_step)
         })?;
         if c.kind == Kind::Bye {
             ep.finish(cfg.timeout, false)?;
             break;
+        }
+        if c.kind == Kind::Stats {
+            // Repeated requests (datagram transports) get the same answer.
+            let reply = Ctrl {
+                count: last_cpu.0,
+                extra: last_cpu.1,
+                ..Ctrl::new(Kind::Stats, c.step, c.pattern)
+            };
+            control::send(ep.as_mut(), &reply)?;
+            continue;
         }
         last_step = c.step;
         let size = usize::try_from(c.size)
@@ -141,10 +180,13 @@ pub fn server(args: &Args, mode: Mode) -> io::Result<()> {
             payload = Payload::new(size);
         }
         control::send(ep.as_mut(), &Ctrl::new(Kind::Ready, c.step, c.pattern))?;
+        let cpu_clock = CpuClock::start()?;
         match c.pattern {
             Pattern::OneOne => one_one::server(ep.as_mut(), &payload, size, c.count as usize)?,
             Pattern::Stream => stream::server(ep.as_mut(), &payload, &c, cfg.timeout)?,
         }
+        let ns = u64::try_from(cpu_clock.elapsed()?.as_nanos()).unwrap_or(u64::MAX);
+        last_cpu = (c.count, ns);
         if args.verbose {
             if let Some(s) = ep.stats_line() {
                 eprintln!("# server {} step {}: {s}", mode.name(), c.step);

@@ -91,6 +91,57 @@ fn check_one_one(r: &Value, mode: &str, size: u64, iterations: u64) {
     // throughput is derived from the size and the median half round-trip
     assert!((mbit - size as f64 * 8.0 / p50).abs() / mbit < 1e-6, "{r}");
     assert!((mb * 8.0 - mbit).abs() / mbit < 1e-6, "{r}");
+    check_cpu(r);
+}
+
+/// Both ends report their CPU time per iteration: present and positive
+/// (every round trip costs each end some system time at least).
+fn check_cpu(r: &Value) {
+    for k in ["cpu_us_per_iter_client", "cpu_us_per_iter_server"] {
+        let v = r[k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k} missing in {r}"));
+        assert!(v > 0.0 && v.is_finite(), "{k} = {v} in {r}");
+    }
+    assert!(r["wait"].as_str().is_some_and(|w| !w.is_empty()), "{r}");
+}
+
+/// Process ids of netgauge `--hold` processes of this test binary's
+/// netgauge.
+fn hold_processes() -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
+        if args.first() == Some(&NETGAUGE.as_bytes()) && args.contains(&&b"--hold"[..]) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Waits up to 5 s for every hold process not in `before` to be gone.
+fn no_new_hold_processes(before: &[u32]) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<u32> = hold_processes()
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "holding processes {left:?} outlived their run"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn no_leftover_namespaces() {
@@ -109,7 +160,11 @@ fn local_one_one_all_modes() {
         return;
     }
     let records = run_json(&["-s", "1-256", "-c", "200", "--warmup", "20"]);
-    let modes = ["edp", "udp", "tcp", "esp", "ctp-udp", "ctp-edp"];
+    // The default list: the raw floor first, and the kernel busy-poll
+    // modes since the default wait policy (adaptive) spins.
+    let modes = [
+        "eth", "edp", "udp", "udp-bp", "tcp", "tcp-bp", "esp", "ctp-udp", "ctp-edp",
+    ];
     let sizes = [1u64, 2, 4, 8, 16, 32, 64, 128, 256];
     assert_eq!(records.len(), modes.len() * sizes.len(), "{records:?}");
     for (i, r) in records.iter().enumerate() {
@@ -184,6 +239,16 @@ fn long_form_output_file() {
     let rows: Vec<&str> = long.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(rows.len(), 3, "{long}");
     assert!(rows[2].starts_with("4 - "), "{long}");
+    // one_one rows carry the send blocking time and the latency (columns
+    // B-Q) and both ends' CPU time per iteration (R, S).
+    let cols: Vec<&str> = rows[2].split_whitespace().collect();
+    assert_eq!(cols.len(), 23, "{long}");
+    assert!(
+        cols[21..]
+            .iter()
+            .all(|&c| c.parse::<f64>().is_ok_and(|v| v > 0.0)),
+        "{long}"
+    );
 }
 
 #[test]
@@ -327,4 +392,170 @@ fn bad_arguments_are_explained() {
     let out = Command::new(NETGAUGE).args(["-m", "udp"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs -R"));
+    let out = Command::new(NETGAUGE)
+        .args(["--local", "--wait", "sometimes"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown wait policy"));
+    let out = Command::new(NETGAUGE)
+        .args(["--local", "--busy-poll", "--wait", "block"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--busy-poll means --wait busy"));
+    let out = Command::new(NETGAUGE)
+        .args(["-m", "udp", "-R", "198.18.0.1", "--idle-procs", "4"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--idle-procs"));
+}
+
+#[test]
+fn eth_floor_one_one_and_stream() {
+    if !can_run() {
+        return;
+    }
+    // Sizes below the minimum Ethernet payload (padding), around the MTU
+    // and above it (trains of frames).
+    let records = run_json(&["-m", "eth", "-s", "1-4096", "-c", "200", "--busy-poll"]);
+    let sizes = [1u64, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
+    assert_eq!(records.len(), sizes.len(), "{records:?}");
+    for (r, &size) in records.iter().zip(&sizes) {
+        check_one_one(r, "eth", size, 200);
+        assert_eq!(r["busy_poll"], true);
+        assert_eq!(r["wait"], "busy");
+    }
+    // Blocking waits in ppoll; a stream of trains reports its loss.
+    let records = run_json(&[
+        "-m", "eth", "-x", "stream", "-s", "3000", "-c", "500", "--wait", "block",
+    ]);
+    assert_eq!(records.len(), 1, "{records:?}");
+    let r = &records[0];
+    assert_eq!(r["mode"], "eth");
+    assert_eq!(r["wait"], "block");
+    assert!(r["mbit_s"].as_f64().unwrap() > 0.0, "{r}");
+    let loss = r["loss"]
+        .as_f64()
+        .expect("eth is a datagram mode: loss reported");
+    assert!((0.0..1.0).contains(&loss), "{r}");
+    check_cpu(r);
+    no_leftover_namespaces();
+}
+
+#[test]
+fn kernel_busy_poll_modes_run_or_explain() {
+    if !can_run() {
+        return;
+    }
+    let out = Command::new(NETGAUGE)
+        .args([
+            "--local",
+            "--json",
+            "-m",
+            "udp-bp,tcp-bp",
+            "-s",
+            "64",
+            "-c",
+            "200",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        // Refused (no CAP_NET_ADMIN above net.core.busy_read): the error
+        // names the option and what to do.
+        assert!(stderr.contains("SO_BUSY_POLL"), "{stderr}");
+        assert!(stderr.contains("CAP_NET_ADMIN"), "{stderr}");
+        return;
+    }
+    let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    for (r, mode) in records.iter().zip(["udp-bp", "tcp-bp"]) {
+        check_one_one(r, mode, 64, 200);
+        assert_eq!(r["wait"], "so_busy_poll:50", "{r}");
+    }
+}
+
+#[test]
+fn idle_sockets_and_processes() {
+    if !can_run() {
+        return;
+    }
+    let before = hold_processes();
+    let records = run_json(&[
+        "-m",
+        "edp,esp",
+        "-s",
+        "64",
+        "-c",
+        "200",
+        "--idle-edp",
+        "100",
+        "--idle-esp",
+        "30",
+        "--idle-procs",
+        "3",
+    ]);
+    assert_eq!(records.len(), 2, "{records:?}");
+    for (r, mode) in records.iter().zip(["edp", "esp"]) {
+        check_one_one(r, mode, 64, 200);
+        assert_eq!(r["idle_edp_sockets"], 100, "{r}");
+        assert_eq!(r["idle_esp_listeners"], 30, "{r}");
+        assert_eq!(r["procs_per_host"], 3, "{r}");
+    }
+    no_new_hold_processes(&before);
+    no_leftover_namespaces();
+    // Without the options: none open, one process per host.
+    let r = &run_json(&["-m", "edp", "-s", "64", "-c", "50"])[0];
+    assert_eq!(r["idle_edp_sockets"], 0, "{r}");
+    assert_eq!(r["idle_esp_listeners"], 0, "{r}");
+    assert_eq!(r["procs_per_host"], 1, "{r}");
+}
+
+#[test]
+fn ctrl_c_stops_the_holding_processes() {
+    if !can_run() {
+        return;
+    }
+    let before = hold_processes();
+    let mut child = Command::new(NETGAUGE)
+        .args([
+            "--local",
+            "-m",
+            "udp",
+            "-s",
+            "64",
+            "-c",
+            "100000000",
+            "--idle-procs",
+            "3",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // 2 extra processes per host.
+    while hold_processes()
+        .iter()
+        .filter(|p| !before.contains(p))
+        .count()
+        < 4
+    {
+        assert!(
+            Instant::now() < deadline,
+            "holding processes never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    no_new_hold_processes(&before);
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::Payload;
 use crate::control::{self, Ctrl, Kind};
+use crate::transport::eth::MIN_PAYLOAD;
 use crate::transport::Endpoint;
 
 /// Datagrams handed to the transport per call on datagram modes (one
@@ -176,6 +177,7 @@ pub fn server(
         }
         Some(max) => {
             let lens: Vec<usize> = chunks(size, max).collect();
+            let min_len = lens.iter().copied().min().unwrap_or(0);
             let total = lens.len() * count;
             let mut seen = vec![false; total];
             let mut buf = vec![0u8; max.max(control::CTRL_LEN)];
@@ -189,25 +191,38 @@ pub fn server(
                     }
                     continue;
                 }
-                let seq = if n >= 8 {
-                    Payload::seq_of(d).unwrap_or(u64::MAX)
-                } else {
-                    // Datagrams shorter than a sequence number: count them in order.
+                // Datagrams shorter than a sequence number are counted in
+                // order; so is one that may be such a datagram with
+                // Ethernet padding (eth mode carries no length).
+                let in_order = n < 8 || (n <= MIN_PAYLOAD && min_len < 8);
+                let seq = if in_order {
                     ok + bad + dup
+                } else {
+                    Payload::seq_of(d).unwrap_or(u64::MAX)
                 };
                 let idx = seq as usize;
-                if idx >= total || n != lens[idx % lens.len()] || payload.verify(d, seq).is_err() {
+                let expected = if idx < total {
+                    lens[idx % lens.len()]
+                } else {
+                    0
+                };
+                let d = if n > expected && n <= MIN_PAYLOAD {
+                    &d[..expected]
+                } else {
+                    d
+                };
+                if idx >= total || d.len() != expected || payload.verify(d, seq).is_err() {
                     bad += 1;
                 } else if seen[idx] {
                     dup += 1;
                 } else {
                     seen[idx] = true;
                     ok += 1;
-                    bytes += n as u64;
+                    bytes += d.len() as u64;
                 }
             }
             if bad > 0 || dup > 0 {
-                log::warn!(
+                tracing::warn!(
                     "stream step {}: {bad} corrupted and {dup} duplicated datagrams dropped",
                     hello.step
                 );

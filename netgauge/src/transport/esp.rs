@@ -19,7 +19,8 @@ pub struct Esp {
     timeout: Duration,
 }
 
-fn config(cfg: &SessionConfig) -> EspConfig {
+/// The ESP configuration of a session: its wait policy and runtime.
+pub(crate) fn config(cfg: &SessionConfig) -> EspConfig {
     EspConfig {
         wait: cfg.wait(),
         runtime: cfg.runtime(),
@@ -112,7 +113,7 @@ impl Endpoint for Esp {
         }
         match self.stream.close(Some(timeout.min(SERVER_LINGER))) {
             Err(e) if e.kind() == io::ErrorKind::TimedOut => {
-                log::debug!("esp: closing after BYE: {e}");
+                tracing::debug!("esp: closing after BYE: {e}");
                 Ok(())
             }
             r => r,

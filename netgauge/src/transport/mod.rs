@@ -9,11 +9,12 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::cli::Mode;
+use crate::cli::{Mode, KERNEL_BUSY_POLL_US};
 
 pub mod ctp;
 pub mod edp;
 pub mod esp;
+pub mod eth;
 pub mod tcp;
 pub mod udp;
 
@@ -85,7 +86,9 @@ pub struct SessionConfig {
     /// by the server.
     pub remote: Option<String>,
     pub port: u16,
-    pub busy_poll: bool,
+    /// How our modes wait (`--wait`); udp and tcp spin in user space when
+    /// it is `BusyPoll`, else block.
+    pub wait_policy: ::edp::runtime::WaitPolicy,
     /// Fault injection wrapped around Ethernet links.
     pub fault: Option<::edp::link::fault::FaultConfig>,
     /// How long a receive may wait before the session fails.
@@ -144,22 +147,58 @@ impl SessionConfig {
         }
     }
 
-    /// How every mode's sockets wait: spinning with `--busy-poll`, else
-    /// the runtime's default (adaptive spin then sleep).
+    /// How every one of our modes' sockets waits (`--wait`, `--busy-poll`).
     pub(crate) fn wait(&self) -> ::edp::runtime::WaitPolicy {
-        if self.busy_poll {
-            ::edp::runtime::WaitPolicy::BusyPoll
-        } else {
-            ::edp::runtime::WaitPolicy::DEFAULT
-        }
+        self.wait_policy
     }
+
+    /// Whether the session busy-polls (`--wait busy`): the runtime reads
+    /// from the RX ring, udp and tcp spin on nonblocking sockets.
+    pub(crate) fn busy_poll(&self) -> bool {
+        self.wait_policy == ::edp::runtime::WaitPolicy::BusyPoll
+    }
+}
+
+/// Sets `SO_BUSY_POLL` to [`KERNEL_BUSY_POLL_US`] on a kernel socket of
+/// udp-bp or tcp-bp (`what` names it in errors): the kernel then polls the
+/// device queue for up to that long in a blocking receive before sleeping
+/// (socket(7); it works only on devices with NAPI).
+///
+/// Errors: `PermissionDenied` when the process lacks CAP_NET_ADMIN and the
+/// value is above sysctl `net.core.busy_read`, saying so; other
+/// setsockopt(2) errors, named.
+pub(crate) fn set_kernel_busy_poll(sock: socket2::SockRef<'_>, what: &str) -> io::Result<()> {
+    let us = KERNEL_BUSY_POLL_US;
+    sock.set_busy_poll(us).map_err(|e| {
+        let msg = if e.kind() == io::ErrorKind::PermissionDenied {
+            let sysctl = std::fs::read_to_string("/proc/sys/net/core/busy_read")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into());
+            format!(
+                "SO_BUSY_POLL {us} us on the {what} socket: {e}: a value above sysctl \
+                 net.core.busy_read ({sysctl} us) needs CAP_NET_ADMIN; run as root, or \
+                 `sysctl -w net.core.busy_read={us}`"
+            )
+        } else {
+            format!("SO_BUSY_POLL {us} us on the {what} socket: {e}")
+        };
+        io::Error::new(e.kind(), msg)
+    })?;
+    let got = sock.busy_poll()?;
+    if got != us {
+        return Err(io::Error::other(format!(
+            "SO_BUSY_POLL on the {what} socket reads back {got} us after setting {us} us"
+        )));
+    }
+    Ok(())
 }
 
 /// Opens the client end of a session for `cfg.mode`.
 pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     match cfg.mode {
-        Mode::Udp => udp::connect(cfg),
-        Mode::Tcp => tcp::connect(cfg),
+        Mode::Eth => eth::connect(cfg),
+        Mode::Udp | Mode::UdpBp => udp::connect(cfg),
+        Mode::Tcp | Mode::TcpBp => tcp::connect(cfg),
         Mode::Edp => edp::connect(cfg),
         Mode::Esp => esp::connect(cfg),
         Mode::CtpUdp | Mode::CtpEdp => ctp::connect(cfg),
@@ -169,8 +208,9 @@ pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
 /// Opens the server end and waits for one client.
 pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     match cfg.mode {
-        Mode::Udp => udp::accept(cfg),
-        Mode::Tcp => tcp::accept(cfg),
+        Mode::Eth => eth::accept(cfg),
+        Mode::Udp | Mode::UdpBp => udp::accept(cfg),
+        Mode::Tcp | Mode::TcpBp => tcp::accept(cfg),
         Mode::Edp => edp::accept(cfg),
         Mode::Esp => esp::accept(cfg),
         Mode::CtpUdp | Mode::CtpEdp => ctp::accept(cfg),
@@ -222,6 +262,11 @@ pub(crate) fn map_timeout(e: io::Error, timeout: Duration) -> io::Error {
     }
 }
 
+/// Messages shorter than this many bytes are received through a scratch
+/// buffer by [`recv_train`]: room for a control message padded to the
+/// minimum Ethernet payload.
+const SMALL_MESSAGE: usize = 64;
+
 /// Sends `buf` as a train of datagrams of at most `max` bytes each.
 pub(crate) fn send_train(
     buf: &[u8],
@@ -238,9 +283,14 @@ pub(crate) fn send_train(
 }
 
 /// Receives a message of `buf.len()` bytes sent by [`send_train`]: datagrams
-/// are appended in order until the message is complete. A datagram that
-/// would overflow the message is an `InvalidData` error (a lost datagram
-/// shifted the train).
+/// are appended in order until the message is complete; `recv` receives one
+/// datagram into the slice it is given and returns the bytes it wrote.
+///
+/// A stale control datagram (a repeated HELLO or END) between messages is
+/// skipped: control messages never travel through recv_msg on datagram
+/// transports. Messages shorter than [`SMALL_MESSAGE`] bytes are received
+/// through a scratch buffer of that size so that such a datagram is seen
+/// whole (with Ethernet padding) instead of truncated into a data message.
 pub(crate) fn recv_train(
     buf: &mut [u8],
     mut recv: impl FnMut(&mut [u8]) -> io::Result<usize>,
@@ -248,13 +298,22 @@ pub(crate) fn recv_train(
     let total = buf.len();
     let mut got = 0;
     loop {
-        let n = recv(&mut buf[got..])?;
-        if got == 0 && crate::control::Ctrl::decode(&buf[..n]).is_some() {
-            // A stale control datagram (a repeated HELLO or END) between
-            // messages: control messages never travel through recv_msg on
-            // datagram transports, so it is skipped.
-            continue;
-        }
+        let n = if got == 0 && total < SMALL_MESSAGE {
+            let mut scratch = [0u8; SMALL_MESSAGE];
+            let n = recv(&mut scratch)?;
+            if crate::control::Ctrl::decode(&scratch[..n]).is_some() {
+                continue;
+            }
+            let k = n.min(total);
+            buf[..k].copy_from_slice(&scratch[..k]);
+            k
+        } else {
+            let n = recv(&mut buf[got..])?;
+            if got == 0 && crate::control::Ctrl::decode(&buf[..n]).is_some() {
+                continue;
+            }
+            n
+        };
         got += n;
         if got >= total {
             return Ok(());

@@ -1,10 +1,11 @@
-//! Kernel TCP with TCP_NODELAY: the baseline for ESP.
+//! Kernel TCP with TCP_NODELAY: the baseline for ESP (`-m tcp`), and with
+//! `SO_BUSY_POLL` and blocking receives (`-m tcp-bp`).
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use super::{map_timeout, spin, Endpoint, SessionConfig};
+use super::{map_timeout, set_kernel_busy_poll, spin, Endpoint, SessionConfig};
 
 pub struct Tcp {
     stream: TcpStream,
@@ -14,7 +15,13 @@ pub struct Tcp {
 
 fn setup(stream: TcpStream, cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     stream.set_nodelay(true)?;
-    if cfg.busy_poll {
+    // udp-bp's counterpart blocks and lets the kernel spin; tcp spins in
+    // user space with --wait busy.
+    let user_spin = cfg.busy_poll() && !cfg.mode.is_kernel_busy_poll();
+    if cfg.mode.is_kernel_busy_poll() {
+        set_kernel_busy_poll(socket2::SockRef::from(&stream), "tcp")?;
+    }
+    if user_spin {
         stream.set_nonblocking(true)?;
     } else {
         stream.set_nonblocking(false)?;
@@ -23,7 +30,7 @@ fn setup(stream: TcpStream, cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>
     }
     Ok(Box::new(Tcp {
         stream,
-        busy_poll: cfg.busy_poll,
+        busy_poll: user_spin,
         timeout: cfg.timeout,
     }))
 }

@@ -1,11 +1,15 @@
-//! Kernel UDP: the baseline for EDP.
+//! Kernel UDP: the baseline for EDP (`-m udp`), and with `SO_BUSY_POLL`
+//! and blocking receives (`-m udp-bp`): the kernel's own busy polling, the
+//! fair comparison when our side spins.
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use super::{map_timeout, recv_train, send_train, spin, Endpoint, SessionConfig};
+use super::{
+    map_timeout, recv_train, send_train, set_kernel_busy_poll, spin, Endpoint, SessionConfig,
+};
 
 /// Largest UDP payload sent per datagram, bytes: one that fits a standard
 /// 1500-byte MTU (1500 - 20 IP - 8 UDP) is not enough for jumbo links, so
@@ -70,9 +74,12 @@ fn open(bind: SocketAddr, cfg: &SessionConfig) -> io::Result<UdpSocket> {
     // Large buffers, as EDP's PacketLink uses, so both are measured alike.
     let _ = s.set_recv_buffer_size(4 << 20);
     let _ = s.set_send_buffer_size(4 << 20);
+    if cfg.mode.is_kernel_busy_poll() {
+        set_kernel_busy_poll(socket2::SockRef::from(&s), "udp")?;
+    }
     s.bind(&bind.into())?;
     let sock: UdpSocket = s.into();
-    if cfg.busy_poll {
+    if user_spin(cfg) {
         sock.set_nonblocking(true)?;
     } else {
         sock.set_read_timeout(Some(cfg.timeout))?;
@@ -80,11 +87,17 @@ fn open(bind: SocketAddr, cfg: &SessionConfig) -> io::Result<UdpSocket> {
     Ok(sock)
 }
 
+/// Whether receives spin in user space on a nonblocking socket: `-m udp`
+/// with `--wait busy`; udp-bp blocks (the kernel spins).
+fn user_spin(cfg: &SessionConfig) -> bool {
+    cfg.busy_poll() && !cfg.mode.is_kernel_busy_poll()
+}
+
 impl Udp {
     fn new(sock: UdpSocket, cfg: &SessionConfig) -> Self {
         Udp {
             sock,
-            busy_poll: cfg.busy_poll,
+            busy_poll: user_spin(cfg),
             timeout: cfg.timeout,
             max: UDP_MAX_PAYLOAD,
         }
