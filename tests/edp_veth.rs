@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use edp::echo::{self, ping};
 use edp::link::fault::FaultConfig;
-use edp::runtime::{LinkConfig, Progress, RuntimeConfig, WaitPolicy};
 use edp::link::packet::{FilterSpec, PacketConfig, PacketLink};
+use edp::runtime::{LinkConfig, Progress, RuntimeConfig, WaitPolicy};
 use edp::wire::{emit_edp_frame, EthernetRepr, EDP_HEADER_LEN, ETH_HEADER_LEN};
 use edp::{EdpConfig, EdpSocket, Link, MacAddr, ETHERTYPE_EDP};
 
@@ -902,7 +902,11 @@ fn a_thousand_sockets_in_one_process_share_one_packet_socket() {
         s.set_read_timeout(Some(PATIENCE)).unwrap();
         let (n, mac, _) = s.recv_from(&mut buf).unwrap();
         let port = BASE + i as u16;
-        assert_eq!((&buf[..n], mac), (&port.to_be_bytes()[..], a.mac), "socket {i}");
+        assert_eq!(
+            (&buf[..n], mac),
+            (&port.to_be_bytes()[..], a.mac),
+            "socket {i}"
+        );
     }
     let rs = socks[0].runtime().stats();
     assert_eq!((rs.unclaimed, rs.malformed), (0, 0), "{rs:?}");

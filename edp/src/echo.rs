@@ -223,7 +223,10 @@ impl Pinger {
             } else {
                 deadline
             };
-            match self.sock.recv_until(&mut buf, Deadline::At(next_send.min(deadline))) {
+            match self
+                .sock
+                .recv_until(&mut buf, Deadline::At(next_send.min(deadline)))
+            {
                 Ok((n, from, port)) => {
                     let at = Instant::now();
                     if from != mac || port != CONTROL_PORT {

@@ -226,7 +226,10 @@ fn mio_readiness_of_listener_and_stream_comes_from_protocol_state() {
     poll.registry()
         .register(&mut s, Token(2), Interest::READABLE)
         .unwrap();
-    assert!(wait_event(&mut poll, Token(2)), "buffered data not readable");
+    assert!(
+        wait_event(&mut poll, Token(2)),
+        "buffered data not readable"
+    );
     let mut buf = [0u8; 6];
     s.read_exact(&mut buf).unwrap();
     assert_eq!(&buf, b"first ");

@@ -8,8 +8,8 @@ use std::net::Shutdown;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use esp::{EspConfig, EspListener, EspStream, FaultConfig};
 use edp::runtime::WaitPolicy;
+use esp::{EspConfig, EspListener, EspStream, FaultConfig};
 use testkit::pattern::{check, fill, Digest};
 use testkit::setup;
 
@@ -374,7 +374,11 @@ fn report_throughput_and_latency() {
             let server = b.spawn(move || {
                 let mut buf = vec![0u8; 1 << 20];
                 let cfg = EspConfig {
-                    wait: if busy { WaitPolicy::BusyPoll } else { WaitPolicy::DEFAULT },
+                    wait: if busy {
+                        WaitPolicy::BusyPoll
+                    } else {
+                        WaitPolicy::DEFAULT
+                    },
                     ..EspConfig::default()
                 };
                 let mut conn: Handler = if proto == "esp" {
@@ -419,7 +423,11 @@ fn report_throughput_and_latency() {
             let (ai, bmac) = (a.iface.clone(), b.mac);
             let (lat, gbps) = a.run(move || {
                 let cfg = EspConfig {
-                    wait: if busy { WaitPolicy::BusyPoll } else { WaitPolicy::DEFAULT },
+                    wait: if busy {
+                        WaitPolicy::BusyPoll
+                    } else {
+                        WaitPolicy::DEFAULT
+                    },
                     ..EspConfig::default()
                 };
                 let mut s: Box<dyn ReadWrite> = if proto == "esp" {
@@ -542,9 +550,8 @@ fn concurrent_streams(
         let mut poll = Poll::new().unwrap();
         let mut streams: Vec<EspStream> = (0..n)
             .map(|i| {
-                let mut s =
-                    EspStream::connect_timeout_with(&ai, bmac, port, cfg.clone(), PATIENCE)
-                        .unwrap();
+                let mut s = EspStream::connect_timeout_with(&ai, bmac, port, cfg.clone(), PATIENCE)
+                    .unwrap();
                 s.set_nonblocking(true).unwrap();
                 poll.registry()
                     .register(&mut s, Token(i), Interest::WRITABLE)
@@ -620,5 +627,8 @@ fn thirty_two_streams_through_one_mio_loop_each_side() {
     };
     let got = concurrent_streams(&a, &b, 7650, 32, 0.3, cfg);
     assert_eq!(got.len(), 32);
-    assert!(got.iter().all(|&x| x > 0), "a stream delivered nothing: {got:?}");
+    assert!(
+        got.iter().all(|&x| x > 0),
+        "a stream delivered nothing: {got:?}"
+    );
 }

@@ -35,7 +35,6 @@ mod core;
 mod over_edp;
 mod over_udp;
 
-
 pub use self::core::{CtpCore, APP_QUEUE_CAP};
 pub use self::over_edp::{EdpAddr, EdpTransport};
 pub use self::over_udp::{UdpEngine, UdpTransport, MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
@@ -211,9 +210,12 @@ impl CtpSocket<UdpTransport> {
     ///
     /// Errors: address resolution and socket errors.
     pub fn bind_udp(addr: impl ToSocketAddrs, cfg: CtpConfig) -> io::Result<Self> {
-        let tr = UdpTransport::bind(addr, cfg.udp_broadcast.is_some(), cfg.runtime.progress, |max| {
-            endpoint(&cfg, max, cfg.udp_broadcast).map(CtpCore::new)
-        })?;
+        let tr = UdpTransport::bind(
+            addr,
+            cfg.udp_broadcast.is_some(),
+            cfg.runtime.progress,
+            |max| endpoint(&cfg, max, cfg.udp_broadcast).map(CtpCore::new),
+        )?;
         Ok(Self::wrap(tr, &cfg))
     }
 
@@ -244,7 +246,10 @@ impl CtpSocket<EdpTransport> {
     /// CTP header.
     pub fn bind_on(rt: &Runtime, port: u16, cfg: CtpConfig) -> io::Result<Self> {
         let tr = EdpTransport::bind(rt, port, |port, max| {
-            let b = Some((edp::MacAddr::BROADCAST, cfg.edp_broadcast_port.unwrap_or(port)));
+            let b = Some((
+                edp::MacAddr::BROADCAST,
+                cfg.edp_broadcast_port.unwrap_or(port),
+            ));
             endpoint(&cfg, max, b).map(CtpCore::new)
         })?;
         Ok(Self::wrap(tr, &cfg))
@@ -565,10 +570,7 @@ impl<T: Transport> CtpSocket<T> {
         match self.wait(Deadline::Now, "receive", |c| c.pop()) {
             Ok(d) => Some(d),
             Err(_) => {
-                self.shared
-                    .tr
-                    .driver()
-                    .rearm_slot(self.shared.tr.slot());
+                self.shared.tr.driver().rearm_slot(self.shared.tr.slot());
                 None
             }
         }
@@ -692,12 +694,8 @@ mod tests {
     #[test]
     fn link_too_small_for_a_header_is_refused() {
         let clock = ::edp::link::sim::SimClock::new();
-        let (l, _) = ::edp::link::sim::SimLink::pair(
-            &clock,
-            30,
-            Default::default(),
-            Default::default(),
-        );
+        let (l, _) =
+            ::edp::link::sim::SimLink::pair(&clock, 30, Default::default(), Default::default());
         let rt = Runtime::with_link(Box::new(l), RuntimeConfig::default()).unwrap();
         let e = CtpSocket::bind_on(&rt, 5, CtpConfig::default()).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);

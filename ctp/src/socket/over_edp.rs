@@ -16,8 +16,8 @@ use edp::runtime::{
 use edp::wire::{EdpFrame, EdpRepr, EthernetRepr, MacAddr, EDP_HEADER_LEN, ETH_HEADER_LEN};
 
 use super::core::CtpCore;
-use crate::endpoint::PayloadRef;
 use super::Transport;
+use crate::endpoint::PayloadRef;
 
 /// An EDP peer: MAC address and EDP port.
 pub type EdpAddr = (MacAddr, u16);

@@ -246,19 +246,33 @@ pub fn attach_program(fd: BorrowedFd<'_>, prog: &[netcore::bpf::Insn]) -> io::Re
     if prog.is_empty() || prog.len() > netcore::bpf::MAX_INSNS {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("BPF program of {} instructions (1..={})", prog.len(), netcore::bpf::MAX_INSNS),
+            format!(
+                "BPF program of {} instructions (1..={})",
+                prog.len(),
+                netcore::bpf::MAX_INSNS
+            ),
         ));
     }
     let mut p: Vec<libc::sock_filter> = prog
         .iter()
-        .map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k })
+        .map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
         .collect();
     let fprog = libc::sock_fprog {
         len: p.len() as u16,
         filter: p.as_mut_ptr(),
     };
-    setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
-        .map_err(|e| annotate(e, "SO_ATTACH_FILTER"))
+    setsockopt(
+        fd.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_ATTACH_FILTER,
+        &fprog,
+    )
+    .map_err(|e| annotate(e, "SO_ATTACH_FILTER"))
 }
 
 /// The error returned when a raw socket may not be opened: names the missing
@@ -621,7 +635,15 @@ impl PacketLink {
             attach_filter(fd.as_fd(), spec)?;
         } else if config.ethertype == PacketConfig::ALL_ETHERTYPES {
             // Nothing passes until the owner installs its filter.
-            attach_program(fd.as_fd(), &[netcore::bpf::Insn { code: 0x06, jt: 0, jf: 0, k: 0 }])?;
+            attach_program(
+                fd.as_fd(),
+                &[netcore::bpf::Insn {
+                    code: 0x06,
+                    jt: 0,
+                    jf: 0,
+                    k: 0,
+                }],
+            )?;
         }
         let ring = match config.rx_ring {
             Some(bytes) => Some(RxRing::setup(r, bytes, info.mtu + ETH_HEADER_LEN)?),
@@ -1052,7 +1074,6 @@ impl Link for PacketLink {
         }
         Ok(r as usize)
     }
-
 
     fn mac(&self) -> MacAddr {
         self.iface.mac

@@ -46,9 +46,10 @@ impl DemuxKey {
     #[inline]
     pub fn local(&self) -> (u16, u16) {
         match *self {
-            DemuxKey::Port { ethertype, port } | DemuxKey::Conn { ethertype, port, .. } => {
-                (ethertype, port)
-            }
+            DemuxKey::Port { ethertype, port }
+            | DemuxKey::Conn {
+                ethertype, port, ..
+            } => (ethertype, port),
         }
     }
 }
@@ -146,7 +147,13 @@ impl Demux {
     /// The slot a frame of `ethertype` to `port` from `peer`/`peer_port`
     /// belongs to: its connection if one exists, else the port's owner.
     #[inline]
-    pub fn lookup(&self, ethertype: u16, port: u16, peer: MacAddr, peer_port: u16) -> Option<SlotId> {
+    pub fn lookup(
+        &self,
+        ethertype: u16,
+        port: u16,
+        peer: MacAddr,
+        peer_port: u16,
+    ) -> Option<SlotId> {
         let e = self.ports.get(&(ethertype, port))?;
         if e.conns > 0 {
             if let Some(&s) = self.conns.get(&(ethertype, port, peer, peer_port)) {
@@ -218,13 +225,33 @@ mod tests {
     #[test]
     fn port_keys_route_by_ethertype_and_port() {
         let mut d = Demux::new();
-        d.insert(DemuxKey::Port { ethertype: EDP, port: 7 }, id(1)).unwrap();
-        d.insert(DemuxKey::Port { ethertype: ESP, port: 7 }, id(2)).unwrap();
+        d.insert(
+            DemuxKey::Port {
+                ethertype: EDP,
+                port: 7,
+            },
+            id(1),
+        )
+        .unwrap();
+        d.insert(
+            DemuxKey::Port {
+                ethertype: ESP,
+                port: 7,
+            },
+            id(2),
+        )
+        .unwrap();
         assert_eq!(d.lookup(EDP, 7, mac(9), 100), Some(id(1)));
         assert_eq!(d.lookup(ESP, 7, mac(9), 100), Some(id(2)));
         assert_eq!(d.lookup(EDP, 8, mac(9), 100), None);
         assert_eq!(
-            d.insert(DemuxKey::Port { ethertype: EDP, port: 7 }, id(3)),
+            d.insert(
+                DemuxKey::Port {
+                    ethertype: EDP,
+                    port: 7
+                },
+                id(3)
+            ),
             Err(InsertError::Taken(id(1)))
         );
     }
@@ -232,7 +259,10 @@ mod tests {
     #[test]
     fn connection_keys_win_over_the_listener() {
         let mut d = Demux::new();
-        let listen = DemuxKey::Port { ethertype: ESP, port: 80 };
+        let listen = DemuxKey::Port {
+            ethertype: ESP,
+            port: 80,
+        };
         let conn = DemuxKey::Conn {
             ethertype: ESP,
             port: 80,
@@ -260,7 +290,10 @@ mod tests {
     #[test]
     fn remove_checks_the_owner() {
         let mut d = Demux::new();
-        let k = DemuxKey::Port { ethertype: EDP, port: 9 };
+        let k = DemuxKey::Port {
+            ethertype: EDP,
+            port: 9,
+        };
         d.insert(k, id(1)).unwrap();
         assert!(!d.remove(k, id(2)));
         assert_eq!(d.lookup(EDP, 9, mac(1), 1), Some(id(1)));
@@ -272,7 +305,14 @@ mod tests {
     fn ports_of_lists_each_port_once_sorted() {
         let mut d = Demux::new();
         for (i, p) in [30u16, 10, 20].into_iter().enumerate() {
-            d.insert(DemuxKey::Port { ethertype: EDP, port: p }, id(i as u32)).unwrap();
+            d.insert(
+                DemuxKey::Port {
+                    ethertype: EDP,
+                    port: p,
+                },
+                id(i as u32),
+            )
+            .unwrap();
         }
         for c in 0..3u8 {
             d.insert(
@@ -294,7 +334,14 @@ mod tests {
     fn a_thousand_sockets_each_find_their_frames() {
         let mut d = Demux::new();
         for p in 0..1000u16 {
-            d.insert(DemuxKey::Port { ethertype: EDP, port: 1000 + p }, id(p as u32)).unwrap();
+            d.insert(
+                DemuxKey::Port {
+                    ethertype: EDP,
+                    port: 1000 + p,
+                },
+                id(p as u32),
+            )
+            .unwrap();
         }
         for p in 0..1000u16 {
             assert_eq!(d.lookup(EDP, 1000 + p, mac(1), 1), Some(id(p as u32)));

@@ -43,8 +43,11 @@ pub trait Engine: Send + 'static {
     /// many frames were received.
     ///
     /// Errors: fatal link errors.
-    fn poll(&mut self, now: Instant, direct: Option<(SlotId, &mut DirectRead<'_>)>)
-        -> io::Result<usize>;
+    fn poll(
+        &mut self,
+        now: Instant,
+        direct: Option<(SlotId, &mut DirectRead<'_>)>,
+    ) -> io::Result<usize>;
 
     /// Fires due timers and sends what they produced, without receiving.
     fn on_deadline(&mut self, now: Instant) -> io::Result<()>;
@@ -475,7 +478,9 @@ impl<E: Engine> Driver<E> {
                 None => deadline.instant(),
                 Some(b) => {
                     let from = *spin_from.get_or_insert(now);
-                    Some(netcore::time::earliest(deadline.instant(), Some(from + b)).unwrap_or(from))
+                    Some(
+                        netcore::time::earliest(deadline.instant(), Some(from + b)).unwrap_or(from),
+                    )
                 }
             };
             let spinning = spin_until.is_none_or(|u| now < u);
@@ -544,7 +549,7 @@ impl<E: Engine> Driver<E> {
                     while !woken.load(Ordering::Acquire) {
                         std::hint::spin_loop();
                         i = i.wrapping_add(1);
-                        if i % 256 == 0 {
+                        if i.is_multiple_of(256) {
                             let now = Instant::now();
                             if until.is_some_and(|u| now >= u) {
                                 break;
@@ -632,7 +637,7 @@ impl<E: Engine> Driver<E> {
                 std::thread::yield_now();
                 last_yield = Instant::now();
             }
-            if i % 64 == 0 && !g.followers.is_empty() {
+            if i.is_multiple_of(64) && !g.followers.is_empty() {
                 // Followers may need their frames: turn the loop.
                 return g;
             }
@@ -652,7 +657,11 @@ impl<E: Engine> Driver<E> {
     ) -> io::Result<()> {
         let efd = Arc::new(eventfd()?);
         let raw: RawFd = std::os::fd::AsRawFd::as_raw_fd(&*efd);
-        registry.register(&mut mio::unix::SourceFd(&raw), token, mio::Interest::READABLE)?;
+        registry.register(
+            &mut mio::unix::SourceFd(&raw),
+            token,
+            mio::Interest::READABLE,
+        )?;
         let want = interest_to_ready(interest);
         let mut g = self.lock();
         if let Some(old) = g.registrations.insert(
@@ -696,7 +705,11 @@ impl<E: Engine> Driver<E> {
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "socket not registered"))?;
         reg.interest = want;
         let raw: RawFd = std::os::fd::AsRawFd::as_raw_fd(&*reg.efd);
-        registry.reregister(&mut mio::unix::SourceFd(&raw), token, mio::Interest::READABLE)?;
+        registry.reregister(
+            &mut mio::unix::SourceFd(&raw),
+            token,
+            mio::Interest::READABLE,
+        )?;
         if ready.intersects(want) {
             signal(&reg.efd);
         }
@@ -746,7 +759,13 @@ impl<E: Engine> Driver<E> {
     pub(crate) fn svc_state(g: &Guard<'_, E>) -> (bool, bool, bool, Instant) {
         (
             matches!(g.leader, Leader::Caller { .. }),
-            matches!(g.leader, Leader::Caller { sleeping: false, .. }),
+            matches!(
+                g.leader,
+                Leader::Caller {
+                    sleeping: false,
+                    ..
+                }
+            ),
             matches!(g.leader, Leader::Service),
             g.last_caller,
         )

@@ -180,7 +180,12 @@ impl EthEngine {
     /// runtime (no socket holds the port key itself), to share with a new
     /// socket binding the port.
     pub fn reusable_lease(&self, ethertype: u16, port: u16) -> Option<PortLease> {
-        if self.st.demux.get(DemuxKey::Port { ethertype, port }).is_some() {
+        if self
+            .st
+            .demux
+            .get(DemuxKey::Port { ethertype, port })
+            .is_some()
+        {
             return None;
         }
         self.st.slots.iter().flatten().find_map(|s| {
@@ -273,7 +278,14 @@ impl EthEngine {
             st.dispatch(now, frame, direct.as_mut().map(|(i, d)| (*i, &mut **d)))
         }) {
             Ok(n) => n,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => 0,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                0
+            }
             Err(e) => {
                 self.st.stats.recv_errors += 1;
                 return Err(e);
@@ -391,7 +403,11 @@ impl EthEngine {
                     continue;
                 };
                 slot.dirty = false;
-                let share = if st.dirty.is_empty() { tx::MAX_BATCH } else { FAIR_SHARE };
+                let share = if st.dirty.is_empty() {
+                    tx::MAX_BATCH
+                } else {
+                    FAIR_SHARE
+                };
                 st.tx.set_owner(Some(id));
                 st.tx.set_limit(share);
                 let mut cx = Cx {
@@ -599,7 +615,12 @@ impl State {
     }
 
     /// Hands one received frame to its slot (or the responder).
-    fn dispatch(&mut self, now: Instant, frame: &[u8], direct: Option<(SlotId, &mut DirectRead<'_>)>) {
+    fn dispatch(
+        &mut self,
+        now: Instant,
+        frame: &[u8],
+        direct: Option<(SlotId, &mut DirectRead<'_>)>,
+    ) {
         // Ethernet header + the 6-byte port header EDP and ESP share.
         if frame.len() < ETH_HEADER_LEN + 6 {
             self.stats.malformed += 1;
@@ -719,5 +740,4 @@ impl State {
             }
         }
     }
-
 }

@@ -239,12 +239,23 @@ mod tests {
             let esp: Vec<u16> = (0..n as u16).map(|i| 2000 + 3 * i).collect();
             let prog = plan(&edp, &esp).program();
             for p in 990..1500u16 {
-                assert_eq!(run(&prog, &frame(0x88b5, p, 0)), edp.contains(&p), "edp {p} n={n}");
+                assert_eq!(
+                    run(&prog, &frame(0x88b5, p, 0)),
+                    edp.contains(&p),
+                    "edp {p} n={n}"
+                );
             }
             for p in 1990..2200u16 {
-                assert_eq!(run(&prog, &frame(0x88b6, p, 0)), esp.contains(&p), "esp {p} n={n}");
+                assert_eq!(
+                    run(&prog, &frame(0x88b6, p, 0)),
+                    esp.contains(&p),
+                    "esp {p} n={n}"
+                );
             }
-            assert!(!run(&prog, &frame(0x0800, edp.first().copied().unwrap_or(1), 0)));
+            assert!(!run(
+                &prog,
+                &frame(0x0800, edp.first().copied().unwrap_or(1), 0)
+            ));
         }
     }
 
@@ -256,7 +267,10 @@ mod tests {
         let prog = p.program();
         assert!(run(&prog, &frame(0x88b5, 0, 0)));
         assert!(run(&prog, &frame(0x88b6, 999, 0x02)));
-        assert!(!run(&prog, &frame(0x88b6, 999, 0x12)), "SYN-ACK to a foreign port");
+        assert!(
+            !run(&prog, &frame(0x88b6, 999, 0x12)),
+            "SYN-ACK to a foreign port"
+        );
         assert!(!run(&prog, &frame(0x88b6, 999, 0x10)));
         assert!(run(&prog, &frame(0x88b6, 6, 0x10)));
         assert!(!run(&prog, &frame(0x88b5, 1, 0)));

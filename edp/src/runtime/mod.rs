@@ -211,7 +211,11 @@ impl Runtime {
         Self::build(link, None, config)
     }
 
-    fn build(link: Box<dyn Link>, iface: Option<String>, config: RuntimeConfig) -> io::Result<Runtime> {
+    fn build(
+        link: Box<dyn Link>,
+        iface: Option<String>,
+        config: RuntimeConfig,
+    ) -> io::Result<Runtime> {
         let link_fd = link
             .as_fd()
             .map(|fd| fd.try_clone_to_owned())

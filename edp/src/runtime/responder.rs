@@ -33,8 +33,13 @@ pub trait UnclaimedHandler: Send + 'static {
     /// Writes the answer to `frame` (addressed to `mac`; at most
     /// `max_frame` bytes) into `out` and returns its length; `None` leaves
     /// the frame unanswered (e.g. an RST, which is never answered).
-    fn answer(&mut self, frame: &[u8], mac: MacAddr, max_frame: usize, out: &mut [u8])
-        -> Option<usize>;
+    fn answer(
+        &mut self,
+        frame: &[u8],
+        mac: MacAddr,
+        max_frame: usize,
+        out: &mut [u8],
+    ) -> Option<usize>;
 }
 
 /// One protocol's role: its control lease and how it answers.
@@ -65,7 +70,11 @@ impl Role {
         };
         match PortLease::control(iface, self.ethertype) {
             Ok(l) => {
-                tracing::debug!(iface, ethertype = self.ethertype, "runtime: holding the control lease");
+                tracing::debug!(
+                    iface,
+                    ethertype = self.ethertype,
+                    "runtime: holding the control lease"
+                );
                 self.lease = Some(l);
                 self.next_try = None;
                 true

@@ -51,106 +51,104 @@ pub(crate) fn spawn<E: Engine>(driver: &Arc<Driver<E>>, name: String) -> io::Res
         .map_err(|e| io::Error::other(format!("dup of the link descriptor: {e}")))?;
     let progress = driver.progress;
     let span = tracing::debug_span!("runtime-service", name = %name);
-    std::thread::Builder::new()
-        .name(name)
-        .spawn(move || {
-            let _enter = span.enter();
-            if let Err(e) = crate::privilege::drop_capabilities() {
-                tracing::debug!(error = %e, "service thread: could not drop capabilities");
-            }
-            if let Err(e) = nix::sys::prctl::set_timerslack(TIMER_SLACK_NS as _) {
-                tracing::debug!(error = %e, "service thread: timer slack");
-            }
-            let mut period = match progress {
-                Progress::WhenIdle { after } => after,
-                Progress::Callers => MAX_CHECK_PERIOD,
+    std::thread::Builder::new().name(name).spawn(move || {
+        let _enter = span.enter();
+        if let Err(e) = crate::privilege::drop_capabilities() {
+            tracing::debug!(error = %e, "service thread: could not drop capabilities");
+        }
+        if let Err(e) = nix::sys::prctl::set_timerslack(TIMER_SLACK_NS as _) {
+            tracing::debug!(error = %e, "service thread: timer slack");
+        }
+        let mut period = match progress {
+            Progress::WhenIdle { after } => after,
+            Progress::Callers => MAX_CHECK_PERIOD,
+        };
+        loop {
+            let Some(d) = weak.upgrade() else {
+                return;
             };
-            loop {
-                let Some(d) = weak.upgrade() else {
-                    return;
-                };
-                let Some(mut g) = d.try_lock() else {
-                    // A caller holds the engine (a spinning leader, or one
-                    // at work): it keeps the link and the deadlines. Look
-                    // again later, less often while this lasts.
-                    drop(d);
-                    if let Ok(m) = sleep_on(&[wake.as_fd()], Some(Instant::now() + period)) {
-                        if m & 1 != 0 {
-                            drain(&wake);
-                        }
-                    }
-                    period = (period * 2).min(MAX_CHECK_PERIOD);
-                    continue;
-                };
-                if Driver::is_shutdown(&g) {
-                    return;
-                }
-                let now = Instant::now();
-                let (caller_leads, caller_awake, mut polling, last_caller) = Driver::svc_state(&g);
-                let due = !caller_awake && g.engine.next_deadline().is_some_and(|t| t <= now);
-                let r = if polling {
-                    g.engine.poll(now, None).map(|_| ())
-                } else if due {
-                    g.engine.on_deadline(now)
-                } else {
-                    Ok(())
-                };
-                if let Err(e) = r {
-                    tracing::warn!(error = %e, "service thread: link error");
-                }
-                d.notify(&mut g);
-                let mut check_at = None;
-                if let Progress::WhenIdle { after } = progress {
-                    if caller_leads || now < last_caller + after {
-                        // Look again later: when the caller leaves, what it
-                        // left due (a delayed ACK) is ours. While callers
-                        // keep leading, look less and less often (up to
-                        // MAX_CHECK_PERIOD): a thread that busy-polls must
-                        // not be preempted every `after` for nothing.
-                        check_at = Some(now + period);
-                        period = (period * 2).min(MAX_CHECK_PERIOD.max(after));
-                    } else {
-                        // No caller for `after`: poll the link for them.
-                        period = after;
-                        polling = Driver::svc_take_link(&mut g);
-                        if polling && link.is_none() {
-                            // An in-memory link has no descriptor to
-                            // sleep on: poll it periodically.
-                            check_at = Some(now + FDLESS_POLL);
-                        }
-                    }
-                }
-                if caller_leads {
-                    polling = false;
-                }
-                if !polling {
-                    Driver::svc_release_link(&mut g);
-                }
-                // An awake leader keeps the deadlines itself (a spinning
-                // one checks them between spins; one about to sleep hands
-                // them over): waking for them would only steal its CPU.
-                let deadline = if caller_awake {
-                    None
-                } else {
-                    g.engine.next_deadline()
-                };
-                let target = netcore::time::earliest(deadline, check_at);
-                Driver::svc_set_target(&mut g, target);
-                drop(g);
+            let Some(mut g) = d.try_lock() else {
+                // A caller holds the engine (a spinning leader, or one
+                // at work): it keeps the link and the deadlines. Look
+                // again later, less often while this lasts.
                 drop(d);
-                let r = match (&link, polling) {
-                    (Some(l), true) => sleep_on(&[wake.as_fd(), l.as_fd()], target),
-                    _ => sleep_on(&[wake.as_fd()], target),
-                };
-                match r {
-                    Ok(m) if m & 1 != 0 => drain(&wake),
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "service thread: ppoll");
-                        std::thread::sleep(std::time::Duration::from_millis(1));
+                if let Ok(m) = sleep_on(&[wake.as_fd()], Some(Instant::now() + period)) {
+                    if m & 1 != 0 {
+                        drain(&wake);
+                    }
+                }
+                period = (period * 2).min(MAX_CHECK_PERIOD);
+                continue;
+            };
+            if Driver::is_shutdown(&g) {
+                return;
+            }
+            let now = Instant::now();
+            let (caller_leads, caller_awake, mut polling, last_caller) = Driver::svc_state(&g);
+            let due = !caller_awake && g.engine.next_deadline().is_some_and(|t| t <= now);
+            let r = if polling {
+                g.engine.poll(now, None).map(|_| ())
+            } else if due {
+                g.engine.on_deadline(now)
+            } else {
+                Ok(())
+            };
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "service thread: link error");
+            }
+            d.notify(&mut g);
+            let mut check_at = None;
+            if let Progress::WhenIdle { after } = progress {
+                if caller_leads || now < last_caller + after {
+                    // Look again later: when the caller leaves, what it
+                    // left due (a delayed ACK) is ours. While callers
+                    // keep leading, look less and less often (up to
+                    // MAX_CHECK_PERIOD): a thread that busy-polls must
+                    // not be preempted every `after` for nothing.
+                    check_at = Some(now + period);
+                    period = (period * 2).min(MAX_CHECK_PERIOD.max(after));
+                } else {
+                    // No caller for `after`: poll the link for them.
+                    period = after;
+                    polling = Driver::svc_take_link(&mut g);
+                    if polling && link.is_none() {
+                        // An in-memory link has no descriptor to
+                        // sleep on: poll it periodically.
+                        check_at = Some(now + FDLESS_POLL);
                     }
                 }
             }
-        })?;
+            if caller_leads {
+                polling = false;
+            }
+            if !polling {
+                Driver::svc_release_link(&mut g);
+            }
+            // An awake leader keeps the deadlines itself (a spinning
+            // one checks them between spins; one about to sleep hands
+            // them over): waking for them would only steal its CPU.
+            let deadline = if caller_awake {
+                None
+            } else {
+                g.engine.next_deadline()
+            };
+            let target = netcore::time::earliest(deadline, check_at);
+            Driver::svc_set_target(&mut g, target);
+            drop(g);
+            drop(d);
+            let r = match (&link, polling) {
+                (Some(l), true) => sleep_on(&[wake.as_fd(), l.as_fd()], target),
+                _ => sleep_on(&[wake.as_fd()], target),
+            };
+            match r {
+                Ok(m) if m & 1 != 0 => drain(&wake),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "service thread: ppoll");
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+        }
+    })?;
     Ok(())
 }

@@ -82,7 +82,10 @@ impl TxQueue {
     /// Panics when the queue is full (check [`TxQueue::is_full`]).
     #[inline]
     pub fn next_buf(&mut self) -> &mut [u8] {
-        assert!(self.frames.len() < MAX_BATCH, "TxQueue: next_buf on a full batch");
+        assert!(
+            self.frames.len() < MAX_BATCH,
+            "TxQueue: next_buf on a full batch"
+        );
         let at = self.frames.len() * self.slot_len;
         &mut self.buf[at..at + self.slot_len]
     }

@@ -32,6 +32,10 @@ pub struct EdpStats {
     pub kernel_drops: u64,
 }
 
+/// A datagram taken from the queue: its length and sender, or `Err(len)`
+/// when it did not fit the caller's buffer (dropped).
+pub(crate) type Popped = Result<Option<(usize, (MacAddr, u16))>, usize>;
+
 /// Metadata of a queued datagram.
 #[derive(Debug, Clone, Copy)]
 struct Meta {
@@ -98,7 +102,7 @@ impl DatagramSocket {
     pub(crate) fn pop_into(
         &mut self,
         out: &mut [u8],
-    ) -> Result<Option<(usize, (MacAddr, u16))>, usize> {
+    ) -> Popped {
         let Some(m) = self.meta.pop_front() else {
             return Ok(None);
         };

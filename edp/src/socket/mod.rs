@@ -143,7 +143,7 @@ impl EdpSocket {
     /// Binds `port` on interface `iface` with default options; port 0 takes
     /// the next free ephemeral port. See [`EdpSocket::bind_with`].
     pub fn bind(addr: (&str, u16)) -> io::Result<Self> {
-        Self::bind_with(addr, &EdpConfig::default())
+        Self::bind_with(addr, EdpConfig::default())
     }
 
     /// Binds `port` on `iface` (0 = next free ephemeral port) with
@@ -475,33 +475,39 @@ impl EdpSocket {
         let mtu = self.mtu();
         let cap = buf.len();
         let what = format!("EDP receive on port {}", self.port);
-        let r = self.rt.driver().wait(slot, self.wait, deadline, Some(buf), &what, |e, direct| {
-            let direct = direct.expect("reader buffer offered");
-            if let Some(from) = direct.from {
-                let len = direct.datagram_len;
-                direct.from = None;
-                if let Some(d) = e.socket_mut::<DatagramSocket>(slot) {
-                    if len > direct.buf.len() {
-                        d.stats.dropped += 1;
-                        return Err(too_long(len, cap, mtu));
+        let r = self
+            .rt
+            .driver()
+            .wait(slot, self.wait, deadline, Some(buf), &what, |e, direct| {
+                let direct = direct.expect("reader buffer offered");
+                if let Some(from) = direct.from {
+                    let len = direct.datagram_len;
+                    direct.from = None;
+                    if let Some(d) = e.socket_mut::<DatagramSocket>(slot) {
+                        if len > direct.buf.len() {
+                            d.stats.dropped += 1;
+                            return Err(too_long(len, cap, mtu));
+                        }
+                        d.stats.received += 1;
                     }
-                    d.stats.received += 1;
+                    return Ok(Some((len, from.0, from.1)));
                 }
-                return Ok(Some((len, from.0, from.1)));
-            }
-            let Some(d) = e.socket_mut::<DatagramSocket>(slot) else {
-                return Err(io::Error::new(io::ErrorKind::NotConnected, "EDP socket closed"));
-            };
-            let r = d.pop_into(direct.buf);
-            if d.queued() == 0 {
-                e.refresh(slot);
-            }
-            match r {
-                Ok(Some((n, from))) => Ok(Some((n, from.0, from.1))),
-                Ok(None) => Ok(None),
-                Err(len) => Err(too_long(len, cap, mtu)),
-            }
-        });
+                let Some(d) = e.socket_mut::<DatagramSocket>(slot) else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotConnected,
+                        "EDP socket closed",
+                    ));
+                };
+                let r = d.pop_into(direct.buf);
+                if d.queued() == 0 {
+                    e.refresh(slot);
+                }
+                match r {
+                    Ok(Some((n, from))) => Ok(Some((n, from.0, from.1))),
+                    Ok(None) => Ok(None),
+                    Err(len) => Err(too_long(len, cap, mtu)),
+                }
+            });
         match r {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 self.rt.driver().rearm_slot(slot);
@@ -531,7 +537,10 @@ impl EdpSocket {
         let (nb, rt) = (self.nonblocking, self.read_timeout);
         self.nonblocking = false;
         let left = match deadline {
-            Deadline::At(t) => Some(t.saturating_duration_since(Instant::now()).max(Duration::from_micros(1))),
+            Deadline::At(t) => Some(
+                t.saturating_duration_since(Instant::now())
+                    .max(Duration::from_micros(1)),
+            ),
             _ => None,
         };
         self.read_timeout = left;
@@ -576,7 +585,9 @@ impl mio::event::Source for EdpSocket {
         token: mio::Token,
         interests: mio::Interest,
     ) -> io::Result<()> {
-        self.rt.driver().register(self.slot, registry, token, interests)
+        self.rt
+            .driver()
+            .register(self.slot, registry, token, interests)
     }
 
     fn reregister(
@@ -585,7 +596,9 @@ impl mio::event::Source for EdpSocket {
         token: mio::Token,
         interests: mio::Interest,
     ) -> io::Result<()> {
-        self.rt.driver().reregister(self.slot, registry, token, interests)
+        self.rt
+            .driver()
+            .reregister(self.slot, registry, token, interests)
     }
 
     fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {

@@ -4,9 +4,9 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::wire::{emit_edp_frame, ETHERTYPE_EDP};
 use crate::link::fault::FaultConfig;
 use crate::link::sim::{SimClock, SimLink};
+use crate::wire::{emit_edp_frame, ETHERTYPE_EDP};
 
 fn pair(mtu: usize) -> (EdpSocket, EdpSocket) {
     let clock = SimClock::new();
@@ -79,8 +79,7 @@ fn frames_for_other_ports_and_peers_are_dropped_and_counted() {
 #[test]
 fn malformed_frames_are_counted() {
     let clock = SimClock::new();
-    let (mut raw, lb) =
-        SimLink::pair(&clock, 1500, FaultConfig::default(), FaultConfig::default());
+    let (mut raw, lb) = SimLink::pair(&clock, 1500, FaultConfig::default(), FaultConfig::default());
     let mut b = EdpSocket::from_link(Box::new(lb), 20u16).unwrap();
     b.set_nonblocking(true).unwrap();
     let bm = b.local_addr().unwrap().1;
@@ -167,14 +166,16 @@ fn mio_readiness_comes_from_the_queue() {
     poll.registry()
         .register(&mut b, mio::Token(7), mio::Interest::READABLE)
         .unwrap();
-    poll.poll(&mut events, Some(Duration::from_millis(20))).unwrap();
+    poll.poll(&mut events, Some(Duration::from_millis(20)))
+        .unwrap();
     assert!(events.is_empty(), "nothing queued yet");
     a.send_to(b"one", (bm, 20)).unwrap();
     a.send_to(b"two", (bm, 20)).unwrap();
     // The service thread drives b's runtime while nobody waits in it.
     let start = Instant::now();
     while events.is_empty() && start.elapsed() < Duration::from_secs(5) {
-        poll.poll(&mut events, Some(Duration::from_millis(50))).unwrap();
+        poll.poll(&mut events, Some(Duration::from_millis(50)))
+            .unwrap();
     }
     assert_eq!(events.iter().next().map(|e| e.token()), Some(mio::Token(7)));
     let mut buf = [0u8; 8];
@@ -183,10 +184,14 @@ fn mio_readiness_comes_from_the_queue() {
     poll.registry()
         .reregister(&mut b, mio::Token(7), mio::Interest::READABLE)
         .unwrap();
-    poll.poll(&mut events, Some(Duration::from_millis(200))).unwrap();
+    poll.poll(&mut events, Some(Duration::from_millis(200)))
+        .unwrap();
     assert!(!events.is_empty(), "buffered data must stay readable");
     assert_eq!(b.recv_from(&mut buf).unwrap().0, 3);
-    assert_eq!(b.recv_from(&mut buf).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+    assert_eq!(
+        b.recv_from(&mut buf).unwrap_err().kind(),
+        io::ErrorKind::WouldBlock
+    );
     poll.registry().deregister(&mut b).unwrap();
 }
 
@@ -219,4 +224,3 @@ fn socket_is_send() {
     fn is_send<T: Send>() {}
     is_send::<EdpSocket>();
 }
-

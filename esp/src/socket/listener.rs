@@ -287,7 +287,10 @@ impl EspListener {
             .driver()
             .wait(slot, self.cfg.wait, deadline, None, &what, |e, _| {
                 let Some(l) = e.socket_mut::<ListenerSocket>(slot) else {
-                    return Err(io::Error::new(io::ErrorKind::NotConnected, "listener closed"));
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotConnected,
+                        "listener closed",
+                    ));
                 };
                 let Some(entry) = l.listener.accept() else {
                     return Ok(None);
@@ -306,7 +309,13 @@ impl EspListener {
             });
         match r {
             Ok((id, remote)) => {
-                let s = EspStream::from_slot(self.rt.clone(), id, (self.rt.mac(), self.port), remote, &self.cfg);
+                let s = EspStream::from_slot(
+                    self.rt.clone(),
+                    id,
+                    (self.rt.mac(), self.port),
+                    remote,
+                    &self.cfg,
+                );
                 Ok((s, remote))
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -331,7 +340,9 @@ impl mio::event::Source for EspListener {
         token: mio::Token,
         interests: mio::Interest,
     ) -> io::Result<()> {
-        self.rt.driver().register(self.slot, registry, token, interests)
+        self.rt
+            .driver()
+            .register(self.slot, registry, token, interests)
     }
     fn reregister(
         &mut self,
@@ -339,7 +350,9 @@ impl mio::event::Source for EspListener {
         token: mio::Token,
         interests: mio::Interest,
     ) -> io::Result<()> {
-        self.rt.driver().reregister(self.slot, registry, token, interests)
+        self.rt
+            .driver()
+            .reregister(self.slot, registry, token, interests)
     }
     fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
         self.rt.driver().deregister(self.slot, registry)

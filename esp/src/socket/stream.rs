@@ -512,7 +512,9 @@ impl mio::event::Source for EspStream {
         token: mio::Token,
         interests: mio::Interest,
     ) -> io::Result<()> {
-        self.rt.driver().register(self.slot, registry, token, interests)
+        self.rt
+            .driver()
+            .register(self.slot, registry, token, interests)
     }
     fn reregister(
         &mut self,
@@ -520,7 +522,9 @@ impl mio::event::Source for EspStream {
         token: mio::Token,
         interests: mio::Interest,
     ) -> io::Result<()> {
-        self.rt.driver().reregister(self.slot, registry, token, interests)
+        self.rt
+            .driver()
+            .reregister(self.slot, registry, token, interests)
     }
     fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
         self.rt.driver().deregister(self.slot, registry)
