@@ -1,0 +1,26 @@
+//! No congestion control: the window is unlimited.
+
+use super::{CongestionEvent, Controller, Snapshot};
+
+/// A controller that never limits the sender ([`Controller::window`] is
+/// `u32::MAX`): the receive window alone bounds the flight.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NoControl;
+
+impl Controller for NoControl {
+    fn window(&self) -> u32 {
+        u32::MAX
+    }
+    fn ssthresh(&self) -> u32 {
+        u32::MAX
+    }
+    fn on_ack(&mut self, _acked: u32, _in_flight: u32, _in_recovery: bool) {}
+    fn on_congestion_event(&mut self, _event: CongestionEvent, _in_flight: u32) {}
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            window: u32::MAX,
+            ssthresh: u32::MAX,
+        }
+    }
+    fn on_spurious_congestion_event(&mut self, _before: Snapshot) {}
+}
