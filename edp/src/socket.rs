@@ -634,11 +634,11 @@ impl EdpSocket {
                 return Ok(None);
             }
         };
-        let for_us = f.edp.dst_port == self.port
+        let for_us = f.header.dst_port == self.port
             && (f.eth.dst == self.mac || f.eth.dst.is_group())
             && match self.peer {
                 None => true,
-                Some((m, p)) => m.is_group() || (f.eth.src == m && f.edp.src_port == p),
+                Some((m, p)) => m.is_group() || (f.eth.src == m && f.header.src_port == p),
             };
         if !for_us {
             self.stats.dropped += 1;
@@ -656,7 +656,7 @@ impl EdpSocket {
         }
         out[..len].copy_from_slice(f.payload);
         self.stats.received += 1;
-        Ok(Some((len, f.eth.src, f.edp.src_port)))
+        Ok(Some((len, f.eth.src, f.header.src_port)))
     }
 
     fn fd(&self) -> io::Result<RawFd> {

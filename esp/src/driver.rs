@@ -139,14 +139,14 @@ impl Io {
             Ok(f) => {
                 let (peer_mac, peer_port) = conn.remote();
                 if f.eth.src != peer_mac
-                    || f.esp.src_port != peer_port
-                    || f.esp.dst_port != conn.local().1
+                    || f.header.src_port != peer_port
+                    || f.header.dst_port != conn.local().1
                     || (f.eth.dst != self.local_mac && !f.eth.dst.is_group())
                 {
                     self.stats.foreign += 1;
                     return;
                 }
-                conn.handle_segment(now, &f.esp, f.payload);
+                conn.handle_segment(now, &f.header, f.payload);
             }
             Err(_) => {
                 self.stats.malformed += 1;

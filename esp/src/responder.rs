@@ -63,16 +63,16 @@ pub fn spawn_responder(iface: &str, ethertype: u16) -> io::Result<Responder> {
         let Ok(f) = EspFrame::parse(frame, ethertype, max) else {
             return Handled::Dropped;
         };
-        if !f.esp.flags.syn() || f.esp.flags.ack() || f.eth.dst != me {
+        if !f.header.flags.syn() || f.header.flags.ack() || f.eth.dst != me {
             return Handled::Dropped;
         }
-        let port = f.esp.dst_port;
+        let port = f.header.dst_port;
         // Port 0 is the responder's own; any other: free lease = no owner.
         let unowned = port == 0 || ports::allocate(&name, ethertype, port).is_ok();
         if !unowned {
             return Handled::Ignored;
         }
-        match reset_frame(out, me, f.eth.src, ethertype, &f.esp) {
+        match reset_frame(out, me, f.eth.src, ethertype, &f.header) {
             Some(len) => Handled::Reply(len),
             None => Handled::Dropped,
         }

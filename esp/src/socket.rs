@@ -428,10 +428,13 @@ impl EspStream {
                     let Ok(f) = EspFrame::parse(&rx[..n], cfg.ethertype, link.mtu() + 14) else {
                         continue;
                     };
-                    if let SynOutcome::Accept(c) =
-                        listener
-                            .on_segment(Instant::now(), clock_us(), f.eth.src, &f.esp, |_| false)
-                    {
+                    if let SynOutcome::Accept(c) = listener.on_segment(
+                        Instant::now(),
+                        clock_us(),
+                        f.eth.src,
+                        &f.header,
+                        |_| false,
+                    ) {
                         break c;
                     }
                 }
@@ -1218,7 +1221,7 @@ impl ListenerCore {
             let known = self.known.clone();
             let outcome = self
                 .listener
-                .on_segment(now, clock_us(), f.eth.src, &f.esp, |r| {
+                .on_segment(now, clock_us(), f.eth.src, &f.header, |r| {
                     lock(&known).contains(&r)
                 });
             match outcome {
@@ -1235,7 +1238,7 @@ impl ListenerCore {
                     }
                 }
                 SynOutcome::Reset(_) => {
-                    let (src, repr) = (f.eth.src, f.esp);
+                    let (src, repr) = (f.eth.src, f.header);
                     if let Some(len) = reset_frame(
                         &mut self.tx,
                         self.link.mac(),

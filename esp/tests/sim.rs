@@ -107,7 +107,8 @@ fn connect(cfg: &EspConfig, ab: FaultConfig, ba: FaultConfig) -> Sim {
             let Ok(f) = EspFrame::parse(&buf[..n], ETHERTYPE_ESP, MTU + 14) else {
                 continue;
             };
-            if let SynOutcome::Accept(c) = listener.on_segment(now, 0, f.eth.src, &f.esp, |_| false)
+            if let SynOutcome::Accept(c) =
+                listener.on_segment(now, 0, f.eth.src, &f.header, |_| false)
             {
                 found = Some(c);
                 break;

@@ -38,7 +38,7 @@ fn out(c: &mut Connection, now: Instant) -> Vec<Seg> {
         assert_eq!(f.eth.src, c.local().0);
         assert_eq!(f.eth.dst, c.remote().0);
         v.push(Seg {
-            repr: f.esp,
+            repr: f.header,
             payload: f.payload.to_vec(),
         });
         assert!(v.len() < 100_000, "poll_transmit never returns None");
@@ -618,14 +618,14 @@ fn syn_to_closed_port_draws_rst_and_connect_is_refused() {
     let mut buf = [0u8; 128];
     let n = reset_frame(&mut buf, B, A, ETHERTYPE_ESP, &syn[0].repr).unwrap();
     let f = EspFrame::parse(&buf[..n], ETHERTYPE_ESP, 1514).unwrap();
-    assert_eq!(f.esp.flags, Flags::RST | Flags::ACK);
-    assert_eq!(f.esp.ack, Seq(6));
+    assert_eq!(f.header.flags, Flags::RST | Flags::ACK);
+    assert_eq!(f.header.ack, Seq(6));
     assert_eq!(f.eth.dst, A);
-    a.handle_segment(t0 + us(10), &f.esp, f.payload);
+    a.handle_segment(t0 + us(10), &f.header, f.payload);
     assert_eq!(a.state(), State::Closed);
     assert_eq!(a.error(), Some(Error::Refused));
     // An RST is never answered.
-    let esp = f.esp;
+    let esp = f.header;
     assert!(reset_frame(&mut buf, A, B, ETHERTYPE_ESP, &esp).is_none());
 }
 
@@ -1171,7 +1171,7 @@ fn gathered_frames_equal_copied_frames() {
             held[k] = withheld[k].clone();
             for f in late.iter().chain(frames) {
                 let s = EspFrame::parse(f, ETHERTYPE_ESP, MTU + 14).unwrap();
-                pair.b.handle_segment(now, &s.esp, s.payload);
+                pair.b.handle_segment(now, &s.header, s.payload);
             }
             pair.b.ack_pending_now();
             let acks = out(&mut pair.b, now);

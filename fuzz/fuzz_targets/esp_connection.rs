@@ -96,14 +96,14 @@ impl Sim {
                     continue;
                 };
                 match self.b.as_mut() {
-                    Some(b) => b.handle_segment(now, &f.esp, f.payload),
+                    Some(b) => b.handle_segment(now, &f.header, f.payload),
                     None => {
                         self.b = Connection::accept(
                             &self.cfg,
                             MTU,
                             (self.lb.mac(), B_PORT),
                             f.eth.src,
-                            &f.esp,
+                            &f.header,
                             Seq(0x8000_0000),
                             now,
                         );
@@ -113,7 +113,7 @@ impl Sim {
             while let Ok(n) = self.la.recv(&mut self.buf) {
                 moved = true;
                 if let Ok(f) = EspFrame::parse(&self.buf[..n], ETHERTYPE_ESP, MTU + 14) {
-                    self.a.handle_segment(now, &f.esp, f.payload);
+                    self.a.handle_segment(now, &f.header, f.payload);
                 }
             }
             if !moved {
@@ -197,7 +197,7 @@ impl Sim {
             return;
         };
         if let Ok(f) = EspFrame::parse(&frame[..n], ETHERTYPE_ESP, MTU + 14) {
-            target.handle_segment(now, &f.esp, f.payload);
+            target.handle_segment(now, &f.header, f.payload);
             if into_b {
                 self.injected_into_b = true;
             }
