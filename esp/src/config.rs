@@ -1,10 +1,94 @@
-//! Tunables of an ESP connection and socket, with their defaults.
+//! Tunables of ESP with their defaults: [`TransportConfig`] (the protocol,
+//! what `esp::conn` and `esp::listener` read) and [`EspConfig`] (the
+//! socket layer's options, which include the protocol's).
 
 use std::time::Duration;
 
 use edp::link::fault::FaultConfig;
+pub use netcore::rtt::{RtoConfig, RtoPolicy};
 
 use crate::wire::ETHERTYPE_ESP;
+
+/// Congestion controller of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CongestionControl {
+    /// NewReno in segments (RFC 5681, RFC 6582):
+    /// [`netcore::congestion::NewReno`].
+    #[default]
+    NewReno,
+    /// None: the peer's receive window alone limits the sender.
+    None,
+}
+
+/// The protocol configuration of ESP connections and listeners (pure: no
+/// socket, link or test option). Given to [`crate::Connection::connect`],
+/// [`crate::Connection::accept`] and [`crate::Listener::new`]; each
+/// connection keeps a copy.
+///
+/// Defaults and why (measured on the cluster links ESP targets; see
+/// [`EspConfig`] for the reasoning):
+/// - `rto`: RFC 6298 (SRTT + 4 RTTVAR) with doubling, within 1 ms..1 s,
+///   10 ms before the first sample;
+/// - `max_retransmissions` 8, `max_syn_retransmissions` 10;
+/// - delayed ACK every 2 segments or after 100 us;
+/// - buffers 4 MiB (send) and 2 MiB (receive), 4096 out-of-order segments;
+/// - initial window 10 segments (RFC 6928), NewReno;
+/// - keepalive after 1 s idle; 100 challenge ACKs per second;
+/// - backlog 128, 64 half-open connections; checksum on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportConfig {
+    /// Retransmission timeout: initial value, bounds, formula (RFC 6298 or
+    /// the thesis's 2 x SRTT), doubling (the thesis's `ESP_DOUBLE_RTO`) and
+    /// death past the maximum (`ESP_TIMEOUT_CONN`).
+    pub rto: RtoConfig,
+    /// Retransmissions of a segment (or unanswered probes) after which the
+    /// connection is dead (thesis `ESP_MAX_RETRANSMITS`; CTP uses 8).
+    pub max_retransmissions: u32,
+    /// Retransmissions of a SYN or SYN-ACK before the handshake fails
+    /// (TCP's `tcp_syn_retries`).
+    pub max_syn_retransmissions: u32,
+    /// In-order segments received before an ACK is sent at once
+    /// (thesis `ESP_MAX_ACK_PENDING`); 1 disables delayed ACK.
+    pub delayed_ack_segments: u32,
+    /// Longest time an ACK is delayed.
+    pub delayed_ack_time: Duration,
+    /// Send buffer in bytes (unacknowledged plus unsent data).
+    pub send_buffer: usize,
+    /// Receive buffer in bytes; bounds in-order unread data (the advertised
+    /// window is its free part in segments).
+    pub recv_buffer: usize,
+    /// Most out-of-order segments kept (thesis ch. 5.2.10); also bounded by
+    /// the window.
+    pub max_out_of_order: usize,
+    /// Initial congestion window in segments (RFC 6928).
+    pub initial_cwnd: u32,
+    /// Congestion controller.
+    pub congestion: CongestionControl,
+    /// Idle time after which an established connection sends a keepalive
+    /// probe; unanswered probes count as retransmissions, so a silent peer is
+    /// detected even by a pure receiver. `None` disables keepalive.
+    pub keepalive: Option<Duration>,
+    /// Challenge ACKs (RFC 5961 sec. 3.2, 4.2, 5.2) sent per second at most,
+    /// per connection.
+    pub challenge_ack_limit: u32,
+    /// Listen backlog: established connections waiting for `accept`.
+    pub backlog: usize,
+    /// Half-open (SYN_RCVD) connections a listener keeps at most.
+    pub max_half_open: usize,
+    /// Compute the ESP checksum on sent segments (received ones are checked
+    /// by the frame parser whenever their checksum field is not 0).
+    pub checksum: bool,
+    /// Ethertype written into the frames a connection builds (ESP's,
+    /// 0x88B6, unless configured otherwise; it must match the link's
+    /// demultiplexing).
+    pub ethertype: u16,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        EspConfig::default().transport()
+    }
+}
 
 /// Configuration of ESP sockets and connections.
 ///
@@ -127,6 +211,33 @@ impl EspConfig {
     pub fn with_fault(mut self, fault: FaultConfig) -> Self {
         self.fault = Some(fault);
         self
+    }
+
+    /// The protocol part (RFC 6298 RTO within `[min_rto, max_rto]` from
+    /// `initial_rto`, doubling; NewReno when `congestion_control`).
+    pub fn transport(&self) -> TransportConfig {
+        TransportConfig {
+            rto: RtoConfig::rfc6298(self.initial_rto, self.min_rto, self.max_rto),
+            max_retransmissions: self.max_retransmissions,
+            max_syn_retransmissions: self.max_syn_retransmissions,
+            delayed_ack_segments: self.delayed_ack_segments,
+            delayed_ack_time: self.delayed_ack_time,
+            send_buffer: self.send_buffer,
+            recv_buffer: self.recv_buffer,
+            max_out_of_order: self.max_out_of_order,
+            initial_cwnd: self.initial_cwnd,
+            congestion: if self.congestion_control {
+                CongestionControl::NewReno
+            } else {
+                CongestionControl::None
+            },
+            keepalive: self.keepalive,
+            challenge_ack_limit: self.challenge_ack_limit,
+            backlog: self.backlog,
+            max_half_open: self.max_half_open,
+            checksum: self.checksum,
+            ethertype: self.ethertype,
+        }
     }
 }
 

@@ -7,12 +7,13 @@
 //!
 //! Modules:
 //! - [`wire`]: the ESP header codec (checked view + `Repr`);
-//! - [`rtt`]: RTO estimation per RFC 6298;
-//! - [`conn`]: the sans-IO connection state machine;
+//! - [`conn`]: the sans-IO connection state machine (RTO estimation,
+//!   congestion control and reassembly from [`netcore`]);
 //! - [`listener`]: the sans-IO listen side (backlog, half-open limit);
 //! - [`driver`]: one connection driven over one link (shared by sockets and
 //!   simulations);
-//! - [`config`]: [`EspConfig`] and its defaults;
+//! - [`config`]: [`TransportConfig`] (the protocol) and [`EspConfig`] (the
+//!   sockets), with their defaults;
 //! - [`socket`]: [`EspListener`] and [`EspStream`], std::net-like sockets on
 //!   AF_PACKET links with kernel demultiplexing;
 //! - [`responder`]: the per-host RST responder for SYNs to unowned ports;
@@ -46,12 +47,11 @@ pub mod conn;
 pub mod driver;
 pub mod listener;
 pub mod responder;
-pub mod rtt;
 pub mod socket;
 pub mod wire;
 
-pub use config::EspConfig;
-pub use conn::{Connection, Error, IsnGenerator, State, Stats};
+pub use config::{CongestionControl, EspConfig, TransportConfig};
+pub use conn::{Connection, ConnectionError, Error, IsnGenerator, State, Stats};
 /// Fault injection settings, re-exported for [`EspConfig::with_fault`].
 pub use edp::link::fault::FaultConfig;
 pub use listener::{Listener, SynOutcome};

@@ -46,7 +46,7 @@ use edp::Link;
 
 use crate::alarm::Alarm;
 use crate::config::EspConfig;
-use crate::conn::{reset_frame, Connection, Error, IsnGenerator, State, Stats};
+use crate::conn::{reset_frame, Connection, ConnectionError, Error, IsnGenerator, State, Stats};
 use crate::driver::{earliest, wait_readable, ConnDriver, Io};
 use crate::listener::{Listener, SynOutcome};
 use crate::responder::{shared_responder, Responder};
@@ -177,7 +177,7 @@ impl Core {
 /// timers), since that is what a user needs to find out why.
 fn conn_error(e: Error, conn: &Connection) -> io::Error {
     match e {
-        Error::TimedOut => io::Error::new(
+        Error::ConnectionLost(ConnectionError::TimedOut) => io::Error::new(
             io::ErrorKind::TimedOut,
             format!("{e} ({conn:?}, {:?})", conn.stats()),
         ),
@@ -190,7 +190,7 @@ fn conn_error(e: Error, conn: &Connection) -> io::Error {
 fn step<T>(r: Result<T, Error>, conn: &Connection) -> io::Result<Step<T>> {
     match r {
         Ok(v) => Ok(Step::Done(v)),
-        Err(Error::WouldBlock) => Ok(Step::Wait),
+        Err(Error::Blocked) => Ok(Step::Wait),
         Err(e) => Err(conn_error(e, conn)),
     }
 }
@@ -372,7 +372,7 @@ impl EspStream {
         let now = Instant::now();
         let local = (link.mac(), local_port);
         let iss = isn_generator().isn(local, peer, clock_us());
-        let conn = Connection::connect(&cfg, link.mtu(), local, peer, iss, now);
+        let conn = Connection::connect(&cfg.transport(), link.mtu(), local, peer, iss, now);
         let mut s = Self::from_parts(conn, link, Io::new, &cfg);
         let deadline = timeout.map(|t| now + t);
         s.blocking(deadline, "connect", |c| {
@@ -381,14 +381,14 @@ impl EspStream {
                 return Ok(Step::Done(()));
             }
             match conn.error() {
-                Some(Error::TimedOut) => Err(io::Error::new(
+                Some(ConnectionError::TimedOut) => Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!(
                         "ESP connect to {} port {}: no answer to {} SYN retransmissions",
                         peer.0, peer.1, cfg.max_syn_retransmissions
                     ),
                 )),
-                Some(Error::Refused) => Err(io::Error::new(
+                Some(ConnectionError::Refused) => Err(io::Error::new(
                     io::ErrorKind::ConnectionRefused,
                     format!(
                         "ESP connect to {} port {}: refused (RST: no listener on that port)",
@@ -417,7 +417,7 @@ impl EspStream {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut rx = vec![0u8; link.mtu() + ETH_HEADER_LEN + 64];
         let mut listener: Listener<()> = Listener::new(
-            cfg.clone(),
+            cfg.transport(),
             link.mtu(),
             (link.mac(), local_port),
             isn_generator().clone(),
@@ -564,7 +564,7 @@ impl EspStream {
                         if !busy {
                             // About to sleep: a pending delayed ACK goes out
                             // now rather than waking us later.
-                            c.drv.conn.ack_pending_now();
+                            c.drv.conn.flush_delayed_ack();
                         }
                         c.drv.transmit(now)?;
                     }
@@ -728,7 +728,7 @@ impl EspStream {
                 return Ok(Step::Done(()));
             }
             match c.drv.conn.error() {
-                Some(e) => Err(conn_error(e, &c.drv.conn)),
+                Some(e) => Err(conn_error(e.into(), &c.drv.conn)),
                 None => Ok(Step::Wait),
             }
         })
@@ -760,7 +760,7 @@ impl EspStream {
         let deadline = timeout.map(|t| Instant::now() + t);
         self.blocking(deadline, "wait for acknowledgements", |c| {
             if let Some(e) = c.drv.conn.error() {
-                return Err(conn_error(e, &c.drv.conn));
+                return Err(conn_error(e.into(), &c.drv.conn));
             }
             Ok(if c.drv.conn.send_pending() == 0 {
                 Step::Done(())
@@ -1099,7 +1099,7 @@ impl EspListener {
         let mac = link.mac();
         let frame = link.mtu() + ETH_HEADER_LEN;
         let listener = Listener::new(
-            cfg.clone(),
+            cfg.transport(),
             link.mtu(),
             (mac, port),
             isn_generator().clone(),

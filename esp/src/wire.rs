@@ -562,7 +562,7 @@ impl EspRepr {
                     if kind == OPT_SACK {
                         let body = &opts[i + 2..i + len];
                         if body.is_empty()
-                            || body.len() % 8 != 0
+                            || body.len() & 7 != 0 // not whole 8-byte blocks
                             || body.len() / 8 > MAX_SACK_BLOCKS
                             || !sack.is_empty()
                         {

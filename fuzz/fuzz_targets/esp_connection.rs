@@ -19,7 +19,7 @@ use edp::link::sim::{next_event, SimClock, SimLink};
 use edp::wire::EthernetRepr;
 use edp::Link;
 use esp::wire::{emit_esp_frame, EspFrame, EspRepr, Flags, Seq, ETHERTYPE_ESP};
-use esp::{Connection, EspConfig};
+use esp::{Connection, TransportConfig};
 use libfuzzer_sys::fuzz_target;
 
 const MTU: usize = 1500;
@@ -58,7 +58,7 @@ struct Sim {
     lb: SimLink,
     a: Connection,
     b: Option<Connection>,
-    cfg: EspConfig,
+    cfg: TransportConfig,
     written: usize,
     read: usize,
     injected_into_b: bool,
@@ -213,7 +213,7 @@ fuzz_target!(|data: &[u8]| {
     let seed = u64::from(h[10]);
     let clock = SimClock::new();
     let (la, lb) = SimLink::pair(&clock, MTU, faults(&h[0..5], seed), faults(&h[5..10], seed));
-    let cfg = EspConfig::default();
+    let cfg = TransportConfig::default();
     let a = Connection::connect(
         &cfg,
         MTU,

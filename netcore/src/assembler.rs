@@ -17,12 +17,17 @@
 //! - at most `limit` units are stored (the caller's bound, counted by the
 //!   caller when refused);
 //! - SACK blocks (RFC 2018 sec. 4): the first block contains the most
-//!   recently received unit, the following ones the other most recently
-//!   received units' blocks, then the remaining blocks in ascending order,
-//!   so a receiver with more holes than the option has room for still
-//!   reports what it received last and the sender's scoreboard advances.
-//!   A duplicate of a stored unit counts as received (RFC 2883 sec. 4:
-//!   after a DSACK block comes the block containing the duplicate).
+//!   recently received unit; blocks that changed since they were last
+//!   reported come first, most recent first, then the other recently
+//!   changed blocks, then the remaining ones from the lowest. A receiver
+//!   that takes many units per ACK (a receive batch) owes further ACKs
+//!   while blocks are unreported ([`Assembler::has_unreported`]), so every
+//!   block (up to 16 changed per ACK) reaches the sender at least once and
+//!   the sender, which trusts
+//!   SACK and counts SACKed units above a hole (RFC 6675), does not take
+//!   an unreported block for lost. A duplicate of a stored unit counts as
+//!   a change of its block (RFC 2883 sec. 4: after a DSACK block comes the
+//!   block containing the duplicate).
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -112,10 +117,27 @@ pub struct Assembler<T> {
     /// Absolute position of the next expected unit (advances with
     /// [`Assembler::advance`]); positions in `recent` are absolute.
     next: u64,
-    /// Absolute positions of the most recently received units, most recent
-    /// first.
-    recent: [u64; MAX_SACK_BLOCKS],
+    /// Absolute ranges `[start, end)` of the blocks that most recently
+    /// received a unit, most recent first (Linux's `selective_acks`): an
+    /// arrival next to or inside a listed block extends it and moves it to
+    /// the front; any other arrival starts a new entry, pushing out the
+    /// oldest. With several arrivals per ACK a block that stopped growing
+    /// keeps its place behind the growing one, so every block is reported
+    /// in several successive ACKs (RFC 2018 sec. 4).
+    recent: [Recent; RECENT_BLOCKS],
     recent_len: usize,
+}
+
+/// Blocks remembered as recently changed (see [`Assembler::sack_blocks`]).
+const RECENT_BLOCKS: usize = 16;
+
+/// A recently changed block: absolute `[start, end)` and whether it was
+/// reported since it last changed.
+#[derive(Debug, Clone, Copy, Default)]
+struct Recent {
+    start: u64,
+    end: u64,
+    reported: bool,
 }
 
 impl<T> Default for Assembler<T> {
@@ -131,7 +153,7 @@ impl<T> Assembler<T> {
             slots: VecDeque::new(),
             stored: 0,
             next: 0,
-            recent: [0; MAX_SACK_BLOCKS],
+            recent: [Recent::default(); RECENT_BLOCKS],
             recent_len: 0,
         }
     }
@@ -167,16 +189,35 @@ impl<T> Assembler<T> {
 
     fn note_recent(&mut self, offset: usize) {
         let pos = self.next + offset as u64;
-        let n = self.recent_len;
-        match self.recent[..n].iter().position(|&p| p == pos) {
-            Some(i) => self.recent.copy_within(0..i, 1),
-            None => {
-                let keep = n.min(MAX_SACK_BLOCKS - 1);
-                self.recent.copy_within(0..keep, 1);
-                self.recent_len = keep + 1;
+        let (mut s, mut e) = (pos, pos + 1);
+        // Merge every listed block this unit touches (it may join two).
+        let mut kept = 0;
+        for i in 0..self.recent_len {
+            let r = self.recent[i];
+            if r.start <= e && s <= r.end {
+                s = s.min(r.start);
+                e = e.max(r.end);
+            } else {
+                self.recent[kept] = r;
+                kept += 1;
             }
         }
-        self.recent[0] = pos;
+        let keep = kept.min(RECENT_BLOCKS - 1);
+        self.recent.copy_within(0..keep, 1);
+        self.recent[0] = Recent {
+            start: s,
+            end: e,
+            reported: false,
+        };
+        self.recent_len = keep + 1;
+    }
+
+    /// Whether a block changed since it was last reported by
+    /// [`Assembler::sack_blocks`] (the caller sends another ACK).
+    pub fn has_unreported(&self) -> bool {
+        self.recent[..self.recent_len]
+            .iter()
+            .any(|r| !r.reported && r.end > self.next + 1)
     }
 
     /// Stores the unit at `offset >= 1`, building its payload with `data`
@@ -278,24 +319,38 @@ impl<T> Assembler<T> {
     }
 
     /// Up to `max` (at most [`MAX_SACK_BLOCKS`]) blocks of stored offsets
-    /// to report, in RFC 2018 order: the blocks of the most recently
-    /// received units first, then the others from the lowest.
-    pub fn sack_blocks(&self, max: usize) -> SackRanges {
+    /// to report, in RFC 2018 order: first the blocks changed since they
+    /// were last reported, most recent first (the first contains the unit
+    /// received last), then the other recently changed blocks, then the
+    /// remaining blocks from the lowest. The blocks returned count as
+    /// reported; while [`Assembler::has_unreported`] is true a receiver that
+    /// took several units for one ACK owes another, so every block is
+    /// reported at least once (RFC 2018 sec. 4).
+    pub fn sack_blocks(&mut self, max: usize) -> SackRanges {
         let max = max.min(MAX_SACK_BLOCKS);
         let mut out = SackRanges::default();
         if max == 0 || self.slots.is_empty() {
             return out;
         }
-        for &pos in &self.recent[..self.recent_len] {
-            if out.len >= max {
-                return out;
-            }
-            let Some(off) = pos.checked_sub(self.next).filter(|&o| o >= 1) else {
-                continue;
-            };
-            if let Some(b) = self.block_at(off as usize) {
-                if !out.contains(b.0) {
-                    out.push(b);
+        for pass_unreported in [true, false] {
+            for i in 0..self.recent_len {
+                if out.len >= max {
+                    return out;
+                }
+                let r = self.recent[i];
+                if r.reported == pass_unreported {
+                    continue;
+                }
+                // Any still-stored position of the listed block finds it.
+                let pos = r.start.max(self.next + 1);
+                if pos >= r.end {
+                    continue; // delivered meanwhile
+                }
+                if let Some(b) = self.block_at((pos - self.next) as usize) {
+                    self.recent[i].reported = true;
+                    if !out.contains(b.0) {
+                        out.push(b);
+                    }
                 }
             }
         }
@@ -326,7 +381,7 @@ mod tests {
 
     const LIMIT: usize = 100;
 
-    fn blocks<T>(a: &Assembler<T>, max: usize) -> Vec<Range<usize>> {
+    fn blocks<T>(a: &mut Assembler<T>, max: usize) -> Vec<Range<usize>> {
         a.sack_blocks(max).iter().collect()
     }
 
@@ -421,15 +476,15 @@ mod tests {
         for off in [2, 3, 6, 9] {
             a.insert_with(off, LIMIT, || ());
         }
-        assert_eq!(blocks(&a, 4), vec![9..10, 6..7, 2..4]);
+        assert_eq!(blocks(&mut a, 4), vec![9..10, 6..7, 2..4]);
         // 7 arrives: its block 6..8 goes first.
         a.insert_with(7, LIMIT, || ());
-        assert_eq!(blocks(&a, 4), vec![6..8, 9..10, 2..4]);
+        assert_eq!(blocks(&mut a, 4), vec![6..8, 9..10, 2..4]);
         // Room for two only (a DSACK block takes one of three).
-        assert_eq!(blocks(&a, 2), vec![6..8, 9..10]);
+        assert_eq!(blocks(&mut a, 2), vec![6..8, 9..10]);
         // A duplicate of 2 puts its block first (RFC 2883 sec. 4).
         assert_eq!(a.insert_with(2, LIMIT, || ()), Insert::Duplicate);
-        assert_eq!(blocks(&a, 4), vec![2..4, 6..8, 9..10]);
+        assert_eq!(blocks(&mut a, 4), vec![2..4, 6..8, 9..10]);
     }
 
     #[test]
@@ -440,20 +495,49 @@ mod tests {
             a.insert_with(2 * k, LIMIT, || ());
         }
         // The four most recent (20, 18, 16, 14), not the four lowest.
-        assert_eq!(blocks(&a, 4), vec![20..21, 18..19, 16..17, 14..15]);
+        assert_eq!(blocks(&mut a, 4), vec![20..21, 18..19, 16..17, 14..15]);
         // After the recent ones are delivered past, the rest ascend.
         let mut b = Assembler::new();
         for off in [5, 3, 9, 11, 13] {
             b.insert_with(off, LIMIT, || ());
         }
-        assert_eq!(blocks(&b, 4), vec![13..14, 11..12, 9..10, 3..4]);
+        assert_eq!(blocks(&mut b, 4), vec![13..14, 11..12, 9..10, 3..4]);
+        // 5 was not reported yet: another ACK is owed.
+        assert!(b.has_unreported());
         // Delivering units 0..=3 (offset 3 becomes 0): recents shift with
         // the next expected position.
         for _ in 0..3 {
             b.advance();
         }
-        // Offsets now: 5->2, 9->6, 11->8, 13->10.
-        assert_eq!(blocks(&b, 4), vec![10..11, 8..9, 6..7, 2..3]);
+        // Offsets now: 5->2, 9->6, 11->8, 13->10; the unreported block
+        // first, then the recently reported ones.
+        assert_eq!(blocks(&mut b, 4), vec![2..3, 10..11, 8..9, 6..7]);
+        assert!(!b.has_unreported());
+    }
+
+    #[test]
+    fn a_block_that_stopped_growing_stays_listed_behind_the_growing_one() {
+        let mut a = Assembler::new();
+        // Low blocks 2, 4, 6 (old), then block 8..10, then a burst of
+        // arrivals at 12..20 (one ACK for all of them, as after a batch).
+        for off in [2, 4, 6, 8, 9] {
+            a.insert_with(off, LIMIT, || ());
+        }
+        for off in 12..20 {
+            a.insert_with(off, LIMIT, || ());
+        }
+        // Per-arrival recency would list 19, 18, 17, 16 (one block) and
+        // then the lowest blocks, never reporting 8..10.
+        assert_eq!(blocks(&mut a, 4), vec![12..20, 8..10, 6..7, 4..5]);
+        assert!(a.has_unreported(), "2..3 is owed");
+        // A unit joining two listed blocks merges them; the changed block
+        // and the one never reported go first.
+        a.insert_with(10, LIMIT, || ());
+        a.insert_with(11, LIMIT, || ());
+        assert_eq!(blocks(&mut a, 4), vec![8..20, 2..3, 6..7, 4..5]);
+        assert!(!a.has_unreported());
+        // Nothing changed: the blocks in the order they last changed.
+        assert_eq!(blocks(&mut a, 4), vec![8..20, 6..7, 4..5, 2..3]);
     }
 
     #[test]
@@ -462,13 +546,13 @@ mod tests {
         for off in [1, 2, 3, 5, 6, 8] {
             a.insert_with(off, LIMIT, || ());
         }
-        assert_eq!(blocks(&a, 4), vec![8..9, 5..7, 1..4]);
-        assert_eq!(blocks(&a, 0), vec![]);
+        assert_eq!(blocks(&mut a, 4), vec![8..9, 5..7, 1..4]);
+        assert_eq!(blocks(&mut a, 0), vec![]);
         // Deliver the first run: the recents 8, 6, 5, 3 shift by 4 (offset
         // 0 consumed, then 1..=3).
         let (got, end) = deliver(&mut a);
         assert_eq!((got.len(), end), (3, false));
-        assert_eq!(blocks(&a, 4), vec![4..5, 1..3]);
+        assert_eq!(blocks(&mut a, 4), vec![4..5, 1..3]);
     }
 
     #[test]
@@ -476,6 +560,6 @@ mod tests {
         let mut a = Assembler::new();
         a.insert_with(2, LIMIT, || ());
         a.insert_end(3, LIMIT);
-        assert_eq!(blocks(&a, 4), vec![2..4]);
+        assert_eq!(blocks(&mut a, 4), vec![2..4]);
     }
 }
