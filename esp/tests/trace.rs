@@ -1262,3 +1262,174 @@ fn dsack_of_a_network_duplicate_does_not_undo_recovery() {
     );
     assert!(p.a.cwnd() <= reduced + 2, "no undo: cwnd {}", p.a.cwnd());
 }
+
+// ------------------------------------------------- zero-copy receive path
+
+/// Delivers `segs` to `c` with `handle_segment_into`, each into a fresh
+/// reader buffer of `room` bytes; returns the bytes placed.
+fn deliver_into(c: &mut Connection, now: Instant, segs: &[Seg], room: usize) -> Vec<u8> {
+    let mut placed = Vec::new();
+    for s in segs {
+        let mut dst = vec![0u8; room];
+        let n = c.handle_segment_into(now, &s.repr, &s.payload, &mut dst);
+        assert!(n <= room.min(s.payload.len()));
+        placed.extend_from_slice(&dst[..n]);
+    }
+    placed
+}
+
+#[test]
+fn segment_into_places_in_order_payload_and_acks_as_after_recv() {
+    // Twin connections: one receives with handle_segment + recv, the other
+    // with handle_segment_into; what they send afterwards must be equal.
+    // A receive buffer of 4 segments makes every read open the window
+    // enough for an update (RFC 1122 receiver-side SWS avoidance).
+    let small = || TransportConfig {
+        recv_buffer: 4 * MSS,
+        ..Default::default()
+    };
+    let mut x = established(TransportConfig::default(), small());
+    let mut y = established(TransportConfig::default(), small());
+    let msg: Vec<u8> = (0..3 * MSS as u32).map(|i| (i % 251) as u8).collect();
+    x.a.send(&msg).unwrap();
+    y.a.send(&msg).unwrap();
+    let sx = out(&mut x.a, x.t0 + us(100));
+    let sy = out(&mut y.a, y.t0 + us(100));
+    assert_eq!(sx.len(), 3);
+    let mut got_x = Vec::new();
+    let mut got_y = Vec::new();
+    for (k, (a, b)) in sx.iter().zip(&sy).enumerate() {
+        let t = us(110 + k as u64);
+        deliver(&mut x.b, x.t0 + t, std::slice::from_ref(a));
+        let mut buf = vec![0u8; 2 * MSS];
+        let n = x.b.recv(&mut buf).unwrap();
+        got_x.extend_from_slice(&buf[..n]);
+        got_y.extend(deliver_into(
+            &mut y.b,
+            y.t0 + t,
+            std::slice::from_ref(b),
+            2 * MSS,
+        ));
+        assert_eq!(
+            y.b.recv_available(),
+            0,
+            "nothing left in the receive buffer"
+        );
+        let (ox, oy) = (out(&mut x.b, x.t0 + t), out(&mut y.b, y.t0 + t));
+        assert_eq!(
+            ox.iter().map(|s| s.repr).collect::<Vec<_>>(),
+            oy.iter().map(|s| s.repr).collect::<Vec<_>>(),
+            "segment {k}: same ACKs and windows"
+        );
+        assert_eq!(
+            x.b.poll_timeout().map(|d| d - x.t0),
+            y.b.poll_timeout().map(|d| d - y.t0)
+        );
+    }
+    assert_eq!(got_x, msg);
+    assert_eq!(got_y, msg);
+    assert_eq!(x.b.stats(), y.b.stats());
+    assert_eq!(y.b.recv(&mut [0u8; 8]), Err(Error::Blocked));
+}
+
+#[test]
+fn segment_into_partial_fit_buffers_the_rest_in_order() {
+    let mut p = pair();
+    p.a.send(&[7u8; 100]).unwrap();
+    p.a.send(&[8u8; 50]).unwrap();
+    let segs = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(segs.len(), 1);
+    let placed = deliver_into(&mut p.b, p.t0 + us(110), &segs, 40);
+    assert_eq!(placed, vec![7u8; 40]);
+    assert_eq!(p.b.recv_available(), 110);
+    // Data is waiting now: the next segment is buffered behind it, none
+    // placed, so the reader sees the bytes in order.
+    p.a.send(&[9u8; 10]).unwrap();
+    let more = out(&mut p.a, p.t0 + us(120));
+    assert!(deliver_into(&mut p.b, p.t0 + us(130), &more, 1000).is_empty());
+    let mut buf = [0u8; 200];
+    assert_eq!(p.b.recv(&mut buf), Ok(120));
+    assert_eq!(&buf[..60], &[7u8; 60][..]);
+    assert_eq!(&buf[60..110], &[8u8; 50][..]);
+    assert_eq!(&buf[110..120], &[9u8; 10][..]);
+    assert_eq!(p.b.stats().bytes_received, 160);
+}
+
+#[test]
+fn segment_into_out_of_order_goes_to_the_buffer_and_the_gap_fill_is_placed() {
+    let mut p = pair();
+    let msg: Vec<u8> = (0..2 * MSS as u32).map(|i| (i % 253) as u8).collect();
+    p.a.send(&msg).unwrap();
+    let segs = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(segs.len(), 2);
+    // The second segment first: out of order, nothing placed, SACKed.
+    assert!(deliver_into(&mut p.b, p.t0 + us(110), &segs[1..], 4 * MSS).is_empty());
+    let sack = out(&mut p.b, p.t0 + us(110));
+    assert_eq!(sack.len(), 1);
+    assert_eq!(sack[0].repr.sack.as_slice(), &[(Seq(1002), Seq(1003))]);
+    // The gap fill: its own payload is placed; the stored segment becomes
+    // in order and waits in the receive buffer.
+    let placed = deliver_into(&mut p.b, p.t0 + us(120), &segs[..1], 4 * MSS);
+    assert_eq!(placed, &msg[..MSS]);
+    assert_eq!(p.b.recv_available(), MSS);
+    let ack = out(&mut p.b, p.t0 + us(120));
+    assert_eq!(ack.len(), 1, "a gap fill is acknowledged at once");
+    assert_eq!(ack[0].repr.ack, Seq(1003));
+    let mut buf = vec![0u8; 2 * MSS];
+    assert_eq!(p.b.recv(&mut buf), Ok(MSS));
+    assert_eq!(&buf[..MSS], &msg[MSS..]);
+}
+
+#[test]
+fn segment_into_fin_places_nothing_and_ends_the_stream() {
+    let mut p = pair();
+    p.a.send(b"last").unwrap();
+    p.a.close();
+    let segs = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(segs.len(), 2);
+    assert!(segs[1].repr.flags.fin());
+    let placed = deliver_into(&mut p.b, p.t0 + us(110), &segs, 64);
+    assert_eq!(placed, b"last");
+    assert_eq!(p.b.state(), State::CloseWait);
+    assert!(p.b.is_eof());
+    assert_eq!(p.b.recv(&mut [0u8; 8]), Ok(0), "EOF");
+    // The FIN's ACK goes at once and closes A's side.
+    deliver(&mut p.a, p.t0 + us(120), &out(&mut p.b, p.t0 + us(110)));
+    assert_eq!(p.a.state(), State::FinWait2);
+    // An empty reader buffer is handle_segment.
+    let mut q = pair();
+    q.a.send(b"x").unwrap();
+    let s = out(&mut q.a, q.t0 + us(100));
+    assert!(deliver_into(&mut q.b, q.t0 + us(110), &s, 0).is_empty());
+    assert_eq!(q.b.recv_available(), 1);
+}
+
+#[test]
+fn thesis_rto_timeout_conn_kills_once_the_doubled_rto_passes_the_maximum() {
+    // Thesis ch. 5.2.8: RTO = 2 x SRTT within [min, max], ESP_DOUBLE_RTO
+    // doubling, ESP_TIMEOUT_CONN death once the doubled RTO exceeds max
+    // (before the retransmission limit).
+    use esp::config::RtoConfig;
+    let cfg = TransportConfig {
+        rto: RtoConfig::thesis(ms(10), ms(1), ms(8), true, true),
+        max_retransmissions: 100,
+        ..Default::default()
+    };
+    let mut p = established(cfg.clone(), cfg);
+    // SRTT 10 us from the handshake: 2 x SRTT is below the 1 ms minimum.
+    assert_eq!(p.a.rtt().rto(), ms(1));
+    p.a.send(b"lost").unwrap();
+    let mut t = p.t0 + us(100);
+    assert_eq!(out(&mut p.a, t).len(), 1);
+    let mut gaps = vec![];
+    while p.a.error().is_none() {
+        let next = p.a.poll_timeout().unwrap();
+        gaps.push((next - t).as_millis() as u64);
+        t = next;
+        p.a.handle_timeout(t);
+        out(&mut p.a, t);
+    }
+    // 1, 2, 4, 8 ms; the next doubling (16 ms) passes the 8 ms maximum.
+    assert_eq!(gaps, vec![1, 2, 4, 8]);
+    assert_eq!(p.a.error(), Some(ConnectionError::TimedOut));
+}
