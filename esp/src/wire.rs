@@ -626,7 +626,9 @@ impl EspRepr {
                 i += 8;
             }
         }
-        opts[i..].fill(OPT_END);
+        if i < opts.len() {
+            opts[i..].fill(OPT_END);
+        }
         hlen
     }
 

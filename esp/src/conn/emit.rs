@@ -11,6 +11,8 @@ use std::time::Instant;
 
 use edp::wire::{EthernetRepr, ETH_HEADER_LEN};
 
+use netcore::congestion::Controller;
+
 use super::recovery::SegmentKind;
 use super::timer::Timer;
 use super::{Connection, State};
@@ -49,9 +51,9 @@ impl Connection {
     /// due. Call until `None` after every event. `buf` must hold at least
     /// MTU + 14 bytes.
     #[must_use = "a returned frame must be sent"]
+    #[inline]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        let _span = self.span.clone().entered();
-        self.transmit(now, buf)
+        in_span!(self, self.transmit(now, buf))
     }
 
     fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
@@ -72,8 +74,12 @@ impl Connection {
     /// stays valid until the next call that takes `&mut self` other than this
     /// one (new data, an ACK, a timeout).
     #[must_use = "a returned frame must be sent"]
+    #[inline]
     pub fn poll_transmit_gather(&mut self, now: Instant, buf: &mut [u8]) -> Option<GatherFrame> {
-        let _span = self.span.clone().entered();
+        in_span!(self, self.transmit_gather(now, buf))
+    }
+
+    fn transmit_gather(&mut self, now: Instant, buf: &mut [u8]) -> Option<GatherFrame> {
         self.gather = Gather {
             on: true,
             taken: None,

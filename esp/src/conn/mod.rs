@@ -42,8 +42,34 @@
 //! Tracing: each connection carries a `tracing` span (`esp_conn`: local and
 //! remote port, peer MAC) entered by the public entry points; events at
 //! state changes (debug), losses (fast retransmit, RTO expiry with backoff),
-//! DSACK undo, challenge ACKs (debug) and window changes (trace). Without a
-//! subscriber they cost a level check.
+//! DSACK undo, challenge ACKs (debug), window changes and every segment in
+//! and out (trace). Without a subscriber they cost a level check; the span
+//! is made when the connection is (a subscriber installed later sees the
+//! events without the span).
+
+/// Runs `$body` inside the connection's span when the span is enabled;
+/// a disabled span (no subscriber listened when the connection was made)
+/// costs one branch: the guard lives in the cold [`traced`] (a guard, even
+/// of a disabled span, costs tens of instructions per call on the hot
+/// path and keeps the entry points from being inlined).
+macro_rules! in_span {
+    ($self:ident, $body:expr) => {
+        if $self.span.is_disabled() {
+            $body
+        } else {
+            let span = $self.span.clone();
+            $crate::conn::traced(span, || $body)
+        }
+    };
+}
+
+/// Runs `f` with `span` entered (the slow path of `in_span!`).
+#[cold]
+#[inline(never)]
+fn traced<R>(span: Span, f: impl FnOnce() -> R) -> R {
+    let _entered = span.entered();
+    f()
+}
 
 mod acceptance;
 mod emit;
@@ -60,7 +86,7 @@ mod timer;
 use std::fmt;
 use std::time::Instant;
 
-use netcore::congestion::{Controller, NewReno, NoControl};
+use netcore::congestion::{AnyController, Controller, NewReno, NoControl};
 use netcore::rtt::Rto;
 use tracing::Span;
 
@@ -112,7 +138,7 @@ pub struct Connection {
     /// SND.UNA..SND.NXT: retransmission queue, SACK scoreboard, loss
     /// episodes.
     recovery: Recovery,
-    cc: Box<dyn Controller>,
+    cc: AnyController,
     rtt: Rto,
     probes: Probes,
     gather: Gather,
@@ -162,9 +188,11 @@ impl Connection {
         let mss = mtu
             .saturating_sub(ESP_HEADER_LEN)
             .clamp(1, u16::MAX as usize);
-        let cc: Box<dyn Controller> = match cfg.congestion {
-            CongestionControl::NewReno => Box::new(NewReno::new(cfg.initial_cwnd, 2 * MAX_WINDOW)),
-            CongestionControl::None => Box::new(NoControl),
+        let cc = match cfg.congestion {
+            CongestionControl::NewReno => {
+                AnyController::NewReno(NewReno::new(cfg.initial_cwnd, 2 * MAX_WINDOW))
+            }
+            CongestionControl::None => AnyController::NoControl(NoControl),
         };
         let span = tracing::debug_span!(
             "esp_conn",
@@ -215,10 +243,10 @@ impl Connection {
         now: Instant,
     ) -> Self {
         let mut c = Self::new(cfg, mtu, local, remote, iss);
-        let _span = c.span.clone().entered();
-        c.set_state(State::SynSent);
-        c.recovery.push_control(SegmentKind::Syn, 0, now);
-        drop(_span);
+        in_span!(c, {
+            c.set_state(State::SynSent);
+            c.recovery.push_control(SegmentKind::Syn, 0, now);
+        });
         c
     }
 
@@ -238,8 +266,7 @@ impl Connection {
             return None;
         }
         let mut c = Self::new(cfg, mtu, local, (remote_mac, syn.src_port), iss);
-        let _span = c.span.clone().entered();
-        c.set_state(State::SynRcvd);
+        in_span!(c, c.set_state(State::SynRcvd));
         c.recv.irs = syn.seq;
         c.recv.nxt = syn.seq.add(1);
         c.recv.adv = c.recv.nxt;
@@ -247,7 +274,6 @@ impl Connection {
         c.snd_wnd.edge = iss.add(1);
         c.snd_wnd.wnd = u32::from(syn.window);
         c.recovery.push_control(SegmentKind::Syn, 0, now);
-        drop(_span);
         Some(c)
     }
 
@@ -445,8 +471,7 @@ impl Connection {
         }
         if !self.recv.is_empty() {
             let n = self.recv.read(buf);
-            let _span = self.span.clone().entered();
-            self.maybe_window_update();
+            in_span!(self, self.maybe_window_update());
             return Ok(n);
         }
         if self.recv.fin_received {
@@ -470,7 +495,10 @@ impl Connection {
         if self.send.fin_requested {
             return;
         }
-        let _span = self.span.clone().entered();
+        in_span!(self, self.shutdown_write());
+    }
+
+    fn shutdown_write(&mut self) {
         match self.state {
             State::SynSent | State::SynRcvd => self.send.fin_requested = true,
             State::Established => {
@@ -488,7 +516,10 @@ impl Connection {
     /// Aborts: sends RST (if synchronized), drops all buffered data, CLOSED,
     /// and later calls return [`ConnectionError::Aborted`].
     pub fn abort(&mut self) {
-        let _span = self.span.clone().entered();
+        in_span!(self, self.abort_now());
+    }
+
+    fn abort_now(&mut self) {
         self.queue_reset();
         if self.error.is_none() {
             self.error = Some(ConnectionError::Aborted);
@@ -546,6 +577,7 @@ impl Connection {
     /// [`crate::wire::EspRepr::parse`]; the caller has matched the peer MAC.
     /// Segments for other ports or not acceptable in the current state are
     /// counted as dropped (and may draw an ACK or RST, per RFC 793/5961).
+    #[inline]
     pub fn handle_segment(&mut self, now: Instant, repr: &EspRepr, payload: &[u8]) {
         self.handle_segment_into(now, repr, payload, &mut []);
     }
@@ -561,6 +593,7 @@ impl Connection {
     /// buffer as usual. Returns 0 for every other segment (out of order,
     /// duplicate, control, or data already waiting: bytes are read in
     /// order).
+    #[inline]
     pub fn handle_segment_into(
         &mut self,
         now: Instant,
@@ -568,7 +601,16 @@ impl Connection {
         payload: &[u8],
         dst: &mut [u8],
     ) -> usize {
-        let _span = self.span.clone().entered();
+        in_span!(self, self.segment_in(now, repr, payload, dst))
+    }
+
+    fn segment_in(
+        &mut self,
+        now: Instant,
+        repr: &EspRepr,
+        payload: &[u8],
+        dst: &mut [u8],
+    ) -> usize {
         tracing::trace!(
             seq = %repr.seq,
             ack = %repr.ack,
@@ -670,7 +712,10 @@ impl Connection {
     /// Fires every timer that expired at `now`: delayed ACK, retransmission
     /// (RFC 6298 sec. 5.4-5.6), persist (zero-window probe), keepalive.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let _span = self.span.clone().entered();
+        in_span!(self, self.fire_timers(now));
+    }
+
+    fn fire_timers(&mut self, now: Instant) {
         if self.timers.is_expired(Timer::DelayedAck, now) {
             self.timers.stop(Timer::DelayedAck);
             if self.ack.pending > 0 {

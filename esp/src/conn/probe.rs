@@ -96,6 +96,14 @@ impl Connection {
     /// Arms the persist or keepalive timer when needed (and not armed),
     /// stops them when not: called after every event.
     pub(super) fn update_probe_timers(&mut self, now: Instant) {
+        if !self.recovery.is_empty() {
+            // Something in flight: the retransmission timer watches the
+            // peer, no probe is needed (the common case, kept cheap).
+            self.timers.stop(Timer::Persist);
+            self.timers.stop(Timer::KeepAlive);
+            self.probes.now = false;
+            return;
+        }
         let persist = self.persist_needed();
         let keepalive = !persist && self.keepalive_needed();
         if !persist {

@@ -193,7 +193,7 @@ impl Connection {
                 tracing::debug!(seq = %seq, len = payload.len(), "window overrun, segment dropped");
                 return 0;
             }
-            let placed = if self.recv.is_empty() {
+            let placed = if !dst.is_empty() && self.recv.is_empty() {
                 let n = dst.len().min(payload.len());
                 dst[..n].copy_from_slice(&payload[..n]);
                 n
@@ -203,7 +203,14 @@ impl Connection {
             self.recv.buf.extend(&payload[placed..]);
             self.stats.bytes_received += payload.len() as u64;
             self.recv.nxt = self.recv.nxt.add(1);
-            let d = self.recv.drain_in_order();
+            let d = if self.recv.reassembly.is_empty() {
+                // Nothing queued behind it (the common case): only the
+                // queue's position moves.
+                self.recv.reassembly.advance();
+                Drained::default()
+            } else {
+                self.recv.drain_in_order()
+            };
             self.stats.bytes_received += d.bytes as u64;
             if d.filled {
                 tracing::trace!(rcv_nxt = %self.recv.nxt, "gap filled");

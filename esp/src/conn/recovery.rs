@@ -361,7 +361,7 @@ impl Recovery {
         sack: &SackBlocks,
         pure: bool,
         window_changed: bool,
-        cc: &mut dyn Controller,
+        cc: &mut impl Controller,
     ) -> (Acked, AckEvents) {
         let mut ev = AckEvents {
             undone: self.check_dsack(ack, sack, cc),
@@ -398,7 +398,7 @@ impl Recovery {
         &mut self,
         now: Instant,
         ack: Seq,
-        cc: &mut dyn Controller,
+        cc: &mut impl Controller,
     ) -> Acked {
         let n = (ack.diff(self.una).max(0) as usize).min(self.queue.len());
         let in_flight = self.pipe();
@@ -453,7 +453,7 @@ impl Recovery {
     /// A retransmission timeout (after the caller checked the retry limit
     /// and backed the RTO off): a timeout episode starts, every unSACKed
     /// segment is presumed lost.
-    pub(crate) fn on_timeout(&mut self, cc: &mut dyn Controller) {
+    pub(crate) fn on_timeout(&mut self, cc: &mut impl Controller) {
         if self.undo.is_none() || !self.by_timeout {
             self.save_undo(true, cc.snapshot());
         }
@@ -508,7 +508,7 @@ impl Recovery {
     /// RFC 6675-style loss detection: an unSACKed segment with at least
     /// DupThresh SACKed segments above it is lost (once per episode).
     /// Returns true if this started a fast-retransmit episode.
-    fn mark_lost_by_sack(&mut self, cc: &mut dyn Controller) -> bool {
+    fn mark_lost_by_sack(&mut self, cc: &mut impl Controller) -> bool {
         let thresh = self.loss_thresh();
         if self.sacked_count < thresh {
             return false;
@@ -590,7 +590,7 @@ impl Recovery {
     /// retransmission of the current episode, the episode was spurious:
     /// restore the congestion state and cancel the pending
     /// retransmissions. Returns true if the episode was undone.
-    fn check_dsack(&mut self, ack: Seq, sack: &SackBlocks, cc: &mut dyn Controller) -> bool {
+    fn check_dsack(&mut self, ack: Seq, sack: &SackBlocks, cc: &mut impl Controller) -> bool {
         let Some(&(s, e)) = sack.as_slice().first() else {
             return false;
         };
@@ -631,7 +631,7 @@ impl Recovery {
     /// Starts a fast-retransmit episode unless one runs (returns true if it
     /// started one); with `retransmit_head`, marks the head lost unless it
     /// was already retransmitted in this episode.
-    fn enter_recovery(&mut self, retransmit_head: bool, cc: &mut dyn Controller) -> bool {
+    fn enter_recovery(&mut self, retransmit_head: bool, cc: &mut impl Controller) -> bool {
         let started = self.point.is_none();
         if started {
             self.epoch = self.epoch.wrapping_add(1);
@@ -672,7 +672,7 @@ impl super::Connection {
             &repr.sack,
             repr.seq_len() == 0,
             wu.changed,
-            &mut *self.cc,
+            &mut self.cc,
         );
         if ev.undone {
             tracing::debug!(
@@ -700,7 +700,7 @@ impl super::Connection {
     /// Cumulative acknowledgement of everything before `ack` (the SYN-ACK's
     /// ACK in SYN_SENT).
     pub(super) fn on_new_ack(&mut self, now: Instant, ack: Seq) {
-        let acked = self.recovery.on_cumulative_ack(now, ack, &mut *self.cc);
+        let acked = self.recovery.on_cumulative_ack(now, ack, &mut self.cc);
         self.after_cumulative_ack(now, acked);
     }
 
@@ -752,7 +752,7 @@ impl super::Connection {
             self.timed_out();
             return;
         }
-        self.recovery.on_timeout(&mut *self.cc);
+        self.recovery.on_timeout(&mut self.cc);
         tracing::debug!(
             snd_una = %self.recovery.una(),
             in_flight = self.recovery.len(),

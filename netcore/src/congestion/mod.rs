@@ -73,5 +73,52 @@ pub trait Controller: std::fmt::Debug + Send {
     fn on_spurious_congestion_event(&mut self, before: Snapshot);
 }
 
+/// A controller chosen at run time without a box: the hot path's calls
+/// ([`Controller::window`] on every segment sent) dispatch by a `match`
+/// the compiler inlines instead of through a vtable.
+#[derive(Debug, Clone)]
+pub enum AnyController {
+    /// [`NewReno`].
+    NewReno(NewReno),
+    /// [`NoControl`].
+    NoControl(NoControl),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $c:ident => $e:expr) => {
+        match $self {
+            AnyController::NewReno($c) => $e,
+            AnyController::NoControl($c) => $e,
+        }
+    };
+}
+
+impl Controller for AnyController {
+    #[inline]
+    fn window(&self) -> u32 {
+        dispatch!(self, c => c.window())
+    }
+    #[inline]
+    fn ssthresh(&self) -> u32 {
+        dispatch!(self, c => c.ssthresh())
+    }
+    #[inline]
+    fn on_ack(&mut self, acked: u32, in_flight: u32, in_recovery: bool) {
+        dispatch!(self, c => c.on_ack(acked, in_flight, in_recovery))
+    }
+    #[inline]
+    fn on_congestion_event(&mut self, event: CongestionEvent, in_flight: u32) {
+        dispatch!(self, c => c.on_congestion_event(event, in_flight))
+    }
+    #[inline]
+    fn snapshot(&self) -> Snapshot {
+        dispatch!(self, c => c.snapshot())
+    }
+    #[inline]
+    fn on_spurious_congestion_event(&mut self, before: Snapshot) {
+        dispatch!(self, c => c.on_spurious_congestion_event(before))
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -37,14 +37,17 @@ impl NewReno {
 }
 
 impl Controller for NewReno {
+    #[inline]
     fn window(&self) -> u32 {
         self.window
     }
 
+    #[inline]
     fn ssthresh(&self) -> u32 {
         self.ssthresh
     }
 
+    #[inline]
     fn on_ack(&mut self, acked: u32, in_flight: u32, in_recovery: bool) {
         if in_recovery || in_flight.saturating_mul(2) < self.window {
             return;
@@ -61,6 +64,7 @@ impl Controller for NewReno {
         self.window = self.window.min(self.max_window);
     }
 
+    #[inline]
     fn on_congestion_event(&mut self, event: CongestionEvent, in_flight: u32) {
         self.ssthresh = (in_flight / 2).max(2);
         match event {
@@ -72,6 +76,7 @@ impl Controller for NewReno {
         }
     }
 
+    #[inline]
     fn snapshot(&self) -> Snapshot {
         Snapshot {
             window: self.window,
@@ -79,6 +84,7 @@ impl Controller for NewReno {
         }
     }
 
+    #[inline]
     fn on_spurious_congestion_event(&mut self, before: Snapshot) {
         self.window = self.window.max(before.window);
         self.ssthresh = before.ssthresh;

@@ -8,19 +8,25 @@ use super::{CongestionEvent, Controller, Snapshot};
 pub struct NoControl;
 
 impl Controller for NoControl {
+    #[inline]
     fn window(&self) -> u32 {
         u32::MAX
     }
+    #[inline]
     fn ssthresh(&self) -> u32 {
         u32::MAX
     }
+    #[inline]
     fn on_ack(&mut self, _acked: u32, _in_flight: u32, _in_recovery: bool) {}
+    #[inline]
     fn on_congestion_event(&mut self, _event: CongestionEvent, _in_flight: u32) {}
+    #[inline]
     fn snapshot(&self) -> Snapshot {
         Snapshot {
             window: u32::MAX,
             ssthresh: u32::MAX,
         }
     }
+    #[inline]
     fn on_spurious_congestion_event(&mut self, _before: Snapshot) {}
 }

@@ -131,3 +131,15 @@ fn controllers_are_usable_as_trait_objects() {
     }
     assert_eq!(ccs[0].window(), 4);
 }
+
+#[test]
+fn any_controller_forwards() {
+    let mut a = AnyController::NewReno(NewReno::new(10, 100));
+    let mut b = NewReno::new(10, 100);
+    for cc in [&mut a as &mut dyn Controller, &mut b] {
+        cc.on_ack(4, 10, false);
+        cc.on_congestion_event(CongestionEvent::FastRetransmit, 14);
+    }
+    assert_eq!(a.snapshot(), b.snapshot());
+    assert_eq!(AnyController::NoControl(NoControl).window(), u32::MAX);
+}
