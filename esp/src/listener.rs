@@ -150,10 +150,12 @@ impl<H> Listener<H> {
         }
         if self.half_open() >= self.cfg.max_half_open {
             self.stats.syns_dropped += 1;
+            tracing::debug!(port = self.local.1, peer = %src_mac, "SYN dropped: half-open limit");
             return SynOutcome::Drop(DropReason::HalfOpenFull);
         }
         if self.ready() >= self.cfg.backlog {
             self.stats.syns_dropped += 1;
+            tracing::debug!(port = self.local.1, peer = %src_mac, "SYN dropped: backlog full");
             return SynOutcome::Drop(DropReason::BacklogFull);
         }
         let iss = self.isn.isn(self.local, remote, clock_us);
