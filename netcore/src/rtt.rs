@@ -271,6 +271,7 @@ impl Rto {
         r
     }
 
+    #[inline]
     fn recompute(&mut self) {
         let (min, max) = (self.min_ns, self.max_ns);
         let raw = self
@@ -292,6 +293,7 @@ impl Rto {
     /// Feeds one round-trip sample taken at `now` from a segment sent
     /// exactly once (Karn's rule: the caller checks), and clears the
     /// backoff (RFC 6298 5.7 ff.).
+    #[inline]
     pub fn on_sample(&mut self, now: Instant, rtt: Duration) {
         self.est.update(now, rtt);
         self.backoff = 0;
@@ -319,6 +321,7 @@ impl Rto {
     }
 
     /// Clears the backoff (new data acknowledged).
+    #[inline]
     pub fn reset_backoff(&mut self) {
         if self.backoff != 0 {
             self.backoff = 0;

@@ -56,6 +56,7 @@ impl Connection {
         in_span!(self, self.transmit(now, buf))
     }
 
+    #[inline]
     fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         let out = self.next_frame(now, buf);
         if out.is_some() {
@@ -102,6 +103,7 @@ impl Connection {
         self.send.payload(off, len)
     }
 
+    #[inline]
     fn next_frame(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         if let Some(rst) = self.rst_pending.take() {
             return Some(self.emit(buf, rst, &[]));
@@ -161,6 +163,7 @@ impl Connection {
 
     /// The header of a segment at `seq`; with ACK set it carries RCV.NXT
     /// and the window, and counts as the ACK owed.
+    #[inline]
     fn header(&mut self, flags: Flags, seq: Seq) -> EspRepr {
         let mut r = EspRepr {
             src_port: self.local.1,
@@ -210,6 +213,7 @@ impl Connection {
 
     /// Emits queued segment `idx` (first transmission or retransmission)
     /// and arms the retransmission timer if it is not running.
+    #[inline]
     fn emit_queued(&mut self, now: Instant, idx: usize, buf: &mut [u8]) -> usize {
         let s = self.recovery.segment(idx);
         let seq = self.recovery.una().add(idx as u32);

@@ -95,6 +95,7 @@ impl Connection {
 
     /// Arms the persist or keepalive timer when needed (and not armed),
     /// stops them when not: called after every event.
+    #[inline]
     pub(super) fn update_probe_timers(&mut self, now: Instant) {
         if !self.recovery.is_empty() {
             // Something in flight: the retransmission timer watches the

@@ -90,6 +90,7 @@ impl ReceiveBuffer {
 
     /// Copies up to `out.len()` ready bytes into `out` and drops them;
     /// returns how many.
+    #[inline]
     pub(crate) fn read(&mut self, out: &mut [u8]) -> usize {
         let n = out.len().min(self.buf.len());
         let (a, b) = self.buf.as_slices();
@@ -163,6 +164,7 @@ pub(crate) struct AckState {
 impl Connection {
     /// Receive window in segments that can be advertised now:
     /// floor((recv_buffer - unread bytes) / MSS), at least what was promised.
+    #[inline]
     pub(super) fn rcv_window(&self) -> u32 {
         let free = self.cfg.recv_buffer.saturating_sub(self.recv.len());
         let w = ((free / self.mss) as u32).min(MAX_WINDOW);
@@ -178,6 +180,7 @@ impl Connection {
     /// A data segment at `seq` (in the window, at or after RCV.NXT). In
     /// order and with nothing unread, as much payload as fits is placed in
     /// `dst` (returned: counted as read); the rest is buffered.
+    #[inline]
     pub(super) fn process_data(
         &mut self,
         now: Instant,
@@ -291,6 +294,7 @@ impl Connection {
 
     /// After the reader took bytes: schedules a window update when the
     /// window opens from (nearly) closed or by a quarter of the buffer.
+    #[inline]
     pub(super) fn maybe_window_update(&mut self) {
         if !self.state.is_synchronized() || self.recv.fin_received {
             return;

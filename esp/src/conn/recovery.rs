@@ -260,6 +260,7 @@ impl Recovery {
 
     /// Appends a new segment (data or FIN) about to be sent; returns its
     /// index.
+    #[inline]
     pub(crate) fn push_new(
         &mut self,
         kind: SegmentKind,
@@ -284,6 +285,7 @@ impl Recovery {
     /// The index of the next segment to retransmit, taken off the lost
     /// list, or `None`. The head (and a segment never sent) goes at once;
     /// others only while `pipe < window` (RFC 6675 sec. 5 step 4).
+    #[inline]
     pub(crate) fn next_lost(&mut self, window: u32) -> Option<usize> {
         while let Some(&seq) = self.lost.front() {
             let idx = seq.diff(self.una);
@@ -310,6 +312,7 @@ impl Recovery {
     /// Segment `idx` is being transmitted at `now`; returns true if it is
     /// a retransmission (then recorded for the undo check when it belongs
     /// to the current episode's range).
+    #[inline]
     pub(crate) fn on_transmit(&mut self, idx: usize, now: Instant) -> bool {
         let seq = self.una.add(idx as u32);
         let e = &mut self.queue[idx];
@@ -354,6 +357,7 @@ impl Recovery {
     /// loss marking. `pure` is true for a segment consuming no sequence
     /// number; `window_changed` for a window update (neither counts as a
     /// duplicate ACK otherwise, RFC 5681 sec. 2).
+    #[inline]
     pub(crate) fn on_ack(
         &mut self,
         now: Instant,
@@ -394,6 +398,7 @@ impl Recovery {
     /// segments, handles a partial ACK in recovery (RFC 6582: the new head
     /// is lost too) or ends the episode, and lets the controller grow the
     /// window.
+    #[inline]
     pub(crate) fn on_cumulative_ack(
         &mut self,
         now: Instant,
@@ -474,6 +479,7 @@ impl Recovery {
     }
 
     /// Marks SACKed segments; returns how many were newly SACKed.
+    #[inline]
     fn apply_sack(&mut self, sack: &SackBlocks, ack: Seq) -> u32 {
         let mut n = 0;
         let mut high = self.high_sacked;
@@ -571,6 +577,7 @@ impl Recovery {
     /// may simply not have fit in the peer's SACK blocks; and SACKs arriving
     /// with this very ACK only show a new hole above segments whose ACK was
     /// delayed.) Returns true if the threshold rose.
+    #[inline]
     fn check_reordering(&mut self, high_before: Seq) -> bool {
         let Some(head) = self.queue.front() else {
             return false;
@@ -590,6 +597,7 @@ impl Recovery {
     /// retransmission of the current episode, the episode was spurious:
     /// restore the congestion state and cancel the pending
     /// retransmissions. Returns true if the episode was undone.
+    #[inline]
     fn check_dsack(&mut self, ack: Seq, sack: &SackBlocks, cc: &mut impl Controller) -> bool {
         let Some(&(s, e)) = sack.as_slice().first() else {
             return false;
@@ -655,6 +663,7 @@ impl super::Connection {
     /// The acknowledgement part of an acceptable segment: window update,
     /// then [`Recovery::on_ack`], then what the acknowledgement means for
     /// the send buffer, the RTT, the retransmission timer and the state.
+    #[inline]
     pub(super) fn process_ack(&mut self, now: Instant, repr: &EspRepr) {
         let advanced = repr.ack.diff(self.recovery.una()) > 0;
         let wu = self.snd_wnd.update(repr.seq, repr.ack, repr.window);
@@ -704,6 +713,7 @@ impl super::Connection {
         self.after_cumulative_ack(now, acked);
     }
 
+    #[inline]
     fn after_cumulative_ack(&mut self, now: Instant, acked: Acked) {
         self.send.acked(acked.bytes);
         if let Some(rtt) = acked.rtt_sample {

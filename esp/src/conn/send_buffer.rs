@@ -48,12 +48,14 @@ impl SendBuffer {
     }
 
     /// Appends `data`.
+    #[inline]
     pub(crate) fn write(&mut self, data: &[u8]) {
         self.buf.extend(data);
     }
 
     /// Puts the next `len` unsent bytes in a segment; returns their stream
     /// offset.
+    #[inline]
     pub(crate) fn take(&mut self, len: usize) -> u64 {
         let off = self.next_off;
         self.next_off += len as u64;
@@ -61,6 +63,7 @@ impl SendBuffer {
     }
 
     /// The oldest `bytes` bytes were acknowledged: drops them.
+    #[inline]
     pub(crate) fn acked(&mut self, bytes: usize) {
         if bytes > 0 {
             self.buf.drain(..bytes);
@@ -75,6 +78,7 @@ impl SendBuffer {
 
     /// `len` bytes from stream offset `off`, as one or two slices (the
     /// buffer is a ring). Panics if the range is not held.
+    #[inline]
     pub(crate) fn payload(&self, off: u64, len: usize) -> (&[u8], &[u8]) {
         if len == 0 {
             return (&[], &[]);
@@ -124,6 +128,7 @@ impl SendWindow {
     /// newer than the last update (RFC 793: SND.WL1 < SEG.SEQ, or equal and
     /// SND.WL2 =< SEG.ACK). The usable edge never moves left of what was
     /// granted.
+    #[inline]
     pub(crate) fn update(&mut self, seq: Seq, ack: Seq, window: u16) -> WindowUpdate {
         let mut u = WindowUpdate::default();
         if self.wl1.diff(seq) < 0 || (self.wl1 == seq && self.wl2.diff(ack) <= 0) {
