@@ -112,7 +112,7 @@ pub fn answer(
         Ok(f) => f,
         Err(_) => return Verdict::Ignore,
     };
-    if f.edp.dst_port != CONTROL_PORT {
+    if f.header.dst_port != CONTROL_PORT {
         return Verdict::Ignore;
     }
     if f.eth.dst.is_group() {
@@ -130,7 +130,7 @@ pub fn answer(
         src: mac,
         ethertype,
     };
-    match emit_edp_frame(out, &eth, CONTROL_PORT, f.edp.src_port, f.payload) {
+    match emit_edp_frame(out, &eth, CONTROL_PORT, f.header.src_port, f.payload) {
         Ok(n) => {
             out[ETH_HEADER_LEN + crate::wire::EDP_HEADER_LEN] = ECHO_REPLY;
             Verdict::Reply(n)
@@ -347,8 +347,8 @@ mod tests {
         let f = EdpFrame::parse(&out[..n], ETHERTYPE_EDP, 1514).unwrap();
         assert_eq!(f.eth.dst, PEER);
         assert_eq!(f.eth.src, ME);
-        assert_eq!(f.edp.src_port, 0);
-        assert_eq!(f.edp.dst_port, 50000);
+        assert_eq!(f.header.src_port, 0);
+        assert_eq!(f.header.dst_port, 50000);
         let (r, data) = EchoRepr::parse(f.payload).unwrap();
         assert_eq!(
             r,

@@ -1,9 +1,16 @@
 //! Wire codecs for the Ethernet II header and the EDP header.
 //!
 //! smoltcp style: a checked view over a byte slice (`EthernetFrame::new_checked`,
-//! `EdpPacket::new_checked`) and a plain `Repr` with `parse` / `emit`.
-//! Every length is checked before a field is read; malformed input is a
-//! [`WireError`], never a panic.
+//! `EdpPacket::new_checked`) with getters and setters over the named byte
+//! ranges of a `field` module, and a plain `Repr` whose `parse` reads and
+//! whose `emit` writes through the same view. Every length is checked
+//! before a field is read; malformed input is a [`WireError`] (shared with
+//! ESP: `netcore::frame::WireError`), never a panic.
+//!
+//! Whole frames of any protocol carried directly in Ethernet (EDP, ESP):
+//! [`Frame`] over a [`HeaderRepr`] parses and emits "Ethernet header +
+//! protocol header + payload" once for all of them ([`EdpFrame`],
+//! `esp::wire::EspFrame`).
 //!
 //! EDP header (thesis ch. 4.1; PROTOCOL.md), network byte order, 6 bytes:
 //!
@@ -33,21 +40,24 @@ pub const EDP_HEADER_LEN: usize = 6;
 /// Port 0 is reserved for control messages (thesis ch. 4.2.5).
 pub const CONTROL_PORT: u16 = 0;
 
-/// Why a frame or header was rejected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum WireError {
-    /// The buffer is shorter than the header or than the length field claims.
-    #[error("truncated: need {need} bytes, have {have}")]
-    Truncated { need: usize, have: usize },
-    /// The frame is longer than the largest frame the link can carry.
-    #[error("oversized: {len} bytes exceeds the limit of {max}")]
-    Oversized { len: usize, max: usize },
-    /// The ethertype is not the one expected.
-    #[error("unexpected ethertype {got:#06x}, expected {expected:#06x}")]
-    Ethertype { got: u16, expected: u16 },
-    /// A field holds a value that contradicts another field or the protocol.
-    #[error("inconsistent header: {0}")]
-    Inconsistent(&'static str),
+pub use netcore::frame::WireError;
+use netcore::frame::{check_len, get_u16, set_u16};
+
+/// Byte ranges of the Ethernet II and EDP headers.
+pub mod field {
+    use netcore::frame::Field;
+    /// Ethernet: destination MAC.
+    pub const ETH_DST: Field = 0..6;
+    /// Ethernet: source MAC.
+    pub const ETH_SRC: Field = 6..12;
+    /// Ethernet: ethertype.
+    pub const ETH_TYPE: Field = 12..14;
+    /// EDP: source port.
+    pub const SRC_PORT: Field = 0..2;
+    /// EDP: destination port.
+    pub const DST_PORT: Field = 2..4;
+    /// EDP: payload length in bytes.
+    pub const LENGTH: Field = 4..6;
 }
 
 /// A 48-bit IEEE 802 MAC address.
@@ -117,11 +127,13 @@ impl FromStr for MacAddr {
     }
 }
 
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
+fn mac_at(b: &[u8], f: netcore::frame::Field) -> MacAddr {
+    let mut m = [0; 6];
+    m.copy_from_slice(&b[f]);
+    MacAddr(m)
 }
 
-/// A checked read-only view of an Ethernet II frame (no FCS).
+/// A checked view of an Ethernet II frame (no FCS).
 #[derive(Debug, Clone, Copy)]
 pub struct EthernetFrame<T: AsRef<[u8]>> {
     buf: T,
@@ -132,34 +144,48 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     ///
     /// Errors: [`WireError::Truncated`] if shorter than 14 bytes.
     pub fn new_checked(buf: T) -> Result<Self, WireError> {
-        let have = buf.as_ref().len();
-        if have < ETH_HEADER_LEN {
-            return Err(WireError::Truncated {
-                need: ETH_HEADER_LEN,
-                have,
-            });
-        }
+        check_len(buf.as_ref(), ETH_HEADER_LEN)?;
         Ok(Self { buf })
+    }
+    /// Wraps `buf` without a check: accessors panic if it is shorter than
+    /// 14 bytes (for emitting into a buffer the caller sized).
+    pub fn new_unchecked(buf: T) -> Self {
+        Self { buf }
     }
     /// Destination MAC.
     pub fn dst(&self) -> MacAddr {
-        let mut m = [0; 6];
-        m.copy_from_slice(&self.buf.as_ref()[0..6]);
-        MacAddr(m)
+        mac_at(self.buf.as_ref(), field::ETH_DST)
     }
     /// Source MAC.
     pub fn src(&self) -> MacAddr {
-        let mut m = [0; 6];
-        m.copy_from_slice(&self.buf.as_ref()[6..12]);
-        MacAddr(m)
+        mac_at(self.buf.as_ref(), field::ETH_SRC)
     }
     /// Ethertype (host order).
     pub fn ethertype(&self) -> u16 {
-        be16(self.buf.as_ref(), 12)
+        get_u16(self.buf.as_ref(), field::ETH_TYPE)
     }
     /// The bytes after the Ethernet header (may include padding).
     pub fn payload(&self) -> &[u8] {
         &self.buf.as_ref()[ETH_HEADER_LEN..]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
+    /// Sets the destination MAC.
+    pub fn set_dst(&mut self, mac: MacAddr) {
+        self.buf.as_mut()[field::ETH_DST].copy_from_slice(&mac.0);
+    }
+    /// Sets the source MAC.
+    pub fn set_src(&mut self, mac: MacAddr) {
+        self.buf.as_mut()[field::ETH_SRC].copy_from_slice(&mac.0);
+    }
+    /// Sets the ethertype.
+    pub fn set_ethertype(&mut self, ethertype: u16) {
+        set_u16(self.buf.as_mut(), field::ETH_TYPE, ethertype);
+    }
+    /// The bytes after the Ethernet header, writable.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buf.as_mut()[ETH_HEADER_LEN..]
     }
 }
 
@@ -216,13 +242,14 @@ impl EthernetRepr {
     ///
     /// Panics if `buf` is shorter than 14 bytes (a caller bug, not input).
     pub fn emit(&self, buf: &mut [u8]) {
-        buf[0..6].copy_from_slice(&self.dst.0);
-        buf[6..12].copy_from_slice(&self.src.0);
-        buf[12..14].copy_from_slice(&self.ethertype.to_be_bytes());
+        let mut f = EthernetFrame::new_unchecked(&mut buf[..ETH_HEADER_LEN]);
+        f.set_dst(self.dst);
+        f.set_src(self.src);
+        f.set_ethertype(self.ethertype);
     }
 }
 
-/// A checked read-only view of an EDP packet (the Ethernet payload).
+/// A checked view of an EDP packet (the Ethernet payload).
 #[derive(Debug, Clone, Copy)]
 pub struct EdpPacket<T: AsRef<[u8]>> {
     buf: T,
@@ -231,39 +258,55 @@ pub struct EdpPacket<T: AsRef<[u8]>> {
 impl<T: AsRef<[u8]>> EdpPacket<T> {
     /// Wraps `buf` after checking the header is complete and the length field
     /// fits in the buffer. Bytes beyond the length field are padding.
+    ///
+    /// Errors: [`WireError::Truncated`] if the header or the payload the
+    /// length field announces is incomplete.
     pub fn new_checked(buf: T) -> Result<Self, WireError> {
         let b = buf.as_ref();
-        if b.len() < EDP_HEADER_LEN {
-            return Err(WireError::Truncated {
-                need: EDP_HEADER_LEN,
-                have: b.len(),
-            });
-        }
-        let need = EDP_HEADER_LEN + be16(b, 4) as usize;
-        if b.len() < need {
-            return Err(WireError::Truncated {
-                need,
-                have: b.len(),
-            });
-        }
+        check_len(b, EDP_HEADER_LEN)?;
+        check_len(b, EDP_HEADER_LEN + get_u16(b, field::LENGTH) as usize)?;
         Ok(Self { buf })
+    }
+    /// Wraps `buf` without a check: accessors panic if it is too short
+    /// (for emitting into a buffer the caller sized).
+    pub fn new_unchecked(buf: T) -> Self {
+        Self { buf }
     }
     /// Source port.
     pub fn src_port(&self) -> u16 {
-        be16(self.buf.as_ref(), 0)
+        get_u16(self.buf.as_ref(), field::SRC_PORT)
     }
     /// Destination port.
     pub fn dst_port(&self) -> u16 {
-        be16(self.buf.as_ref(), 2)
+        get_u16(self.buf.as_ref(), field::DST_PORT)
     }
     /// Payload length in bytes.
     pub fn payload_len(&self) -> u16 {
-        be16(self.buf.as_ref(), 4)
+        get_u16(self.buf.as_ref(), field::LENGTH)
     }
     /// The payload, padding trimmed.
     pub fn payload(&self) -> &[u8] {
         let n = self.payload_len() as usize;
         &self.buf.as_ref()[EDP_HEADER_LEN..EDP_HEADER_LEN + n]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> EdpPacket<T> {
+    /// Sets the source port.
+    pub fn set_src_port(&mut self, port: u16) {
+        set_u16(self.buf.as_mut(), field::SRC_PORT, port);
+    }
+    /// Sets the destination port.
+    pub fn set_dst_port(&mut self, port: u16) {
+        set_u16(self.buf.as_mut(), field::DST_PORT, port);
+    }
+    /// Sets the payload length in bytes.
+    pub fn set_payload_len(&mut self, len: u16) {
+        set_u16(self.buf.as_mut(), field::LENGTH, len);
+    }
+    /// The bytes after the header (payload and any padding), writable.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buf.as_mut()[EDP_HEADER_LEN..]
     }
 }
 
@@ -295,37 +338,120 @@ impl EdpRepr {
     /// Writes the 6-byte header at the start of `buf`. Panics if `buf` is
     /// shorter than 6 bytes (a caller bug).
     pub fn emit(&self, buf: &mut [u8]) {
-        buf[0..2].copy_from_slice(&self.src_port.to_be_bytes());
-        buf[2..4].copy_from_slice(&self.dst_port.to_be_bytes());
-        buf[4..6].copy_from_slice(&self.payload_len.to_be_bytes());
+        let mut p = EdpPacket::new_unchecked(&mut buf[..EDP_HEADER_LEN]);
+        p.set_src_port(self.src_port);
+        p.set_dst_port(self.dst_port);
+        p.set_payload_len(self.payload_len);
     }
 }
 
-/// A parsed EDP frame: Ethernet header, EDP header and the trimmed payload.
+impl HeaderRepr for EdpRepr {
+    fn parse(packet: &[u8]) -> Result<(Self, &[u8]), WireError> {
+        EdpRepr::parse(packet)
+    }
+    fn header_len(&self) -> usize {
+        EDP_HEADER_LEN
+    }
+    fn emit(&self, packet: &mut [u8], payload_len: u16) {
+        EdpRepr {
+            payload_len,
+            ..*self
+        }
+        .emit(packet);
+    }
+}
+
+/// A protocol header carried directly in Ethernet frames (EDP, ESP), as
+/// [`Frame`] needs it.
+pub trait HeaderRepr: Sized {
+    /// Parses the header at the start of `packet` (the Ethernet payload,
+    /// padding included); returns it and the payload with padding trimmed.
+    /// Verifies a checksum, if the protocol has one.
+    fn parse(packet: &[u8]) -> Result<(Self, &[u8]), WireError>;
+    /// Length of the header this repr emits, in bytes.
+    fn header_len(&self) -> usize;
+    /// Writes the header for a payload of `payload_len` bytes at the start
+    /// of `packet`, which holds exactly header and payload, the payload
+    /// already in place (so a checksum can cover it). Panics if `packet` is
+    /// shorter than the header (a caller bug).
+    fn emit(&self, packet: &mut [u8], payload_len: u16);
+}
+
+/// A parsed frame: Ethernet header, protocol header `R` and the payload with
+/// Ethernet padding trimmed (one implementation for EDP and ESP, code
+/// review pair D1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EdpFrame<'a> {
+pub struct Frame<'a, R> {
+    /// The Ethernet II header.
     pub eth: EthernetRepr,
-    pub edp: EdpRepr,
+    /// The protocol header.
+    pub header: R,
+    /// The payload, padding trimmed.
     pub payload: &'a [u8],
 }
 
-impl<'a> EdpFrame<'a> {
-    /// Parses a whole Ethernet frame carrying EDP with ethertype `ethertype`.
+/// A parsed EDP frame.
+pub type EdpFrame<'a> = Frame<'a, EdpRepr>;
+
+impl<'a, R: HeaderRepr> Frame<'a, R> {
+    /// Parses a whole Ethernet frame carrying protocol `R` with ethertype
+    /// `ethertype`.
     ///
-    /// `max_frame` is the largest frame the link can carry (MTU + 14 bytes);
-    /// longer input is [`WireError::Oversized`].
+    /// `max_frame` is the largest frame the link can carry (MTU + 14
+    /// bytes). Errors: [`WireError::Oversized`] for longer input,
+    /// [`WireError::Ethertype`], and those of `R`'s parser
+    /// ([`WireError::Truncated`], [`WireError::Inconsistent`],
+    /// [`WireError::Checksum`]).
     pub fn parse(frame: &'a [u8], ethertype: u16, max_frame: usize) -> Result<Self, WireError> {
         let (eth, rest) = EthernetRepr::parse_for(frame, ethertype, max_frame)?;
-        let (edp, payload) = EdpRepr::parse(rest)?;
-        Ok(Self { eth, edp, payload })
+        let (header, payload) = R::parse(rest)?;
+        Ok(Self {
+            eth,
+            header,
+            payload,
+        })
+    }
+
+    /// Builds this frame into `buf` (see [`emit_frame`]); returns its length
+    /// in bytes.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+        emit_frame(buf, &self.eth, &self.header, self.payload)
     }
 }
 
-/// Builds a complete EDP frame into `buf` and returns its length in bytes.
+/// Builds a complete frame (Ethernet header, `header`, `payload`) into
+/// `buf`; returns its length in bytes. The header's payload length field is
+/// set from `payload` (and its checksum computed, if it has one). The frame
+/// is not padded: the NIC pads short frames.
 ///
-/// The frame is not padded: the NIC pads short frames. Errors:
-/// [`WireError::Oversized`] if the payload exceeds `u16::MAX` or does not fit
-/// in `buf`.
+/// Errors: [`WireError::Oversized`] if the payload exceeds 65535 bytes or
+/// the frame does not fit in `buf`.
+pub fn emit_frame<R: HeaderRepr>(
+    buf: &mut [u8],
+    eth: &EthernetRepr,
+    header: &R,
+    payload: &[u8],
+) -> Result<usize, WireError> {
+    let hlen = header.header_len();
+    let total = ETH_HEADER_LEN + hlen + payload.len();
+    if payload.len() > u16::MAX as usize || total > buf.len() {
+        return Err(WireError::Oversized {
+            len: total,
+            max: buf.len().min(ETH_HEADER_LEN + hlen + u16::MAX as usize),
+        });
+    }
+    eth.emit(buf);
+    let packet = &mut buf[ETH_HEADER_LEN..total];
+    packet[hlen..].copy_from_slice(payload);
+    header.emit(packet, payload.len() as u16);
+    Ok(total)
+}
+
+/// Builds a complete EDP frame into `buf` and returns its length in bytes:
+/// [`emit_frame`] with an [`EdpRepr`] of the two ports.
+///
+/// Errors: [`WireError::Oversized`] if the payload exceeds `u16::MAX` or does
+/// not fit in `buf`.
 pub fn emit_edp_frame(
     buf: &mut [u8],
     eth: &EthernetRepr,
@@ -333,24 +459,12 @@ pub fn emit_edp_frame(
     dst_port: u16,
     payload: &[u8],
 ) -> Result<usize, WireError> {
-    let total = ETH_HEADER_LEN + EDP_HEADER_LEN + payload.len();
-    if payload.len() > u16::MAX as usize || total > buf.len() {
-        return Err(WireError::Oversized {
-            len: total,
-            max: buf
-                .len()
-                .min(ETH_HEADER_LEN + EDP_HEADER_LEN + u16::MAX as usize),
-        });
-    }
-    eth.emit(buf);
-    EdpRepr {
+    let edp = EdpRepr {
         src_port,
         dst_port,
-        payload_len: payload.len() as u16,
-    }
-    .emit(&mut buf[ETH_HEADER_LEN..]);
-    buf[ETH_HEADER_LEN + EDP_HEADER_LEN..total].copy_from_slice(payload);
-    Ok(total)
+        payload_len: 0,
+    };
+    emit_frame(buf, eth, &edp, payload)
 }
 
 #[cfg(test)]
@@ -394,13 +508,50 @@ mod tests {
     }
 
     #[test]
+    fn views_write_through_the_ranges_they_read() {
+        let mut buf = [0u8; 32];
+        let mut f = EthernetFrame::new_unchecked(&mut buf[..]);
+        f.set_dst(B);
+        f.set_src(A);
+        f.set_ethertype(ETHERTYPE_EDP);
+        let mut p = EdpPacket::new_unchecked(f.payload_mut());
+        p.set_src_port(7);
+        p.set_dst_port(9);
+        p.set_payload_len(3);
+        p.payload_mut()[..3].copy_from_slice(b"xyz");
+        let f = EthernetFrame::new_checked(&buf[..]).unwrap();
+        assert_eq!((f.dst(), f.src(), f.ethertype()), (B, A, ETHERTYPE_EDP));
+        let p = EdpPacket::new_checked(f.payload()).unwrap();
+        assert_eq!(
+            (p.src_port(), p.dst_port(), p.payload()),
+            (7, 9, &b"xyz"[..])
+        );
+        // Repr::emit goes through the same setters.
+        let mut again = [0u8; 32];
+        let n = emit_frame(
+            &mut again,
+            &eth(),
+            &EdpRepr {
+                src_port: 7,
+                dst_port: 9,
+                payload_len: 0,
+            },
+            b"xyz",
+        )
+        .unwrap();
+        assert_eq!(&again[..n], &buf[..n]);
+        let parsed = EdpFrame::parse(&again[..n], ETHERTYPE_EDP, 1514).unwrap();
+        assert_eq!(parsed.emit(&mut [0u8; 32]), Ok(n));
+    }
+
+    #[test]
     fn padding_is_trimmed() {
         let mut buf = [0u8; ETH_MIN_FRAME_LEN];
         emit_edp_frame(&mut buf, &eth(), 7, 9, b"abc").unwrap();
         let f = EdpFrame::parse(&buf, ETHERTYPE_EDP, 1514).unwrap();
         assert_eq!(f.payload, b"abc");
-        assert_eq!(f.edp.src_port, 7);
-        assert_eq!(f.edp.dst_port, 9);
+        assert_eq!(f.header.src_port, 7);
+        assert_eq!(f.header.dst_port, 9);
     }
 
     #[test]
@@ -446,8 +597,8 @@ mod tests {
             prop_assert_eq!(n + pad, buf.len());
             let f = EdpFrame::parse(&buf, ETHERTYPE_EDP, 9014 + 64).unwrap();
             prop_assert_eq!(f.eth, eth());
-            prop_assert_eq!(f.edp.src_port, src);
-            prop_assert_eq!(f.edp.dst_port, dst);
+            prop_assert_eq!(f.header.src_port, src);
+            prop_assert_eq!(f.header.dst_port, dst);
             prop_assert_eq!(f.payload, &payload[..]);
         }
 
@@ -455,7 +606,7 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             if let Ok(f) = EdpFrame::parse(&bytes, ETHERTYPE_EDP, 1514) {
                 // Whatever parses must be self-consistent.
-                prop_assert_eq!(f.payload.len(), f.edp.payload_len as usize);
+                prop_assert_eq!(f.payload.len(), f.header.payload_len as usize);
                 prop_assert!(ETH_HEADER_LEN + EDP_HEADER_LEN + f.payload.len() <= bytes.len());
             }
         }

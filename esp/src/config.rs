@@ -1,56 +1,51 @@
-//! Tunables of an ESP connection and socket, with their defaults.
+//! Tunables of ESP with their defaults: [`TransportConfig`] (the protocol,
+//! what `esp::conn` and `esp::listener` read) and [`EspConfig`] (the
+//! socket layer's options, which embed the protocol's).
 
 use std::time::Duration;
 
 use edp::link::fault::FaultConfig;
 use edp::runtime::{RuntimeConfig, WaitPolicy};
+pub use netcore::rtt::{RtoConfig, RtoPolicy};
 
 use crate::wire::ETHERTYPE_ESP;
 
-/// Configuration of ESP sockets and connections.
+/// Congestion controller of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CongestionControl {
+    /// NewReno in segments (RFC 5681, RFC 6582):
+    /// [`netcore::congestion::NewReno`].
+    #[default]
+    NewReno,
+    /// None: the peer's receive window alone limits the sender.
+    None,
+}
+
+/// The protocol configuration of ESP connections and listeners (pure: no
+/// socket, link or test option). Given to [`crate::Connection::connect`],
+/// [`crate::Connection::accept`] and [`crate::Listener::new`]; each
+/// connection keeps a copy.
 ///
-/// Defaults and why:
-/// - `min_rto` 1 ms: a LAN round trip is 10-100 us, but a blocking peer's
-///   wakeup adds 15-50 us and a loaded 2-vCPU VM delays threads by
-///   milliseconds; TCP's 200 ms (Linux) or 1 s (RFC 6298) would turn one
-///   loss into a stall (the thesis's throughput problem with 10 ms jiffies,
-///   ch. 5.3.3).
-/// - `max_rto` 1 s and `max_retransmissions` 8 (as CTP): a dead peer is
-///   detected within about 1 + 2 + ... + 256 ms + 512 ms ~ 1 s after the
-///   first timeout at the minimum RTO.
-/// - `initial_rto` 10 ms: RTO before the first RTT sample (SYN); RFC 6298
-///   says 1 s for the Internet, which would make one lost SYN cost a second.
-/// - `delayed_ack_segments` 2 and `delayed_ack_time` 100 us: RFC 1122's "every
-///   second full segment" with a timer far under its 500 ms (thesis ch. 5.3.2:
-///   acknowledging every segment costs throughput).
-/// - `send_buffer` 4 MiB, `recv_buffer` 2 MiB: several bandwidth-delay
-///   products of a 25 Gbit/s veth link (25 Gbit/s x 100 us = 312 KB); the
-///   receive window advertised is `free bytes / MSS` segments (1416 at MTU
-///   1500). Measured on a loaded 2-vCPU VM the RTT under bulk load grows to
-///   1-7 ms (the receiver is descheduled), so a larger window keeps the
-///   sender busy. The send buffer holds every unacknowledged byte, so it
-///   must exceed the peer's window or it, not the window, limits the flight.
-/// - `checksum` on: veth has no FCS and the fault injector flips bits; the
-///   RFC 1071 sum costs one pass over the payload.
-/// - `backlog` 128, `max_half_open` 64: what a listener holds before
-///   `accept` (a half-open connection costs its buffers' bookkeeping, the
-///   buffers themselves grow only with data).
-/// - `initial_cwnd` 10 segments (RFC 6928), congestion control on: slow start
-///   and halving on loss (RFC 5681) keep goodput up under random loss.
-#[derive(Debug, Clone)]
-pub struct EspConfig {
-    /// Lower bound of the retransmission timeout.
-    pub min_rto: Duration,
-    /// Upper bound of the retransmission timeout (backoff stops there).
-    pub max_rto: Duration,
-    /// RTO before the first RTT sample.
-    pub initial_rto: Duration,
+/// Defaults (the reasons are on `TransportConfig::default`):
+/// - `rto`: RFC 6298 (SRTT + 4 RTTVAR) with doubling, within 1 ms..1 s,
+///   10 ms before the first sample;
+/// - `max_retransmissions` 8, `max_syn_retransmissions` 10;
+/// - delayed ACK every 2 segments or after 100 us;
+/// - buffers 4 MiB (send) and 2 MiB (receive), 4096 out-of-order segments;
+/// - initial window 10 segments (RFC 6928), NewReno;
+/// - keepalive after 1 s idle; 100 challenge ACKs per second;
+/// - backlog 128, 64 half-open connections; checksum on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportConfig {
+    /// Retransmission timeout: initial value, bounds, formula (RFC 6298 or
+    /// the thesis's 2 x SRTT), doubling (the thesis's `ESP_DOUBLE_RTO`) and
+    /// death past the maximum (`ESP_TIMEOUT_CONN`).
+    pub rto: RtoConfig,
     /// Retransmissions of a segment (or unanswered probes) after which the
     /// connection is dead (thesis `ESP_MAX_RETRANSMITS`; CTP uses 8).
     pub max_retransmissions: u32,
     /// Retransmissions of a SYN or SYN-ACK before the handshake fails
-    /// (TCP's `tcp_syn_retries`); with the default initial RTO of 10 ms,
-    /// doubling up to 1 s, 10 retransmissions give up after about 5.3 s.
+    /// (TCP's `tcp_syn_retries`).
     pub max_syn_retransmissions: u32,
     /// In-order segments received before an ACK is sent at once
     /// (thesis `ESP_MAX_ACK_PENDING`); 1 disables delayed ACK.
@@ -59,16 +54,16 @@ pub struct EspConfig {
     pub delayed_ack_time: Duration,
     /// Send buffer in bytes (unacknowledged plus unsent data).
     pub send_buffer: usize,
-    /// Receive buffer in bytes; bounds in-order unread data plus
-    /// out-of-order segments (the advertised window).
+    /// Receive buffer in bytes; bounds in-order unread data (the advertised
+    /// window is its free part in segments).
     pub recv_buffer: usize,
     /// Most out-of-order segments kept (thesis ch. 5.2.10); also bounded by
     /// the window.
     pub max_out_of_order: usize,
     /// Initial congestion window in segments (RFC 6928).
     pub initial_cwnd: u32,
-    /// Slow start and AIMD on loss (RFC 5681); off = the peer's window only.
-    pub congestion_control: bool,
+    /// Congestion controller.
+    pub congestion: CongestionControl,
     /// Idle time after which an established connection sends a keepalive
     /// probe; unanswered probes count as retransmissions, so a silent peer is
     /// detected even by a pure receiver. `None` disables keepalive.
@@ -81,24 +76,91 @@ pub struct EspConfig {
     /// Half-open (SYN_RCVD) connections a listener keeps at most.
     pub max_half_open: usize,
     /// Compute the ESP checksum on sent segments (received ones are checked
-    /// whenever their checksum field is not 0). Off saves one pass over the
-    /// payload where the link's FCS is trusted.
+    /// by the frame parser whenever their checksum field is not 0).
     pub checksum: bool,
+    /// Ethertype written into the frames a connection builds (ESP's,
+    /// 0x88B6, unless configured otherwise; it must match the link's
+    /// demultiplexing).
+    pub ethertype: u16,
+}
+
+impl Default for TransportConfig {
+    /// Defaults and why:
+    /// - minimum RTO 1 ms: a LAN round trip is 10-100 us, but a blocking
+    ///   peer's wakeup adds 15-50 us and a loaded 2-vCPU VM delays threads by
+    ///   milliseconds; TCP's 200 ms (Linux) or 1 s (RFC 6298) would turn one
+    ///   loss into a stall (the thesis's throughput problem with 10 ms
+    ///   jiffies, ch. 5.3.3).
+    /// - maximum RTO 1 s and `max_retransmissions` 8 (as CTP): a dead peer is
+    ///   detected within about 1 + 2 + ... + 256 ms + 512 ms ~ 1 s after the
+    ///   first timeout at the minimum RTO.
+    /// - initial RTO 10 ms: the RTO before the first RTT sample (SYN); RFC
+    ///   6298 says 1 s for the Internet, which would make one lost SYN cost a
+    ///   second.
+    /// - `delayed_ack_segments` 2 and `delayed_ack_time` 100 us: RFC 1122's
+    ///   "every second full segment" with a timer far under its 500 ms
+    ///   (thesis ch. 5.3.2: acknowledging every segment costs throughput).
+    /// - `send_buffer` 4 MiB, `recv_buffer` 2 MiB: several bandwidth-delay
+    ///   products of a 25 Gbit/s veth link (25 Gbit/s x 100 us = 312 KB); the
+    ///   receive window advertised is `free bytes / MSS` segments (1416 at
+    ///   MTU 1500). Measured on a loaded 2-vCPU VM the RTT under bulk load
+    ///   grows to 1-7 ms (the receiver is descheduled), so a larger window
+    ///   keeps the sender busy. The send buffer holds every unacknowledged
+    ///   byte, so it must exceed the peer's window or it, not the window,
+    ///   limits the flight.
+    /// - `checksum` on: veth has no FCS and the fault injector flips bits;
+    ///   the RFC 1071 sum costs one pass over the payload.
+    /// - `backlog` 128, `max_half_open` 64: what a listener holds before
+    ///   `accept`.
+    /// - `initial_cwnd` 10 segments (RFC 6928), NewReno: slow start and
+    ///   halving on loss (RFC 5681) keep goodput up under random loss.
+    fn default() -> Self {
+        Self {
+            rto: RtoConfig::rfc6298(
+                Duration::from_millis(10),
+                Duration::from_millis(1),
+                Duration::from_secs(1),
+            ),
+            max_retransmissions: 8,
+            max_syn_retransmissions: 10,
+            delayed_ack_segments: 2,
+            delayed_ack_time: Duration::from_micros(100),
+            send_buffer: 4 << 20,
+            recv_buffer: 2 << 20,
+            max_out_of_order: 4096,
+            initial_cwnd: 10,
+            congestion: CongestionControl::NewReno,
+            keepalive: Some(Duration::from_secs(1)),
+            challenge_ack_limit: 100,
+            backlog: 128,
+            max_half_open: 64,
+            checksum: true,
+            ethertype: ETHERTYPE_ESP,
+        }
+    }
+}
+
+/// Configuration of ESP sockets: the protocol, how calls wait, the runtime
+/// the socket joins (its packet socket's options and fault injection, in
+/// one place), and the linger of a dropped stream.
+#[derive(Debug, Clone)]
+pub struct EspConfig {
+    /// The protocol (RTO, retransmission limits, delayed ACK, buffers,
+    /// congestion control, keepalive, listen limits, checksum, ethertype).
+    pub transport: TransportConfig,
     /// How blocking calls wait (busy-poll, blocking, adaptive spin then
     /// sleep; see `edp::runtime::WaitPolicy`).
     pub wait: WaitPolicy,
-    /// Ethertype of ESP frames (default 0x88B6).
-    pub ethertype: u16,
-    /// The runtime the stream joins: its packet socket (buffers, receive
+    /// The runtime the socket joins: its packet socket (buffers, receive
     /// ring, qdisc bypass, fault injection) and progress. Streams, listeners
     /// and EDP sockets with equal runtime configurations on one interface
-    /// share one packet socket. Its `link.esp_ethertype` is set from
-    /// `ethertype`.
+    /// share one packet socket. Its `link.esp_ethertype` is taken from
+    /// `transport.ethertype`.
     pub runtime: RuntimeConfig,
-    /// How long a dropped stream keeps closing in the background (the
-    /// process's closer thread delivers its buffered data and FIN and
-    /// answers the peer's FIN, holding the port lease meanwhile); zero =
-    /// drop at once. `drop` itself never blocks.
+    /// How long a dropped stream keeps closing in the background (its
+    /// runtime delivers the buffered data and FIN and answers the peer's
+    /// FIN, holding the port lease meanwhile); zero = drop at once. `drop`
+    /// itself never blocks.
     pub linger: Duration,
 }
 
@@ -119,7 +181,7 @@ impl EspConfig {
     /// The runtime configuration, with ESP's ethertype in place.
     pub fn runtime_config(&self) -> RuntimeConfig {
         let mut r = self.runtime.clone();
-        r.link.esp_ethertype = self.ethertype;
+        r.link.esp_ethertype = self.transport.ethertype;
         r
     }
 }
@@ -127,25 +189,8 @@ impl EspConfig {
 impl Default for EspConfig {
     fn default() -> Self {
         Self {
-            min_rto: Duration::from_millis(1),
-            max_rto: Duration::from_secs(1),
-            initial_rto: Duration::from_millis(10),
-            max_retransmissions: 8,
-            max_syn_retransmissions: 10,
-            delayed_ack_segments: 2,
-            delayed_ack_time: Duration::from_micros(100),
-            send_buffer: 4 << 20,
-            recv_buffer: 2 << 20,
-            max_out_of_order: 4096,
-            initial_cwnd: 10,
-            congestion_control: true,
-            keepalive: Some(Duration::from_secs(1)),
-            challenge_ack_limit: 100,
-            backlog: 128,
-            max_half_open: 64,
-            checksum: true,
+            transport: TransportConfig::default(),
             wait: WaitPolicy::DEFAULT,
-            ethertype: ETHERTYPE_ESP,
             runtime: RuntimeConfig::default(),
             linger: Duration::from_secs(10),
         }

@@ -7,10 +7,11 @@
 //!
 //! Modules:
 //! - [`wire`]: the ESP header codec (checked view + `Repr`);
-//! - [`rtt`]: RTO estimation per RFC 6298;
-//! - [`conn`]: the sans-IO connection state machine;
+//! - [`conn`]: the sans-IO connection state machine (RTO estimation,
+//!   congestion control and reassembly from [`netcore`]);
 //! - [`listener`]: the sans-IO listen side (backlog, half-open limit);
-//! - [`config`]: [`EspConfig`] and its defaults;
+//! - [`config`]: [`TransportConfig`] (the protocol) and [`EspConfig`] (the
+//!   sockets), with their defaults;
 //! - [`socket`]: [`EspListener`] and [`EspStream`], std::net-like sockets
 //!   living in the process's I/O runtime (`edp::runtime`: one packet socket
 //!   per process and interface, user-space demultiplexing, one driver).
@@ -37,12 +38,11 @@
 pub mod config;
 pub mod conn;
 pub mod listener;
-pub mod rtt;
 pub mod socket;
 pub mod wire;
 
-pub use config::EspConfig;
-pub use conn::{Connection, Error, IsnGenerator, State, Stats};
+pub use config::{CongestionControl, EspConfig, TransportConfig};
+pub use conn::{Connection, ConnectionError, Error, IsnGenerator, State, Stats};
 /// Fault injection settings, re-exported for [`EspConfig::with_fault`].
 pub use edp::link::fault::FaultConfig;
 pub use listener::{Listener, SynOutcome};

@@ -14,7 +14,7 @@
 
 use std::time::Instant;
 
-use crate::config::EspConfig;
+use crate::config::TransportConfig;
 use crate::conn::{Connection, IsnGenerator, State};
 use crate::wire::{EspRepr, MacAddr};
 
@@ -66,7 +66,7 @@ pub struct Entry<H> {
 
 /// The listen side of one (MAC, port).
 pub struct Listener<H> {
-    cfg: EspConfig,
+    cfg: TransportConfig,
     mtu: usize,
     local: (MacAddr, u16),
     isn: IsnGenerator,
@@ -77,7 +77,7 @@ pub struct Listener<H> {
 impl<H> Listener<H> {
     /// A listener on `local` (MAC, port) for links of MTU `mtu` bytes; limits
     /// from `cfg.backlog` and `cfg.max_half_open`.
-    pub fn new(cfg: EspConfig, mtu: usize, local: (MacAddr, u16), isn: IsnGenerator) -> Self {
+    pub fn new(cfg: TransportConfig, mtu: usize, local: (MacAddr, u16), isn: IsnGenerator) -> Self {
         Self {
             cfg,
             mtu,
@@ -150,10 +150,12 @@ impl<H> Listener<H> {
         }
         if self.half_open() >= self.cfg.max_half_open {
             self.stats.syns_dropped += 1;
+            tracing::debug!(port = self.local.1, peer = %src_mac, "SYN dropped: half-open limit");
             return SynOutcome::Drop(DropReason::HalfOpenFull);
         }
         if self.ready() >= self.cfg.backlog {
             self.stats.syns_dropped += 1;
+            tracing::debug!(port = self.local.1, peer = %src_mac, "SYN dropped: backlog full");
             return SynOutcome::Drop(DropReason::BacklogFull);
         }
         let iss = self.isn.isn(self.local, remote, clock_us);

@@ -1,9 +1,13 @@
 //! Wire codec of the ESP header (PROTOCOL section: `esp/PROTOCOL.md`).
 //!
 //! smoltcp style: a checked view over a byte slice ([`EspPacket::new_checked`])
-//! and a plain [`EspRepr`] with `parse` / `emit`. Every length is checked
-//! before a field is read; malformed input is a [`WireError`], never a panic.
-//! The Ethernet header and [`MacAddr`] come from [`edp::wire`].
+//! with getters and setters over the byte ranges of [`field`], a separate
+//! checksum verification ([`EspPacket::verify_checksum`]), and a plain
+//! [`EspRepr`] whose `parse` reads and whose `emit` writes through the
+//! view. Every length is checked before a field is read; malformed input is
+//! a [`WireError`] (shared with EDP), never a panic. The Ethernet header,
+//! [`MacAddr`] and the frame codec ([`EspFrame`] = [`edp::wire::Frame`] over
+//! [`EspRepr`]) come from [`edp::wire`].
 //!
 //! ESP header, network byte order, 20 bytes plus options (thesis ch. 5.1
 //! extended with an acknowledgement number, a receive window, a checksum and
@@ -26,8 +30,9 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-use edp::wire::{EthernetRepr, ETH_HEADER_LEN};
+use edp::wire::{emit_frame, EthernetRepr, Frame, HeaderRepr};
 pub use edp::wire::{MacAddr, WireError, ETHERTYPE_ESP};
+use netcore::frame::{check_len, get_u16, get_u32, set_u16, set_u32};
 
 /// Length of the fixed ESP header in bytes (without options).
 pub const ESP_HEADER_LEN: usize = 20;
@@ -232,25 +237,27 @@ impl fmt::Debug for SackBlocks {
     }
 }
 
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-mod field {
-    use std::ops::Range;
-    pub const SRC_PORT: Range<usize> = 0..2;
-    pub const DST_PORT: Range<usize> = 2..4;
-    pub const LENGTH: Range<usize> = 4..6;
+/// Byte ranges of the ESP header (`esp/PROTOCOL.md`).
+pub mod field {
+    use netcore::frame::Field;
+    /// Source port.
+    pub const SRC_PORT: Field = 0..2;
+    /// Destination port.
+    pub const DST_PORT: Field = 2..4;
+    /// Payload length in bytes.
+    pub const LENGTH: Field = 4..6;
+    /// Flags (one byte).
     pub const FLAGS: usize = 6;
+    /// Header length in bytes, options included (one byte).
     pub const HLEN: usize = 7;
-    pub const SEQ: Range<usize> = 8..12;
-    pub const ACK: Range<usize> = 12..16;
-    pub const WINDOW: Range<usize> = 16..18;
-    pub const CHECKSUM: Range<usize> = 18..20;
+    /// Sequence number (segments).
+    pub const SEQ: Field = 8..12;
+    /// Acknowledgement number (segments).
+    pub const ACK: Field = 12..16;
+    /// Receive window (segments).
+    pub const WINDOW: Field = 16..18;
+    /// Internet checksum, 0 = not computed.
+    pub const CHECKSUM: Field = 18..20;
 }
 
 /// RFC 1071 ones' complement sum of `data` (without the final complement).
@@ -353,7 +360,7 @@ pub fn fill_checksum_gather(header: &mut [u8], payload: &[&[u8]], enabled: bool)
     }
 }
 
-/// A checked read-only view of an ESP segment (the Ethernet payload).
+/// A checked view of an ESP segment (the Ethernet payload).
 #[derive(Debug, Clone, Copy)]
 pub struct EspPacket<T: AsRef<[u8]>> {
     buf: T,
@@ -362,20 +369,15 @@ pub struct EspPacket<T: AsRef<[u8]>> {
 impl<T: AsRef<[u8]>> EspPacket<T> {
     /// Wraps `buf` after checking that the fixed header, the header length
     /// and the payload length are consistent with the buffer. Bytes beyond
-    /// the payload are Ethernet padding.
+    /// the payload are Ethernet padding. The checksum is not verified here:
+    /// see [`EspPacket::verify_checksum`].
     ///
     /// Errors: [`WireError::Truncated`] if the header, the options or the
     /// payload are incomplete; [`WireError::Inconsistent`] if the header
-    /// length is below 20 bytes or undefined flag bits are set;
-    /// [`WireError::Inconsistent`] for a checksum mismatch.
+    /// length is below 20 bytes or undefined flag bits are set.
     pub fn new_checked(buf: T) -> Result<Self, WireError> {
         let b = buf.as_ref();
-        if b.len() < ESP_HEADER_LEN {
-            return Err(WireError::Truncated {
-                need: ESP_HEADER_LEN,
-                have: b.len(),
-            });
-        }
+        check_len(b, ESP_HEADER_LEN)?;
         let hlen = b[field::HLEN] as usize;
         if hlen < ESP_HEADER_LEN {
             return Err(WireError::Inconsistent("ESP header length below 20 bytes"));
@@ -383,33 +385,42 @@ impl<T: AsRef<[u8]>> EspPacket<T> {
         if b[field::FLAGS] & !Flags::KNOWN != 0 {
             return Err(WireError::Inconsistent("undefined ESP flag bits set"));
         }
-        let need = hlen + be16(b, field::LENGTH.start) as usize;
-        if b.len() < need {
-            return Err(WireError::Truncated {
-                need,
-                have: b.len(),
-            });
-        }
-        if be16(b, field::CHECKSUM.start) != 0 && ones_sum(&b[..need]) != 0xffff {
-            return Err(WireError::Inconsistent("ESP checksum mismatch"));
-        }
+        check_len(b, hlen + get_u16(b, field::LENGTH) as usize)?;
         Ok(Self { buf })
+    }
+    /// Wraps `buf` without a check: accessors panic if it is too short
+    /// (for emitting into a buffer the caller sized).
+    pub fn new_unchecked(buf: T) -> Self {
+        Self { buf }
+    }
+    /// Verifies the Internet checksum (RFC 1071) over header and payload;
+    /// a checksum field of 0 means "not computed" and passes.
+    ///
+    /// Errors: [`WireError::Checksum`] on a mismatch.
+    pub fn verify_checksum(&self) -> Result<(), WireError> {
+        if self.checksum() != 0 {
+            let need = self.header_len() + self.payload_len() as usize;
+            if ones_sum(&self.buf.as_ref()[..need]) != 0xffff {
+                return Err(WireError::Checksum);
+            }
+        }
+        Ok(())
     }
     /// Checksum field (0 = not computed).
     pub fn checksum(&self) -> u16 {
-        be16(self.buf.as_ref(), field::CHECKSUM.start)
+        get_u16(self.buf.as_ref(), field::CHECKSUM)
     }
     /// Source port.
     pub fn src_port(&self) -> u16 {
-        be16(self.buf.as_ref(), field::SRC_PORT.start)
+        get_u16(self.buf.as_ref(), field::SRC_PORT)
     }
     /// Destination port.
     pub fn dst_port(&self) -> u16 {
-        be16(self.buf.as_ref(), field::DST_PORT.start)
+        get_u16(self.buf.as_ref(), field::DST_PORT)
     }
     /// Payload length in bytes.
     pub fn payload_len(&self) -> u16 {
-        be16(self.buf.as_ref(), field::LENGTH.start)
+        get_u16(self.buf.as_ref(), field::LENGTH)
     }
     /// Flags.
     pub fn flags(&self) -> Flags {
@@ -421,15 +432,15 @@ impl<T: AsRef<[u8]>> EspPacket<T> {
     }
     /// Sequence number (segments).
     pub fn seq(&self) -> Seq {
-        Seq(be32(self.buf.as_ref(), field::SEQ.start))
+        Seq(get_u32(self.buf.as_ref(), field::SEQ))
     }
     /// Acknowledgement number: the next segment expected (segments).
     pub fn ack(&self) -> Seq {
-        Seq(be32(self.buf.as_ref(), field::ACK.start))
+        Seq(get_u32(self.buf.as_ref(), field::ACK))
     }
     /// Receive window in segments.
     pub fn window(&self) -> u16 {
-        be16(self.buf.as_ref(), field::WINDOW.start)
+        get_u16(self.buf.as_ref(), field::WINDOW)
     }
     /// The option bytes.
     pub fn options(&self) -> &[u8] {
@@ -439,6 +450,50 @@ impl<T: AsRef<[u8]>> EspPacket<T> {
     pub fn payload(&self) -> &[u8] {
         let h = self.header_len();
         &self.buf.as_ref()[h..h + self.payload_len() as usize]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> EspPacket<T> {
+    /// Sets the source port.
+    pub fn set_src_port(&mut self, v: u16) {
+        set_u16(self.buf.as_mut(), field::SRC_PORT, v);
+    }
+    /// Sets the destination port.
+    pub fn set_dst_port(&mut self, v: u16) {
+        set_u16(self.buf.as_mut(), field::DST_PORT, v);
+    }
+    /// Sets the payload length in bytes.
+    pub fn set_payload_len(&mut self, v: u16) {
+        set_u16(self.buf.as_mut(), field::LENGTH, v);
+    }
+    /// Sets the flags.
+    pub fn set_flags(&mut self, v: Flags) {
+        self.buf.as_mut()[field::FLAGS] = v.0;
+    }
+    /// Sets the header length in bytes (options included).
+    pub fn set_header_len(&mut self, v: u8) {
+        self.buf.as_mut()[field::HLEN] = v;
+    }
+    /// Sets the sequence number.
+    pub fn set_seq(&mut self, v: Seq) {
+        set_u32(self.buf.as_mut(), field::SEQ, v.0);
+    }
+    /// Sets the acknowledgement number.
+    pub fn set_ack(&mut self, v: Seq) {
+        set_u32(self.buf.as_mut(), field::ACK, v.0);
+    }
+    /// Sets the window in segments.
+    pub fn set_window(&mut self, v: u16) {
+        set_u16(self.buf.as_mut(), field::WINDOW, v);
+    }
+    /// Sets the checksum field.
+    pub fn set_checksum(&mut self, v: u16) {
+        set_u16(self.buf.as_mut(), field::CHECKSUM, v);
+    }
+    /// The option bytes (header length must be set), writable.
+    pub fn options_mut(&mut self) -> &mut [u8] {
+        let h = self.header_len();
+        &mut self.buf.as_mut()[ESP_HEADER_LEN..h]
     }
 }
 
@@ -464,12 +519,24 @@ impl EspRepr {
     /// Parses an ESP segment (an Ethernet payload); returns the header and the
     /// payload with Ethernet padding trimmed.
     ///
-    /// Errors: those of [`EspPacket::new_checked`]; [`WireError::Inconsistent`]
-    /// for SYN together with RST or FIN, SYN or FIN carrying payload, a
-    /// malformed option, or a SACK block that is empty or longer than 2^31.
-    /// Unknown option kinds are skipped by their length.
+    /// Errors: those of [`EspPacket::new_checked`] and
+    /// [`EspPacket::verify_checksum`] ([`WireError::Checksum`]), then those
+    /// of [`EspRepr::parse_packet`].
     pub fn parse(segment: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let p = EspPacket::new_checked(segment)?;
+        p.verify_checksum()?;
+        let repr = Self::parse_packet(&p)?;
+        let h = p.header_len();
+        Ok((repr, &segment[h..h + repr.payload_len as usize]))
+    }
+
+    /// The fields of a checked packet (its checksum is not looked at).
+    ///
+    /// Errors: [`WireError::Inconsistent`] for SYN together with RST or FIN,
+    /// SYN or FIN carrying payload, a malformed option, or a SACK block that
+    /// is empty or longer than 2^31. Unknown option kinds are skipped by
+    /// their length.
+    pub fn parse_packet<T: AsRef<[u8]>>(p: &EspPacket<T>) -> Result<Self, WireError> {
         let flags = p.flags();
         if flags.syn() && flags.intersects(Flags::RST | Flags::FIN) {
             return Err(WireError::Inconsistent("SYN with RST or FIN"));
@@ -495,14 +562,14 @@ impl EspRepr {
                     if kind == OPT_SACK {
                         let body = &opts[i + 2..i + len];
                         if body.is_empty()
-                            || body.len() % 8 != 0
+                            || body.len() & 7 != 0 // not whole 8-byte blocks
                             || body.len() / 8 > MAX_SACK_BLOCKS
                             || !sack.is_empty()
                         {
                             return Err(WireError::Inconsistent("malformed SACK option"));
                         }
                         for b in body.chunks_exact(8) {
-                            let (s, e) = (Seq(be32(b, 0)), Seq(be32(b, 4)));
+                            let (s, e) = (Seq(get_u32(b, 0..4)), Seq(get_u32(b, 4..8)));
                             if e.diff(s) <= 0 {
                                 return Err(WireError::Inconsistent("empty SACK block"));
                             }
@@ -513,7 +580,7 @@ impl EspRepr {
                 }
             }
         }
-        let repr = EspRepr {
+        Ok(EspRepr {
             src_port: p.src_port(),
             dst_port: p.dst_port(),
             flags,
@@ -522,9 +589,7 @@ impl EspRepr {
             window: p.window(),
             sack,
             payload_len: p.payload_len(),
-        };
-        let h = p.header_len();
-        Ok((repr, &segment[h..h + repr.payload_len as usize]))
+        })
     }
 
     /// Header length this repr emits, in bytes (options padded to 4 bytes).
@@ -539,29 +604,30 @@ impl EspRepr {
     /// [`EspRepr::header_len`] (a caller bug, not input).
     pub fn emit(&self, buf: &mut [u8]) -> usize {
         let hlen = self.header_len();
-        let b = &mut buf[..hlen];
-        b[field::SRC_PORT].copy_from_slice(&self.src_port.to_be_bytes());
-        b[field::DST_PORT].copy_from_slice(&self.dst_port.to_be_bytes());
-        b[field::LENGTH].copy_from_slice(&self.payload_len.to_be_bytes());
-        b[field::FLAGS] = self.flags.0;
-        b[field::HLEN] = hlen as u8;
-        b[field::SEQ].copy_from_slice(&self.seq.0.to_be_bytes());
-        b[field::ACK].copy_from_slice(&self.ack.0.to_be_bytes());
-        b[field::WINDOW].copy_from_slice(&self.window.to_be_bytes());
-        b[field::CHECKSUM].copy_from_slice(&[0, 0]);
-        let mut i = ESP_HEADER_LEN;
+        let mut p = EspPacket::new_unchecked(&mut buf[..hlen]);
+        p.set_src_port(self.src_port);
+        p.set_dst_port(self.dst_port);
+        p.set_payload_len(self.payload_len);
+        p.set_flags(self.flags);
+        p.set_header_len(hlen as u8);
+        p.set_seq(self.seq);
+        p.set_ack(self.ack);
+        p.set_window(self.window);
+        p.set_checksum(0);
+        let opts = p.options_mut();
+        let mut i = 0;
         if !self.sack.is_empty() {
-            b[i] = OPT_SACK;
-            b[i + 1] = self.sack.wire_len() as u8;
-            i += 2;
+            opts[0] = OPT_SACK;
+            opts[1] = self.sack.wire_len() as u8;
+            i = 2;
             for (s, e) in self.sack.as_slice() {
-                b[i..i + 4].copy_from_slice(&s.0.to_be_bytes());
-                b[i + 4..i + 8].copy_from_slice(&e.0.to_be_bytes());
+                set_u32(opts, i..i + 4, s.0);
+                set_u32(opts, i + 4..i + 8, e.0);
                 i += 8;
             }
         }
-        for x in &mut b[i..] {
-            *x = OPT_END;
+        if i < opts.len() {
+            opts[i..].fill(OPT_END);
         }
         hlen
     }
@@ -601,30 +667,34 @@ impl EspRepr {
     }
 }
 
-/// A parsed ESP frame: Ethernet header, ESP header and the trimmed payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EspFrame<'a> {
-    pub eth: EthernetRepr,
-    pub esp: EspRepr,
-    pub payload: &'a [u8],
-}
-
-impl<'a> EspFrame<'a> {
-    /// Parses a whole Ethernet frame carrying ESP with ethertype `ethertype`.
-    ///
-    /// `max_frame` is the largest frame the link can carry (MTU + 14 bytes);
-    /// longer input is [`WireError::Oversized`]. Other errors: those of
-    /// [`EspRepr::parse`], [`WireError::Ethertype`].
-    pub fn parse(frame: &'a [u8], ethertype: u16, max_frame: usize) -> Result<Self, WireError> {
-        let (eth, rest) = EthernetRepr::parse_for(frame, ethertype, max_frame)?;
-        let (esp, payload) = EspRepr::parse(rest)?;
-        Ok(Self { eth, esp, payload })
+impl HeaderRepr for EspRepr {
+    fn parse(packet: &[u8]) -> Result<(Self, &[u8]), WireError> {
+        EspRepr::parse(packet)
+    }
+    fn header_len(&self) -> usize {
+        EspRepr::header_len(self)
+    }
+    /// Writes the header with `payload_len` and the checksum over header
+    /// and payload.
+    fn emit(&self, packet: &mut [u8], payload_len: u16) {
+        let n = EspRepr {
+            payload_len,
+            ..*self
+        }
+        .emit(packet);
+        fill_checksum(&mut packet[..n + payload_len as usize], true);
     }
 }
 
+/// A parsed ESP frame: Ethernet header, ESP header (`header`) and the
+/// trimmed payload ([`Frame::parse`] checks ethertype, size, layout and
+/// checksum).
+pub type EspFrame<'a> = Frame<'a, EspRepr>;
+
 /// Builds a complete ESP frame (Ethernet header, ESP header, payload) into
-/// `buf`; returns its length in bytes. `esp.payload_len` is set from
-/// `payload`; the checksum is computed. The frame is not padded (the NIC pads).
+/// `buf`; returns its length in bytes: [`edp::wire::emit_frame`] over an
+/// [`EspRepr`]. `esp.payload_len` is set from `payload`; the checksum is
+/// computed. The frame is not padded (the NIC pads).
 ///
 /// Errors: [`WireError::Oversized`] if the payload exceeds 65535 bytes or the
 /// frame does not fit in `buf`.
@@ -634,21 +704,7 @@ pub fn emit_esp_frame(
     esp: &EspRepr,
     payload: &[u8],
 ) -> Result<usize, WireError> {
-    let hlen = esp.header_len();
-    let total = ETH_HEADER_LEN + hlen + payload.len();
-    if payload.len() > u16::MAX as usize || total > buf.len() {
-        return Err(WireError::Oversized {
-            len: total,
-            max: buf.len(),
-        });
-    }
-    eth.emit(buf);
-    let mut esp = *esp;
-    esp.payload_len = payload.len() as u16;
-    esp.emit(&mut buf[ETH_HEADER_LEN..]);
-    buf[ETH_HEADER_LEN + hlen..total].copy_from_slice(payload);
-    fill_checksum(&mut buf[ETH_HEADER_LEN..total], true);
-    Ok(total)
+    emit_frame(buf, eth, esp, payload)
 }
 
 #[cfg(test)]
@@ -725,7 +781,7 @@ mod tests {
         let mut buf = [0u8; 80];
         let n = emit_esp_frame(&mut buf, &eth(), &esp, b"").unwrap();
         let f = EspFrame::parse(&buf[..n + 10], ETHERTYPE_ESP, 1514).unwrap();
-        assert_eq!(f.esp, esp);
+        assert_eq!(f.header, esp);
         assert!(f.payload.is_empty());
     }
 
@@ -873,12 +929,22 @@ mod tests {
                 let mut b = buf;
                 b[byte] ^= 1 << bit;
                 let ok = match EspFrame::parse(&b[..n], ETHERTYPE_ESP, 1514) {
-                    Ok(f) => f.esp == esp && f.payload == &payload[..],
+                    Ok(f) => f.header == esp && f.payload == &payload[..],
                     Err(_) => false,
                 };
                 assert!(!ok, "flip of bit {bit} in byte {byte} went unnoticed");
             }
         }
+        // A flipped payload bit is a checksum error, reported as such.
+        let mut b = buf;
+        b[n - 1] ^= 1;
+        assert_eq!(
+            EspFrame::parse(&b[..n], ETHERTYPE_ESP, 1514),
+            Err(WireError::Checksum)
+        );
+        let p = EspPacket::new_checked(&b[14..n]).expect("layout is intact");
+        assert_eq!(p.verify_checksum(), Err(WireError::Checksum));
+        assert_eq!(EspRepr::parse_packet(&p).map(|r| r.seq), Ok(esp.seq));
         // 0 = not computed: accepted unchecked.
         let mut b = buf;
         fill_checksum(&mut b[14..n], false);
@@ -902,7 +968,7 @@ mod tests {
             let n = emit_esp_frame(&mut buf, &eth(), &esp, &payload).unwrap();
             prop_assert_eq!(n + pad, buf.len());
             let f = EspFrame::parse(&buf, ETHERTYPE_ESP, 9014 + 64).unwrap();
-            prop_assert_eq!(f.esp, esp);
+            prop_assert_eq!(f.header, esp);
             prop_assert_eq!(f.payload, &payload[..]);
         }
 

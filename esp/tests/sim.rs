@@ -6,19 +6,21 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use edp::link::fault::FaultConfig;
 use edp::link::sim::{SimClock, SimLink};
 use edp::Link;
-use esp::conn::{Connection, Error, IsnGenerator, State};
+use esp::conn::{Connection, ConnectionError, Error, IsnGenerator, State};
 use esp::listener::{Listener, SynOutcome};
 use esp::wire::{EspFrame, MacAddr, ETHERTYPE_ESP};
-use esp::EspConfig;
+use esp::TransportConfig;
 
 const MTU: usize = 1500;
 const MB: usize = 1 << 20;
+/// Payload bytes per segment at MTU 1500.
+const MSS_1500: usize = MTU - 20;
 
 /// A SimLink behind a switch that the test can open (partition); it also
 /// folds every frame it sends, with its virtual send time, into a trace hash.
@@ -91,7 +93,7 @@ impl<L: Link> ConnDriver<L> {
                 Ok(n) => {
                     moved = true;
                     match EspFrame::parse(&self.buf[..n], ETHERTYPE_ESP, MTU + 14) {
-                        Ok(f) => self.conn.handle_segment(now, &f.esp, f.payload),
+                        Ok(f) => self.conn.handle_segment(now, &f.header, f.payload),
                         Err(_) => self.conn.on_malformed(),
                     }
                 }
@@ -132,8 +134,12 @@ fn faults(seed: u64) -> FaultConfig {
 }
 
 /// Connects A (client) to B (listener) over a pair with the given faults.
-fn connect(cfg: &EspConfig, ab: FaultConfig, ba: FaultConfig) -> Sim {
-    let clock = SimClock::new();
+fn connect(cfg: &TransportConfig, ab: FaultConfig, ba: FaultConfig) -> Sim {
+    connect_on(SimClock::new(), cfg, ab, ba)
+}
+
+/// [`connect`] on a given clock.
+fn connect_on(clock: SimClock, cfg: &TransportConfig, ab: FaultConfig, ba: FaultConfig) -> Sim {
     let (la, lb) = SimLink::pair(&clock, MTU, ab, ba);
     let cut = Arc::new(AtomicBool::new(false));
     let (ma, mb) = (la.mac(), lb.mac());
@@ -158,7 +164,8 @@ fn connect(cfg: &EspConfig, ab: FaultConfig, ba: FaultConfig) -> Sim {
             let Ok(f) = EspFrame::parse(&buf[..n], ETHERTYPE_ESP, MTU + 14) else {
                 continue;
             };
-            if let SynOutcome::Accept(c) = listener.on_segment(now, 0, f.eth.src, &f.esp, |_| false)
+            if let SynOutcome::Accept(c) =
+                listener.on_segment(now, 0, f.eth.src, &f.header, |_| false)
             {
                 found = Some(c);
                 break;
@@ -256,8 +263,19 @@ struct Outcome {
 }
 
 /// Sends `len` bytes A -> B, closes, reads to EOF, checks every byte.
-fn transfer(cfg: &EspConfig, ab: FaultConfig, ba: FaultConfig, len: usize) -> Outcome {
-    let mut sim = connect(cfg, ab, ba);
+fn transfer(cfg: &TransportConfig, ab: FaultConfig, ba: FaultConfig, len: usize) -> Outcome {
+    transfer_on(SimClock::new(), cfg, ab, ba, len)
+}
+
+/// [`transfer`] on a given clock.
+fn transfer_on(
+    clock: SimClock,
+    cfg: &TransportConfig,
+    ab: FaultConfig,
+    ba: FaultConfig,
+    len: usize,
+) -> Outcome {
+    let mut sim = connect_on(clock, cfg, ab, ba);
     let mut written = 0usize;
     let mut read = 0usize;
     let mut chunk = vec![0u8; 64 * 1024];
@@ -272,7 +290,7 @@ fn transfer(cfg: &EspConfig, ab: FaultConfig, ba: FaultConfig, len: usize) -> Ou
             fill(&mut chunk[..n], written as u64);
             match s.a.conn.send(&chunk[..n]) {
                 Ok(k) => written += k,
-                Err(Error::WouldBlock) => break,
+                Err(Error::Blocked) => break,
                 Err(e) => panic!("writer failed: {e} ({:?})", s.a.conn.stats()),
             }
         }
@@ -290,7 +308,7 @@ fn transfer(cfg: &EspConfig, ab: FaultConfig, ba: FaultConfig, len: usize) -> Ou
                     assert!(rbuf[..n] == expect[..n], "corrupt data at offset {read}");
                     read += n;
                 }
-                Err(Error::WouldBlock) => break,
+                Err(Error::Blocked) => break,
                 Err(e) => panic!("reader failed: {e}"),
             }
         }
@@ -316,7 +334,7 @@ fn lossy(p: f64, seed: u64) -> FaultConfig {
 }
 
 fn ten_mb(ab: FaultConfig, ba: FaultConfig) -> Outcome {
-    let o = transfer(&EspConfig::default(), ab, ba, 10 * MB);
+    let o = transfer(&TransportConfig::default(), ab, ba, 10 * MB);
     eprintln!(
         "10 MB in {:?} virtual: sent {} retx {} timeouts {} fast {} spurious {} reordering {} ooo {} dup {} dropped {}",
         o.elapsed,
@@ -363,7 +381,7 @@ fn loss_20_percent_10mb() {
     // With 20 % loss each way a round trip fails with p = 0.36, so 9 failures
     // in a row (the default limit of 8 retransmissions) hit one of 7000
     // segments with p ~ 0.5: this link needs a higher limit to be usable.
-    let cfg = EspConfig {
+    let cfg = TransportConfig {
         max_retransmissions: 16,
         ..Default::default()
     };
@@ -437,7 +455,7 @@ fn everything_at_once_10mb() {
 fn same_seed_same_trace() {
     let run = |seed| {
         transfer(
-            &EspConfig::default(),
+            &TransportConfig::default(),
             lossy(0.02, seed).with_reorder(0.02, Duration::ZERO),
             lossy(0.02, seed + 1),
             MB,
@@ -455,7 +473,7 @@ fn same_seed_same_trace() {
 
 #[test]
 fn partition_longer_than_retransmission_limit_kills_both_ends() {
-    let cfg = EspConfig::default();
+    let cfg = TransportConfig::default();
     let mut sim = connect(&cfg, faults(21), faults(22));
     let mut written = 0usize;
     let mut read = 0usize;
@@ -469,7 +487,7 @@ fn partition_longer_than_retransmission_limit_kills_both_ends() {
         if a_err.is_none() {
             match s.a.conn.send(&chunk) {
                 Ok(n) => written += n,
-                Err(Error::WouldBlock) => {}
+                Err(Error::Blocked) => {}
                 Err(e) => a_err = Some((e, now)),
             }
         }
@@ -478,7 +496,7 @@ fn partition_longer_than_retransmission_limit_kills_both_ends() {
                 match s.b.conn.recv(&mut rbuf) {
                     Ok(0) => panic!("EOF without FIN"),
                     Ok(n) => read += n,
-                    Err(Error::WouldBlock) => break,
+                    Err(Error::Blocked) => break,
                     Err(e) => {
                         b_err = Some((e, now));
                         break;
@@ -495,8 +513,8 @@ fn partition_longer_than_retransmission_limit_kills_both_ends() {
     let cut = cut_at.unwrap();
     let (ea, ta) = a_err.unwrap();
     let (eb, tb) = b_err.unwrap();
-    assert_eq!(ea, Error::TimedOut);
-    assert_eq!(eb, Error::TimedOut);
+    assert_eq!(ea, Error::ConnectionLost(ConnectionError::TimedOut));
+    assert_eq!(eb, Error::ConnectionLost(ConnectionError::TimedOut));
     // Sender: 8 retransmissions with the RTO doubling from 1 ms: 1 + 2 + ...
     // + 256 ms < 0.6 s. Receiver: 1 s keepalive idle, then 8 probes doubling
     // from its RTO (1 ms with an RTT sample, 10 ms without, capped at 1 s).
@@ -511,15 +529,21 @@ fn partition_longer_than_retransmission_limit_kills_both_ends() {
     assert!(tb - cut < receiver_bound, "receiver took {:?}", tb - cut);
     assert!(written > read);
     // Both calls report the error.
-    assert_eq!(sim.a.conn.recv(&mut rbuf), Err(Error::TimedOut));
-    assert_eq!(sim.b.conn.send(b"x"), Err(Error::TimedOut));
+    assert_eq!(
+        sim.a.conn.recv(&mut rbuf),
+        Err(Error::ConnectionLost(ConnectionError::TimedOut))
+    );
+    assert_eq!(
+        sim.b.conn.send(b"x"),
+        Err(Error::ConnectionLost(ConnectionError::TimedOut))
+    );
 }
 
 #[test]
 fn flow_control_with_a_slow_reader() {
     // The reader takes 4 KiB per millisecond: the window closes and reopens;
     // the sender never overruns the 64 KiB receive buffer.
-    let cfg = EspConfig {
+    let cfg = TransportConfig {
         recv_buffer: 64 * 1024,
         ..Default::default()
     };
@@ -601,7 +625,7 @@ mod prop {
                 .with_duplicate(dup)
                 .with_reorder(reorder, Duration::ZERO)
                 .with_corrupt(corrupt);
-            let mut sim = connect(&EspConfig::default(), f(seed), f(seed ^ 1));
+            let mut sim = connect(&TransportConfig::default(), f(seed), f(seed ^ 1));
             let mut written = [0usize; 2];
             let mut read = [0usize; 2];
             let mut closed = [false; 2];
@@ -616,7 +640,7 @@ mod prop {
                             fill(&mut buf[..n], written[side] as u64);
                             match conn.send(&buf[..n]) {
                                 Ok(k) => written[side] += k,
-                                Err(Error::WouldBlock) => {}
+                                Err(Error::Blocked) => {}
                                 Err(e) => prop_assert!(false, "send failed: {}", e),
                             }
                         }
@@ -629,7 +653,7 @@ mod prop {
                                     prop_assert_eq!(&buf[..k], &expect[..k]);
                                     read[side] += k;
                                 }
-                                Err(Error::WouldBlock) => {}
+                                Err(Error::Blocked) => {}
                                 Err(e) => prop_assert!(false, "recv failed: {}", e),
                             }
                         }
@@ -686,7 +710,7 @@ fn hostile_link_many_seeds() {
                 .with_rate(4_000_000_000)
         };
         let o = transfer(
-            &EspConfig::default(),
+            &TransportConfig::default(),
             f(seed * 2 + 1000),
             f(seed * 2 + 1001),
             2 * MB,
@@ -696,4 +720,74 @@ fn hostile_link_many_seeds() {
             o.elapsed, o.a.timeouts, o.a.reordering
         );
     }
+}
+
+/// Trace timestamps in virtual time since the start of the simulation.
+struct VirtualTime(SimClock);
+
+impl tracing_subscriber::fmt::time::FormatTime for VirtualTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        write!(w, "{:>10.1}us", self.0.elapsed().as_nanos() as f64 / 1000.0)
+    }
+}
+
+/// A tracing layer that keeps the message of every event (DEBUG and up).
+struct Capture(Arc<Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Message<'a>(&'a mut String);
+        impl tracing::field::Visit for Message<'_> {
+            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                if f.name() == "message" {
+                    *self.0 = format!("{v:?}");
+                }
+            }
+        }
+        let mut m = String::new();
+        event.record(&mut Message(&mut m));
+        self.0.lock().unwrap().push(m);
+    }
+}
+
+/// A transfer over a link that loses data segments, traced: run
+/// `RUST_LOG=trace cargo test -p esp --test sim trace_of_lost_segments -- --nocapture`
+/// to read the protocol trace (segments in and out per connection span,
+/// the loss detection, the retransmission, the state changes).
+#[test]
+fn trace_of_lost_segments_and_their_retransmission() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::Layer;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let clock = SimClock::new();
+    let subscriber = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_test_writer()
+                .with_ansi(false)
+                .with_timer(VirtualTime(clock.clone()))
+                .with_filter(tracing_subscriber::EnvFilter::from_default_env()),
+        )
+        .with(Capture(seen.clone()).with_filter(tracing::level_filters::LevelFilter::DEBUG));
+    let o = tracing::subscriber::with_default(subscriber, || {
+        transfer_on(
+            clock,
+            &TransportConfig::default(),
+            lossy(0.05, 41),
+            faults(42),
+            32 * MSS_1500,
+        )
+    });
+    assert!(o.a.retransmitted > 0, "no segment was lost: {:?}", o.a);
+    let seen = seen.lock().unwrap();
+    let count = |what: &str| seen.iter().filter(|m| m.starts_with(what)).count();
+    assert_eq!(count("retransmit") as u64, o.a.retransmitted);
+    assert!(
+        count("fast retransmit") + count("RTO expired") > 0,
+        "{seen:?}"
+    );
+    // Both ends went through the whole lifecycle: A CLOSED, SYN_SENT,
+    // ESTABLISHED, FIN_WAIT_1, FIN_WAIT_2, CLOSED; B CLOSED, SYN_RCVD,
+    // ESTABLISHED, CLOSE_WAIT, LAST_ACK, CLOSED.
+    assert_eq!(count("state"), 5 + 5, "{seen:?}");
 }

@@ -3,10 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use esp::conn::{reset_frame, Connection, Error, IsnGenerator, State};
+use esp::conn::{reset_frame, Connection, ConnectionError, Error, IsnGenerator, State};
 use esp::listener::{DropReason, Listener, SynOutcome};
 use esp::wire::{EspFrame, EspRepr, Flags, MacAddr, Seq, ETHERTYPE_ESP};
-use esp::EspConfig;
+use esp::TransportConfig;
 
 const A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xa]);
 const B: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xb]);
@@ -38,7 +38,7 @@ fn out(c: &mut Connection, now: Instant) -> Vec<Seg> {
         assert_eq!(f.eth.src, c.local().0);
         assert_eq!(f.eth.dst, c.remote().0);
         v.push(Seg {
-            repr: f.esp,
+            repr: f.header,
             payload: f.payload.to_vec(),
         });
         assert!(v.len() < 100_000, "poll_transmit never returns None");
@@ -66,8 +66,8 @@ struct Pair {
 /// `t0`, and the server connection `b` the listener made of that SYN at
 /// `t0 + syn_delay` (SYN_RCVD, its SYN-ACK not yet taken).
 fn syn_received(
-    cfg_a: &EspConfig,
-    cfg_b: EspConfig,
+    cfg_a: &TransportConfig,
+    cfg_b: TransportConfig,
     iss: Seq,
     t0: Instant,
     syn_delay: Duration,
@@ -86,7 +86,7 @@ fn syn_received(
 }
 
 /// Client `a` and server `b` after a clean handshake at t = 0..20 us.
-fn established(cfg_a: EspConfig, cfg_b: EspConfig) -> Pair {
+fn established(cfg_a: TransportConfig, cfg_b: TransportConfig) -> Pair {
     let t0 = Instant::now();
     let (mut a, mut b) = syn_received(&cfg_a, cfg_b, Seq(1000), t0, us(5));
     let synack = out(&mut b, t0 + us(5));
@@ -105,7 +105,7 @@ fn established(cfg_a: EspConfig, cfg_b: EspConfig) -> Pair {
 }
 
 fn pair() -> Pair {
-    established(EspConfig::default(), EspConfig::default())
+    established(TransportConfig::default(), TransportConfig::default())
 }
 
 #[test]
@@ -126,7 +126,7 @@ fn handshake_and_first_rtt_sample() {
 #[test]
 fn lost_syn_is_retransmitted_after_initial_rto() {
     let t0 = Instant::now();
-    let cfg = EspConfig::default();
+    let cfg = TransportConfig::default();
     let mut a = Connection::connect(&cfg, MTU, (A, PA), (B, PB), Seq(1), t0);
     let lost = out(&mut a, t0);
     assert_eq!(lost.len(), 1);
@@ -155,7 +155,7 @@ fn lost_syn_is_retransmitted_after_initial_rto() {
 #[test]
 fn lost_synack_answered_by_syn_retransmit() {
     let t0 = Instant::now();
-    let cfg = EspConfig::default();
+    let cfg = TransportConfig::default();
     let (mut a, mut b) = syn_received(&cfg, cfg.clone(), Seq(1), t0, Duration::ZERO);
     let _lost = out(&mut b, t0);
     a.handle_timeout(t0 + ms(10));
@@ -177,7 +177,7 @@ fn lost_synack_answered_by_syn_retransmit() {
 #[test]
 fn lost_final_ack_recovered_by_synack_retransmit_or_data() {
     let t0 = Instant::now();
-    let cfg = EspConfig::default();
+    let cfg = TransportConfig::default();
     let (mut a, mut b) = syn_received(&cfg, cfg.clone(), Seq(1), t0, Duration::ZERO);
     let synack = out(&mut b, t0);
     deliver(&mut a, t0 + us(10), &synack);
@@ -243,7 +243,7 @@ fn data_is_segmented_and_delayed_ack_timed() {
     let mut got = vec![0u8; msg.len() + 10];
     assert_eq!(p.b.recv(&mut got), Ok(msg.len()));
     assert_eq!(&got[..msg.len()], &msg[..]);
-    assert_eq!(p.b.recv(&mut got), Err(Error::WouldBlock));
+    assert_eq!(p.b.recv(&mut got), Err(Error::Blocked));
 }
 
 #[test]
@@ -288,9 +288,15 @@ fn rto_backoff_sequence_then_dead_with_errors_on_both_calls() {
     }
     assert_eq!(gaps, vec![1, 2, 4, 8, 16, 32, 64, 128, 256]);
     assert_eq!(p.a.stats().retransmitted, 8);
-    assert_eq!(p.a.error(), Some(Error::TimedOut));
-    assert_eq!(p.a.send(b"x"), Err(Error::TimedOut));
-    assert_eq!(p.a.recv(&mut [0u8; 4]), Err(Error::TimedOut));
+    assert_eq!(p.a.error(), Some(ConnectionError::TimedOut));
+    assert_eq!(
+        p.a.send(b"x"),
+        Err(Error::ConnectionLost(ConnectionError::TimedOut))
+    );
+    assert_eq!(
+        p.a.recv(&mut [0u8; 4]),
+        Err(Error::ConnectionLost(ConnectionError::TimedOut))
+    );
 }
 
 #[test]
@@ -382,11 +388,11 @@ fn spurious_timeout_is_undone_by_dsack() {
 
 #[test]
 fn zero_window_probes_and_window_update() {
-    let small = EspConfig {
+    let small = TransportConfig {
         recv_buffer: 4 * MSS,
         ..Default::default()
     };
-    let mut p = established(EspConfig::default(), small);
+    let mut p = established(TransportConfig::default(), small);
     let total = MSS * 10;
     let data: Vec<u8> = (0..total).map(|i| i as u8).collect();
     assert_eq!(p.a.send(&data), Ok(total));
@@ -454,7 +460,7 @@ fn close_active_then_passive() {
     p.a.send(b"bye").unwrap();
     p.a.close();
     assert_eq!(p.a.state(), State::FinWait1);
-    assert_eq!(p.a.send(b"more"), Err(Error::Closed));
+    assert_eq!(p.a.send(b"more"), Err(Error::WriteShutdown));
     let segs = out(&mut p.a, p.t0 + us(100));
     assert_eq!(segs.len(), 2);
     assert!(segs[1].repr.flags.fin());
@@ -579,9 +585,15 @@ fn rfc5961_rst_exact_resets_in_window_challenges_outside_drops() {
     // Exact: reset.
     deliver(&mut p.a, p.t0 + us(120), &[rst(&p.b, nxt)]);
     assert_eq!(p.a.state(), State::Closed);
-    assert_eq!(p.a.error(), Some(Error::Reset));
-    assert_eq!(p.a.recv(&mut [0u8; 4]), Err(Error::Reset));
-    assert_eq!(p.a.send(b"x"), Err(Error::Reset));
+    assert_eq!(p.a.error(), Some(ConnectionError::Reset));
+    assert_eq!(
+        p.a.recv(&mut [0u8; 4]),
+        Err(Error::ConnectionLost(ConnectionError::Reset))
+    );
+    assert_eq!(
+        p.a.send(b"x"),
+        Err(Error::ConnectionLost(ConnectionError::Reset))
+    );
 }
 
 #[test]
@@ -612,27 +624,34 @@ fn rfc5961_syn_in_established_draws_rate_limited_challenge_acks() {
 #[test]
 fn syn_to_closed_port_draws_rst_and_connect_is_refused() {
     let t0 = Instant::now();
-    let mut a = Connection::connect(&EspConfig::default(), MTU, (A, PA), (B, 9), Seq(5), t0);
+    let mut a = Connection::connect(
+        &TransportConfig::default(),
+        MTU,
+        (A, PA),
+        (B, 9),
+        Seq(5),
+        t0,
+    );
     let syn = out(&mut a, t0);
     // Nobody listens on port 9 at B: the host's responder answers.
     let mut buf = [0u8; 128];
     let n = reset_frame(&mut buf, B, A, ETHERTYPE_ESP, &syn[0].repr).unwrap();
     let f = EspFrame::parse(&buf[..n], ETHERTYPE_ESP, 1514).unwrap();
-    assert_eq!(f.esp.flags, Flags::RST | Flags::ACK);
-    assert_eq!(f.esp.ack, Seq(6));
+    assert_eq!(f.header.flags, Flags::RST | Flags::ACK);
+    assert_eq!(f.header.ack, Seq(6));
     assert_eq!(f.eth.dst, A);
-    a.handle_segment(t0 + us(10), &f.esp, f.payload);
+    a.handle_segment(t0 + us(10), &f.header, f.payload);
     assert_eq!(a.state(), State::Closed);
-    assert_eq!(a.error(), Some(Error::Refused));
+    assert_eq!(a.error(), Some(ConnectionError::Refused));
     // An RST is never answered.
-    let esp = f.esp;
+    let esp = f.header;
     assert!(reset_frame(&mut buf, A, B, ETHERTYPE_ESP, &esp).is_none());
 }
 
 #[test]
 fn listener_answers_stray_segments_with_rst() {
     let t0 = Instant::now();
-    let mut l: Listener<()> = Listener::new(EspConfig::default(), MTU, (B, PB), isn());
+    let mut l: Listener<()> = Listener::new(TransportConfig::default(), MTU, (B, PB), isn());
     let stray = EspRepr {
         src_port: PA,
         dst_port: PB,
@@ -664,7 +683,7 @@ fn syn_from(port: u16) -> EspRepr {
 #[test]
 fn full_backlog_drops_syn_until_accept() {
     let t0 = Instant::now();
-    let cfg = EspConfig {
+    let cfg = TransportConfig {
         backlog: 2,
         ..Default::default()
     };
@@ -709,7 +728,7 @@ fn full_backlog_drops_syn_until_accept() {
 #[test]
 fn half_open_connections_are_bounded_and_reaped() {
     let t0 = Instant::now();
-    let cfg = EspConfig {
+    let cfg = TransportConfig {
         max_half_open: 3,
         max_syn_retransmissions: 1,
         ..Default::default()
@@ -792,9 +811,12 @@ fn abort_sends_rst_and_peer_sees_reset() {
     assert_eq!(r.len(), 1);
     assert!(r[0].repr.flags.rst());
     deliver(&mut p.b, p.t0 + us(110), &r);
-    assert_eq!(p.b.error(), Some(Error::Reset));
-    assert_eq!(p.a.error(), Some(Error::Aborted));
-    assert_eq!(p.a.send(b"x"), Err(Error::Aborted));
+    assert_eq!(p.b.error(), Some(ConnectionError::Reset));
+    assert_eq!(p.a.error(), Some(ConnectionError::Aborted));
+    assert_eq!(
+        p.a.send(b"x"),
+        Err(Error::ConnectionLost(ConnectionError::Aborted))
+    );
 }
 
 #[test]
@@ -813,7 +835,7 @@ fn keepalive_detects_a_silent_peer() {
         assert!(t < (p.t0 + us(10)) + Duration::from_secs(10));
     }
     assert_eq!(probes, 8);
-    assert_eq!(p.a.error(), Some(Error::TimedOut));
+    assert_eq!(p.a.error(), Some(ConnectionError::TimedOut));
     assert!(t - (p.t0 + us(10)) < Duration::from_secs(3));
 }
 
@@ -1080,7 +1102,7 @@ fn reordering_raises_the_duplicate_ack_threshold() {
         let sent = step(&mut p, i);
         assert!(sent.is_empty(), "nothing is resent: {sent:?}");
     }
-    p.b.ack_pending_now();
+    p.b.flush_delayed_ack();
     deliver(&mut p.a, p.t0 + us(200), &out(&mut p.b, p.t0 + us(200)));
     assert_eq!(p.a.snd_una(), p.a.snd_nxt());
     let s = p.a.stats();
@@ -1171,9 +1193,9 @@ fn gathered_frames_equal_copied_frames() {
             held[k] = withheld[k].clone();
             for f in late.iter().chain(frames) {
                 let s = EspFrame::parse(f, ETHERTYPE_ESP, MTU + 14).unwrap();
-                pair.b.handle_segment(now, &s.esp, s.payload);
+                pair.b.handle_segment(now, &s.header, s.payload);
             }
-            pair.b.ack_pending_now();
+            pair.b.flush_delayed_ack();
             let acks = out(&mut pair.b, now);
             deliver(&mut pair.a, now, &acks);
             let mut sink = vec![0u8; MSS * 16];
@@ -1189,13 +1211,13 @@ fn no_reordering_is_inferred_at_any_initial_sequence_number() {
     // the sequence space midpoint must not look like a reordered head.
     for iss in [Seq(1), Seq(0x7fff_fff0), Seq(0x8000_0010), Seq(0xffff_fff0)] {
         let t0 = Instant::now();
-        let cfg = EspConfig::default();
+        let cfg = TransportConfig::default();
         let (mut a, mut b) = syn_received(&cfg, cfg.clone(), iss, t0, Duration::ZERO);
         deliver(&mut a, t0 + us(5), &out(&mut b, t0 + us(5)));
         deliver(&mut b, t0 + us(10), &out(&mut a, t0 + us(10)));
         a.send(&vec![1u8; MSS * 4]).unwrap();
         deliver(&mut b, t0 + us(20), &out(&mut a, t0 + us(20)));
-        b.ack_pending_now();
+        b.flush_delayed_ack();
         deliver(&mut a, t0 + us(30), &out(&mut b, t0 + us(30)));
         assert_eq!(a.snd_una(), a.snd_nxt(), "iss {iss:?}");
         assert_eq!(a.stats().reordering, esp::conn::DUP_THRESH, "iss {iss:?}");
@@ -1239,4 +1261,175 @@ fn dsack_of_a_network_duplicate_does_not_undo_recovery() {
         "a network duplicate is not a spurious retransmission"
     );
     assert!(p.a.cwnd() <= reduced + 2, "no undo: cwnd {}", p.a.cwnd());
+}
+
+// ------------------------------------------------- zero-copy receive path
+
+/// Delivers `segs` to `c` with `handle_segment_into`, each into a fresh
+/// reader buffer of `room` bytes; returns the bytes placed.
+fn deliver_into(c: &mut Connection, now: Instant, segs: &[Seg], room: usize) -> Vec<u8> {
+    let mut placed = Vec::new();
+    for s in segs {
+        let mut dst = vec![0u8; room];
+        let n = c.handle_segment_into(now, &s.repr, &s.payload, &mut dst);
+        assert!(n <= room.min(s.payload.len()));
+        placed.extend_from_slice(&dst[..n]);
+    }
+    placed
+}
+
+#[test]
+fn segment_into_places_in_order_payload_and_acks_as_after_recv() {
+    // Twin connections: one receives with handle_segment + recv, the other
+    // with handle_segment_into; what they send afterwards must be equal.
+    // A receive buffer of 4 segments makes every read open the window
+    // enough for an update (RFC 1122 receiver-side SWS avoidance).
+    let small = || TransportConfig {
+        recv_buffer: 4 * MSS,
+        ..Default::default()
+    };
+    let mut x = established(TransportConfig::default(), small());
+    let mut y = established(TransportConfig::default(), small());
+    let msg: Vec<u8> = (0..3 * MSS as u32).map(|i| (i % 251) as u8).collect();
+    x.a.send(&msg).unwrap();
+    y.a.send(&msg).unwrap();
+    let sx = out(&mut x.a, x.t0 + us(100));
+    let sy = out(&mut y.a, y.t0 + us(100));
+    assert_eq!(sx.len(), 3);
+    let mut got_x = Vec::new();
+    let mut got_y = Vec::new();
+    for (k, (a, b)) in sx.iter().zip(&sy).enumerate() {
+        let t = us(110 + k as u64);
+        deliver(&mut x.b, x.t0 + t, std::slice::from_ref(a));
+        let mut buf = vec![0u8; 2 * MSS];
+        let n = x.b.recv(&mut buf).unwrap();
+        got_x.extend_from_slice(&buf[..n]);
+        got_y.extend(deliver_into(
+            &mut y.b,
+            y.t0 + t,
+            std::slice::from_ref(b),
+            2 * MSS,
+        ));
+        assert_eq!(
+            y.b.recv_available(),
+            0,
+            "nothing left in the receive buffer"
+        );
+        let (ox, oy) = (out(&mut x.b, x.t0 + t), out(&mut y.b, y.t0 + t));
+        assert_eq!(
+            ox.iter().map(|s| s.repr).collect::<Vec<_>>(),
+            oy.iter().map(|s| s.repr).collect::<Vec<_>>(),
+            "segment {k}: same ACKs and windows"
+        );
+        assert_eq!(
+            x.b.poll_timeout().map(|d| d - x.t0),
+            y.b.poll_timeout().map(|d| d - y.t0)
+        );
+    }
+    assert_eq!(got_x, msg);
+    assert_eq!(got_y, msg);
+    assert_eq!(x.b.stats(), y.b.stats());
+    assert_eq!(y.b.recv(&mut [0u8; 8]), Err(Error::Blocked));
+}
+
+#[test]
+fn segment_into_partial_fit_buffers_the_rest_in_order() {
+    let mut p = pair();
+    p.a.send(&[7u8; 100]).unwrap();
+    p.a.send(&[8u8; 50]).unwrap();
+    let segs = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(segs.len(), 1);
+    let placed = deliver_into(&mut p.b, p.t0 + us(110), &segs, 40);
+    assert_eq!(placed, vec![7u8; 40]);
+    assert_eq!(p.b.recv_available(), 110);
+    // Data is waiting now: the next segment is buffered behind it, none
+    // placed, so the reader sees the bytes in order.
+    p.a.send(&[9u8; 10]).unwrap();
+    let more = out(&mut p.a, p.t0 + us(120));
+    assert!(deliver_into(&mut p.b, p.t0 + us(130), &more, 1000).is_empty());
+    let mut buf = [0u8; 200];
+    assert_eq!(p.b.recv(&mut buf), Ok(120));
+    assert_eq!(&buf[..60], &[7u8; 60][..]);
+    assert_eq!(&buf[60..110], &[8u8; 50][..]);
+    assert_eq!(&buf[110..120], &[9u8; 10][..]);
+    assert_eq!(p.b.stats().bytes_received, 160);
+}
+
+#[test]
+fn segment_into_out_of_order_goes_to_the_buffer_and_the_gap_fill_is_placed() {
+    let mut p = pair();
+    let msg: Vec<u8> = (0..2 * MSS as u32).map(|i| (i % 253) as u8).collect();
+    p.a.send(&msg).unwrap();
+    let segs = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(segs.len(), 2);
+    // The second segment first: out of order, nothing placed, SACKed.
+    assert!(deliver_into(&mut p.b, p.t0 + us(110), &segs[1..], 4 * MSS).is_empty());
+    let sack = out(&mut p.b, p.t0 + us(110));
+    assert_eq!(sack.len(), 1);
+    assert_eq!(sack[0].repr.sack.as_slice(), &[(Seq(1002), Seq(1003))]);
+    // The gap fill: its own payload is placed; the stored segment becomes
+    // in order and waits in the receive buffer.
+    let placed = deliver_into(&mut p.b, p.t0 + us(120), &segs[..1], 4 * MSS);
+    assert_eq!(placed, &msg[..MSS]);
+    assert_eq!(p.b.recv_available(), MSS);
+    let ack = out(&mut p.b, p.t0 + us(120));
+    assert_eq!(ack.len(), 1, "a gap fill is acknowledged at once");
+    assert_eq!(ack[0].repr.ack, Seq(1003));
+    let mut buf = vec![0u8; 2 * MSS];
+    assert_eq!(p.b.recv(&mut buf), Ok(MSS));
+    assert_eq!(&buf[..MSS], &msg[MSS..]);
+}
+
+#[test]
+fn segment_into_fin_places_nothing_and_ends_the_stream() {
+    let mut p = pair();
+    p.a.send(b"last").unwrap();
+    p.a.close();
+    let segs = out(&mut p.a, p.t0 + us(100));
+    assert_eq!(segs.len(), 2);
+    assert!(segs[1].repr.flags.fin());
+    let placed = deliver_into(&mut p.b, p.t0 + us(110), &segs, 64);
+    assert_eq!(placed, b"last");
+    assert_eq!(p.b.state(), State::CloseWait);
+    assert!(p.b.is_eof());
+    assert_eq!(p.b.recv(&mut [0u8; 8]), Ok(0), "EOF");
+    // The FIN's ACK goes at once and closes A's side.
+    deliver(&mut p.a, p.t0 + us(120), &out(&mut p.b, p.t0 + us(110)));
+    assert_eq!(p.a.state(), State::FinWait2);
+    // An empty reader buffer is handle_segment.
+    let mut q = pair();
+    q.a.send(b"x").unwrap();
+    let s = out(&mut q.a, q.t0 + us(100));
+    assert!(deliver_into(&mut q.b, q.t0 + us(110), &s, 0).is_empty());
+    assert_eq!(q.b.recv_available(), 1);
+}
+
+#[test]
+fn thesis_rto_timeout_conn_kills_once_the_doubled_rto_passes_the_maximum() {
+    // Thesis ch. 5.2.8: RTO = 2 x SRTT within [min, max], ESP_DOUBLE_RTO
+    // doubling, ESP_TIMEOUT_CONN death once the doubled RTO exceeds max
+    // (before the retransmission limit).
+    use esp::config::RtoConfig;
+    let cfg = TransportConfig {
+        rto: RtoConfig::thesis(ms(10), ms(1), ms(8), true, true),
+        max_retransmissions: 100,
+        ..Default::default()
+    };
+    let mut p = established(cfg.clone(), cfg);
+    // SRTT 10 us from the handshake: 2 x SRTT is below the 1 ms minimum.
+    assert_eq!(p.a.rtt().rto(), ms(1));
+    p.a.send(b"lost").unwrap();
+    let mut t = p.t0 + us(100);
+    assert_eq!(out(&mut p.a, t).len(), 1);
+    let mut gaps = vec![];
+    while p.a.error().is_none() {
+        let next = p.a.poll_timeout().unwrap();
+        gaps.push((next - t).as_millis() as u64);
+        t = next;
+        p.a.handle_timeout(t);
+        out(&mut p.a, t);
+    }
+    // 1, 2, 4, 8 ms; the next doubling (16 ms) passes the 8 ms maximum.
+    assert_eq!(gaps, vec![1, 2, 4, 8]);
+    assert_eq!(p.a.error(), Some(ConnectionError::TimedOut));
 }

@@ -622,7 +622,10 @@ fn thirty_two_streams_through_one_mio_loop_each_side() {
     // Small send buffers: what is queued when the clock stops must drain
     // quickly in a debug build.
     let cfg = EspConfig {
-        send_buffer: 128 << 10,
+        transport: esp::TransportConfig {
+            send_buffer: 128 << 10,
+            ..Default::default()
+        },
         ..EspConfig::default()
     };
     let got = concurrent_streams(&a, &b, 7650, 32, 0.3, cfg);

@@ -35,12 +35,12 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(f) = EdpFrame::parse(frame, ethertype, limit) {
             assert!(frame.len() <= limit);
             assert_eq!(f.eth.ethertype, ethertype);
-            assert_eq!(f.payload.len(), f.edp.payload_len as usize);
+            assert_eq!(f.payload.len(), f.header.payload_len as usize);
             let used = ETH_HEADER_LEN + EDP_HEADER_LEN + f.payload.len();
             assert!(used <= frame.len());
             // Re-emitting the parsed fields gives back the frame without padding.
             let mut buf = vec![0u8; used];
-            let n = emit_edp_frame(&mut buf, &f.eth, f.edp.src_port, f.edp.dst_port, f.payload)
+            let n = emit_edp_frame(&mut buf, &f.eth, f.header.src_port, f.header.dst_port, f.payload)
                 .expect("a parsed frame re-emits");
             assert_eq!(n, used);
             assert_eq!(&buf[..], &frame[..used]);

@@ -6,8 +6,13 @@
 //! around the current sequence numbers, emitted and parsed as a receiver
 //! would).
 //!
-//! Checks: no panic, no livelock at one instant; the bytes B reads are
-//! always a prefix of the bytes A wrote (segments injected into B carry no
+//! B receives with `handle_segment_into` into a reader buffer of an
+//! input-chosen size (0 = plain `handle_segment`), so the zero-copy path
+//! is fuzzed with the rest.
+//!
+//! Checks: no panic, no livelock at one instant; the bytes B reads (placed
+//! by `handle_segment_into` or returned by `recv`) are always a prefix of
+//! the bytes A wrote (segments injected into B carry no
 //! data, so no injection can forge stream content); and without injection,
 //! once B saw end of stream with neither end in error, B read every byte.
 #![no_main]
@@ -18,7 +23,7 @@ use edp::link::sim::{next_event, SimClock, SimLink};
 use edp::wire::EthernetRepr;
 use edp::Link;
 use esp::wire::{emit_esp_frame, EspFrame, EspRepr, Flags, Seq, ETHERTYPE_ESP};
-use esp::{Connection, EspConfig};
+use esp::{Connection, TransportConfig};
 use libfuzzer_sys::fuzz_target;
 use testkit::fuzz::{fault_config, FaultSpace};
 
@@ -51,11 +56,22 @@ struct Sim {
     lb: SimLink,
     a: Connection,
     b: Option<Connection>,
-    cfg: EspConfig,
+    cfg: TransportConfig,
     written: usize,
     read: usize,
     injected_into_b: bool,
     buf: Vec<u8>,
+    /// B's reader buffer for `handle_segment_into` (empty: none waits).
+    rx: Vec<u8>,
+}
+
+/// Checks that `bytes`, read by B after `*read` bytes, continue A's stream.
+fn check_stream(read: &mut usize, written: usize, bytes: &[u8]) {
+    for (k, &x) in bytes.iter().enumerate() {
+        assert!(*read + k < written, "B read more than A wrote");
+        assert_eq!(x, byte_at(*read + k), "stream byte {} differs", *read + k);
+    }
+    *read += bytes.len();
 }
 
 impl Sim {
@@ -89,14 +105,17 @@ impl Sim {
                     continue;
                 };
                 match self.b.as_mut() {
-                    Some(b) => b.handle_segment(now, &f.esp, f.payload),
+                    Some(b) => {
+                        let placed = b.handle_segment_into(now, &f.header, f.payload, &mut self.rx);
+                        check_stream(&mut self.read, self.written, &self.rx[..placed]);
+                    }
                     None => {
                         self.b = Connection::accept(
                             &self.cfg,
                             MTU,
                             (self.lb.mac(), B_PORT),
                             f.eth.src,
-                            &f.esp,
+                            &f.header,
                             Seq(0x8000_0000),
                             now,
                         );
@@ -106,7 +125,7 @@ impl Sim {
             while let Ok(n) = self.la.recv(&mut self.buf) {
                 moved = true;
                 if let Ok(f) = EspFrame::parse(&self.buf[..n], ETHERTYPE_ESP, MTU + 14) {
-                    self.a.handle_segment(now, &f.esp, f.payload);
+                    self.a.handle_segment(now, &f.header, f.payload);
                 }
             }
             if !moved {
@@ -124,16 +143,7 @@ impl Sim {
             if n == 0 {
                 break;
             }
-            for (k, &x) in rbuf[..n].iter().enumerate() {
-                assert!(self.read + k < self.written, "B read more than A wrote");
-                assert_eq!(
-                    x,
-                    byte_at(self.read + k),
-                    "stream byte {} differs",
-                    self.read + k
-                );
-            }
-            self.read += n;
+            check_stream(&mut self.read, self.written, &rbuf[..n]);
         }
     }
 
@@ -190,7 +200,7 @@ impl Sim {
             return;
         };
         if let Ok(f) = EspFrame::parse(&frame[..n], ETHERTYPE_ESP, MTU + 14) {
-            target.handle_segment(now, &f.esp, f.payload);
+            target.handle_segment(now, &f.header, f.payload);
             if into_b {
                 self.injected_into_b = true;
             }
@@ -211,7 +221,7 @@ fuzz_target!(|data: &[u8]| {
         fault_config(&h[0..5], seed, &FAULTS),
         fault_config(&h[5..10], seed, &FAULTS),
     );
-    let cfg = EspConfig::default();
+    let cfg = TransportConfig::default();
     let a = Connection::connect(
         &cfg,
         MTU,
@@ -231,6 +241,7 @@ fuzz_target!(|data: &[u8]| {
         read: 0,
         injected_into_b: false,
         buf: vec![0u8; MTU + 14],
+        rx: vec![0u8; usize::from(h[10] % 4) * 700],
     };
     let mut a_closed = false;
     // ESP_FUZZ_NO_INJECT=1: faults and application calls only, to look past

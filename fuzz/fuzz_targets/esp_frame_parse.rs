@@ -38,15 +38,15 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     assert!(frame.len() <= limit);
-    assert_eq!(f.payload.len(), f.esp.payload_len as usize);
-    let _ = f.esp.reset_reply();
-    let _ = f.esp.seq_len();
+    assert_eq!(f.payload.len(), f.header.payload_len as usize);
+    let _ = f.header.reset_reply();
+    let _ = f.header.seq_len();
 
-    let mut buf = vec![0u8; ETH_HEADER_LEN + f.esp.header_len() + f.payload.len()];
-    let n = emit_esp_frame(&mut buf, &f.eth, &f.esp, f.payload).expect("a parsed segment re-emits");
+    let mut buf = vec![0u8; ETH_HEADER_LEN + f.header.header_len() + f.payload.len()];
+    let n = emit_esp_frame(&mut buf, &f.eth, &f.header, f.payload).expect("a parsed segment re-emits");
     let again =
         EspFrame::parse(&buf[..n], ETHERTYPE_ESP, usize::MAX).expect("re-emitted segment parses");
     assert_eq!(again.eth, f.eth);
-    assert_eq!(again.esp, f.esp);
+    assert_eq!(again.header, f.header);
     assert_eq!(again.payload, f.payload);
 });

@@ -30,26 +30,39 @@ use std::time::{Duration, Instant};
 /// Clock granularity G of RFC 6298 sec. 2: 1 us (protocols here measure
 /// with microsecond-resolution `Instant`s).
 pub const GRANULARITY: Duration = Duration::from_micros(1);
+const GRANULARITY_NS: u64 = 1_000;
 
 /// The RFC 6298 sec. 2 smoothed round-trip time and its variation.
 ///
 /// Feed it with [`RttEstimator::update`] only for segments sent exactly once
-/// (Karn's rule, see the module documentation).
+/// (Karn's rule, see the module documentation). Kept in integer nanoseconds
+/// (the update runs on every acknowledgement; `Duration` arithmetic costs
+/// several times more).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RttEstimator {
-    srtt: Option<Duration>,
-    rttvar: Duration,
-    latest: Option<Duration>,
+    /// SRTT in ns; meaningful when `sampled`.
+    srtt_ns: u64,
+    /// RTTVAR in ns.
+    rttvar_ns: u64,
+    sampled: bool,
+    latest_ns: u64,
     latest_at: Option<Instant>,
+}
+
+/// `d` in nanoseconds, saturating (584 years).
+#[inline]
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl RttEstimator {
     /// An estimator without a sample.
     pub const fn new() -> Self {
         Self {
-            srtt: None,
-            rttvar: Duration::ZERO,
-            latest: None,
+            srtt_ns: 0,
+            rttvar_ns: 0,
+            sampled: false,
+            latest_ns: 0,
             latest_at: None,
         }
     }
@@ -58,38 +71,38 @@ impl RttEstimator {
     /// time minus send time of a segment sent once). RFC 6298 2.2 for the
     /// first sample, 2.3 for the later ones (RTTVAR is updated with the old
     /// SRTT, then SRTT).
+    #[inline]
     pub fn update(&mut self, now: Instant, rtt: Duration) {
-        self.latest = Some(rtt);
+        let r = nanos(rtt);
+        self.latest_ns = r;
         self.latest_at = Some(now);
-        match self.srtt {
-            None => {
-                self.srtt = Some(rtt);
-                self.rttvar = rtt / 2;
-            }
-            Some(srtt) => {
-                let delta = srtt.checked_sub(rtt).unwrap_or_else(|| rtt - srtt);
-                self.rttvar = (self.rttvar * 3 + delta) / 4;
-                self.srtt = Some((srtt * 7 + rtt) / 8);
-            }
+        if self.sampled {
+            let delta = self.srtt_ns.abs_diff(r);
+            self.rttvar_ns = (self.rttvar_ns.saturating_mul(3).saturating_add(delta)) / 4;
+            self.srtt_ns = (self.srtt_ns.saturating_mul(7).saturating_add(r)) / 8;
+        } else {
+            self.sampled = true;
+            self.srtt_ns = r;
+            self.rttvar_ns = r / 2;
         }
     }
 
     /// Smoothed RTT (SRTT), `None` before the first sample.
     #[inline]
     pub fn srtt(&self) -> Option<Duration> {
-        self.srtt
+        self.sampled.then(|| Duration::from_nanos(self.srtt_ns))
     }
 
     /// RTT variation (RTTVAR), zero before the first sample.
     #[inline]
     pub fn rttvar(&self) -> Duration {
-        self.rttvar
+        Duration::from_nanos(self.rttvar_ns)
     }
 
     /// The latest sample.
     #[inline]
     pub fn latest(&self) -> Option<Duration> {
-        self.latest
+        self.sampled.then(|| Duration::from_nanos(self.latest_ns))
     }
 
     /// When the latest sample was taken.
@@ -138,12 +151,22 @@ impl RtoPolicy {
     /// The timeout this policy gives for `est`, unclamped; `None` before the
     /// first sample (callers use their initial timeout then).
     pub fn timeout(self, est: &RttEstimator) -> Option<Duration> {
-        let srtt = est.srtt()?;
-        let var4 = est.rttvar() * 4;
+        self.timeout_ns(est).map(Duration::from_nanos)
+    }
+
+    #[inline]
+    fn timeout_ns(self, est: &RttEstimator) -> Option<u64> {
+        if !est.sampled {
+            return None;
+        }
+        let srtt = est.srtt_ns;
+        let var4 = est.rttvar_ns.saturating_mul(4);
         Some(match self {
-            RtoPolicy::Rfc6298 => srtt + var4.max(GRANULARITY),
-            RtoPolicy::CtpSpec { multiplier } => srtt.saturating_mul(multiplier).max(srtt + var4),
-            RtoPolicy::SrttMultiple { multiplier } => srtt.saturating_mul(multiplier),
+            RtoPolicy::Rfc6298 => srtt.saturating_add(var4.max(GRANULARITY_NS)),
+            RtoPolicy::CtpSpec { multiplier } => srtt
+                .saturating_mul(u64::from(multiplier))
+                .max(srtt.saturating_add(var4)),
+            RtoPolicy::SrttMultiple { multiplier } => srtt.saturating_mul(u64::from(multiplier)),
         })
     }
 }
@@ -219,6 +242,11 @@ impl RtoConfig {
 pub struct Rto {
     est: RttEstimator,
     cfg: RtoConfig,
+    /// `cfg.initial`, `cfg.min`, `cfg.max` in ns (recompute runs on every
+    /// sample).
+    initial_ns: u64,
+    min_ns: u64,
+    max_ns: u64,
     backoff: u32,
     base: Duration,
     rto: Duration,
@@ -232,6 +260,9 @@ impl Rto {
         let mut r = Self {
             est: RttEstimator::new(),
             cfg,
+            initial_ns: nanos(cfg.initial),
+            min_ns: nanos(cfg.min),
+            max_ns: nanos(cfg.max),
             backoff: 0,
             base: Duration::ZERO,
             rto: Duration::ZERO,
@@ -240,25 +271,29 @@ impl Rto {
         r
     }
 
+    #[inline]
     fn recompute(&mut self) {
+        let (min, max) = (self.min_ns, self.max_ns);
         let raw = self
             .cfg
             .policy
-            .timeout(&self.est)
-            .unwrap_or(self.cfg.initial);
-        self.base = raw.clamp(self.cfg.min, self.cfg.max);
+            .timeout_ns(&self.est)
+            .unwrap_or(self.initial_ns);
+        let base = raw.clamp(min, max);
         let steps = if self.cfg.doubling { self.backoff } else { 0 };
-        let factor = 1u32.checked_shl(steps.min(31)).unwrap_or(u32::MAX);
-        self.rto = self
-            .base
-            .checked_mul(factor)
-            .unwrap_or(self.cfg.max)
-            .min(self.cfg.max);
+        let rto = if steps >= 64 {
+            max
+        } else {
+            base.checked_mul(1u64 << steps).map_or(max, |t| t.min(max))
+        };
+        self.base = Duration::from_nanos(base);
+        self.rto = Duration::from_nanos(rto);
     }
 
     /// Feeds one round-trip sample taken at `now` from a segment sent
     /// exactly once (Karn's rule: the caller checks), and clears the
     /// backoff (RFC 6298 5.7 ff.).
+    #[inline]
     pub fn on_sample(&mut self, now: Instant, rtt: Duration) {
         self.est.update(now, rtt);
         self.backoff = 0;
@@ -286,6 +321,7 @@ impl Rto {
     }
 
     /// Clears the backoff (new data acknowledged).
+    #[inline]
     pub fn reset_backoff(&mut self) {
         if self.backoff != 0 {
             self.backoff = 0;
@@ -307,10 +343,10 @@ impl Rto {
         if !(self.cfg.doubling && self.cfg.dead_past_max) {
             return false;
         }
-        let factor = 1u32.checked_shl(self.backoff.min(31)).unwrap_or(u32::MAX);
-        self.base
-            .checked_mul(factor)
-            .map_or(true, |t| t > self.cfg.max)
+        self.backoff >= 64
+            || nanos(self.base)
+                .checked_mul(1u64 << self.backoff)
+                .map_or(true, |t| t > self.max_ns)
     }
 
     /// Smoothed RTT, `None` before the first sample.

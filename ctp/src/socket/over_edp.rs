@@ -39,7 +39,7 @@ pub(crate) struct CtpSlot {
 impl Socket for CtpSlot {
     fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
         let f = match EdpFrame::parse(frame, self.ethertype, self.max_frame) {
-            Ok(f) if f.edp.dst_port == self.port => f,
+            Ok(f) if f.header.dst_port == self.port => f,
             _ => {
                 self.malformed += 1;
                 return;
@@ -48,7 +48,7 @@ impl Socket for CtpSlot {
         let before = self.core.queued();
         self.core
             .ep
-            .handle_datagram(cx.now, (f.eth.src, f.edp.src_port), f.payload);
+            .handle_datagram(cx.now, (f.eth.src, f.header.src_port), f.payload);
         self.core.after_event();
         if self.core.queued() > before {
             self.core.defer(cx.now);

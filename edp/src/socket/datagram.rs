@@ -83,8 +83,8 @@ impl DatagramSocket {
                 return None;
             }
         };
-        let from = (f.eth.src, f.edp.src_port);
-        let ok = f.edp.dst_port == self.port
+        let from = (f.eth.src, f.header.src_port);
+        let ok = f.header.dst_port == self.port
             && match self.peer {
                 None => true,
                 Some((m, p)) => m.is_group() || from == (m, p),

@@ -68,7 +68,7 @@ impl ConnSocket {
 impl Socket for ConnSocket {
     fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
         if let Some(f) = self.parse(frame) {
-            self.conn.handle_segment(cx.now, &f.esp, f.payload);
+            self.conn.handle_segment(cx.now, &f.header, f.payload);
         }
     }
 
@@ -130,7 +130,7 @@ impl Socket for ConnSocket {
     }
 
     fn before_sleep(&mut self, _now: Instant) {
-        self.conn.ack_pending_now();
+        self.conn.flush_delayed_ack();
     }
 
     fn on_handle_dropped(&mut self, now: Instant) -> bool {

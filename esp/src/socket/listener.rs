@@ -49,21 +49,21 @@ impl Socket for ListenerSocket {
                 return;
             }
         };
-        let remote = (f.eth.src, f.esp.src_port);
+        let remote = (f.eth.src, f.header.src_port);
         if let Some(e) = self
             .listener
             .entries_mut()
             .iter_mut()
             .find(|e| e.conn.remote() == remote)
         {
-            e.conn.handle_segment(cx.now, &f.esp, f.payload);
+            e.conn.handle_segment(cx.now, &f.header, f.payload);
             return;
         }
         // Connections already accepted have slots of their own: their
         // segments never reach the listener.
         match self
             .listener
-            .on_segment(cx.now, clock_us(), f.eth.src, &f.esp, |_| false)
+            .on_segment(cx.now, clock_us(), f.eth.src, &f.header, |_| false)
         {
             SynOutcome::Accept(conn) => self.listener.insert(*conn, ()),
             SynOutcome::Reset(rst) => {
@@ -204,21 +204,24 @@ impl EspListener {
     /// runtime's ESP ethertype differs from `cfg.ethertype`.
     pub fn bind_on(rt: &Runtime, port: u16, cfg: EspConfig) -> io::Result<EspListener> {
         prepare(rt, &cfg)?;
-        let (port, lease) = rt.take_port(cfg.ethertype, port)?;
+        let ethertype = cfg.transport.ethertype;
+        let (port, lease) = rt.take_port(ethertype, port)?;
         let mtu = rt.mtu();
         let sock = ListenerSocket {
-            listener: Listener::new(cfg.clone(), mtu, (rt.mac(), port), isn_generator().clone()),
-            ethertype: cfg.ethertype,
+            listener: Listener::new(
+                cfg.transport.clone(),
+                mtu,
+                (rt.mac(), port),
+                isn_generator().clone(),
+            ),
+            ethertype,
             max_frame: mtu + edp::wire::ETH_HEADER_LEN,
             pending_rst: Vec::new(),
             more: false,
             stats: SlotStats::default(),
             rst_dropped: 0,
         };
-        let key = DemuxKey::Port {
-            ethertype: cfg.ethertype,
-            port,
-        };
+        let key = DemuxKey::Port { ethertype, port };
         let slot = rt.insert(key, Box::new(sock), lease.clone())?;
         Ok(EspListener {
             rt: rt.clone(),
@@ -279,7 +282,7 @@ impl EspListener {
         } else {
             Deadline::after(now, timeout)
         };
-        let (slot, ethertype, mtu) = (self.slot, self.cfg.ethertype, self.rt.mtu());
+        let (slot, ethertype, mtu) = (self.slot, self.cfg.transport.ethertype, self.rt.mtu());
         let linger = self.cfg.linger;
         let what = format!("ESP accept on port {}", self.port);
         let r = self

@@ -27,7 +27,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use edp::runtime::Runtime;
 
 use crate::config::EspConfig;
-use crate::conn::{Connection, Error, IsnGenerator};
+use crate::conn::{Connection, ConnectionError, Error, IsnGenerator};
 use crate::wire::ESP_HEADER_LEN;
 
 mod conn;
@@ -66,33 +66,42 @@ pub(crate) fn prepare(rt: &Runtime, cfg: &EspConfig) -> io::Result<()> {
             ),
         ));
     }
-    if rt.esp_ethertype() != cfg.ethertype {
+    if rt.esp_ethertype() != cfg.transport.ethertype {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
                 "runtime carries ESP as ethertype {:#06x}, the stream asks for {:#06x}",
                 rt.esp_ethertype(),
-                cfg.ethertype
+                cfg.transport.ethertype
             ),
         ));
     }
     if !rt.has_esp_responder() {
         rt.enable_esp_responder(Box::new(rst::RstResponder {
-            ethertype: cfg.ethertype,
+            ethertype: cfg.transport.ethertype,
         }));
     }
     Ok(())
 }
 
-/// The I/O error for a failed connection call; a connection that died at
-/// the retransmission limit says in what state (what was in flight, the
+/// The I/O error for a connection that died; one that died at the
+/// retransmission limit says in what state (what was in flight, the
 /// timers), since that is what a user needs to find out why.
-pub(crate) fn conn_error(e: Error, conn: &Connection) -> io::Error {
+pub(crate) fn lost(e: ConnectionError, conn: &Connection) -> io::Error {
     match e {
-        Error::TimedOut => io::Error::new(
+        ConnectionError::TimedOut => io::Error::new(
             io::ErrorKind::TimedOut,
             format!("{e} ({conn:?}, {:?})", conn.stats()),
         ),
+        e => e.into(),
+    }
+}
+
+/// The I/O error for a failed connection call ([`lost`] for a dead
+/// connection).
+pub(crate) fn conn_error(e: Error, conn: &Connection) -> io::Error {
+    match e {
+        Error::ConnectionLost(c) => lost(c, conn),
         e => e.into(),
     }
 }

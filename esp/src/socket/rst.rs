@@ -27,6 +27,6 @@ impl UnclaimedHandler for RstResponder {
         if f.eth.dst != mac {
             return None;
         }
-        reset_frame(out, mac, f.eth.src, self.ethertype, &f.esp)
+        reset_frame(out, mac, f.eth.src, self.ethertype, &f.header)
     }
 }

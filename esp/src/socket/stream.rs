@@ -9,12 +9,12 @@ use edp::runtime::{Deadline, DemuxKey, Runtime, SlotId, WaitPolicy};
 use edp::Link;
 
 use crate::config::EspConfig;
-use crate::conn::{Connection, Error, State, Stats};
+use crate::conn::{Connection, ConnectionError, Error, State, Stats};
 use crate::wire::MacAddr;
 
 use super::conn::{ConnSocket, SlotStats};
 use super::listener::EspListener;
-use super::{clock_us, conn_error, isn_generator, prepare};
+use super::{clock_us, conn_error, isn_generator, lost, prepare};
 
 /// Options of a stream handle (not protocol state).
 #[derive(Debug, Clone, Copy)]
@@ -46,12 +46,12 @@ impl std::fmt::Debug for EspStream {
     }
 }
 
-/// A connection call's result as a wait step: `Blocked`/`WouldBlock` waits,
-/// other errors end the call ([`conn_error`]).
+/// A connection call's result as a wait step: `Blocked` waits, other
+/// errors end the call ([`conn_error`]).
 fn step<T>(r: Result<T, Error>, conn: &Connection) -> io::Result<Option<T>> {
     match r {
         Ok(v) => Ok(Some(v)),
-        Err(Error::WouldBlock) => Ok(None),
+        Err(Error::Blocked) => Ok(None),
         Err(e) => Err(conn_error(e, conn)),
     }
 }
@@ -161,34 +161,35 @@ impl EspStream {
             ));
         }
         prepare(rt, &cfg)?;
-        let (local_port, lease) = rt.take_port(cfg.ethertype, local_port)?;
+        let ethertype = cfg.transport.ethertype;
+        let (local_port, lease) = rt.take_port(ethertype, local_port)?;
         let now = Instant::now();
         let local = (rt.mac(), local_port);
         let iss = isn_generator().isn(local, peer, clock_us());
-        let conn = Connection::connect(&cfg, rt.mtu(), local, peer, iss, now);
+        let conn = Connection::connect(&cfg.transport, rt.mtu(), local, peer, iss, now);
         let key = DemuxKey::Conn {
-            ethertype: cfg.ethertype,
+            ethertype,
             port: local_port,
             peer: peer_mac,
             peer_port: port,
         };
-        let sock = ConnSocket::new(conn, cfg.ethertype, rt.mtu(), cfg.linger);
+        let sock = ConnSocket::new(conn, ethertype, rt.mtu(), cfg.linger);
         let slot = rt.insert(key, Box::new(sock), lease)?;
         let s = Self::from_slot(rt.clone(), slot, local, peer, &cfg);
         let deadline = Deadline::after(now, timeout);
-        let max_syn = cfg.max_syn_retransmissions;
+        let max_syn = cfg.transport.max_syn_retransmissions;
         s.wait(deadline, "connect", |c| {
             if c.is_established() {
                 return Ok(Some(()));
             }
             match c.error() {
-                Some(Error::TimedOut) => Err(io::Error::new(
+                Some(ConnectionError::TimedOut) => Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!(
                         "ESP connect to {peer_mac} port {port}: no answer to {max_syn} SYN retransmissions"
                     ),
                 )),
-                Some(Error::Refused) => Err(io::Error::new(
+                Some(ConnectionError::Refused) => Err(io::Error::new(
                     io::ErrorKind::ConnectionRefused,
                     format!(
                         "ESP connect to {peer_mac} port {port}: refused (RST: no listener on that port)"
@@ -405,7 +406,7 @@ impl EspStream {
                 return Ok(Some(()));
             }
             match c.error() {
-                Some(e) => Err(conn_error(e, c)),
+                Some(e) => Err(lost(e, c)),
                 None => Ok(None),
             }
         });
@@ -434,7 +435,7 @@ impl EspStream {
             "wait for acknowledgements",
             |c| {
                 if let Some(e) = c.error() {
-                    return Err(conn_error(e, c));
+                    return Err(lost(e, c));
                 }
                 Ok((c.send_pending() == 0).then_some(()))
             },

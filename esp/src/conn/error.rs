@@ -1,0 +1,95 @@
+//! Errors, quinn style: why a call failed ([`Error`]) apart from why a
+//! connection died ([`ConnectionError`]).
+
+/// Why a connection died. Once set it stays (see
+/// [`super::Connection::error`]) and every later call that needs a live
+/// connection returns it as [`Error::ConnectionLost`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectionError {
+    /// The peer reset the connection (RST with the exact sequence number,
+    /// RFC 5961 sec. 3.2).
+    #[error("connection reset by peer")]
+    Reset,
+    /// The peer answered the SYN with RST: no socket listens on that port.
+    #[error("connection refused: no ESP listener on the peer's port")]
+    Refused,
+    /// A segment or probe was retransmitted `max_retransmissions` times
+    /// without acknowledgement (or, with the thesis's `ESP_TIMEOUT_CONN`,
+    /// the doubled RTO passed its maximum): the peer is unreachable or
+    /// dead.
+    #[error(
+        "connection timed out: no acknowledgement after the maximum number of retransmissions"
+    )]
+    TimedOut,
+    /// This end aborted the connection (RST sent).
+    #[error("connection aborted locally")]
+    Aborted,
+}
+
+/// Why a call on a connection failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// Nothing to read yet, or no buffer space to write into: try again
+    /// after the connection made progress (quinn's `Blocked`).
+    #[error("operation would block")]
+    Blocked,
+    /// Write after `close()` (the sending side was shut down).
+    #[error("write after shutdown of the sending side")]
+    WriteShutdown,
+    /// The connection is not (yet or any more) connected.
+    #[error("not connected")]
+    NotConnected,
+    /// The connection died; the cause.
+    #[error("{0}")]
+    ConnectionLost(#[from] ConnectionError),
+}
+
+impl From<ConnectionError> for std::io::Error {
+    fn from(e: ConnectionError) -> Self {
+        use std::io::ErrorKind as K;
+        let kind = match e {
+            ConnectionError::Reset => K::ConnectionReset,
+            ConnectionError::Refused => K::ConnectionRefused,
+            ConnectionError::TimedOut => K::TimedOut,
+            ConnectionError::Aborted => K::ConnectionAborted,
+        };
+        std::io::Error::new(kind, e)
+    }
+}
+
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> Self {
+        use std::io::ErrorKind as K;
+        let kind = match e {
+            Error::Blocked => K::WouldBlock,
+            Error::WriteShutdown => K::BrokenPipe,
+            Error::NotConnected => K::NotConnected,
+            Error::ConnectionLost(c) => return c.into(),
+        };
+        std::io::Error::new(kind, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::ErrorKind as K;
+
+    #[test]
+    fn io_error_kinds_are_kept() {
+        let kind = |e: Error| std::io::Error::from(e).kind();
+        assert_eq!(kind(Error::Blocked), K::WouldBlock);
+        assert_eq!(kind(Error::WriteShutdown), K::BrokenPipe);
+        assert_eq!(kind(Error::NotConnected), K::NotConnected);
+        for (c, k) in [
+            (ConnectionError::Reset, K::ConnectionReset),
+            (ConnectionError::Refused, K::ConnectionRefused),
+            (ConnectionError::TimedOut, K::TimedOut),
+            (ConnectionError::Aborted, K::ConnectionAborted),
+        ] {
+            assert_eq!(kind(Error::ConnectionLost(c)), k);
+            assert_eq!(std::io::Error::from(c).kind(), k);
+            assert_eq!(Error::from(c).to_string(), c.to_string());
+        }
+    }
+}
