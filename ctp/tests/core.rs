@@ -1403,4 +1403,3 @@ fn reassembly_memory_is_bounded_per_source() {
         .collect();
     assert_eq!(limit_errors, vec![0x1000_0000, 0x1000_0000]);
 }
-

@@ -99,10 +99,7 @@ impl DatagramSocket {
     /// Takes the oldest queued datagram into `out`: `Ok(Some((len, from)))`,
     /// `Ok(None)` when the queue is empty, `Err(len)` when it did not fit
     /// `out` (consumed and counted as dropped).
-    pub(crate) fn pop_into(
-        &mut self,
-        out: &mut [u8],
-    ) -> Popped {
+    pub(crate) fn pop_into(&mut self, out: &mut [u8]) -> Popped {
         let Some(m) = self.meta.pop_front() else {
             return Ok(None);
         };
