@@ -394,7 +394,8 @@ impl<A: Addr> Receiver<A> {
         let d = self.nak_delay();
         if d.is_zero() {
             // NAK baseline: nak at once (§2 (3)); MAK with Dmax = 0 too.
-            self.on_nak_timer(now);
+            // Not a round without progress: new data just came.
+            self.on_nak_timer(now, false);
         } else {
             // A new gap gets its own random delay, even if Tr runs for
             // entries suppressed until later.
@@ -422,11 +423,14 @@ impl<A: Addr> Receiver<A> {
         trace!(?list, "MAK NAK overheard");
     }
 
-    fn on_nak_timer(&mut self, now: Instant) {
+    /// Tr expiry (`expiry`), or an immediate NAK for a new gap.
+    fn on_nak_timer(&mut self, now: Instant, expiry: bool) {
         if self.missing == 0 || self.abandoned {
             return;
         }
-        self.rounds += 1;
+        if expiry {
+            self.rounds += 1;
+        }
         let until = later(now, self.cfg.suppression);
         let max = self.cfg.max_nak_entries();
         let mut list = Vec::new();
@@ -501,7 +505,7 @@ impl<A: Addr> Receiver<A> {
     pub fn handle_timeout(&mut self, now: Instant) {
         while let Some(t) = self.timers.pop_expired(now) {
             match t {
-                Timer::Nak => self.on_nak_timer(now),
+                Timer::Nak => self.on_nak_timer(now, true),
             }
         }
     }

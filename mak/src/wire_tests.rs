@@ -1,5 +1,5 @@
 use super::*;
-use proptest::prelude::*;
+use proptest::prelude::{any, prop_assert, prop_assert_eq, proptest};
 
 fn hdr(strategy: Strategy, source: u16, member: u16) -> Header {
     Header {
