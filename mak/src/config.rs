@@ -90,13 +90,18 @@ pub struct Config {
     /// NAK baseline only: a sent packet is freed this long after its last
     /// transmission. The paper's NAK has no rule for freeing (its first
     /// flaw: the window never frees); `None` reproduces that, and the sender
-    /// then stops after W packets. Default `Some(8 ms)`: 8 x Ts, long enough
-    /// for a receiver to nak a lost retransmission several times.
+    /// then stops after W packets. Default `Some(16 ms)`: longer than the
+    /// tail repeats (8 x Tw) plus a few NAK rounds (Ts each), so a receiver
+    /// can nak a lost retransmission several times. It also bounds the NAK
+    /// baseline's throughput to W packets per linger once the window
+    /// fills: the paper's point that NAK needs large buffers.
     pub nak_linger: Option<Duration>,
-    /// NAK baseline only: how often the last packet of a burst is sent
-    /// again, every Tw. The paper's NAK cannot detect a lost last packet
-    /// (its second flaw); 0 reproduces that. Default 8 (K): a receiver then
-    /// misses the tail only if 9 copies in a row are lost.
+    /// NAK baseline only: how often the last packet before a pause (nothing
+    /// more queued, or the window full until a linger expires) is sent
+    /// again, every Tw, while nothing newer is sent. The paper's NAK cannot
+    /// detect a lost last packet (its second flaw); 0 reproduces that.
+    /// Default 8 (K): a receiver then misses the tail only if 9 copies in a
+    /// row are lost. Keep `nak_tail_repeats x Tw` below `nak_linger`.
     pub nak_tail_repeats: u32,
 }
 
@@ -115,7 +120,7 @@ impl Default for Config {
             max_message_bytes: 16 << 20,
             send_buffer_bytes: 64 << 20,
             recv_buffer_bytes: 32 << 20,
-            nak_linger: Some(Duration::from_millis(8)),
+            nak_linger: Some(Duration::from_millis(16)),
             nak_tail_repeats: 8,
         }
     }

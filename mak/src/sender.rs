@@ -25,7 +25,8 @@
 //! each acknowledged before the next member is served; NAK = no ACK requests
 //! honoured, retransmission per NAK without de-duplication, and, departing
 //! from the paper only to terminate, packets freed `nak_linger` after their
-//! last transmission and the last packet repeated `nak_tail_repeats` times.
+//! last transmission and the last packet before a pause (queue empty or
+//! window full) repeated `nak_tail_repeats` times.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -224,7 +225,10 @@ struct OutMsg {
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     flags: Flags,
+    /// Last transmission (first or not): the NAK baseline's linger.
     last_tx: Instant,
+    /// Last retransmission: the δ de-duplication.
+    last_retx: Option<Instant>,
     queued: bool,
 }
 
@@ -467,7 +471,10 @@ impl<A: Addr> Sender<A> {
             }
             let i = seq.diff(self.base) as usize;
             let slot = &mut self.slots[i];
-            let recent = dedup.is_some_and(|d| now.saturating_duration_since(slot.last_tx) < d);
+            let recent = match (dedup, slot.last_retx) {
+                (Some(d), Some(r)) => now.saturating_duration_since(r) < d,
+                _ => false,
+            };
             if slot.queued || recent {
                 self.stats.nak_entries_dedup += 1;
                 continue;
@@ -643,7 +650,7 @@ impl<A: Addr> Sender<A> {
         let Some((s, k)) = self.tail else {
             return;
         };
-        if s < self.base || k >= self.cfg.nak_tail_repeats {
+        if s < self.base || s.add(1) != self.next || k >= self.cfg.nak_tail_repeats {
             self.tail = None;
             return;
         }
@@ -709,6 +716,7 @@ impl<A: Addr> Sender<A> {
             }
             if tx.cause != Cause::Fresh {
                 flags = flags.with(Flags::RETX);
+                slot.last_retx = Some(now);
             }
             if i == 0 && self.cfg.strategy == Strategy::Nak {
                 self.rearm_linger();
@@ -749,6 +757,7 @@ impl<A: Addr> Sender<A> {
         self.slots.push_back(Slot {
             flags,
             last_tx: now,
+            last_retx: None,
             queued: false,
         });
         self.next = seq.add(1);
@@ -760,7 +769,10 @@ impl<A: Addr> Sender<A> {
         let mut dest = Dest::Group;
         match strategy {
             Strategy::Nak => {
-                if last {
+                // The packet before a pause (nothing queued, or the window
+                // full until a linger expires) is repeated: a receiver
+                // learns of a loss only from a later packet.
+                if last || fills {
                     self.tail = Some((seq, 0));
                     self.timers.set(Timer::Tail, later(now, self.cfg.ack_timeout));
                 }
