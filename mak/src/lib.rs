@@ -64,6 +64,7 @@ pub mod member;
 mod reassembly;
 pub mod receiver;
 pub mod sender;
+mod stats;
 pub mod wire;
 
 pub use config::{Config, ConfigError, MAX_WINDOW};

@@ -44,6 +44,7 @@ use tracing::{debug, trace, warn};
 use crate::config::{Config, ConfigError};
 use crate::member::{Addr, Dest, GroupId, Member, MemberId, Transmit};
 use crate::reassembly::{Reassembly, ReceiverEvent};
+pub use crate::stats::ReceiverStats;
 use crate::wire::{Flags, Header, Repr, Seq, SeqList, Strategy};
 
 /// The receiver's state (paper fig. 7; NAK, FIX and ACK are transient).
@@ -55,51 +56,6 @@ pub enum ReceiverState {
     Waiting,
     /// The source moved on without this receiver.
     Abandoned,
-}
-
-/// Receiver counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ReceiverStats {
-    /// DATA frames accepted (new or not).
-    pub data_received: u64,
-    /// DATA frames marked as retransmissions.
-    pub retx_received: u64,
-    /// DATA already held or consumed.
-    pub duplicates: u64,
-    /// Gaps opened (a packet beyond the highest one plus one).
-    pub gaps: u64,
-    /// Missing packets that arrived later (E entries fixed).
-    pub fixed: u64,
-    /// ACKs sent.
-    pub acks_sent: u64,
-    /// NAKs sent.
-    pub naks_sent: u64,
-    /// Entries of NAKs sent.
-    pub nak_entries_sent: u64,
-    /// Tr expiries that sent nothing: every missing packet was named by an
-    /// overheard NAK less than Ts ago (a NAK suppressed).
-    pub naks_suppressed: u64,
-    /// NAKs overheard from other members.
-    pub naks_overheard: u64,
-    /// E entries suppressed by overheard NAKs.
-    pub nak_entries_suppressed: u64,
-    /// DATA beyond the window (dropped).
-    pub beyond_window: u64,
-    /// In-order packets held back because the receive buffer was full.
-    pub buffer_full: u64,
-    /// Messages delivered.
-    pub messages_delivered: u64,
-    /// Messages dropped (too large, inconsistent).
-    pub messages_dropped: u64,
-    /// Frames that failed to parse.
-    pub malformed: u64,
-    /// Frames of another group, source or strategy.
-    pub foreign: u64,
-    /// DATA claiming our source from another address.
-    pub forged: u64,
-    /// Frames valid but not for a receiver (ACKs, NAKs under the
-    /// baselines, DATA after abandonment).
-    pub ignored: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,7 +73,9 @@ impl TimerKind for Timer {
 
 #[derive(Debug)]
 enum Slot {
-    Missing { suppressed_until: Option<Instant> },
+    Missing {
+        suppressed_until: Option<Instant>,
+    },
     Have {
         flags: Flags,
         msg: u32,
@@ -226,8 +184,7 @@ impl<A: Addr> Receiver<A> {
     /// the header).
     pub fn handle_repr(&mut self, now: Instant, from: A, repr: &Repr) {
         let h = repr.header();
-        if h.group != self.group || h.source != self.source.id || h.strategy != self.cfg.strategy
-        {
+        if h.group != self.group || h.source != self.source.id || h.strategy != self.cfg.strategy {
             self.stats.foreign += 1;
             return;
         }
@@ -242,14 +199,17 @@ impl<A: Addr> Receiver<A> {
             } => {
                 if from != self.source.addr {
                     self.stats.forged += 1;
-                    debug!(?from, "MAK receiver: DATA of our source from another address");
+                    debug!(
+                        ?from,
+                        "MAK receiver: DATA of our source from another address"
+                    );
                     return;
                 }
                 self.on_data(now, flags, seq, msg, msg_len, payload);
             }
-            Repr::Nak { header, missing, .. }
-                if self.cfg.strategy == Strategy::Mak && header.member != self.me =>
-            {
+            Repr::Nak {
+                header, missing, ..
+            } if self.cfg.strategy == Strategy::Mak && header.member != self.me => {
                 self.on_overheard_nak(now, missing)
             }
             _ => self.stats.ignored += 1,
@@ -388,7 +348,8 @@ impl<A: Addr> Receiver<A> {
             self.rounds = 0;
             return;
         }
-        if self.stalled || !(new_gap || !self.timers.is_armed(Timer::Nak)) {
+        // A running Tr serves an old gap; only a new one re-arms it.
+        if self.stalled || (!new_gap && self.timers.is_armed(Timer::Nak)) {
             return;
         }
         let d = self.nak_delay();

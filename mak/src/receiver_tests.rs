@@ -119,7 +119,10 @@ fn in_order_packets_are_delivered_and_an_ack_request_acknowledged() {
     assert_eq!(delivered(&mut r), [0, 1]);
     // The source resends the request (our ACK was lost): ACK again.
     data(&mut r, at(t0, 1000), 1, REQ.with(Flags::RETX));
-    assert_eq!(drain(&mut r, at(t0, 1000)), [Out::Ack(Dest::Member(SRC), 1)]);
+    assert_eq!(
+        drain(&mut r, at(t0, 1000)),
+        [Out::Ack(Dest::Member(SRC), 1)]
+    );
     assert!(delivered(&mut r).is_empty(), "delivered once");
     let st = r.stats();
     assert_eq!((st.duplicates, st.acks_sent, st.retx_received), (1, 2, 1));
@@ -135,7 +138,10 @@ fn a_gap_is_naked_after_the_random_delay() {
     data(&mut r, at(t0, 10), 3, LAST);
     assert_eq!(r.state(), ReceiverState::Waiting);
     assert_eq!(r.missing(), [Seq(1), Seq(2)]);
-    assert!(drain(&mut r, at(t0, 10)).is_empty(), "no ACK with a gap below the request");
+    assert!(
+        drain(&mut r, at(t0, 10)).is_empty(),
+        "no ACK with a gap below the request"
+    );
     let tr = r.poll_timeout().expect("Tr armed");
     assert!(tr >= at(t0, 10) && tr <= at(t0, 110), "Tr in [0, Dmax]");
     // Same seed, same delay (deterministic); another seed, another delay.
@@ -176,12 +182,23 @@ fn an_overheard_nak_suppresses_ours() {
     r.handle_timeout(tr);
     assert!(drain(&mut r, tr).is_empty());
     let st = r.stats();
-    assert_eq!((st.naks_suppressed, st.naks_sent, st.nak_entries_suppressed), (1, 0, 2));
-    assert_eq!(r.missing(), [Seq(1), Seq(2)], "still missing, only not naked");
+    assert_eq!(
+        (st.naks_suppressed, st.naks_sent, st.nak_entries_suppressed),
+        (1, 0, 2)
+    );
+    assert_eq!(
+        r.missing(),
+        [Seq(1), Seq(2)],
+        "still missing, only not naked"
+    );
     // The retransmissions were lost for us too: after Ts (+ a random delay)
     // we nak ourselves.
     let again = r.poll_timeout().unwrap();
-    assert!(again >= at(t0, 1000) && again <= at(t0, 1100), "{:?}", again - t0);
+    assert!(
+        again >= at(t0, 1000) && again <= at(t0, 1100),
+        "{:?}",
+        again - t0
+    );
     r.handle_timeout(again);
     assert_eq!(drain(&mut r, again), [Out::Nak(Dest::Group, vec![1, 2])]);
 }
@@ -267,7 +284,11 @@ fn data_beyond_the_window_means_abandoned() {
         })
     );
     data(&mut r, t0, 0, Flags::empty());
-    assert_eq!(r.poll_event(), None, "nothing delivered out of a broken stream");
+    assert_eq!(
+        r.poll_event(),
+        None,
+        "nothing delivered out of a broken stream"
+    );
     assert_eq!(r.poll_timeout(), None);
     assert_eq!(r.stats().beyond_window, 1);
 }
@@ -281,14 +302,20 @@ fn nak_baseline_naks_at_once_by_unicast_and_never_acks() {
     assert_eq!(drain(&mut r, t0), [Out::Nak(Dest::Member(SRC), vec![1, 2])]);
     // Another gap: naked at once too, only the new entry.
     data(&mut r, at(t0, 5), 5, LAST);
-    assert_eq!(drain(&mut r, at(t0, 5)), [Out::Nak(Dest::Member(SRC), vec![4])]);
+    assert_eq!(
+        drain(&mut r, at(t0, 5)),
+        [Out::Nak(Dest::Member(SRC), vec![4])]
+    );
     // Nobody else's NAK is heard under NAK (they are unicast).
     overheard_nak(&mut r, at(t0, 6), 2, &[1]);
     assert_eq!(r.stats().ignored, 1);
     // A lost retransmission is naked again after Ts.
     assert_eq!(r.poll_timeout(), Some(at(t0, 1000)));
     r.handle_timeout(at(t0, 1000));
-    assert_eq!(drain(&mut r, at(t0, 1000)), [Out::Nak(Dest::Member(SRC), vec![1, 2])]);
+    assert_eq!(
+        drain(&mut r, at(t0, 1000)),
+        [Out::Nak(Dest::Member(SRC), vec![1, 2])]
+    );
     for s in [1, 2, 4] {
         data(&mut r, at(t0, 1010), s, Flags::RETX);
     }
@@ -306,7 +333,10 @@ fn a_full_receive_buffer_holds_packets_and_acks() {
     for s in 0..3 {
         data(&mut r, t0, s, if s == 2 { REQ } else { Flags::empty() });
     }
-    assert!(drain(&mut r, t0).is_empty(), "packet 2 is held, not acknowledged");
+    assert!(
+        drain(&mut r, t0).is_empty(),
+        "packet 2 is held, not acknowledged"
+    );
     assert_eq!(r.next_expected(), Seq(2));
     assert_eq!(r.stats().buffer_full, 1);
     assert!(matches!(r.poll_event(), Some(ReceiverEvent::Message(m)) if m.msg == 0));

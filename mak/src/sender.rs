@@ -37,6 +37,7 @@ use tracing::{debug, trace, warn};
 
 use crate::config::{Config, ConfigError};
 use crate::member::{Addr, Dest, GroupId, Member, MemberId, Transmit};
+pub use crate::stats::SenderStats;
 use crate::wire::{Flags, Header, Repr, Seq, SeqList, Strategy};
 
 /// Bytes charged against `send_buffer_bytes` per message beyond its data
@@ -120,52 +121,6 @@ pub enum SenderState {
     Waiting,
     /// Retransmissions queued (transient).
     Resending,
-}
-
-/// Sender counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SenderStats {
-    /// First transmissions of DATA (iterative: one per member).
-    pub data_sent: u64,
-    /// Payload bytes of first transmissions.
-    pub bytes_sent: u64,
-    /// DATA sent with ACK_REQ for the first time.
-    pub ack_requests: u64,
-    /// Retransmissions asked for by a NAK.
-    pub retx_nak: u64,
-    /// Retransmissions on Tw expiry (the window's last packet; ACK and
-    /// iterative baselines: the unacknowledged packet).
-    pub retx_timeout: u64,
-    /// NAK baseline: repeats of the last packet.
-    pub retx_tail: u64,
-    /// Tw expiries.
-    pub ack_timeouts: u64,
-    /// ACKs accepted from members.
-    pub acks_received: u64,
-    /// ACKs that acknowledged nothing new (duplicates, reordered).
-    pub acks_stale: u64,
-    /// NAKs accepted.
-    pub naks_received: u64,
-    /// Entries of accepted NAKs.
-    pub nak_entries: u64,
-    /// NAK entries ignored: retransmitted less than δ ago or already queued.
-    pub nak_entries_dedup: u64,
-    /// NAK entries for packets already freed (a lagging or removed member).
-    pub nak_entries_stale: u64,
-    /// Members declared silent.
-    pub members_silent: u64,
-    /// Messages that left the window.
-    pub messages_done: u64,
-    /// Frames that failed to parse.
-    pub malformed: u64,
-    /// Frames of another group or stream, or of another strategy.
-    pub foreign: u64,
-    /// Frames claiming an unknown member id, an address that is not the
-    /// member's, or acknowledging packets never sent (dropped unapplied).
-    pub forged: u64,
-    /// Frames valid but not expected under the strategy (DATA, ACKs under
-    /// NAK, NAKs under ACK and iterative).
-    pub unexpected: u64,
 }
 
 /// Status of a member, for diagnostics.
@@ -399,14 +354,26 @@ impl<A: Addr> Sender<A> {
             self.stats.foreign += 1;
             return;
         }
+        if matches!(repr, Repr::Data { .. }) {
+            // Our own DATA looped back by the carrier, or a forgery.
+            self.stats.unexpected += 1;
+            return;
+        }
         let Some(mi) = self.members.iter().position(|m| m.member.id == h.member) else {
             self.stats.forged += 1;
-            debug!(member = h.member.0, "MAK sender: frame from an unknown member dropped");
+            debug!(
+                member = h.member.0,
+                "MAK sender: frame from an unknown member dropped"
+            );
             return;
         };
         if self.members[mi].member.addr != from {
             self.stats.forged += 1;
-            debug!(member = h.member.0, ?from, "MAK sender: member id from a foreign address");
+            debug!(
+                member = h.member.0,
+                ?from,
+                "MAK sender: member id from a foreign address"
+            );
             return;
         }
         match *repr {
@@ -442,7 +409,9 @@ impl<A: Addr> Sender<A> {
             _ => None,
         };
         trace!(member = m.member.id.0, acked = %seq, "MAK ACK");
-        if self.cfg.strategy == Strategy::Iterative && self.target == Some(mi) && ack_next > self.base
+        if self.cfg.strategy == Strategy::Iterative
+            && self.target == Some(mi)
+            && ack_next > self.base
         {
             self.next_target(now, mi);
         }
@@ -453,7 +422,10 @@ impl<A: Addr> Sender<A> {
         // Validate the whole list before acting on any entry.
         if missing.iter().any(|s| s >= self.next) {
             self.stats.forged += 1;
-            debug!(member = self.members[mi].member.id.0, "MAK sender: NAK of packets never sent dropped");
+            debug!(
+                member = self.members[mi].member.id.0,
+                "MAK sender: NAK of packets never sent dropped"
+            );
             return;
         }
         self.stats.naks_received += 1;
@@ -463,7 +435,11 @@ impl<A: Addr> Sender<A> {
         } else {
             Some(self.cfg.resend_dedup)
         };
-        debug!(member = self.members[mi].member.id.0, ?missing, "MAK NAK received");
+        debug!(
+            member = self.members[mi].member.id.0,
+            ?missing,
+            "MAK NAK received"
+        );
         for seq in missing.iter() {
             if seq < self.base {
                 self.stats.nak_entries_stale += 1;
@@ -542,8 +518,7 @@ impl<A: Addr> Sender<A> {
         self.slots.drain(..n.min(self.slots.len()));
         self.base = to;
         trace!(base = %self.base, "MAK window freed");
-        let confirmed =
-            self.cfg.strategy != Strategy::Nak && self.members.iter().any(|m| m.active);
+        let confirmed = self.cfg.strategy != Strategy::Nak && self.members.iter().any(|m| m.active);
         while let Some(m) = self.msgs.front() {
             if self.base.diff(m.first) < m.packets as i32 {
                 break;
@@ -643,7 +618,8 @@ impl<A: Addr> Sender<A> {
                 });
             }
         }
-        self.timers.set(Timer::Ack, later(now, self.cfg.ack_timeout));
+        self.timers
+            .set(Timer::Ack, later(now, self.cfg.ack_timeout));
     }
 
     fn on_tail_timeout(&mut self, now: Instant) {
@@ -664,7 +640,8 @@ impl<A: Addr> Sender<A> {
                 cause: Cause::Tail,
             });
         }
-        self.timers.set(Timer::Tail, later(now, self.cfg.ack_timeout));
+        self.timers
+            .set(Timer::Tail, later(now, self.cfg.ack_timeout));
     }
 
     fn on_linger(&mut self, now: Instant) {
@@ -705,7 +682,8 @@ impl<A: Addr> Sender<A> {
             match tx.cause {
                 Cause::Fresh => {
                     self.stats.data_sent += 1;
-                    self.timers.set(Timer::Ack, later(now, self.cfg.ack_timeout));
+                    self.timers
+                        .set(Timer::Ack, later(now, self.cfg.ack_timeout));
                     if let Some(t) = tx.to {
                         self.members[t].owed_since = Some(now);
                     }
@@ -774,14 +752,18 @@ impl<A: Addr> Sender<A> {
                 // learns of a loss only from a later packet.
                 if last || fills {
                     self.tail = Some((seq, 0));
-                    self.timers.set(Timer::Tail, later(now, self.cfg.ack_timeout));
+                    self.timers
+                        .set(Timer::Tail, later(now, self.cfg.ack_timeout));
                 }
                 if self.slots.len() == 1 {
                     self.rearm_linger();
                 }
             }
             Strategy::Iterative => {
-                let t = self.members.iter().position(|m| m.active && m.ack_next <= seq);
+                let t = self
+                    .members
+                    .iter()
+                    .position(|m| m.active && m.ack_next <= seq);
                 self.target = t;
                 match t {
                     Some(t) => {
@@ -789,7 +771,8 @@ impl<A: Addr> Sender<A> {
                         self.members[t].owed_since = Some(now);
                         self.ack_req = Some(seq);
                         self.stats.ack_requests += 1;
-                        self.timers.set(Timer::Ack, later(now, self.cfg.ack_timeout));
+                        self.timers
+                            .set(Timer::Ack, later(now, self.cfg.ack_timeout));
                     }
                     // No member left: the packet completes as sent.
                     None => self.advance(now),
@@ -802,7 +785,8 @@ impl<A: Addr> Sender<A> {
                     for m in self.members.iter_mut().filter(|m| m.active) {
                         m.owed_since.get_or_insert(now);
                     }
-                    self.timers.set(Timer::Ack, later(now, self.cfg.ack_timeout));
+                    self.timers
+                        .set(Timer::Ack, later(now, self.cfg.ack_timeout));
                     trace!(%seq, ?flags, "MAK ACK request");
                     self.advance(now);
                 }
@@ -922,7 +906,9 @@ impl<A: Addr> Sender<A> {
             owed_since: None,
         };
         match self.members.iter().position(|m| m.member.id == member.id) {
-            Some(i) if self.members[i].active => return Err(MembershipError::Duplicate(member.id.0)),
+            Some(i) if self.members[i].active => {
+                return Err(MembershipError::Duplicate(member.id.0))
+            }
             Some(i) => self.members[i] = state,
             None => self.members.push(state),
         }

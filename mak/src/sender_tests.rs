@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::wire::{DATA_HEADER_LEN, SeqList};
+use crate::wire::{SeqList, DATA_HEADER_LEN};
 
 const G: GroupId = GroupId(5);
 const ME: MemberId = MemberId(0);
@@ -123,7 +123,10 @@ fn window_full_asks_for_acks_and_waits() {
     assert!(out.iter().all(|o| o.dest == Dest::Group && o.len == 100));
     assert_eq!(out[0].flags, Flags::START);
     assert_eq!(out[1].flags, Flags::empty());
-    assert_eq!(out[3].flags, REQ, "the packet filling the window asks for ACKs");
+    assert_eq!(
+        out[3].flags, REQ,
+        "the packet filling the window asks for ACKs"
+    );
     assert_eq!(s.state(), SenderState::Waiting);
     assert_eq!(s.poll_timeout(), Some(at(t0, 1000)), "Tw runs");
     assert_eq!(s.stats().ack_requests, 1);
@@ -138,7 +141,11 @@ fn window_full_asks_for_acks_and_waits() {
     let out = drain(&mut s, at(t0, 50));
     assert_eq!(seqs(&out), [4, 5], "room for two more");
     assert_eq!(out[1].flags, LAST.with(Flags::END));
-    assert_eq!(s.poll_timeout(), Some(at(t0, 1050)), "Tw restarted by the new request");
+    assert_eq!(
+        s.poll_timeout(),
+        Some(at(t0, 1050)),
+        "Tw restarted by the new request"
+    );
     ack(&mut s, at(t0, 90), 2, 5);
     ack(&mut s, at(t0, 95), 1, 5);
     assert_eq!(
@@ -201,7 +208,9 @@ fn retransmission_once_per_nak_with_dedup() {
     assert_eq!(s.state(), SenderState::Resending);
     let out = drain(&mut s, at(t0, 200));
     assert_eq!(seqs(&out), [1, 3]);
-    assert!(out.iter().all(|o| o.flags.contains(Flags::RETX) && o.dest == Dest::Group));
+    assert!(out
+        .iter()
+        .all(|o| o.flags.contains(Flags::RETX) && o.dest == Dest::Group));
     // A second NAK for the same packets within δ (they crossed): ignored.
     nak(&mut s, at(t0, 250), 2, &[1, 3]);
     assert!(drain(&mut s, at(t0, 250)).is_empty());
@@ -232,7 +241,10 @@ fn silent_member_is_reported_after_k_expiries_and_the_rest_completes() {
     for k in 1..=2u64 {
         s.handle_timeout(at(t0, 1000 * k));
         assert_eq!(seqs(&drain(&mut s, at(t0, 1000 * k))), [0]);
-        assert!(events(&mut s).is_empty(), "silent only after K = 3 expiries");
+        assert!(
+            events(&mut s).is_empty(),
+            "silent only after K = 3 expiries"
+        );
     }
     s.handle_timeout(at(t0, 3000));
     assert_eq!(
@@ -248,10 +260,17 @@ fn silent_member_is_reported_after_k_expiries_and_the_rest_completes() {
             }
         ]
     );
-    assert!(drain(&mut s, at(t0, 3000)).is_empty(), "no resend for nobody");
+    assert!(
+        drain(&mut s, at(t0, 3000)).is_empty(),
+        "no resend for nobody"
+    );
     assert!(s.is_idle());
     assert_eq!(s.stats().members_silent, 1);
-    let active: Vec<_> = s.members().filter(|m| m.active).map(|m| m.member.id.0).collect();
+    let active: Vec<_> = s
+        .members()
+        .filter(|m| m.active)
+        .map(|m| m.member.id.0)
+        .collect();
     assert_eq!(active, [1, 3]);
     // Its late ACK is counted, changes nothing.
     ack(&mut s, at(t0, 3100), 2, 0);
@@ -272,7 +291,10 @@ fn min_silence_delays_the_verdict() {
         assert_eq!(drain(&mut s, at(t0, 1000 * k)).len(), 1);
     }
     s.handle_timeout(at(t0, 6000));
-    assert!(matches!(events(&mut s)[0], SenderEvent::MemberSilent { .. }));
+    assert!(matches!(
+        events(&mut s)[0],
+        SenderEvent::MemberSilent { .. }
+    ));
     // The only member is gone: nothing more can be sent.
     assert_eq!(s.send(vec![1]), Err(SendError::NoMembers));
 }
@@ -289,7 +311,10 @@ fn iterative_serves_one_member_after_the_other() {
     ack(&mut s, at(t0, 30), 1, 0);
     let out = drain(&mut s, at(t0, 30));
     assert_eq!((out[0].dest, out[0].seq), (Dest::Member(2), 0));
-    assert!(!out[0].flags.contains(Flags::RETX), "first copy to member 2");
+    assert!(
+        !out[0].flags.contains(Flags::RETX),
+        "first copy to member 2"
+    );
     // Member 2's copy is lost: resent to it alone after Tw.
     s.handle_timeout(at(t0, 1030));
     let out = drain(&mut s, at(t0, 1030));
@@ -313,7 +338,10 @@ fn ack_baseline_is_stop_and_wait_multicast() {
     s.send(vec![6u8; 250]).unwrap(); // 3 packets
     let out = drain(&mut s, t0);
     assert_eq!(seqs(&out), [0]);
-    assert_eq!((out[0].dest, out[0].flags), (Dest::Group, REQ.with(Flags::START)));
+    assert_eq!(
+        (out[0].dest, out[0].flags),
+        (Dest::Group, REQ.with(Flags::START))
+    );
     ack(&mut s, at(t0, 10), 1, 0);
     assert!(drain(&mut s, at(t0, 10)).is_empty(), "waits for every ACK");
     ack(&mut s, at(t0, 12), 2, 0);
@@ -334,7 +362,10 @@ fn nak_baseline_never_frees_without_linger_and_resends_per_nak() {
     s.send(vec![7u8; 1000]).unwrap(); // 10 packets, W = 4
     let out = drain(&mut s, t0);
     assert_eq!(seqs(&out), [0, 1, 2, 3]);
-    assert!(out.iter().all(|o| !o.flags.contains(REQ)), "no ACK requests");
+    assert!(
+        out.iter().all(|o| !o.flags.contains(REQ)),
+        "no ACK requests"
+    );
     // ACKs do not exist under NAK: the window never frees (paper's flaw 1).
     ack(&mut s, at(t0, 10), 1, 3);
     assert_eq!(s.stats().unexpected, 1);
@@ -415,7 +446,13 @@ fn forged_and_foreign_frames_change_nothing() {
     s.handle_frame(t0, 1, &[0x4d, 0x11]);
     s.handle_frame(t0, 1, &[]);
     assert_eq!(s.stats().malformed, 2);
-    assert_eq!(s.window(), (Seq(0), Seq(1)));
+    // Our own DATA looped back by a carrier.
+    let mut own = vec![0u8; s.config().mtu];
+    s.send(vec![1u8; 3]).unwrap();
+    let t = s.poll_transmit(t0, &mut own).unwrap();
+    s.handle_frame(t0, 0, &own[..t.len]);
+    assert_eq!(s.stats().unexpected, 1);
+    assert_eq!(s.window(), (Seq(0), Seq(2)));
     assert_eq!(s.stats().acks_received, 0);
 }
 
@@ -434,11 +471,11 @@ fn send_limits_and_membership() {
     );
     s.send(vec![0u8; 1000]).unwrap();
     s.send(vec![0u8; 1000]).unwrap();
-    assert!(matches!(s.send(vec![0u8; 100]), Err(SendError::Full { .. })));
-    assert_eq!(
-        s.add_member(Member::new(4, 4)),
-        Err(MembershipError::Busy)
-    );
+    assert!(matches!(
+        s.send(vec![0u8; 100]),
+        Err(SendError::Full { .. })
+    ));
+    assert_eq!(s.add_member(Member::new(4, 4)), Err(MembershipError::Busy));
     // Removing the only member completes what it owed.
     let t0 = Instant::now();
     drain(&mut s, t0);
@@ -464,5 +501,12 @@ fn send_limits_and_membership() {
         s.add_member(Member::new(0, 0)),
         Err(MembershipError::SelfMember(0))
     );
-    assert!(Sender::new(cfg(Strategy::Mak), G, ME, vec![Member::new(1, 1u8), Member::new(1, 2)], Seq(0)).is_err());
+    assert!(Sender::new(
+        cfg(Strategy::Mak),
+        G,
+        ME,
+        vec![Member::new(1, 1u8), Member::new(1, 2)],
+        Seq(0)
+    )
+    .is_err());
 }

@@ -366,7 +366,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if ty == FrameType::Data {
             let msg_len = be32(b, field::MSG_LEN.start) as usize;
             if len > msg_len {
-                return Err(WireError::Inconsistent("DATA payload longer than its message"));
+                return Err(WireError::Inconsistent(
+                    "DATA payload longer than its message",
+                ));
             }
             let f = Flags(flags);
             if f.contains(Flags::START) && f.contains(Flags::END) && len != msg_len {
@@ -414,12 +416,19 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn seq(&self) -> Seq {
         Seq(be32(self.buf.as_ref(), field::SEQ.start))
     }
-    /// DATA: message id (per source, +1 per message, wraps).
+    /// DATA: message id (per source, +1 per message, wraps); 0 for other
+    /// types (their frames may be shorter than the DATA header).
     pub fn msg(&self) -> u32 {
+        if self.frame_type() != FrameType::Data {
+            return 0;
+        }
         be32(self.buf.as_ref(), field::MSG.start)
     }
-    /// DATA: total message length in bytes.
+    /// DATA: total message length in bytes; 0 for other types.
     pub fn msg_len(&self) -> u32 {
+        if self.frame_type() != FrameType::Data {
+            return 0;
+        }
         be32(self.buf.as_ref(), field::MSG_LEN.start)
     }
     /// DATA: the payload, padding trimmed (empty for other types).

@@ -111,6 +111,21 @@ fn malformed_frames_are_errors() {
 }
 
 #[test]
+fn accessors_of_short_frames_do_not_read_past_them() {
+    // Found by the fuzzer: a 23-byte NAK (one entry, padding) whose DATA
+    // accessors read bytes 16..24.
+    let b = [
+        0x4d, 0x13, 0, 1, 0, 0x31, 0, 0x5d, 0x17, 0x13, 0, 1, 0, 0x31, 0, 0, 0x51, 0x51, 0x51, 0,
+        0, 0, 3,
+    ];
+    let p = Packet::new_checked(&b[..]).unwrap();
+    assert_eq!((p.msg(), p.msg_len(), p.payload().len()), (0, 0, 0));
+    assert_eq!(p.nak_bytes(), &b[16..20]);
+    let ack = Packet::new_checked(&b[..16]).map(|p| (p.msg(), p.msg_len()));
+    assert!(ack.is_err(), "a NAK cut to 16 bytes is truncated");
+}
+
+#[test]
 fn seq_compares_with_wraparound() {
     assert!(Seq(u32::MAX) < Seq(0));
     assert!(Seq(5) > Seq(u32::MAX - 5));

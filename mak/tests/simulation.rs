@@ -54,9 +54,21 @@ fn every_strategy_delivers_exactly_once_in_order_under_faults() {
                 let done = out
                     .sender_events
                     .iter()
-                    .filter(|(_, e)| matches!(e, SenderEvent::MessageDone { confirmed: true, .. }))
+                    .filter(|(_, e)| {
+                        matches!(
+                            e,
+                            SenderEvent::MessageDone {
+                                confirmed: true,
+                                ..
+                            }
+                        )
+                    })
                     .count();
-                assert_eq!(done, msgs.len(), "{strategy:?} n={n}: every message confirmed");
+                assert_eq!(
+                    done,
+                    msgs.len(),
+                    "{strategy:?} n={n}: every message confirmed"
+                );
             }
             println!(
                 "{strategy:?} n={n}: {:?} virtual, {} frames, {} copies lost, retx nak/timeout/tail {}/{}/{}, dups {dups}",
@@ -117,8 +129,13 @@ fn a_killed_receiver_is_reported_by_id_and_the_others_complete() {
             "{strategy:?}: reported at {t:?}, bound {bound:?}"
         );
         // The request that went unanswered may predate the death by < Tw.
-        assert!(t >= kill_at + tw * (k - 1), "{strategy:?}: not before (K - 1) x Tw");
-        println!("{strategy:?}: member 4 killed at {kill_at:?}, reported at {t:?} (bound {bound:?})");
+        assert!(
+            t >= kill_at + tw * (k - 1),
+            "{strategy:?}: not before (K - 1) x Tw"
+        );
+        println!(
+            "{strategy:?}: member 4 killed at {kill_at:?}, reported at {t:?} (bound {bound:?})"
+        );
     }
 }
 
@@ -140,12 +157,12 @@ fn retx_per_lost(strategy: Strategy, loss: f64, seed: u64) -> (f64, Outcome) {
 fn mak_suppression_keeps_retransmissions_per_lost_packet_low() {
     for loss in [0.01, 0.05] {
         let (ratio, out) = retx_per_lost(Strategy::Mak, loss, 21);
-        let sum = |o: &Outcome, f: fn(&mak::ReceiverStats) -> u64| o.receivers.iter().map(f).sum::<u64>();
+        let sum =
+            |o: &Outcome, f: fn(&mak::ReceiverStats) -> u64| o.receivers.iter().map(f).sum::<u64>();
         let sent = sum(&out, |r| r.naks_sent);
         let (_, nak_out) = retx_per_lost(Strategy::Nak, loss, 21);
         let nak_sent = sum(&nak_out, |r| r.naks_sent);
-        let nak_ratio =
-            nak_out.sender.retx_nak as f64 / nak_out.hub.first_tx_lost.len() as f64;
+        let nak_ratio = nak_out.sender.retx_nak as f64 / nak_out.hub.first_tx_lost.len() as f64;
         let mak_nak_ratio = out.sender.retx_nak as f64 / out.hub.first_tx_lost.len() as f64;
         println!(
             "loss {:.0} %, 7 receivers, W = 64: {} packets, {} lost at first transmission\n  \
@@ -171,7 +188,10 @@ fn mak_suppression_keeps_retransmissions_per_lost_packet_low() {
             nak_ratio,
             nak_out.sender.retx_tail,
         );
-        assert!(ratio <= 1.5, "loss {loss}: {ratio:.3} retransmissions per lost packet");
+        assert!(
+            ratio <= 1.5,
+            "loss {loss}: {ratio:.3} retransmissions per lost packet"
+        );
         if loss >= 0.05 {
             // Losses overlap often enough for suppression to matter (at 1 %
             // two of 7 receivers rarely lose the same packet): entries are
@@ -181,7 +201,10 @@ fn mak_suppression_keeps_retransmissions_per_lost_packet_low() {
             // with this harness at 10 % / 20 % loss: 1.155 vs 1.240 and
             // 1.364 vs 1.565.)
             assert!(sum(&out, |r| r.nak_entries_suppressed) > 0);
-            assert!(sent * 2 < nak_sent, "MAK sent {sent} NAKs, the NAK baseline {nak_sent}");
+            assert!(
+                sent * 2 < nak_sent,
+                "MAK sent {sent} NAKs, the NAK baseline {nak_sent}"
+            );
             assert!(
                 mak_nak_ratio < nak_ratio,
                 "by NAK: MAK {mak_nak_ratio:.3}, NAK baseline {nak_ratio:.3}"
@@ -256,7 +279,10 @@ fn a_receiver_left_behind_reports_abandonment() {
         .expect("member 1 declared silent");
     assert!(silent_at < Duration::from_millis(15));
     let last_delivery = out.delivered[1].last().unwrap().0;
-    assert!(last_delivery > Duration::from_millis(15), "the stream outlived the revival");
+    assert!(
+        last_delivery > Duration::from_millis(15),
+        "the stream outlived the revival"
+    );
     let abandoned: Vec<_> = out.receiver_events[0]
         .iter()
         .filter(|(_, e)| matches!(e, ReceiverEvent::Abandoned { .. }))

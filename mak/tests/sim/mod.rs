@@ -196,9 +196,18 @@ impl Outcome {
 }
 
 enum Ev {
-    Frame { to: usize, from: u16, bytes: Vec<u8> },
-    Timer { node: usize },
-    Kill { node: usize, dead: bool },
+    Frame {
+        to: usize,
+        from: u16,
+        bytes: Vec<u8>,
+    },
+    Timer {
+        node: usize,
+    },
+    Kill {
+        node: usize,
+        dead: bool,
+    },
 }
 
 struct Link {
@@ -213,7 +222,11 @@ impl Link {
         let f = self.faults;
         let mut loss = f.loss;
         if let Some(ge) = f.burst {
-            let flip = if self.bad { ge.p_bad_good } else { ge.p_good_bad };
+            let flip = if self.bad {
+                ge.p_bad_good
+            } else {
+                ge.p_good_bad
+            };
             if self.rng.random_bool(flip) {
                 self.bad = !self.bad;
             }
@@ -302,7 +315,13 @@ impl Sim {
         let mut order = 0;
         for (list, dead) in [(&spec.kill, true), (&spec.revive, false)] {
             for &(node, at) in list {
-                queue.insert((t0 + at, order), Ev::Kill { node: node + 1, dead });
+                queue.insert(
+                    (t0 + at, order),
+                    Ev::Kill {
+                        node: node + 1,
+                        dead,
+                    },
+                );
                 order += 1;
             }
         }
@@ -436,7 +455,7 @@ impl Sim {
                     format!("{ev:?}").hash(&mut self.hasher);
                     self.out.sender_events.push((t - self.t0, ev));
                 }
-                if !(done && !self.pending.is_empty()) {
+                if !done || self.pending.is_empty() {
                     break;
                 }
                 self.feed_app();
