@@ -246,7 +246,7 @@ impl<A: Addr> Receiver<A> {
             return;
         }
         let mut gap = 0;
-        let have = Slot::Have {
+        let have = || Slot::Have {
             flags,
             msg,
             msg_len,
@@ -259,13 +259,18 @@ impl<A: Addr> Receiver<A> {
                     return;
                 }
                 Slot::Missing { .. } => {
-                    self.slots[off] = have;
+                    self.slots[off] = have();
                     self.missing -= 1;
                     self.stats.fixed += 1;
                     self.progress(now);
                     trace!(%seq, "MAK missing packet arrived");
                 }
             }
+        } else if off == 0 && self.reasm.has_room(payload.len()) {
+            // In order with nothing buffered: straight into reassembly,
+            // no copy into the window.
+            self.next = self.next.add(1);
+            self.reasm.push(flags, msg, msg_len, payload);
         } else {
             gap = off - self.slots.len();
             if gap > 0 {
@@ -279,7 +284,7 @@ impl<A: Addr> Receiver<A> {
                 }));
                 self.missing += gap;
             }
-            self.slots.push_back(have);
+            self.slots.push_back(have());
         }
         if flags.contains(Flags::ACK_REQ) && self.acks() {
             self.ack_wanted = Some(self.ack_wanted.map_or(seq, |w| w.max(seq)));
