@@ -15,16 +15,32 @@
 //! - [`privilege`]: dropping capabilities once sockets are open;
 //! - [`responder`]: per-host responder threads held by a port lease;
 //! - [`event`]: a mio event loop with microsecond deadlines (timerfd);
-//! - [`iface`]: interface index, MAC and MTU.
+//! - [`iface`]: interface index, MAC and MTU;
+//! - [`time`]: the [`time::Clock`] trait and the virtual [`time::SimClock`];
+//! - [`checksum`]: the RFC 1071 ones' complement sum (SIMD);
+//! - [`sys`]: every system call nix does not wrap, and all of this crate's
+//!   `unsafe` (batched datagram I/O in [`sys::mmsg`] is public).
+#![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod checksum;
 pub mod echo;
+// Being replaced by the I/O runtime; its unsafe goes with it.
+#[allow(unsafe_code)]
 pub mod event;
 pub mod iface;
 pub mod link;
 pub mod ports;
 pub mod privilege;
+// Being replaced by the I/O runtime; its unsafe goes with it.
+#[allow(unsafe_code)]
 pub mod responder;
+// Being replaced by the I/O runtime; its unsafe goes with it.
+#[allow(unsafe_code)]
 pub mod socket;
+#[allow(unsafe_code)]
+pub mod sys;
+pub mod time;
 pub mod wire;
 
 pub use link::packet::PacketLink;

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{op, BpfError, Builder, Insn, Label, Size};
+use super::{BpfError, Builder, Insn, Label, Size};
 
 /// Offset of the ethertype in an Ethernet II frame, bytes.
 pub const ETHERTYPE_OFFSET: u32 = 12;
@@ -283,7 +283,7 @@ fn check(b: &mut Builder, c: PortMatch, accept: Label, fail: Label) {
 /// Opcodes of the instructions this module emits (for tests that assert
 /// the shape of a program).
 #[cfg(test)]
-pub(crate) const JGE_K: u16 = op::JMP | op::JGE | op::K;
+pub(crate) const JGE_K: u16 = super::op::JMP | super::op::JGE | super::op::K;
 
 #[cfg(test)]
 #[path = "filter_tests.rs"]
