@@ -103,7 +103,10 @@ mod tests {
             0xddf2
         );
         // Carries across every fold.
-        assert_eq!(ones_complement_sum(&[0xff; 9001]), reference_sum(&[0xff; 9001]));
+        assert_eq!(
+            ones_complement_sum(&[0xff; 9001]),
+            reference_sum(&[0xff; 9001])
+        );
         assert_eq!(ones_complement_sum(&[0xff; 9000]), 0xffff);
         assert_eq!(fold(0x1_0000_ffff), 0x1);
     }

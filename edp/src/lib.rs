@@ -47,6 +47,8 @@ pub use link::packet::PacketLink;
 pub use link::Link;
 /// Re-exported so users name `mio::Token` etc. with the version EDP uses.
 pub use mio;
+/// Re-exported so users name `netcore::bpf` etc. with the version EDP uses.
+pub use netcore;
 pub use ports::PortLease;
 pub use socket::{EdpConfig, EdpSocket, EdpStats};
 pub use wire::{MacAddr, WireError, ETHERTYPE_EDP, ETHERTYPE_ESP};

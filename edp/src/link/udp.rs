@@ -154,12 +154,25 @@ impl UdpLink {
                 MAX_UDP_PAYLOAD - ETH_HEADER_LEN
             )));
         }
-        let sock = UdpSocket::bind(config.bind)
-            .map_err(|e| io::Error::new(e.kind(), format!("bind UDP link to {}: {e}", config.bind)))?;
+        let sock = UdpSocket::bind(config.bind).map_err(|e| {
+            io::Error::new(e.kind(), format!("bind UDP link to {}: {e}", config.bind))
+        })?;
         sock.set_nonblocking(true)?;
         let fd = sock.as_fd();
-        sockopt::set_buffer(fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, config.socket_buffer, "SO_RCVBUF")?;
-        sockopt::set_buffer(fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, config.socket_buffer, "SO_SNDBUF")?;
+        sockopt::set_buffer(
+            fd,
+            libc::SO_RCVBUFFORCE,
+            libc::SO_RCVBUF,
+            config.socket_buffer,
+            "SO_RCVBUF",
+        )?;
+        sockopt::set_buffer(
+            fd,
+            libc::SO_SNDBUFFORCE,
+            libc::SO_SNDBUF,
+            config.socket_buffer,
+            "SO_SNDBUF",
+        )?;
         let mut link = Self {
             sock,
             mac: config.mac,
@@ -188,7 +201,9 @@ impl UdpLink {
             return Err(invalid(format!("peer MAC {mac} is a group address")));
         }
         if self.by_mac.len() >= MAX_PEERS {
-            return Err(invalid(format!("UDP link peer table is full ({MAX_PEERS} peers)")));
+            return Err(invalid(format!(
+                "UDP link peer table is full ({MAX_PEERS} peers)"
+            )));
         }
         if self.by_mac.contains_key(&mac) {
             return Err(invalid(format!("peer MAC {mac} is already in the table")));
@@ -256,7 +271,11 @@ impl UdpLink {
         };
         if meta.truncated || frame.len() < ETH_HEADER_LEN {
             self.stats.malformed += 1;
-            tracing::trace!(len = frame.len(), truncated = meta.truncated, "UDP link: malformed frame dropped");
+            tracing::trace!(
+                len = frame.len(),
+                truncated = meta.truncated,
+                "UDP link: malformed frame dropped"
+            );
             return false;
         }
         if frame[6..12] != src.0 {
@@ -281,7 +300,12 @@ impl UdpLink {
         let targets = std::mem::take(&mut self.group_targets);
         for chunk in targets.chunks(UDP_BATCH) {
             let msgs: [&[IoSlice<'_>]; UDP_BATCH] = [pieces; UDP_BATCH];
-            match self.tx.send(self.sock.as_fd(), &msgs[..chunk.len()], chunk, MsgFlags::MSG_DONTWAIT) {
+            match self.tx.send(
+                self.sock.as_fd(),
+                &msgs[..chunk.len()],
+                chunk,
+                MsgFlags::MSG_DONTWAIT,
+            ) {
                 Ok(n) => {
                     any |= n > 0;
                     self.stats.sent += n as u64;

@@ -41,7 +41,9 @@ fn drain(l: &mut UdpLink, want: usize) -> Vec<Vec<u8>> {
     while out.len() < want && Instant::now() < until {
         match l.recv_with(16, &mut |f| out.push(f.to_vec())) {
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
             Err(e) => panic!("{e}"),
         }
     }
@@ -56,7 +58,9 @@ fn unicast_batches_both_ways() {
     let mut l = mesh(2);
     let (a, b) = l.split_at_mut(1);
     let (a, b) = (&mut a[0], &mut b[0]);
-    let frames: Vec<Vec<u8>> = (0..100).map(|i| frame(mac(2), mac(1), i, 64 + i as usize)).collect();
+    let frames: Vec<Vec<u8>> = (0..100)
+        .map(|i| frame(mac(2), mac(1), i, 64 + i as usize))
+        .collect();
     let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
     let mut sent = 0;
     while sent < refs.len() {
@@ -65,7 +69,11 @@ fn unicast_batches_both_ways() {
     assert_eq!(drain(b, 100), frames);
     // Gathered, and back the other way with send.
     let f = frame(mac(1), mac(2), 7, 1514);
-    let pieces = [IoSlice::new(&f[..3]), IoSlice::new(&f[3..20]), IoSlice::new(&f[20..])];
+    let pieces = [
+        IoSlice::new(&f[..3]),
+        IoSlice::new(&f[3..20]),
+        IoSlice::new(&f[20..]),
+    ];
     assert_eq!(b.send_batch_vectored(&[&pieces]).unwrap(), 1);
     b.send(&frame(mac(1), mac(2), 8, 60)).unwrap();
     assert_eq!(drain(a, 2), vec![f, frame(mac(1), mac(2), 8, 60)]);
@@ -79,18 +87,29 @@ fn broadcast_goes_to_every_peer_and_multicast_to_members() {
     let mut l = mesh(3);
     let g = MacAddr([0x01, 0, 0x5e, 0, 0, 7]);
     l[2].join_group(g).unwrap();
-    l[0].send(&frame(MacAddr::BROADCAST, mac(1), 1, 64)).unwrap();
+    l[0].send(&frame(MacAddr::BROADCAST, mac(1), 1, 64))
+        .unwrap();
     l[0].send(&frame(g, mac(1), 2, 64)).unwrap();
     assert_eq!(l[0].stats().sent, 4, "two frames to two peers each");
     let seqs = |v: Vec<Vec<u8>>| -> Vec<u8> { v.iter().map(|f| f[17]).collect() };
     assert_eq!(seqs(drain(&mut l[1], 1)), vec![1]);
     assert_eq!(seqs(drain(&mut l[2], 2)), vec![1, 2]);
-    assert_eq!(l[1].stats().not_for_us, 1, "multicast to a group not joined");
+    assert_eq!(
+        l[1].stats().not_for_us,
+        1,
+        "multicast to a group not joined"
+    );
     // The sender itself receives nothing of its own group frames.
     assert!(drain(&mut l[0], 0).is_empty());
     l[2].leave_group(g).unwrap();
-    assert_eq!(l[2].leave_group(g).unwrap_err().kind(), io::ErrorKind::NotFound);
-    assert_eq!(l[2].join_group(mac(1)).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    assert_eq!(
+        l[2].leave_group(g).unwrap_err().kind(),
+        io::ErrorKind::NotFound
+    );
+    assert_eq!(
+        l[2].join_group(mac(1)).unwrap_err().kind(),
+        io::ErrorKind::InvalidInput
+    );
 }
 
 #[test]
@@ -99,21 +118,35 @@ fn bad_datagrams_are_counted_and_dropped() {
     let b_addr = l[1].local_addr().unwrap();
     // From an address not in the table.
     let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
-    stranger.send_to(&frame(mac(2), mac(1), 1, 64), b_addr).unwrap();
+    stranger
+        .send_to(&frame(mac(2), mac(1), 1, 64), b_addr)
+        .unwrap();
     // From a peer's socket: too short, forged source MAC, someone else's MAC,
     // too long for the MTU.
     let a_sock = &l[0].sock;
     a_sock.send_to(&[0u8; 13], b_addr).unwrap();
-    a_sock.send_to(&frame(mac(2), mac(9), 2, 64), b_addr).unwrap();
-    a_sock.send_to(&frame(mac(5), mac(1), 3, 64), b_addr).unwrap();
-    a_sock.send_to(&frame(mac(2), mac(1), 4, 1515), b_addr).unwrap();
+    a_sock
+        .send_to(&frame(mac(2), mac(9), 2, 64), b_addr)
+        .unwrap();
+    a_sock
+        .send_to(&frame(mac(5), mac(1), 3, 64), b_addr)
+        .unwrap();
+    a_sock
+        .send_to(&frame(mac(2), mac(1), 4, 1515), b_addr)
+        .unwrap();
     // And one good frame, which alone gets through.
     l[0].send(&frame(mac(2), mac(1), 5, 64)).unwrap();
     let got = drain(&mut l[1], 1);
     assert_eq!(got, vec![frame(mac(2), mac(1), 5, 64)]);
     let st = l[1].stats();
     assert_eq!(
-        (st.unknown_source, st.malformed, st.forged, st.not_for_us, st.received),
+        (
+            st.unknown_source,
+            st.malformed,
+            st.forged,
+            st.not_for_us,
+            st.received
+        ),
         (1, 2, 1, 1, 1)
     );
 }
@@ -126,8 +159,14 @@ fn send_errors_and_limits() {
     assert_eq!(e.kind(), io::ErrorKind::AddrNotAvailable);
     assert!(e.to_string().contains("02:00:00:00:00:09"), "{e}");
     assert_eq!(a.stats().unroutable, 1);
-    assert_eq!(a.send(&[0u8; 1515]).unwrap_err().kind(), io::ErrorKind::InvalidInput);
-    assert_eq!(a.send(&[0u8; 13]).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    assert_eq!(
+        a.send(&[0u8; 1515]).unwrap_err().kind(),
+        io::ErrorKind::InvalidInput
+    );
+    assert_eq!(
+        a.send(&[0u8; 13]).unwrap_err().kind(),
+        io::ErrorKind::InvalidInput
+    );
     // A bad frame after good ones ends the batch before it.
     let good = frame(mac(2), mac(1), 1, 64);
     let bad = frame(mac(9), mac(1), 2, 64);
@@ -135,10 +174,16 @@ fn send_errors_and_limits() {
     // Config checks.
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let mut c = UdpConfig::new(any, MacAddr::BROADCAST);
-    assert_eq!(UdpLink::open(&c).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    assert_eq!(
+        UdpLink::open(&c).unwrap_err().kind(),
+        io::ErrorKind::InvalidInput
+    );
     c.mac = mac(1);
     c.mtu = MAX_UDP_PAYLOAD;
-    assert_eq!(UdpLink::open(&c).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    assert_eq!(
+        UdpLink::open(&c).unwrap_err().kind(),
+        io::ErrorKind::InvalidInput
+    );
     c.mtu = 9000;
     c.peers = vec![(mac(2), any), (mac(3), any)];
     let e = UdpLink::open(&c).unwrap_err();
@@ -168,10 +213,16 @@ fn jumbo_frames_and_mio_readiness() {
     let f = frame(mac(2), mac(1), 1, 9014);
     a.send(&f).unwrap();
     let mut events = Events::with_capacity(4);
-    poll.poll(&mut events, Some(Duration::from_secs(5))).unwrap();
-    assert!(events.iter().any(|e| e.token() == Token(1) && e.is_readable()));
+    poll.poll(&mut events, Some(Duration::from_secs(5)))
+        .unwrap();
+    assert!(events
+        .iter()
+        .any(|e| e.token() == Token(1) && e.is_readable()));
     let mut buf = vec![0u8; 9014];
     assert_eq!(b.recv(&mut buf).unwrap(), 9014);
     assert_eq!(buf, f);
-    assert_eq!(b.recv(&mut buf).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+    assert_eq!(
+        b.recv(&mut buf).unwrap_err().kind(),
+        io::ErrorKind::WouldBlock
+    );
 }

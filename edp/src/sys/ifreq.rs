@@ -14,9 +14,14 @@ pub(crate) struct IfreqSocket(OwnedFd);
 impl IfreqSocket {
     /// Opens the socket. Errors: those of socket(2).
     pub(crate) fn new() -> io::Result<Self> {
-        socket(AddressFamily::Unix, SockType::Datagram, SockFlag::SOCK_CLOEXEC, None)
-            .map(Self)
-            .map_err(io::Error::from)
+        socket(
+            AddressFamily::Unix,
+            SockType::Datagram,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .map(Self)
+        .map_err(io::Error::from)
     }
 
     /// An `ifreq` naming `name` (checked by the caller: 1..IFNAMSIZ bytes, no NUL).

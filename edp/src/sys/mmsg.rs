@@ -112,7 +112,9 @@ fn from_storage(st: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<Soc
             // SAFETY: the family says the storage holds a sockaddr_in, of
             // which at least `size_of` bytes were written; sockaddr_storage
             // is suitably aligned.
-            let sin = unsafe { ptr::read((st as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()) };
+            let sin = unsafe {
+                ptr::read((st as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>())
+            };
             Some(SocketAddr::V4(SocketAddrV4::new(
                 Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes()),
                 u16::from_be(sin.sin_port),
@@ -120,7 +122,9 @@ fn from_storage(st: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<Soc
         }
         libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
             // SAFETY: as above, for sockaddr_in6.
-            let sin6 = unsafe { ptr::read((st as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()) };
+            let sin6 = unsafe {
+                ptr::read((st as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>())
+            };
             Some(SocketAddr::V6(SocketAddrV6::new(
                 Ipv6Addr::from(sin6.sin6_addr.s6_addr),
                 u16::from_be(sin6.sin6_port),
@@ -214,7 +218,10 @@ impl Mmsg {
                 let (name, namelen) = match dsts.get(total + n) {
                     Some(a) => {
                         let len = to_storage(a, &mut self.names[n]);
-                        ((&mut self.names[n] as *mut libc::sockaddr_storage).cast(), len)
+                        (
+                            (&mut self.names[n] as *mut libc::sockaddr_storage).cast(),
+                            len,
+                        )
                     }
                     None => (ptr::null_mut(), 0),
                 };
@@ -293,7 +300,10 @@ impl Mmsg {
         flags: MsgFlags,
     ) -> io::Result<usize> {
         if slot == 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "recvmmsg: slot of 0 bytes"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "recvmmsg: slot of 0 bytes",
+            ));
         }
         let n = (storage.len() / slot).min(meta.len()).min(self.hdrs.len());
         for (i, chunk) in storage.chunks_exact_mut(slot).take(n).enumerate() {
@@ -396,13 +406,19 @@ mod tests {
                 [
                     IoSlice::new(b"head"),
                     IoSlice::new(&[]),
-                    IoSlice::new(std::slice::from_ref(&[b'0', b'1', b'2', b'3', b'4'][i as usize])),
+                    IoSlice::new(std::slice::from_ref(
+                        &[b'0', b'1', b'2', b'3', b'4'][i as usize],
+                    )),
                 ]
             })
             .collect();
         let msgs: Vec<&[IoSlice<'_>]> = p.iter().map(|x| &x[..]).collect();
         // Five datagrams in three sendmmsg calls of at most two.
-        assert_eq!(tx.send(a.as_fd(), &msgs, &[to; 5], MsgFlags::empty()).unwrap(), 5);
+        assert_eq!(
+            tx.send(a.as_fd(), &msgs, &[to; 5], MsgFlags::empty())
+                .unwrap(),
+            5
+        );
         let mut rx = Mmsg::new(8, 8);
         let mut store = vec![0u8; 8 * 16];
         let mut meta = [RecvMeta::default(); 8];
@@ -433,13 +449,24 @@ mod tests {
     fn truncation_is_reported_and_limits_are_checked() {
         let (a, b) = pair();
         let to = b.local_addr().unwrap();
-        send_one(a.as_fd(), &[IoSlice::new(&[7u8; 40])], Some(&to), MsgFlags::empty()).unwrap();
+        send_one(
+            a.as_fd(),
+            &[IoSlice::new(&[7u8; 40])],
+            Some(&to),
+            MsgFlags::empty(),
+        )
+        .unwrap();
         let mut rx = Mmsg::new(4, 4);
         let mut small = [0u8; 10];
         let mut meta = [RecvMeta::default(); 4];
         let mut n = 0;
         while n == 0 {
-            match rx.recv(b.as_fd(), &mut [&mut small[..]], &mut meta, MsgFlags::MSG_DONTWAIT) {
+            match rx.recv(
+                b.as_fd(),
+                &mut [&mut small[..]],
+                &mut meta,
+                MsgFlags::MSG_DONTWAIT,
+            ) {
                 Ok(k) => n = k,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
                 Err(e) => panic!("{e}"),
@@ -449,13 +476,21 @@ mod tests {
         // Too many pieces for the arrays; mismatched destinations.
         let mut tx = Mmsg::new(2, 2);
         let three = [IoSlice::new(b"a"), IoSlice::new(b"b"), IoSlice::new(b"c")];
-        let e = tx.send(a.as_fd(), &[&three], &[to], MsgFlags::empty()).unwrap_err();
+        let e = tx
+            .send(a.as_fd(), &[&three], &[to], MsgFlags::empty())
+            .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         let one = [IoSlice::new(b"a")];
-        let e = tx.send(a.as_fd(), &[&one, &one], &[to], MsgFlags::empty()).unwrap_err();
+        let e = tx
+            .send(a.as_fd(), &[&one, &one], &[to], MsgFlags::empty())
+            .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         // A datagram that does not fit after others ends the batch before it.
-        assert_eq!(tx.send(a.as_fd(), &[&one, &three], &[to, to], MsgFlags::empty()).unwrap(), 1);
+        assert_eq!(
+            tx.send(a.as_fd(), &[&one, &three], &[to, to], MsgFlags::empty())
+                .unwrap(),
+            1
+        );
     }
 
     #[test]
@@ -466,12 +501,19 @@ mod tests {
         let a = UdpSocket::bind("[::1]:0").unwrap();
         let to = b.local_addr().unwrap();
         Mmsg::new(1, 1)
-            .send(a.as_fd(), &[&[IoSlice::new(b"six")]], &[to], MsgFlags::empty())
+            .send(
+                a.as_fd(),
+                &[&[IoSlice::new(b"six")]],
+                &[to],
+                MsgFlags::empty(),
+            )
             .unwrap();
         let mut rx = Mmsg::new(1, 1);
         let mut buf = [0u8; 8];
         let mut meta = [RecvMeta::default()];
-        let n = rx.recv(b.as_fd(), &mut [&mut buf[..]], &mut meta, MsgFlags::empty()).unwrap();
+        let n = rx
+            .recv(b.as_fd(), &mut [&mut buf[..]], &mut meta, MsgFlags::empty())
+            .unwrap();
         assert_eq!(n, 1);
         assert_eq!(&buf[..meta[0].len], b"six");
         assert_eq!(meta[0].src, Some(a.local_addr().unwrap()));

@@ -61,7 +61,12 @@ pub(crate) fn bind(fd: BorrowedFd<'_>, ifindex: u32, protocol: u16) -> io::Resul
 /// with `PACKET_MR_MULTICAST`).
 ///
 /// Errors: those of setsockopt(2).
-pub(crate) fn membership(fd: BorrowedFd<'_>, ifindex: u32, mac: [u8; 6], join: bool) -> io::Result<()> {
+pub(crate) fn membership(
+    fd: BorrowedFd<'_>,
+    ifindex: u32,
+    mac: [u8; 6],
+    join: bool,
+) -> io::Result<()> {
     let mut addr = [0u8; 8];
     addr[..6].copy_from_slice(&mac);
     let mreq = libc::packet_mreq {

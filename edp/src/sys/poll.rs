@@ -37,7 +37,9 @@ pub(crate) fn wait_readable_raw(fd: RawFd, timeout: Option<Duration>) -> io::Res
         tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
         tv_nsec: t.subsec_nanos() as libc::c_long,
     });
-    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: `pfd` and `ts` are live for the call; ppoll only reads the
     // descriptor number (an invalid one yields POLLNVAL, not an access);
     // no signal mask is changed.

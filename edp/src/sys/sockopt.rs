@@ -82,7 +82,12 @@ pub(crate) fn get<T: Pod>(
 }
 
 /// Sets an integer option.
-pub(crate) fn set_int(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int, v: i32) -> io::Result<()> {
+pub(crate) fn set_int(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: i32,
+) -> io::Result<()> {
     set(fd, level, name, &(v as libc::c_int))
 }
 
@@ -106,7 +111,11 @@ pub(crate) fn set_buffer(
 }
 
 /// Reads an integer option.
-pub(crate) fn get_int(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int) -> io::Result<i32> {
+pub(crate) fn get_int(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> io::Result<i32> {
     get::<libc::c_int>(fd, level, name, 0)
 }
 
@@ -148,20 +157,35 @@ mod tests {
         // accepts the builder's programs (and refuses a bad one).
         let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let mut f = netcore::bpf::FrameFilter::new();
-        f.ports(0x88b5, 0..600).syn_any_port(0x88b6).peer_port(0x88b6, 9, [2, 0, 0, 0, 0, 1], 7);
+        f.ports(0x88b5, 0..600)
+            .syn_any_port(0x88b6)
+            .peer_port(0x88b6, 9, [2, 0, 0, 0, 0, 1], 7);
         let prog = f.compile().unwrap();
         attach_filter(s.as_fd(), &prog).unwrap();
         let bad = [Insn::new(0x15, 5, 5, 0), Insn::new(0x06, 0, 0, 0)];
         let e = attach_filter(s.as_fd(), &bad).unwrap_err();
         assert!(e.to_string().contains("SO_ATTACH_FILTER"), "{e}");
-        assert_eq!(attach_filter(s.as_fd(), &[]).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            attach_filter(s.as_fd(), &[]).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
     }
 
     #[test]
     fn int_options_round_trip() {
         let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        set_buffer(s.as_fd(), libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, 1 << 16, "SO_RCVBUF").unwrap();
+        set_buffer(
+            s.as_fd(),
+            libc::SO_RCVBUFFORCE,
+            libc::SO_RCVBUF,
+            1 << 16,
+            "SO_RCVBUF",
+        )
+        .unwrap();
         // The kernel doubles the value for its bookkeeping.
-        assert_eq!(get_int(s.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF).unwrap(), 1 << 17);
+        assert_eq!(
+            get_int(s.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF).unwrap(),
+            1 << 17
+        );
     }
 }

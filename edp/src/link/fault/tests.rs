@@ -425,8 +425,7 @@ impl Link for RecLink {
 #[test]
 fn fault_link_releases_delayed_frames_via_poll_at() {
     let clock = SimClock::new();
-    let (a, mut b) =
-        SimLink::pair(&clock, 1500, FaultConfig::default(), FaultConfig::default());
+    let (a, mut b) = SimLink::pair(&clock, 1500, FaultConfig::default(), FaultConfig::default());
     let d = Duration::from_micros(100);
     let c2 = clock.clone();
     let mut fl = FaultLink::with_clock(
@@ -549,7 +548,8 @@ impl Link for CountLink {
     fn send_batch_vectored(&mut self, frames: &[&[IoSlice<'_>]]) -> io::Result<usize> {
         self.batches += 1;
         for pieces in frames {
-            self.sent.push(pieces.iter().flat_map(|p| p.iter().copied()).collect());
+            self.sent
+                .push(pieces.iter().flat_map(|p| p.iter().copied()).collect());
         }
         Ok(frames.len())
     }
@@ -623,7 +623,8 @@ fn fault_link_forwards_every_method() {
     assert_eq!(fl.rx_ready(), Some(true));
     assert_eq!(fl.raw_fd(), Some(42));
     assert_eq!(fl.max_frame(), 1514);
-    fl.set_filter(&[netcore::bpf::Insn::new(0x06, 0, 0, 0)]).unwrap();
+    fl.set_filter(&[netcore::bpf::Insn::new(0x06, 0, 0, 0)])
+        .unwrap();
     assert_eq!(fl.inner().filters, 1);
     assert_eq!(fl.kernel_stats().unwrap().packets, 7);
     let g = MacAddr([0x01, 0, 0x5e, 0, 0, 9]);

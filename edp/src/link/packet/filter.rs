@@ -82,8 +82,7 @@ pub fn attach_filter(fd: BorrowedFd<'_>, spec: &FilterSpec) -> io::Result<()> {
 ///
 /// Errors: from getsockopt(2) (e.g. `ENOPROTOOPT` if `fd` is not a packet socket).
 pub fn read_kernel_stats(fd: BorrowedFd<'_>) -> io::Result<KernelStats> {
-    let (packets, drops) =
-        packet::statistics(fd).map_err(|e| annotate(e, "PACKET_STATISTICS"))?;
+    let (packets, drops) = packet::statistics(fd).map_err(|e| annotate(e, "PACKET_STATISTICS"))?;
     Ok(KernelStats {
         packets: u64::from(packets),
         drops: u64::from(drops),

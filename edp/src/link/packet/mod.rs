@@ -227,8 +227,20 @@ impl PacketLink {
             _ => annotate(e, "socket(AF_PACKET, SOCK_RAW)"),
         })?;
         let b = fd.as_fd();
-        sockopt::set_buffer(b, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, config.rcvbuf, "SO_RCVBUF")?;
-        sockopt::set_buffer(b, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, config.sndbuf, "SO_SNDBUF")?;
+        sockopt::set_buffer(
+            b,
+            libc::SO_RCVBUFFORCE,
+            libc::SO_RCVBUF,
+            config.rcvbuf,
+            "SO_RCVBUF",
+        )?;
+        sockopt::set_buffer(
+            b,
+            libc::SO_SNDBUFFORCE,
+            libc::SO_SNDBUF,
+            config.sndbuf,
+            "SO_SNDBUF",
+        )?;
         if config.ignore_outgoing {
             sockopt::set_int(b, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, 1)
                 .map_err(|e| annotate(e, "PACKET_IGNORE_OUTGOING (needs Linux 4.20)"))?;
@@ -441,10 +453,12 @@ impl PacketLink {
 
     /// Reads the kernel's counters into the accumulated ones.
     fn poll_kernel_stats(&self) -> io::Result<()> {
-        let (packets, drops) = packet::statistics(self.fd.as_fd())
-            .map_err(|e| annotate(e, "PACKET_STATISTICS"))?;
-        self.stat_packets.fetch_add(u64::from(packets), Ordering::Relaxed);
-        self.stat_drops.fetch_add(u64::from(drops), Ordering::Relaxed);
+        let (packets, drops) =
+            packet::statistics(self.fd.as_fd()).map_err(|e| annotate(e, "PACKET_STATISTICS"))?;
+        self.stat_packets
+            .fetch_add(u64::from(packets), Ordering::Relaxed);
+        self.stat_drops
+            .fetch_add(u64::from(drops), Ordering::Relaxed);
         if drops > 0 {
             tracing::debug!(iface = %self.iface.name, drops, "kernel dropped frames (buffer or ring full)");
         }
@@ -529,7 +543,12 @@ impl Link for PacketLink {
             valid += 1;
         }
         self.tx
-            .send(self.fd.as_fd(), &frames[..valid], &[], MsgFlags::MSG_DONTWAIT)
+            .send(
+                self.fd.as_fd(),
+                &frames[..valid],
+                &[],
+                MsgFlags::MSG_DONTWAIT,
+            )
             .map_err(|e| self.io_error(e, "sendmmsg"))
     }
 
@@ -561,7 +580,10 @@ impl Link for PacketLink {
             let b = ring.recv_with(max, f);
             if b.truncated > 0 {
                 self.truncated += b.truncated as u64;
-                tracing::trace!(truncated = b.truncated, "oversized frames dropped from the ring");
+                tracing::trace!(
+                    truncated = b.truncated,
+                    "oversized frames dropped from the ring"
+                );
             }
             if b.frames == 0 && b.truncated == 0 {
                 return Err(io::ErrorKind::WouldBlock.into());
@@ -666,8 +688,12 @@ impl Link for PacketLink {
             )));
         }
         if group != MacAddr::BROADCAST {
-            packet::membership(self.fd.as_fd(), self.iface.index, group.0, true)
-                .map_err(|e| annotate(e, &format!("PACKET_ADD_MEMBERSHIP {group} on {}", self.iface.name)))?;
+            packet::membership(self.fd.as_fd(), self.iface.index, group.0, true).map_err(|e| {
+                annotate(
+                    e,
+                    &format!("PACKET_ADD_MEMBERSHIP {group} on {}", self.iface.name),
+                )
+            })?;
         }
         self.groups.insert(group, 1);
         tracing::debug!(iface = %self.iface.name, %group, "joined group");
@@ -687,8 +713,12 @@ impl Link for PacketLink {
         }
         self.groups.remove(&group);
         if group != MacAddr::BROADCAST {
-            packet::membership(self.fd.as_fd(), self.iface.index, group.0, false)
-                .map_err(|e| annotate(e, &format!("PACKET_DROP_MEMBERSHIP {group} on {}", self.iface.name)))?;
+            packet::membership(self.fd.as_fd(), self.iface.index, group.0, false).map_err(|e| {
+                annotate(
+                    e,
+                    &format!("PACKET_DROP_MEMBERSHIP {group} on {}", self.iface.name),
+                )
+            })?;
         }
         tracing::debug!(iface = %self.iface.name, %group, "left group");
         Ok(())

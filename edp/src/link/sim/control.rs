@@ -128,4 +128,3 @@ impl SimControl {
             .unwrap_or_default()
     }
 }
-

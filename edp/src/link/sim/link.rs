@@ -229,7 +229,10 @@ impl Link for SimLink {
         if !group.is_group() {
             return Err(invalid(format!("{group} is not an Ethernet group address")));
         }
-        *self.lock().ports[self.index].groups.entry(group).or_insert(0) += 1;
+        *self.lock().ports[self.index]
+            .groups
+            .entry(group)
+            .or_insert(0) += 1;
         Ok(())
     }
 

@@ -58,9 +58,9 @@ use std::time::Instant;
 pub use self::control::{SimControl, SimOptions, DEFAULT_SIM_MTU, DEFAULT_SIM_QUEUE};
 pub use self::link::{SimLink, SimLinkStats};
 pub use self::switch::SimSwitch;
-pub use crate::time::SimClock;
 #[cfg(doc)]
 use super::Link;
+pub use crate::time::SimClock;
 use crate::wire::MacAddr;
 
 /// MAC of sim port `index`: 02:00:00:00:HH:LL with HHLL = index + 1.

@@ -93,7 +93,8 @@ impl Segment {
         match self.topology {
             Topology::Pair => self.dests.push(1 - me),
             Topology::Switch if dst == MacAddr::BROADCAST => {
-                self.dests.extend((0..self.ports.len()).filter(|&i| i != me));
+                self.dests
+                    .extend((0..self.ports.len()).filter(|&i| i != me));
             }
             Topology::Switch if dst.is_group() => {
                 let ports = &self.ports;
@@ -112,7 +113,13 @@ impl Segment {
     }
 
     /// Sends `frame` from port `me` at `now` (see `SimLink::send`).
-    pub(crate) fn send(&mut self, me: usize, frame: &[u8], max: usize, now: Instant) -> io::Result<()> {
+    pub(crate) fn send(
+        &mut self,
+        me: usize,
+        frame: &[u8],
+        max: usize,
+        now: Instant,
+    ) -> io::Result<()> {
         if frame.len() > max {
             self.ports[me].stats.oversize += 1;
             return Err(invalid(format!(
@@ -136,7 +143,13 @@ impl Segment {
         r
     }
 
-    fn send_to(&mut self, me: usize, frame: &[u8], dests: &[usize], now: Instant) -> io::Result<()> {
+    fn send_to(
+        &mut self,
+        me: usize,
+        frame: &[u8],
+        dests: &[usize],
+        now: Instant,
+    ) -> io::Result<()> {
         // Pulled cables: drop before the faults (the frame never reaches the wire).
         if !self.ports[me].up || dests.iter().any(|&d| !self.ports[d].up) {
             let lost = if self.ports[me].up {

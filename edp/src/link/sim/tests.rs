@@ -222,7 +222,12 @@ fn ports_get_independent_seeds() {
     let (a, b) = SimLink::pair(&clock, 1500, cfg.clone(), cfg.clone());
     let cases: Vec<(&str, Vec<SimLink>, [usize; 2], usize)> = vec![
         ("pair directions", vec![a, b], [0, 1], usize::MAX),
-        ("switch ports", SimSwitch::new(&clock, 3, 1500, cfg), [0, 1], 2),
+        (
+            "switch ports",
+            SimSwitch::new(&clock, 3, 1500, cfg),
+            [0, 1],
+            2,
+        ),
     ];
     for (what, mut ports, senders, rx) in cases {
         let [x, y] = if rx == usize::MAX {
@@ -239,7 +244,11 @@ fn ports_get_independent_seeds() {
             survivors(&mut ports, senders, rx)
         };
         assert_ne!(x, y, "{what}");
-        assert_eq!(ports[senders[0]].fault_stats().lost + x.len() as u64, 200, "{what}");
+        assert_eq!(
+            ports[senders[0]].fault_stats().lost + x.len() as u64,
+            200,
+            "{what}"
+        );
     }
 }
 
