@@ -317,7 +317,7 @@ impl EdpSocket {
             // The kernel resets its counters on read: accumulate them here.
             if let Ok(k) = crate::link::packet::read_kernel_stats(bfd) {
                 self.kernel_drops
-                    .set(self.kernel_drops.get() + k.drops as u64);
+                    .set(self.kernel_drops.get() + k.drops);
             }
         }
         EdpStats {

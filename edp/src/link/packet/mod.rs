@@ -19,8 +19,8 @@
 //!    frames its own host transmits on the interface;
 //! 4. an optional classic BPF filter (`SO_ATTACH_FILTER`): a
 //!    [`netcore::bpf::FrameFilter`] program given in
-//!    [`PacketConfig::program`], or the per-socket [`FilterSpec`] (ethertype
-//!    + destination port, + extra ports, + peer MAC and port), so the kernel
+//!    [`PacketConfig::program`], or the per-socket [`FilterSpec`] (ethertype,
+//!    destination port, extra ports, peer MAC and port), so the kernel
 //!    hands the socket only its own frames (DESIGN.md, principle 3);
 //! 5. an optional `TPACKET_V2` receive ring (`PACKET_RX_RING` + `mmap`),
 //!    read without a system call per frame: DESIGN.md measured a 1.05 us
