@@ -316,8 +316,7 @@ impl EdpSocket {
             let bfd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
             // The kernel resets its counters on read: accumulate them here.
             if let Ok(k) = crate::link::packet::read_kernel_stats(bfd) {
-                self.kernel_drops
-                    .set(self.kernel_drops.get() + k.drops);
+                self.kernel_drops.set(self.kernel_drops.get() + k.drops);
             }
         }
         EdpStats {

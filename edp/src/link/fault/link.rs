@@ -237,6 +237,28 @@ impl<L: Link> FaultLink<L> {
     }
 }
 
+impl<L: Link> FaultLink<L> {
+    /// The transparent fast path check for frames of `lens` bytes: releases
+    /// due frames, then true (frames counted) when nothing is held, no fault
+    /// applies and every frame fits, so the caller forwards them as they
+    /// are. An oversized first frame is an error; otherwise false sends the
+    /// caller down the fault path (which checks sizes again).
+    fn transparent(&mut self, lens: &[usize]) -> io::Result<bool> {
+        let max = self.inner.max_frame();
+        if let Some(&first) = lens.first() {
+            if first > max {
+                return Err(self.oversize(first));
+            }
+        }
+        if lens.iter().any(|&l| l > max) {
+            return Ok(false);
+        }
+        let now = self.clock.now();
+        self.release(now)?;
+        Ok(self.queue.is_empty() && self.injector.pass_through(now, lens.len()))
+    }
+}
+
 impl<L: Link> Link for FaultLink<L> {
     /// Sends `frame` through the faults (as a batch of one). Errors:
     /// `InvalidInput` for a frame larger than `mtu() + 14` bytes;
@@ -244,11 +266,18 @@ impl<L: Link> Link for FaultLink<L> {
     /// configured and nothing held, when the inner link is); an error of
     /// the inner link when sending or releasing a frame failed.
     fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        if self.transparent(&[frame.len()])? {
+            return self.inner.send(frame);
+        }
         let slice = [IoSlice::new(frame)];
         self.send_batch_vectored(&[&slice]).map(|_| ())
     }
 
     fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        let lens: [usize; CHUNK] = std::array::from_fn(|i| frames.get(i).map_or(0, |f| f.len()));
+        if frames.len() <= CHUNK && self.transparent(&lens[..frames.len()])? {
+            return self.inner.send_batch(frames);
+        }
         let mut total = 0;
         while total < frames.len() {
             let chunk = &frames[total..frames.len().min(total + CHUNK)];
