@@ -153,6 +153,11 @@ pub trait Link: Send {
     ///
     /// Errors: `WouldBlock` when no frame is ready; device errors.
     ///
+    /// A link may drop frames it received before `f` sees them (a frame
+    /// longer than `max_frame()`, a UDP datagram from an unknown peer),
+    /// counting them; a call whose frames were all dropped returns `Ok(0)`,
+    /// and the caller calls again rather than waiting.
+    ///
     /// The default receives into a buffer it allocates per call; every link
     /// of this crate overrides it.
     fn recv_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<usize> {

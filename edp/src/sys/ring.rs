@@ -157,6 +157,40 @@ impl RxRing {
         self.status(self.next).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
     }
 
+    /// Takes the next waiting frame: `f` sees it borrowed in its slot, and
+    /// the slot goes back to the kernel right after (also if `f` panics).
+    /// `None` when the ring is empty; `Some(None)` when the frame was
+    /// truncated by the kernel (skipped, not shown to `f`).
+    #[inline]
+    fn take<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<Option<R>> {
+        let i = self.next;
+        if self.status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
+            return None;
+        }
+        // Advanced first, so a panicking callback leaves the ring
+        // consistent with the kernel's position.
+        self.next = if i + 1 == self.frame_nr { 0 } else { i + 1 };
+        let _release = Release(self.status(i));
+        let base = self.slot(i);
+        // SAFETY: the slot belongs to user space until its status is reset
+        // (the Acquire load above saw TP_STATUS_USER, ordering the kernel's
+        // writes before our reads); the header is read by value. tp_mac and
+        // tp_snaplen are bounded by the kernel to the slot and clamped to it
+        // again here, so the slice stays inside the slot, which the kernel
+        // does not write until `_release` drops after `f` returns (the
+        // slice cannot outlive the call: `f` takes it for any lifetime).
+        let (frame, truncated) = unsafe {
+            let hdr = ptr::read_volatile(base as *const libc::tpacket2_hdr);
+            let mac = (hdr.tp_mac as usize).min(self.frame_size);
+            let len = (hdr.tp_snaplen as usize).min(self.frame_size - mac);
+            (
+                std::slice::from_raw_parts(base.add(mac), len),
+                hdr.tp_len > hdr.tp_snaplen,
+            )
+        };
+        Some(if truncated { None } else { Some(f(frame)) })
+    }
+
     /// Hands up to `max` waiting frames to `f`, each borrowed in its slot
     /// and returned to the kernel right after the callback (also if it
     /// panics). Frames the kernel truncated to the slot are skipped and
@@ -164,38 +198,11 @@ impl RxRing {
     pub(crate) fn recv_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> RingBatch {
         let mut out = RingBatch::default();
         while out.frames < max {
-            let i = self.next;
-            if self.status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
-                break;
+            match self.take(&mut *f) {
+                None => break,
+                Some(Some(())) => out.frames += 1,
+                Some(None) => out.truncated += 1,
             }
-            // Advanced first, so a panicking callback leaves the ring
-            // consistent with the kernel's position.
-            self.next = (i + 1) % self.frame_nr;
-            let release = Release(self.status(i));
-            let base = self.slot(i);
-            // SAFETY: the slot belongs to user space until its status is
-            // reset (the Acquire load above saw TP_STATUS_USER, ordering the
-            // kernel's writes before our reads); the header is read by
-            // value. tp_mac and tp_snaplen are bounded by the kernel to the
-            // slot and clamped to it again here, so the slice stays inside
-            // the slot, which the kernel does not write until `release`
-            // drops after the callback (the slice cannot outlive the call).
-            let (frame, truncated) = unsafe {
-                let hdr = ptr::read_volatile(base as *const libc::tpacket2_hdr);
-                let mac = (hdr.tp_mac as usize).min(self.frame_size);
-                let len = (hdr.tp_snaplen as usize).min(self.frame_size - mac);
-                (
-                    std::slice::from_raw_parts(base.add(mac), len),
-                    hdr.tp_len > hdr.tp_snaplen,
-                )
-            };
-            if truncated {
-                out.truncated += 1;
-            } else {
-                f(frame);
-                out.frames += 1;
-            }
-            drop(release);
         }
         out
     }
@@ -205,15 +212,14 @@ impl RxRing {
     /// skipped and added to `truncated`.
     pub(crate) fn try_recv(&mut self, buf: &mut [u8], truncated: &mut u64) -> Option<usize> {
         loop {
-            let mut n = None;
-            let b = self.recv_with(1, &mut |frame| {
+            let copied = self.take(|frame| {
                 let len = frame.len().min(buf.len());
                 buf[..len].copy_from_slice(&frame[..len]);
-                n = Some(len);
-            });
-            *truncated += b.truncated as u64;
-            if b.truncated == 0 {
-                return n;
+                len
+            })?;
+            match copied {
+                Some(n) => return Some(n),
+                None => *truncated += 1,
             }
         }
     }
