@@ -10,6 +10,14 @@
 //!   of a 64-byte datagram to an echo thread in the other namespace (half
 //!   of it is the half round-trip netgauge reports). Needs root.
 //!
+//! - `link_rx/{ring_recv,ring_recv_with,mmsg_recv_batch,mmsg_recv_with}/{64,1514}`:
+//!   the receive path of a `PacketLink` on a veth pair: 256 frames are sent
+//!   and left to arrive (not timed), then drained (timed) with `recv`
+//!   (copy out of the ring, one frame per call), `recv_with` on the ring
+//!   (borrowed in the slot), `recv_batch` (recvmmsg into the caller's
+//!   buffers) or `recv_with` without ring (recvmmsg into the link's own
+//!   buffers). Throughput in frames. Needs root;
+//!
 //! - after them (unfiltered runs only): min / p50 / p99 of the half
 //!   round-trip for blocking, RX ring, busy poll and ring + busy poll.
 //!
@@ -221,7 +229,121 @@ fn rtt_percentiles() {
     drop(net);
 }
 
-criterion_group!(benches, codec, veth_send, veth_rtt);
+/// Frames per drained burst in `link_rx`.
+const RX_BURST: usize = 256;
+
+fn link_rx(c: &mut Criterion) {
+    use edp::link::packet::{PacketConfig, PacketLink};
+    use edp::netcore::bpf::FrameFilter;
+    use edp::Link;
+    use std::time::Instant;
+
+    let Some(net) = bench_net("bench_link_rx", "link_rx") else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let mut filter = FrameFilter::new();
+    filter.port(ETHERTYPE_EDP, 7800);
+    let open = |ring: Option<usize>| {
+        b.run(|| {
+            PacketLink::open(
+                &b.iface,
+                &PacketConfig {
+                    program: Some(filter.compile().unwrap()),
+                    rx_ring: ring,
+                    ..PacketConfig::default()
+                },
+            )
+            .unwrap()
+        })
+    };
+    let mut tx = a.run(|| PacketLink::new(&a.iface, ETHERTYPE_EDP).unwrap());
+    let mut g = c.benchmark_group("link_rx");
+    g.sample_size(20).measurement_time(Duration::from_secs(3));
+    g.throughput(Throughput::Elements(RX_BURST as u64));
+    for size in [64usize, 1514] {
+        let mut f = vec![0x5Au8; size];
+        f[..6].copy_from_slice(&b.mac.0);
+        f[6..12].copy_from_slice(&a.mac.0);
+        f[12..14].copy_from_slice(&ETHERTYPE_EDP.to_be_bytes());
+        f[16..18].copy_from_slice(&7800u16.to_be_bytes());
+        let burst: Vec<&[u8]> = (0..RX_BURST).map(|_| f.as_slice()).collect();
+        let send_burst = |tx: &mut PacketLink| {
+            let mut k = 0;
+            while k < burst.len() {
+                match tx.send_batch(&burst[k..]) {
+                    Ok(n) => k += n,
+                    Err(_) => std::thread::yield_now(),
+                }
+            }
+            // Let the burst arrive before the timed drain.
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        type Drain = fn(&mut PacketLink, &mut Vec<u8>, &mut [&mut [u8]]) -> usize;
+        let variants: [(&str, bool, Drain); 4] = [
+            ("ring_recv", true, |l, buf, _| match l.recv(buf) {
+                Ok(n) => {
+                    black_box(buf[n - 1]);
+                    1
+                }
+                Err(_) => 0,
+            }),
+            ("ring_recv_with", true, |l, _, _| {
+                l.recv_with(64, &mut |f| {
+                    black_box(f[f.len() - 1]);
+                })
+                .unwrap_or(0)
+            }),
+            ("mmsg_recv_batch", false, |l, _, bufs| {
+                let mut lens = [0usize; 64];
+                match l.recv_batch(bufs, &mut lens) {
+                    Ok(n) => {
+                        black_box(bufs[n - 1][lens[n - 1] - 1]);
+                        n
+                    }
+                    Err(_) => 0,
+                }
+            }),
+            ("mmsg_recv_with", false, |l, _, _| {
+                l.recv_with(64, &mut |f| {
+                    black_box(f[f.len() - 1]);
+                })
+                .unwrap_or(0)
+            }),
+        ];
+        for (name, ring, drain) in variants {
+            let mut rx = open(ring.then_some(4 << 20));
+            let mut buf = vec![0u8; 1514];
+            let mut flat = vec![0u8; 64 * 1514];
+            let mut store: Vec<&mut [u8]> = flat.chunks_mut(1514).collect();
+            g.bench_function(BenchmarkId::new(name, size), |bch| {
+                bch.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        send_burst(&mut tx);
+                        let t = Instant::now();
+                        let mut got = 0;
+                        while got < RX_BURST {
+                            let n = drain(&mut rx, &mut buf, &mut store);
+                            if n == 0 && t.elapsed() > Duration::from_secs(1) {
+                                break; // lost frames: do not spin forever
+                            }
+                            got += n;
+                        }
+                        total += t.elapsed();
+                    }
+                    total
+                })
+            });
+            let ks = rx.kernel_stats().unwrap_or_default();
+            eprintln!("link_rx/{name}/{size}: kernel drops {}", ks.drops);
+        }
+    }
+    g.finish();
+    drop(net);
+}
+
+criterion_group!(benches, codec, veth_send, veth_rtt, link_rx);
 
 fn main() {
     benches();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use ctp::{Config, Delivery, EdpAddr, Endpoint, ErrorType, MsgId, Options};
 use edp::link::fault::FaultConfig;
-use edp::link::sim::{SimClock, SimHub, SimLink};
+use edp::link::sim::{SimClock, SimLink, SimSwitch};
 use edp::runtime::{Progress, RuntimeConfig};
 use edp::{EdpConfig, EdpSocket, MacAddr};
 
@@ -345,7 +345,7 @@ fn ten_thousand_mixed_commands_with_five_percent_loss() {
 fn broadcast_on_hub_confirmed_by_each_receiver() {
     let clock = SimClock::new();
     let t0 = clock.now();
-    let links = SimHub::new(&clock, 4, 1500, FaultConfig::seeded(3).with_loss(0.1));
+    let links = SimSwitch::new(&clock, 4, 1500, FaultConfig::seeded(3).with_loss(0.1));
     let mut nodes: Vec<Node> = links
         .into_iter()
         .enumerate()

@@ -1,14 +1,14 @@
 //! Network interface lookup: index, MAC address and MTU of a named interface.
 //!
-//! Implemented with the classic `SIOCGIFINDEX` / `SIOCGIFHWADDR` /
-//! `SIOCGIFMTU` ioctls (netdevice(7)) on a throwaway `AF_UNIX` datagram
-//! socket, not with the `netdev` crate: three ioctls need no privilege, no
-//! netlink round-trip, and they answer for the network namespace of the
-//! calling thread, which is what the namespace tests need.
+//! Implemented with `if_nametoindex(3)` and the classic `SIOCGIFHWADDR` /
+//! `SIOCGIFMTU` ioctls (netdevice(7), in `sys::ifreq`), not with the
+//! `netdev` crate: they need no privilege, no netlink round-trip, and they
+//! answer for the network namespace of the calling thread, which is what
+//! the namespace tests need.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use crate::sys::ifreq::IfreqSocket;
 use crate::wire::MacAddr;
 
 /// Longest interface name in bytes (IFNAMSIZ - 1, netdevice(7)).
@@ -34,14 +34,15 @@ pub struct IfaceInfo {
 /// a NUL; `Unsupported` when the interface is not Ethernet-like (its hardware
 /// address is not 6 bytes, e.g. a tun device); other errors from the ioctls.
 pub fn lookup(name: &str) -> io::Result<IfaceInfo> {
-    let mut req = ifreq_for(name)?;
-    // SAFETY: plain socket(2) call; the result is checked.
-    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
+    if name.is_empty() || name.len() > MAX_IFNAME_LEN || name.as_bytes().contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "invalid interface name {name:?}: must be 1 to {MAX_IFNAME_LEN} bytes without NUL"
+            ),
+        ));
     }
-    // SAFETY: fd is a fresh, owned descriptor.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let sock = IfreqSocket::new()?;
     let not_found = |e: io::Error| -> io::Error {
         if e.raw_os_error() == Some(libc::ENODEV) {
             io::Error::new(
@@ -54,16 +55,8 @@ pub fn lookup(name: &str) -> io::Result<IfaceInfo> {
             io::Error::new(e.kind(), format!("interface {name:?}: {e}"))
         }
     };
-
-    ioctl(&sock, libc::SIOCGIFINDEX, &mut req).map_err(not_found)?;
-    // SAFETY: the kernel filled the ifru_ifindex member of the union.
-    let index = unsafe { req.ifr_ifru.ifru_ifindex } as u32;
-
-    let mut req = ifreq_for(name)?;
-    ioctl(&sock, libc::SIOCGIFHWADDR, &mut req).map_err(not_found)?;
-    // SAFETY: the kernel filled the ifru_hwaddr member.
-    let hw = unsafe { req.ifr_ifru.ifru_hwaddr };
-    let family = hw.sa_family;
+    let index = sock.index(name).map_err(not_found)?;
+    let (family, mac) = sock.hwaddr(name).map_err(not_found)?;
     // ARPHRD_ETHER (1) and ARPHRD_LOOPBACK (772) have 6-byte addresses.
     if family != libc::ARPHRD_ETHER && family != libc::ARPHRD_LOOPBACK {
         return Err(io::Error::new(
@@ -71,49 +64,13 @@ pub fn lookup(name: &str) -> io::Result<IfaceInfo> {
             format!("interface {name:?} is not an Ethernet interface (ARPHRD type {family})"),
         ));
     }
-    let mut mac = [0u8; 6];
-    for (m, b) in mac.iter_mut().zip(hw.sa_data.iter()) {
-        *m = *b as u8;
-    }
-
-    let mut req = ifreq_for(name)?;
-    ioctl(&sock, libc::SIOCGIFMTU, &mut req).map_err(not_found)?;
-    // SAFETY: the kernel filled the ifru_mtu member.
-    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
-
+    let mtu = sock.mtu(name).map_err(not_found)?;
     Ok(IfaceInfo {
         name: name.to_string(),
         index,
         mac: MacAddr(mac),
         mtu: mtu.max(0) as usize,
     })
-}
-
-fn ifreq_for(name: &str) -> io::Result<libc::ifreq> {
-    if name.is_empty() || name.len() > MAX_IFNAME_LEN || name.as_bytes().contains(&0) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "invalid interface name {name:?}: must be 1 to {MAX_IFNAME_LEN} bytes without NUL"
-            ),
-        ));
-    }
-    // SAFETY: ifreq is plain old data; all-zero is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, s) in req.ifr_name.iter_mut().zip(name.as_bytes()) {
-        *d = *s as libc::c_char;
-    }
-    Ok(req)
-}
-
-fn ioctl(sock: &OwnedFd, req: libc::c_ulong, ifr: &mut libc::ifreq) -> io::Result<()> {
-    // SAFETY: `ifr` is a valid ifreq for the SIOCGIF* requests used here.
-    let r = unsafe { libc::ioctl(sock.as_raw_fd(), req as _, ifr as *mut libc::ifreq) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -16,8 +16,15 @@
 //! - [`runtime`]: the I/O runtime: one packet socket per process and
 //!   interface, shared by every EDP/ESP/CTP socket, with demultiplexing,
 //!   batching, waiting, deadlines and the host responder role;
-//! - [`iface`]: interface index, MAC and MTU.
+//! - [`iface`]: interface index, MAC and MTU;
+//! - [`time`]: the [`time::Clock`] trait and the virtual [`time::SimClock`];
+//! - [`checksum`]: the RFC 1071 ones' complement sum (SIMD);
+//! - [`sys`]: every system call nix does not wrap, and all of this crate's
+//!   `unsafe` (batched datagram I/O in [`sys::mmsg`] is public).
+#![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod checksum;
 pub mod echo;
 pub mod iface;
 pub mod link;
@@ -25,12 +32,17 @@ pub mod ports;
 pub mod privilege;
 pub mod runtime;
 pub mod socket;
+#[allow(unsafe_code)]
+pub mod sys;
+pub mod time;
 pub mod wire;
 
 pub use link::packet::PacketLink;
 pub use link::Link;
 /// Re-exported so users name `mio::Token` etc. with the version EDP uses.
 pub use mio;
+/// Re-exported so users name `netcore::bpf` etc. with the version EDP uses.
+pub use netcore;
 pub use ports::PortLease;
 pub use socket::{EdpConfig, EdpSocket, EdpStats};
 pub use wire::{MacAddr, WireError, ETHERTYPE_EDP, ETHERTYPE_ESP};

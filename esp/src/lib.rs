@@ -35,6 +35,8 @@
 //! # Ok(()) }
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod conn;
 pub mod listener;

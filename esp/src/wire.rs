@@ -30,6 +30,7 @@
 use std::cmp::Ordering;
 use std::fmt;
 
+use edp::checksum::{fold, ones_complement_sum};
 use edp::wire::{emit_frame, EthernetRepr, Frame, HeaderRepr};
 pub use edp::wire::{MacAddr, WireError, ETHERTYPE_ESP};
 use netcore::frame::{check_len, get_u16, get_u32, set_u16, set_u32};
@@ -260,74 +261,6 @@ pub mod field {
     pub const CHECKSUM: Field = 18..20;
 }
 
-/// RFC 1071 ones' complement sum of `data` (without the final complement).
-fn ones_sum(data: &[u8]) -> u16 {
-    // Native-endian 32-bit words summed into a 64-bit accumulator (no carry
-    // chain, so the compiler vectorizes the loop); the ones' complement sum
-    // is byte-order independent (RFC 1071 sec. 2(B)): fold, then swap to
-    // network order.
-    let whole = data.len() & !3;
-    let acc = sum_words(&data[..whole]);
-    let mut sum = u16::from_ne_bytes(fold(acc).to_be_bytes()) as u64;
-    // Up to 3 trailing bytes, in network order (an odd byte is padded).
-    let rest = &data[whole..];
-    let mut pairs = rest.chunks_exact(2);
-    for p in &mut pairs {
-        sum += u64::from(u16::from_be_bytes([p[0], p[1]]));
-    }
-    if let [b] = pairs.remainder() {
-        sum += u64::from(*b) << 8;
-    }
-    fold(sum)
-}
-
-/// Sum of the native-endian 32-bit words of `data` (length a multiple of
-/// 4) in a 64-bit accumulator. With AVX2 (checked once at run time, cached
-/// by std) the same loop runs about 4x faster than with the SSE2 baseline the
-/// crate is compiled for: 9000-byte segments are checksummed on every send
-/// and receive.
-fn sum_words(data: &[u8]) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // Short segments (headers, 64-byte messages) are summed inline: the
-        // call through the feature check costs more than it saves there.
-        if data.len() >= AVX2_MIN_BYTES && std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 (checked just above).
-            return unsafe { sum_words_avx2(data) };
-        }
-    }
-    sum_words_portable(data)
-}
-
-/// Shortest run of words summed with AVX2, bytes.
-#[cfg(target_arch = "x86_64")]
-const AVX2_MIN_BYTES: usize = 256;
-
-#[inline(always)]
-fn sum_words_portable(data: &[u8]) -> u64 {
-    let mut acc: u64 = 0;
-    for w in data.chunks_exact(4) {
-        acc += u64::from(u32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
-    }
-    acc
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn sum_words_avx2(data: &[u8]) -> u64 {
-    sum_words_portable(data)
-}
-
-/// Folds a 64-bit sum of 16-bit words to 16 bits with end-around carry.
-fn fold(acc: u64) -> u16 {
-    let mut x = (acc >> 32) + (acc & 0xffff_ffff);
-    x = (x >> 32) + (x & 0xffff_ffff);
-    let mut y = (x >> 16) + (x & 0xffff);
-    y = (y >> 16) + (y & 0xffff);
-    y = (y >> 16) + (y & 0xffff);
-    y as u16
-}
-
 /// Writes the checksum of an emitted segment (header with options, then
 /// payload: exactly `hlen + payload_len` bytes) into its checksum field.
 /// With `enabled == false` the field is set to 0 (not computed).
@@ -345,10 +278,10 @@ pub fn fill_checksum_gather(header: &mut [u8], payload: &[&[u8]], enabled: bool)
     if enabled {
         // RFC 1071 sec. 2(B): a piece starting at an odd offset contributes
         // its own sum byte-swapped.
-        let mut sum = u64::from(ones_sum(header));
+        let mut sum = u64::from(ones_complement_sum(header));
         let mut odd = header.len() % 2 == 1;
         for piece in payload {
-            let s = ones_sum(piece);
+            let s = ones_complement_sum(piece);
             sum += u64::from(if odd { s.swap_bytes() } else { s });
             odd ^= piece.len() % 2 == 1;
         }
@@ -400,7 +333,7 @@ impl<T: AsRef<[u8]>> EspPacket<T> {
     pub fn verify_checksum(&self) -> Result<(), WireError> {
         if self.checksum() != 0 {
             let need = self.header_len() + self.payload_len() as usize;
-            if ones_sum(&self.buf.as_ref()[..need]) != 0xffff {
+            if ones_complement_sum(&self.buf.as_ref()[..need]) != 0xffff {
                 return Err(WireError::Checksum);
             }
         }
@@ -856,18 +789,6 @@ mod tests {
         assert!(r.reset_reply().is_none());
     }
 
-    /// RFC 1071 sum the textbook way: big-endian 16-bit words, an odd last
-    /// byte padded with zero, end-around carry.
-    fn reference_sum(data: &[u8]) -> u16 {
-        let mut acc: u32 = 0;
-        for p in data.chunks(2) {
-            let w = u16::from_be_bytes([p[0], *p.get(1).unwrap_or(&0)]);
-            acc += u32::from(w);
-            acc = (acc & 0xffff) + (acc >> 16);
-        }
-        acc as u16
-    }
-
     proptest! {
         #[test]
         fn gathered_checksum_equals_contiguous(
@@ -889,24 +810,6 @@ mod tests {
             prop_assert_eq!(&header[..], &whole[..hlen]);
         }
 
-        #[test]
-        fn ones_sum_matches_the_textbook_sum(data in proptest::collection::vec(any::<u8>(), 0..3000)) {
-            prop_assert_eq!(ones_sum(&data), reference_sum(&data));
-            let whole = &data[..data.len() & !3];
-            prop_assert_eq!(sum_words(whole), sum_words_portable(whole));
-        }
-    }
-
-    #[test]
-    fn ones_sum_rfc1071_example_and_all_ones() {
-        // RFC 1071 sec. 3: 00 01 f2 03 f4 f5 f6 f7 sums to ddf2.
-        assert_eq!(
-            ones_sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
-            0xddf2
-        );
-        // Carries across every fold.
-        assert_eq!(ones_sum(&[0xff; 9001]), reference_sum(&[0xff; 9001]));
-        assert_eq!(ones_sum(&[0xff; 9000]), 0xffff);
     }
 
     #[test]

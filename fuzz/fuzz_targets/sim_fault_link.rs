@@ -2,7 +2,8 @@
 //! fault config and a sequence of operations (send frames of any length,
 //! advance the clock, receive). Checks: no panic, no frame delivered early,
 //! every frame accounted for (delivered, lost, tail-dropped or duplicated),
-//! lengths preserved, oversize and runt frames rejected.
+//! lengths preserved, oversize and runt frames rejected. Receives use
+//! `recv` or `recv_with` (borrowed frames, up to 4 per call).
 #![no_main]
 
 use std::io::ErrorKind;
@@ -49,6 +50,20 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             2 => clock.advance(Duration::from_micros(u64::from(op))),
+            _ if op & 4 != 0 => {
+                let due = b.next_delivery();
+                match b.recv_with(4, &mut |f| assert!((14..=mtu + 14).contains(&f.len()))) {
+                    Ok(n) => {
+                        assert!(n >= 1 && n <= 4);
+                        assert!(due.unwrap() <= clock.now(), "delivered early");
+                        received += n as u64;
+                    }
+                    Err(e) => {
+                        assert_eq!(e.kind(), ErrorKind::WouldBlock);
+                        assert!(!matches!(due, Some(t) if t <= clock.now()));
+                    }
+                }
+            }
             _ => {
                 let due = b.next_delivery();
                 match b.recv(&mut buf) {

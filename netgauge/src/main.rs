@@ -1,6 +1,7 @@
 //! netgauge: measures half round-trip latency and throughput of EDP, ESP,
 //! CTP and kernel UDP/TCP on the same Ethernet link, with spcl/netgauge's
 //! command line and output conventions. See README.md.
+#![forbid(unsafe_code)]
 
 mod cli;
 mod control;

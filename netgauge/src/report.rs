@@ -270,23 +270,13 @@ pub fn median_over_runs(runs: &[Vec<Record>], modes: &[&str]) -> Vec<Record> {
 /// execution time.
 pub fn host_block() -> String {
     let mut out = String::new();
-    // SAFETY: uname fills a zeroed struct utsname; its fields are
-    // NUL-terminated C strings.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    if unsafe { libc::uname(&mut u) } == 0 {
-        let f = |b: &[libc::c_char]| {
-            let bytes: Vec<u8> = b
-                .iter()
-                .take_while(|&&c| c != 0)
-                .map(|&c| c as u8)
-                .collect();
-            String::from_utf8_lossy(&bytes).into_owned()
-        };
-        let _ = writeln!(out, "# Sysname : {}", f(&u.sysname));
-        let _ = writeln!(out, "# Nodename: {}", f(&u.nodename));
-        let _ = writeln!(out, "# Release : {}", f(&u.release));
-        let _ = writeln!(out, "# Version : {}", f(&u.version));
-        let _ = writeln!(out, "# Machine : {}", f(&u.machine));
+    if let Ok(u) = nix::sys::utsname::uname() {
+        let f = |s: &std::ffi::OsStr| s.to_string_lossy().into_owned();
+        let _ = writeln!(out, "# Sysname : {}", f(u.sysname()));
+        let _ = writeln!(out, "# Nodename: {}", f(u.nodename()));
+        let _ = writeln!(out, "# Release : {}", f(u.release()));
+        let _ = writeln!(out, "# Version : {}", f(u.version()));
+        let _ = writeln!(out, "# Machine : {}", f(u.machine()));
     }
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

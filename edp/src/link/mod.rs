@@ -1,11 +1,16 @@
 //! The `Link` abstraction: something that sends and receives whole Ethernet
-//! frames for one ethertype.
+//! frames.
 //!
 //! Implementations:
-//! - [`packet::PacketLink`]: an AF_PACKET socket on a real interface;
-//! - [`sim`]: in-memory links (pair, N-port hub) on a virtual clock;
+//! - [`packet::PacketLink`]: an AF_PACKET socket on a real interface, for
+//!   one ethertype or all of them;
+//! - [`sim`]: in-memory links (pair, N-port switch with group delivery) on
+//!   a virtual clock;
 //! - [`fault::FaultLink`]: seeded fault injection wrapped around any link
-//!   (this kernel has no netem). `SimLink` uses the same [`fault::FaultInjector`].
+//!   (this kernel has no netem), forwarding every method. `SimLink` uses the
+//!   same [`fault::FaultInjector`];
+//! - [`udp::UdpLink`]: our Ethernet frames inside UDP datagrams between
+//!   named peers: no privilege needed, routable.
 //!
 //! Links are always nonblocking: `recv` returns `ErrorKind::WouldBlock` when no
 //! frame is ready. Waiting is the caller's job (poll on [`Link::raw_fd`], spin,
@@ -15,12 +20,23 @@ use std::io::{self, IoSlice};
 use std::os::fd::RawFd;
 use std::time::Instant;
 
-pub use self::packet::KernelStats;
 use crate::wire::MacAddr;
 
+pub(crate) mod delay_queue;
 pub mod fault;
 pub mod packet;
 pub mod sim;
+pub mod udp;
+
+/// Kernel counters of a link's socket (`PACKET_STATISTICS` for a packet
+/// socket), accumulated since the link was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelStats {
+    /// Frames the socket received (passed the filter).
+    pub packets: u64,
+    /// Of those, frames dropped because the buffer or ring was full.
+    pub drops: u64,
+}
 
 /// A link that carries whole Ethernet frames (header included, no FCS).
 pub trait Link: Send {
@@ -105,6 +121,11 @@ pub trait Link: Send {
     /// [`Link::max_frame`] bytes.
     ///
     /// Errors: `WouldBlock` when no frame is ready; device errors.
+    ///
+    /// A link may drop frames it received before `f` sees them (a frame
+    /// longer than `max_frame()`, a UDP datagram from an unknown peer),
+    /// counting them; a call whose frames were all dropped returns `Ok(0)`,
+    /// and the caller calls again rather than waiting.
     ///
     /// The default receives into a buffer it allocates per call; every link
     /// of this crate overrides it.

@@ -480,8 +480,11 @@ impl EthEngine {
             edp_control: self.st.responder.holds_edp(),
             esp_syn_any: self.st.responder.holds_esp(),
         };
-        let prog = plan.program();
-        if let Err(e) = self.link.set_filter(&prog) {
+        let installed = match plan.program() {
+            Ok(prog) => self.link.set_filter(&prog),
+            Err(e) => Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string())),
+        };
+        if let Err(e) = installed {
             self.st.stats.filter_errors += 1;
             tracing::warn!(error = %e, "runtime: kernel filter not installed; frames are filtered in user space");
             // Accept everything of our ethertypes: user space still drops

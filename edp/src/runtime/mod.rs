@@ -176,12 +176,19 @@ impl Runtime {
     pub fn open(iface: &str, config: RuntimeConfig) -> io::Result<Runtime> {
         let lc = &config.link;
         let pc = PacketConfig {
-            ethertype: PacketConfig::ALL_ETHERTYPES,
+            ethertype: crate::link::packet::ETH_P_ALL,
             rcvbuf: lc.socket_buffer,
             sndbuf: lc.socket_buffer,
             rx_ring: lc.rx_ring,
             qdisc_bypass: lc.qdisc_bypass,
             filter: None,
+            // Nothing passes until the engine installs its port filter.
+            program: Some(vec![netcore::bpf::Insn::new(
+                netcore::bpf::op::RET,
+                0,
+                0,
+                netcore::bpf::DROP,
+            )]),
             ..PacketConfig::default()
         };
         let packet = PacketLink::open(iface, &pc)?;

@@ -251,7 +251,7 @@ impl EdpSocket {
                 e.link().kernel_stats(),
             )
         });
-        s.kernel_drops = k.map_or(0, |k| k.drops as u64);
+        s.kernel_drops = k.map_or(0, |k| k.drops);
         s
     }
 

@@ -47,8 +47,6 @@
 //! is made when the connection is (a subscriber installed later sees the
 //! events without the span).
 
-#![forbid(unsafe_code)]
-
 /// Runs `$body` inside the connection's span when the span is enabled;
 /// a disabled span (no subscriber listened when the connection was made)
 /// costs one branch: the guard lives in the cold [`traced`] (a guard, even

@@ -2,10 +2,12 @@
 //! and blocking receives (`-m udp-bp`): the kernel's own busy polling, the
 //! fair comparison when our side spins.
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::time::Duration;
+
+use ::edp::sys::mmsg::{Mmsg, MsgFlags};
 
 use super::{
     map_timeout, recv_train, send_train, set_kernel_busy_poll, spin, Endpoint, SessionConfig,
@@ -19,46 +21,22 @@ const UDP_MAX_PAYLOAD: usize = 65507;
 /// Datagrams per sendmmsg(2) call, as EDP's `SEND_BATCH`.
 const SEND_BATCH: usize = ::edp::socket::SEND_BATCH;
 
-/// One sendmmsg(2) on the connected socket: sends a prefix of `dgrams`
-/// (at most [`SEND_BATCH`]) and returns how many went out. Errors: those of
-/// sendmmsg (`WouldBlock` on a full nonblocking socket).
-fn sendmmsg(sock: &UdpSocket, dgrams: &[&[u8]]) -> io::Result<usize> {
-    let mut iov: Vec<libc::iovec> = dgrams
-        .iter()
-        .map(|d| libc::iovec {
-            iov_base: d.as_ptr() as *mut libc::c_void,
-            iov_len: d.len(),
-        })
-        .collect();
-    let mut msgs: Vec<libc::mmsghdr> = iov
-        .iter_mut()
-        .map(|v| {
-            // SAFETY: mmsghdr is plain old data; all-zero is a valid value.
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_iov = v;
-            m.msg_hdr.msg_iovlen = 1;
-            m
-        })
-        .collect();
-    // SAFETY: msgs and the iovecs it points to outlive the call; the
-    // buffers are only read.
-    let r = unsafe {
-        libc::sendmmsg(
-            sock.as_raw_fd(),
-            msgs.as_mut_ptr(),
-            msgs.len() as libc::c_uint,
-            0,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
+/// sendmmsg(2) on the connected socket through edp's batch arrays:
+/// sends a prefix of `dgrams` (at most [`SEND_BATCH`]) and returns how many
+/// went out. Errors: those of sendmmsg (`WouldBlock` on a full nonblocking
+/// socket).
+fn sendmmsg(sock: &UdpSocket, mmsg: &mut Mmsg, dgrams: &[&[u8]]) -> io::Result<usize> {
+    let dgrams = &dgrams[..dgrams.len().min(SEND_BATCH)];
+    let slices: [IoSlice<'_>; SEND_BATCH] =
+        std::array::from_fn(|i| IoSlice::new(dgrams.get(i).copied().unwrap_or_default()));
+    let msgs: [&[IoSlice<'_>]; SEND_BATCH] =
+        std::array::from_fn(|i| std::slice::from_ref(&slices[i]));
+    mmsg.send(sock.as_fd(), &msgs[..dgrams.len()], &[], MsgFlags::empty())
 }
 
 pub struct Udp {
     sock: UdpSocket,
+    mmsg: Mmsg,
     busy_poll: bool,
     timeout: Duration,
     max: usize,
@@ -97,6 +75,7 @@ impl Udp {
     fn new(sock: UdpSocket, cfg: &SessionConfig) -> Self {
         Udp {
             sock,
+            mmsg: Mmsg::new(SEND_BATCH, SEND_BATCH),
             busy_poll: user_spin(cfg),
             timeout: cfg.timeout,
             max: UDP_MAX_PAYLOAD,
@@ -177,9 +156,9 @@ impl Endpoint for Udp {
         while off < dgrams.len() {
             let batch = &dgrams[off..dgrams.len().min(off + SEND_BATCH)];
             off += if self.busy_poll {
-                spin(self.timeout, || sendmmsg(&self.sock, batch))?
+                spin(self.timeout, || sendmmsg(&self.sock, &mut self.mmsg, batch))?
             } else {
-                sendmmsg(&self.sock, batch)?
+                sendmmsg(&self.sock, &mut self.mmsg, batch)?
             };
         }
         Ok(())
