@@ -33,3 +33,14 @@ if ! command -v cargo >/dev/null 2>&1; then
     curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
   fi
 fi
+
+# The style gates of scripts/test.sh need rustfmt and clippy.
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+if command -v rustup >/dev/null 2>&1; then
+  for c in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$c" || {
+      echo "install-deps: adding the $c component"
+      rustup component add "$c"
+    }
+  done
+fi

@@ -8,4 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+# Style gates first (cheap, and a red CI should name the real cause).
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace --release "$@"
