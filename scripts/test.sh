@@ -11,4 +11,10 @@ scripts/install-deps.sh
 # Style gates first (cheap, and a red CI should name the real cause).
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The rust-version Cargo.toml declares, checked when that toolchain is
+# installed (`rustup toolchain install 1.88 --profile minimal`).
+msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+if rustup toolchain list 2>/dev/null | grep -q "^$msrv"; then
+  CARGO_TARGET_DIR=target/msrv cargo "+$msrv" check --workspace --all-targets --quiet
+fi
 cargo test --workspace --release "$@"
