@@ -50,6 +50,10 @@ pub(crate) struct Slot {
     queued_at: Option<Instant>,
     /// On the transmit list.
     dirty: bool,
+    /// [`Socket::transmits`], read once at insertion.
+    transmits: bool,
+    /// [`Socket::timed`], read once at insertion.
+    timed: bool,
 }
 
 /// Everything of the engine but the link, so a receive callback borrowing
@@ -151,10 +155,9 @@ impl EthEngine {
         key: DemuxKey,
         socket: Box<dyn Socket>,
         lease: Option<PortLease>,
-        now: Instant,
     ) -> io::Result<SlotId> {
         let id = self.st.insert_slot(key, socket, lease, None, true)?;
-        self.st.touch(id, now);
+        self.st.touch(id);
         self.refresh_filter();
         Ok(id)
     }
@@ -204,15 +207,14 @@ impl EthEngine {
     /// window, a close): readiness, deadline and transmission are updated,
     /// and what the socket queued is sent.
     pub fn touched(&mut self, id: SlotId, now: Instant) -> io::Result<()> {
-        self.st.touch(id, now);
+        self.st.touch(id);
         self.transmit(now)
     }
 
     /// Re-reads the readiness and deadline of `id` after its handle took
     /// data out (no transmission).
     pub fn refresh(&mut self, id: SlotId) {
-        let now = Instant::now();
-        self.st.touch(id, now);
+        self.st.touch(id);
     }
 
     /// Sends frames given as gathered pieces right away (a datagram
@@ -240,7 +242,7 @@ impl EthEngine {
             self.refresh_filter();
         } else {
             self.st.lingering.push(id);
-            self.st.touch(id, now);
+            self.st.touch(id);
             let _ = self.transmit(now);
         }
     }
@@ -292,7 +294,7 @@ impl EthEngine {
             }
         };
         self.st.stats.rx_frames += got as u64;
-        self.st.adopt_spawned(now);
+        self.st.adopt_spawned();
         self.fire_timers(now);
         if self.st.filter_stale {
             self.refresh_filter();
@@ -328,7 +330,7 @@ impl EthEngine {
                         spawned: &mut st.spawned,
                     };
                     slot.socket.on_timeout(&mut cx);
-                    st.touch(id, now);
+                    st.touch(id);
                 }
                 Some(d) => {
                     // Moved later since it was queued: queue it again.
@@ -347,7 +349,7 @@ impl EthEngine {
             }
         }
         self.st.reap();
-        self.st.adopt_spawned(now);
+        self.st.adopt_spawned();
     }
 
     /// The earliest instant the engine must run again (a slot timer, the
@@ -375,7 +377,7 @@ impl EthEngine {
         };
         if let Some(s) = self.st.slot_mut(id) {
             s.socket.before_sleep(now);
-            self.st.touch(id, now);
+            self.st.touch(id);
             self.transmit(now)?;
         }
         Ok(())
@@ -424,7 +426,7 @@ impl EthEngine {
                     slot.dirty = true;
                     st.dirty.push_back(id);
                 }
-                st.retime(id, now);
+                st.retime(id);
             }
             let n = st.tx.len();
             if n == 0 {
@@ -560,7 +562,10 @@ impl State {
             ));
         }
         let ready = socket.readiness();
+        let (transmits, timed) = (socket.transmits(), socket.timed());
         self.slots[index as usize] = Some(Slot {
+            transmits,
+            timed,
             socket,
             key,
             generation,
@@ -676,18 +681,18 @@ impl State {
             Some((d, buf)) if d == id => slot.socket.on_frame_direct(&mut cx, frame, buf),
             _ => slot.socket.on_frame(&mut cx, frame),
         }
-        self.touch(id, now);
+        self.touch(id);
     }
 
     /// Inserts the slots spawned during the last calls.
-    fn adopt_spawned(&mut self, now: Instant) {
+    fn adopt_spawned(&mut self) {
         while let Some((parent, spawn)) = self.spawned.pop() {
             match self.insert_slot(spawn.key, spawn.socket, None, Some(parent), false) {
                 Ok(id) => {
                     if let Some(p) = self.slot_mut(parent) {
                         p.socket.adopt(id);
                     }
-                    self.touch(id, now);
+                    self.touch(id);
                 }
                 Err(e) => {
                     self.stats.spawn_refused += 1;
@@ -699,7 +704,7 @@ impl State {
 
     /// After slot `id` changed: readiness (reported once per change),
     /// deadline, and a place on the transmit list.
-    fn touch(&mut self, id: SlotId, now: Instant) {
+    fn touch(&mut self, id: SlotId) {
         let Some(slot) = self.slot_mut(id) else {
             return;
         };
@@ -709,11 +714,17 @@ impl State {
         if changed {
             slot.ready = r;
         }
-        if !slot.dirty && slot.socket.transmits() {
+        let queue = !slot.dirty && slot.transmits;
+        if queue {
             slot.dirty = true;
+        }
+        let timed = slot.timed;
+        if queue {
             self.dirty.push_back(id);
         }
-        self.retime(id, now);
+        if timed {
+            self.retime(id);
+        }
         if changed {
             self.changed.push((id, r));
             if let Some(p) = parent {
@@ -730,7 +741,7 @@ impl State {
     }
 
     /// Re-reads the slot's deadline and queues it if it moved earlier.
-    fn retime(&mut self, id: SlotId, _now: Instant) {
+    fn retime(&mut self, id: SlotId) {
         let Some(slot) = self.slot_mut(id) else {
             return;
         };

@@ -162,6 +162,10 @@ impl Socket for DatagramSocket {
         false
     }
 
+    fn timed(&self) -> bool {
+        false
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }

@@ -256,7 +256,7 @@ impl EspListener {
 
     /// Counters of the listen side (SYNs accepted and dropped, resets).
     pub fn stats(&self) -> ListenerStats {
-        self.rt.with_engine(|e, _| {
+        self.rt.with_engine_untimed(|e| {
             e.socket::<ListenerSocket>(self.slot)
                 .map(|l| l.listener.stats())
                 .unwrap_or_default()
@@ -284,11 +284,14 @@ impl EspListener {
         };
         let (slot, ethertype, mtu) = (self.slot, self.cfg.transport.ethertype, self.rt.mtu());
         let linger = self.cfg.linger;
-        let what = format!("ESP accept on port {}", self.port);
-        let r = self
-            .rt
-            .driver()
-            .wait(slot, self.cfg.wait, deadline, None, &what, |e, _| {
+        let port = self.port;
+        let r = self.rt.driver().wait(
+            slot,
+            self.cfg.wait,
+            deadline,
+            None,
+            &format_args!("ESP accept on port {port}"),
+            |e, _| {
                 let Some(l) = e.socket_mut::<ListenerSocket>(slot) else {
                     return Err(io::Error::new(
                         io::ErrorKind::NotConnected,
@@ -307,9 +310,10 @@ impl EspListener {
                     peer_port: remote.1,
                 };
                 let sock = ConnSocket::new(entry.conn, ethertype, mtu, linger);
-                let id = e.insert(key, Box::new(sock), self.lease.clone(), Instant::now())?;
+                let id = e.insert(key, Box::new(sock), self.lease.clone())?;
                 Ok(Some((id, remote)))
-            });
+            },
+        );
         match r {
             Ok((id, remote)) => {
                 let s = EspStream::from_slot(
