@@ -294,13 +294,29 @@ impl EthEngine {
             }
         };
         self.st.stats.rx_frames += got as u64;
-        self.st.adopt_spawned();
-        self.fire_timers(now);
+        if !self.st.spawned.is_empty() {
+            self.st.adopt_spawned();
+        }
+        if self.timers_due(now) {
+            self.fire_timers(now);
+        }
         if self.st.filter_stale {
             self.refresh_filter();
         }
         self.transmit(now)?;
         Ok(got)
+    }
+
+    /// Whether [`EthEngine::fire_timers`] has anything to do at `now` (a
+    /// slot timer, the responder's lease retry, the link's release time,
+    /// a lingering slot to reap): a few loads, so a receive turn with no
+    /// timer due costs no more.
+    #[inline]
+    fn timers_due(&self, now: Instant) -> bool {
+        self.st.timers.peek().is_some_and(|t| t <= now)
+            || self.st.responder.poll_timeout().is_some_and(|t| t <= now)
+            || self.link.poll_at().is_some_and(|t| t <= now)
+            || !self.st.lingering.is_empty()
     }
 
     /// Fires every slot timer due at `now` and the responder's.

@@ -419,9 +419,8 @@ impl EdpSocket {
     /// Hands `frames` to the runtime's link, waiting for room per the
     /// socket's mode; returns how many went out.
     fn send_frames(&mut self, frames: &[&[IoSlice<'_>]]) -> io::Result<usize> {
-        let deadline = self
-            .write_timeout
-            .and_then(|t| Instant::now().checked_add(t));
+        // Read the clock only once the link pushes back.
+        let mut deadline: Option<Option<Instant>> = None;
         let slot = self.slot;
         loop {
             let r = self.rt.with_engine_untimed(|e| {
@@ -446,6 +445,10 @@ impl EdpSocket {
             if self.nonblocking {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
+            let deadline = *deadline.get_or_insert_with(|| {
+                self.write_timeout
+                    .and_then(|t| Instant::now().checked_add(t))
+            });
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
