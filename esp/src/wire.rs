@@ -113,25 +113,15 @@ impl std::ops::BitOrAssign for Flags {
 
 impl fmt::Debug for Flags {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut first = true;
-        for (flag, name) in [
-            (Flags::SYN, "SYN"),
-            (Flags::FIN, "FIN"),
-            (Flags::RST, "RST"),
-            (Flags::ACK, "ACK"),
-        ] {
-            if self.contains(flag) {
-                if !first {
-                    f.write_str("|")?;
-                }
-                f.write_str(name)?;
-                first = false;
-            }
-        }
-        if first {
-            f.write_str("-")?;
-        }
-        Ok(())
+        netcore::frame::fmt_flags(
+            f,
+            [
+                (self.contains(Flags::SYN), "SYN"),
+                (self.contains(Flags::FIN), "FIN"),
+                (self.contains(Flags::RST), "RST"),
+                (self.contains(Flags::ACK), "ACK"),
+            ],
+        )
     }
 }
 

@@ -167,26 +167,16 @@ impl Flags {
 
 impl fmt::Debug for Flags {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut first = true;
-        for (flag, name) in [
-            (Flags::START, "START"),
-            (Flags::END, "END"),
-            (Flags::ACK_REQ, "ACKREQ"),
-            (Flags::LAST, "LAST"),
-            (Flags::RETX, "RETX"),
-        ] {
-            if self.contains(flag) {
-                if !first {
-                    f.write_str("|")?;
-                }
-                f.write_str(name)?;
-                first = false;
-            }
-        }
-        if first {
-            f.write_str("-")?;
-        }
-        Ok(())
+        netcore::frame::fmt_flags(
+            f,
+            [
+                (self.contains(Flags::START), "START"),
+                (self.contains(Flags::END), "END"),
+                (self.contains(Flags::ACK_REQ), "ACKREQ"),
+                (self.contains(Flags::LAST), "LAST"),
+                (self.contains(Flags::RETX), "RETX"),
+            ],
+        )
     }
 }
 

@@ -655,36 +655,7 @@ impl<T: Transport> CtpSocket<T> {
     }
 }
 
-impl<T: Transport> mio::event::Source for CtpSocket<T> {
-    fn register(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        self.shared
-            .tr
-            .driver()
-            .register(self.shared.tr.slot(), registry, token, interests)
-    }
-    fn reregister(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        self.shared
-            .tr
-            .driver()
-            .reregister(self.shared.tr.slot(), registry, token, interests)
-    }
-    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
-        self.shared
-            .tr
-            .driver()
-            .deregister(self.shared.tr.slot(), registry)
-    }
-}
+edp::slot_source!(impl<T: Transport> for CtpSocket<T>, |s| (s.shared.tr.driver(), s.shared.tr.slot()));
 
 #[cfg(test)]
 mod tests {

@@ -878,3 +878,43 @@ fn interest_to_ready(i: mio::Interest) -> Ready {
     }
     r
 }
+
+/// Implements `mio::event::Source` for a handle on a runtime slot, once for
+/// every socket kind (EDP, ESP stream and listener, CTP): readiness comes
+/// from the slot's protocol state through the driver's eventfd for it
+/// ([`Driver::register`]). `|s| (driver, slot)` maps the handle to its
+/// driver and slot.
+///
+/// ```ignore
+/// edp::slot_source!(impl for EspStream, |s| (s.rt.driver(), s.slot));
+/// edp::slot_source!(impl<T: Transport> for CtpSocket<T>, |s| (s.shared.tr.driver(), s.shared.tr.slot()));
+/// ```
+#[macro_export]
+macro_rules! slot_source {
+    (impl $(<$g:ident : $b:path>)? for $ty:ty, |$s:ident| ($driver:expr, $slot:expr)) => {
+        impl$(<$g: $b>)? $crate::mio::event::Source for $ty {
+            fn register(
+                &mut self,
+                registry: &$crate::mio::Registry,
+                token: $crate::mio::Token,
+                interests: $crate::mio::Interest,
+            ) -> ::std::io::Result<()> {
+                let $s = &*self;
+                $driver.register($slot, registry, token, interests)
+            }
+            fn reregister(
+                &mut self,
+                registry: &$crate::mio::Registry,
+                token: $crate::mio::Token,
+                interests: $crate::mio::Interest,
+            ) -> ::std::io::Result<()> {
+                let $s = &*self;
+                $driver.reregister($slot, registry, token, interests)
+            }
+            fn deregister(&mut self, registry: &$crate::mio::Registry) -> ::std::io::Result<()> {
+                let $s = &*self;
+                $driver.deregister($slot, registry)
+            }
+        }
+    };
+}

@@ -585,30 +585,4 @@ impl Drop for EdpSocket {
     }
 }
 
-impl mio::event::Source for EdpSocket {
-    fn register(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        self.rt
-            .driver()
-            .register(self.slot, registry, token, interests)
-    }
-
-    fn reregister(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        self.rt
-            .driver()
-            .reregister(self.slot, registry, token, interests)
-    }
-
-    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
-        self.rt.driver().deregister(self.slot, registry)
-    }
-}
+crate::slot_source!(impl for EdpSocket, |s| (s.rt.driver(), s.slot));

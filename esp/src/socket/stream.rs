@@ -525,31 +525,7 @@ impl Drop for EspStream {
     }
 }
 
-impl mio::event::Source for EspStream {
-    fn register(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        self.rt
-            .driver()
-            .register(self.slot, registry, token, interests)
-    }
-    fn reregister(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        self.rt
-            .driver()
-            .reregister(self.slot, registry, token, interests)
-    }
-    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
-        self.rt.driver().deregister(self.slot, registry)
-    }
-}
+edp::slot_source!(impl for EspStream, |s| (s.rt.driver(), s.slot));
 
 #[cfg(test)]
 mod tests {
