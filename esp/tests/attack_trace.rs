@@ -253,3 +253,317 @@ fn out_of_window_data_draws_throttled_acks_that_never_trigger_fast_retransmit() 
     let (n, _) = transfer(&mut a, &mut b, t + us(40), 500_000, Duration::from_secs(5));
     assert_eq!(n, 500_000);
 }
+
+/// The server side of a listener as the socket layer drives it: SYNs and
+/// other segments in, its connections' frames and its replies out, an
+/// application that accepts at once.
+struct Server {
+    l: Listener<()>,
+    accepted: Vec<Connection>,
+    clock_us: u64,
+}
+
+impl Server {
+    fn new(cfg: TransportConfig) -> Self {
+        Server {
+            l: Listener::new(cfg, MTU, (B, PB), IsnGenerator::with_key([7; 16])),
+            accepted: Vec::new(),
+            clock_us: 1_000_000_000,
+        }
+    }
+
+    /// A segment from `src` at `now`; returns frames to send (dst, segment).
+    fn input(&mut self, now: Instant, src: MacAddr, seg: &Seg) -> Vec<(MacAddr, Seg)> {
+        let mut outv = Vec::new();
+        if let Some(c) = self
+            .accepted
+            .iter_mut()
+            .find(|c| c.remote() == (src, seg.repr.src_port))
+        {
+            c.handle_segment(now, &seg.repr, &seg.payload);
+            return outv;
+        }
+        if let Some(e) = self
+            .l
+            .entries_mut()
+            .iter_mut()
+            .find(|e| e.conn.remote() == (src, seg.repr.src_port))
+        {
+            e.conn.handle_segment(now, &seg.repr, &seg.payload);
+        } else {
+            match self.l.on_segment_with_payload(
+                now,
+                self.clock_us,
+                src,
+                &seg.repr,
+                &seg.payload,
+                |_| false,
+            ) {
+                SynOutcome::Accept(c) => self.l.insert(*c, ()),
+                SynOutcome::Drop(_) => {}
+                other => {
+                    if let Some(r) = outcome_reply(other) {
+                        outv.push((
+                            src,
+                            Seg {
+                                repr: r,
+                                payload: vec![],
+                            },
+                        ));
+                    }
+                }
+            }
+        }
+        outv.extend(self.poll(now));
+        outv
+    }
+
+    /// Timers, transmissions, accept.
+    fn poll(&mut self, now: Instant) -> Vec<(MacAddr, Seg)> {
+        let mut v = Vec::new();
+        for e in self.l.entries_mut() {
+            if e.conn.poll_timeout().is_some_and(|t| t <= now) {
+                e.conn.handle_timeout(now);
+            }
+            let dst = e.conn.remote().0;
+            v.extend(out(&mut e.conn, now).into_iter().map(|s| (dst, s)));
+        }
+        self.l.reap();
+        while let Some(e) = self.l.accept() {
+            self.accepted.push(e.conn);
+        }
+        for c in self.accepted.iter_mut() {
+            if c.poll_timeout().is_some_and(|t| t <= now) {
+                c.handle_timeout(now);
+            }
+            let dst = c.remote().0;
+            v.extend(out(c, now).into_iter().map(|s| (dst, s)));
+        }
+        v
+    }
+}
+
+/// A client that connects at `start` from `mac`.
+struct Client {
+    c: Connection,
+    mac: MacAddr,
+}
+
+/// Runs `clients` legitimate connects (one every `gap`) against a listener
+/// under a flood of `syn_rate` SYNs per second from random MACs, for
+/// `secs` of virtual time; returns (clients established and accepted,
+/// most connections the listener held at once).
+fn syn_flood(
+    cfg: TransportConfig,
+    syn_rate: u64,
+    clients: usize,
+    gap: Duration,
+    secs: u64,
+) -> (usize, usize) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4987);
+    let t0 = Instant::now();
+    let mut srv = Server::new(cfg.clone());
+    let mut cl: Vec<Client> = Vec::new();
+    let step = us(100);
+    let mut now = t0;
+    let mut next_syn = t0;
+    let syn_gap = Duration::from_nanos(1_000_000_000 / syn_rate);
+    let mut most = 0;
+    let mut in_flight: Vec<(Instant, MacAddr, MacAddr, Seg)> = Vec::new(); // (at, src, dst)
+    while now < t0 + Duration::from_secs(secs) {
+        // New legitimate clients.
+        let started = cl.len();
+        if started < clients && now >= t0 + gap * started as u32 + Duration::from_millis(50) {
+            let mac = MacAddr([0x02, 0xc1, 0, 0, 0, started as u8]);
+            let c = Connection::connect(
+                &cfg,
+                MTU,
+                (mac, 50000 + started as u16),
+                (B, PB),
+                Seq(rng.random()),
+                now,
+            );
+            cl.push(Client { c, mac });
+        }
+        // The flood.
+        while next_syn <= now {
+            let mut m: [u8; 6] = rng.random();
+            m[0] = (m[0] & 0xfe) | 0x02;
+            let syn = EspRepr {
+                src_port: rng.random(),
+                dst_port: PB,
+                flags: Flags::SYN,
+                seq: Seq(rng.random()),
+                window: 1000,
+                ..Default::default()
+            };
+            in_flight.push((
+                now,
+                MacAddr(m),
+                B,
+                Seg {
+                    repr: syn,
+                    payload: vec![],
+                },
+            ));
+            next_syn += syn_gap;
+        }
+        // Clients' timers and frames.
+        for c in cl.iter_mut() {
+            if c.c.poll_timeout().is_some_and(|t| t <= now) {
+                c.c.handle_timeout(now);
+            }
+            for s in out(&mut c.c, now) {
+                in_flight.push((now + us(20), c.mac, B, s));
+            }
+        }
+        for (d, s) in srv.poll(now) {
+            in_flight.push((now + us(20), B, d, s));
+        }
+        // Deliver what is due.
+        let (due, later): (Vec<_>, Vec<_>) = in_flight.drain(..).partition(|(at, ..)| *at <= now);
+        in_flight = later;
+        for (_, src, dst, s) in due {
+            if dst == B {
+                for (d, r) in srv.input(now, src, &s) {
+                    in_flight.push((now + us(20), B, d, r));
+                }
+            } else if let Some(c) = cl.iter_mut().find(|c| c.mac == dst) {
+                c.c.handle_segment(now, &s.repr, &s.payload);
+            }
+        }
+        most = most.max(srv.l.entries().len());
+        now += step;
+    }
+    eprintln!(
+        "listener {:?}, accepted {}, most held {most}",
+        srv.l.stats(),
+        srv.accepted.len()
+    );
+    let ok = cl
+        .iter()
+        .filter(|c| {
+            c.c.state() == State::Established
+                && srv
+                    .accepted
+                    .iter()
+                    .any(|a| a.remote() == (c.mac, c.c.local().1))
+        })
+        .count();
+    (ok, most)
+}
+
+fn outcome_reply(o: SynOutcome) -> Option<EspRepr> {
+    match o {
+        SynOutcome::Reset(r) | SynOutcome::Cookie(r) => Some(r),
+        _ => None,
+    }
+}
+
+/// Break 3: 100 SYN/s from random MACs (6 KB/s) kept the half-open table
+/// full, so 3 of 4 legitimate connects timed out. Now a listener whose
+/// half-open table is full answers with a SYN cookie (RFC 4987 sec. 3.6):
+/// no state until the final ACK proves the client got the SYN-ACK.
+#[test]
+fn syn_flood_of_100_per_second_lets_every_legitimate_connect_in() {
+    let (ok, most) = syn_flood(
+        TransportConfig::default(),
+        100,
+        4,
+        Duration::from_secs(1),
+        10,
+    );
+    assert_eq!(ok, 4, "legitimate connects established and accepted");
+    let cfg = TransportConfig::default();
+    assert!(most <= cfg.max_half_open + cfg.backlog, "{most}");
+}
+
+/// 50 000 SYN/s: 20 of 20 legitimate connects, the listener's state
+/// bounded by its half-open table and backlog.
+#[test]
+fn syn_flood_of_50k_per_second_lets_20_of_20_in() {
+    let (ok, most) = syn_flood(
+        TransportConfig::default(),
+        50_000,
+        20,
+        Duration::from_millis(50),
+        2,
+    );
+    assert_eq!(ok, 20);
+    let cfg = TransportConfig::default();
+    assert!(most <= cfg.max_half_open + cfg.backlog, "{most}");
+}
+
+/// The harness itself: without a flood every client gets in.
+#[test]
+fn syn_flood_harness_without_flood() {
+    let (ok, _) = syn_flood(
+        TransportConfig::default(),
+        1,
+        4,
+        Duration::from_millis(100),
+        2,
+    );
+    assert_eq!(ok, 4);
+}
+
+/// A SYN cookie round trip: the half-open table is full, the SYN is
+/// answered statelessly, the client's first data segment (its final ACK
+/// lost) completes the connection with the data delivered; a forged ACK
+/// with a wrong cookie draws RST.
+#[test]
+fn syn_cookie_completes_from_a_data_segment_and_rejects_forgeries() {
+    let t0 = Instant::now();
+    let cfg = TransportConfig {
+        max_half_open: 0,
+        ..Default::default()
+    };
+    let mut srv = Server::new(cfg.clone());
+    let mut c = Connection::connect(&cfg, MTU, (A, PA), (B, PB), Seq(5000), t0);
+    let syn = out(&mut c, t0);
+    let synack = srv.input(t0, A, &syn[0]);
+    assert_eq!(synack.len(), 1);
+    assert_eq!(synack[0].1.repr.flags, Flags::SYN | Flags::ACK);
+    assert!(srv.l.entries().is_empty(), "no state kept");
+    assert_eq!(srv.l.stats().cookies_sent, 1);
+    c.handle_segment(t0 + us(10), &synack[0].1.repr, &[]);
+    assert_eq!(c.state(), State::Established);
+    let _lost_final_ack = out(&mut c, t0 + us(10));
+    c.send(b"hello").unwrap();
+    let data = out(&mut c, t0 + us(20));
+    assert_eq!(data.len(), 1);
+    srv.input(t0 + us(30), A, &data[0]);
+    assert_eq!(srv.l.stats().cookies_accepted, 1);
+    assert_eq!(srv.accepted.len(), 1);
+    let s = &mut srv.accepted[0];
+    assert_eq!(s.state(), State::Established);
+    let mut buf = [0u8; 16];
+    assert_eq!(s.recv(&mut buf).unwrap(), 5);
+    assert_eq!(&buf[..5], b"hello");
+    // The ACK of the data gets back to the client.
+    let acks = out(s, t0 + us(40));
+    deliver(&mut c, t0 + us(50), &acks);
+    assert_eq!(c.snd_una(), c.snd_nxt());
+    // A forged final ACK with a wrong cookie: RST, no connection.
+    let forged = EspRepr {
+        src_port: PA + 1,
+        dst_port: PB,
+        flags: Flags::ACK,
+        seq: Seq(9),
+        ack: synack[0].1.repr.seq.add(2),
+        ..Default::default()
+    };
+    let r = srv.input(
+        t0 + us(60),
+        A,
+        &Seg {
+            repr: forged,
+            payload: vec![],
+        },
+    );
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].1.repr.flags, Flags::RST);
+    assert_eq!(srv.l.stats().cookies_invalid, 1);
+    assert_eq!(srv.accepted.len(), 1);
+}
