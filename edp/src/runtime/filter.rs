@@ -32,6 +32,8 @@ impl FilterPlan {
     /// The rule set of this plan.
     pub fn frame_filter(&self) -> FrameFilter {
         let mut f = FrameFilter::new();
+        // Frames of VLANs this interface does not carry (issue 13, break 6).
+        f.untagged();
         f.ports(self.edp_ethertype, self.edp_ports.iter().copied());
         f.ports(self.esp_ethertype, self.esp_ports.iter().copied());
         if self.edp_control {
@@ -55,6 +57,7 @@ impl FilterPlan {
     /// to ports it does not hold, only the kernel's early drop is lost).
     pub fn accept_ethertypes(edp: u16, esp: u16) -> Vec<Insn> {
         let mut f = FrameFilter::new();
+        f.untagged();
         for et in [edp, esp] {
             f.rules.entry(et).or_default().any_port = Some(PortMatch::Any);
         }

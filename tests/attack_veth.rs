@@ -1,0 +1,384 @@
+//! An attacker on the same Ethernet segment (issue 13): forged frames from
+//! a raw packet socket in one namespace against EDP/ESP sockets in
+//! another, over veth pairs and bridges (`vcluster` through `testkit`).
+//! Needs root; without it each test prints why and returns, except under
+//! CI=true where it fails.
+
+use std::io::{ErrorKind, Read, Write};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use edp::echo::{EchoRepr, ECHO_HEADER_LEN, ECHO_REPLY, ECHO_REQUEST};
+use edp::link::packet::{PacketConfig, PacketLink, ETH_P_ALL};
+use edp::wire::{emit_edp_frame, EthernetRepr, CONTROL_PORT};
+use edp::{EdpConfig, EdpSocket, Link, MacAddr, ETHERTYPE_EDP, ETHERTYPE_ESP};
+use esp::wire::{emit_esp_frame, EspFrame, EspRepr, Flags, Seq};
+use esp::{EspConfig, EspListener, EspStream};
+use testkit::{setup, wait_until, Host, TestHost};
+
+/// Liveness bound for something that must happen (not a timing check).
+const PATIENCE: Duration = Duration::from_secs(10);
+/// How long the attacker waits for an answer that must not come.
+const QUIET: Duration = Duration::from_millis(300);
+
+/// The attacker's raw socket on `host`: sends any bytes, sees every frame.
+fn raw(host: &Host) -> PacketLink {
+    host.run(|| {
+        PacketLink::open(
+            &host.iface,
+            &PacketConfig {
+                ethertype: ETH_P_ALL,
+                ..PacketConfig::default()
+            },
+        )
+        .unwrap()
+    })
+}
+
+/// Frames from `from` that `link` receives within `limit` and that `pred`
+/// accepts.
+fn frames_from(
+    link: &mut PacketLink,
+    from: MacAddr,
+    limit: Duration,
+    pred: impl Fn(&[u8]) -> bool,
+) -> usize {
+    let end = Instant::now() + limit;
+    let mut buf = vec![0u8; 2048];
+    let mut n = 0;
+    while Instant::now() < end {
+        match link.recv(&mut buf) {
+            Ok(len) => {
+                let f = &buf[..len];
+                if len >= 14 && f[6..12] == from.0 && pred(f) {
+                    n += 1;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_micros(200))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    n
+}
+
+/// An echo request frame from (`src`, port 9) to `dst`'s control port.
+fn echo_request(dst: MacAddr, src: MacAddr, ident: u16) -> Vec<u8> {
+    let mut payload = [0u8; ECHO_HEADER_LEN + 8];
+    EchoRepr {
+        kind: ECHO_REQUEST,
+        ident,
+        seq: 1,
+    }
+    .emit(&mut payload);
+    let mut f = vec![0u8; 128];
+    let eth = EthernetRepr {
+        dst,
+        src,
+        ethertype: ETHERTYPE_EDP,
+    };
+    let n = emit_edp_frame(&mut f, &eth, 9, CONTROL_PORT, &payload).unwrap();
+    f.truncate(n.max(60));
+    f
+}
+
+fn is_echo_reply(f: &[u8]) -> bool {
+    f.len() >= 14 + 6 + 1
+        && u16::from_be_bytes([f[12], f[13]]) == ETHERTYPE_EDP
+        && f[20] == ECHO_REPLY
+}
+
+/// `frame` with an IEEE 802.1Q tag for VLAN `vid` inserted after the MACs.
+fn tagged(frame: &[u8], vid: u16) -> Vec<u8> {
+    let mut v = frame[..12].to_vec();
+    v.extend_from_slice(&0x8100u16.to_be_bytes());
+    v.extend_from_slice(&vid.to_be_bytes());
+    v.extend_from_slice(&frame[12..]);
+    v
+}
+
+fn esp_frame(dst: MacAddr, src: MacAddr, repr: &EspRepr, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 2048];
+    let eth = EthernetRepr {
+        dst,
+        src,
+        ethertype: ETHERTYPE_ESP,
+    };
+    let n = emit_esp_frame(&mut f, &eth, repr, payload).unwrap();
+    f.truncate(n.max(60));
+    f
+}
+
+fn esp_flags(f: &[u8]) -> Option<Flags> {
+    EspFrame::parse(f, ETHERTYPE_ESP, 2048)
+        .ok()
+        .map(|e| e.header.flags)
+}
+
+// ---------------------------------------------------------------- break 6
+
+/// Break 6: frames tagged with a VLAN the host does not use were accepted
+/// (echo answered, ESP SYN answered): the kernel strips the tag into the
+/// packet's metadata and the runtime never looked. Now the runtime's kernel
+/// filter drops frames whose VLAN tag is present with a nonzero VLAN id
+/// (a socket on a VLAN interface sees its frames untagged).
+#[test]
+fn frames_tagged_for_a_foreign_vlan_are_not_answered() {
+    let Some(net) = setup("vlan_foreign", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let bi = b.clone();
+    let server = b.spawn(move || {
+        let l = EspListener::bind((bi.iface.as_str(), 7600)).unwrap();
+        let rt = l.runtime().clone();
+        ready_tx
+            .send(wait_until(PATIENCE, || rt.holds_echo_lease()))
+            .unwrap();
+        stop_rx.recv().unwrap();
+        (l.stats(), rt.stats())
+    });
+    assert!(ready_rx.recv().unwrap());
+    let mut link = raw(&a);
+    // Untagged: answered (the harness works).
+    link.send(&echo_request(b.mac, a.mac, 1)).unwrap();
+    assert_eq!(
+        frames_from(&mut link, b.mac, QUIET, is_echo_reply),
+        1,
+        "untagged echo answered"
+    );
+    // Tagged for VLAN 42: not answered.
+    link.send(&tagged(&echo_request(b.mac, a.mac, 2), 42))
+        .unwrap();
+    assert_eq!(
+        frames_from(&mut link, b.mac, QUIET, is_echo_reply),
+        0,
+        "VLAN 42 echo answered"
+    );
+    let syn = EspRepr {
+        src_port: 999,
+        dst_port: 7600,
+        flags: Flags::SYN,
+        seq: Seq(1),
+        window: 10,
+        ..Default::default()
+    };
+    link.send(&tagged(&esp_frame(b.mac, a.mac, &syn, &[]), 42))
+        .unwrap();
+    let synacks = frames_from(&mut link, b.mac, QUIET, |f| {
+        esp_flags(f) == Some(Flags::SYN | Flags::ACK)
+    });
+    assert_eq!(synacks, 0, "VLAN 42 SYN answered");
+    stop_tx.send(()).unwrap();
+    let (ls, _) = server.join().unwrap();
+    assert_eq!(ls.syns_accepted + ls.cookies_sent, 0, "{ls:?}");
+}
+
+/// Break 6: a frame whose source MAC is the receiver's own is never
+/// answered (a forged or looped frame), and is counted.
+#[test]
+fn frames_from_our_own_mac_are_not_answered() {
+    let Some(net) = setup("own_mac_src", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let bi = b.clone();
+    let server = b.spawn(move || {
+        let s = EdpSocket::bind((bi.iface.as_str(), 7601)).unwrap();
+        let rt = s.runtime().clone();
+        ready_tx
+            .send(wait_until(PATIENCE, || rt.holds_echo_lease()))
+            .unwrap();
+        stop_rx.recv().unwrap();
+        rt.stats()
+    });
+    assert!(ready_rx.recv().unwrap());
+    let mut link = raw(&a);
+    link.send(&echo_request(b.mac, b.mac, 3)).unwrap();
+    assert_eq!(frames_from(&mut link, b.mac, QUIET, is_echo_reply), 0);
+    stop_tx.send(()).unwrap();
+    let st = server.join().unwrap();
+    assert!(st.bad_source >= 1, "{st:?}");
+    assert_eq!(st.responder.echo_replies, 0, "{st:?}");
+}
+
+/// Break 6: segments sent to a group (broadcast) destination are never
+/// taken by an ESP stream, nor datagrams by an EDP socket connected to a
+/// unicast peer; both are counted.
+#[test]
+fn group_addressed_segments_and_datagrams_are_dropped() {
+    let Some(net) = setup("group_dst", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let (tx, rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let bi = b.clone();
+    let server = b.spawn(move || {
+        let l = EspListener::bind((bi.iface.as_str(), 7602)).unwrap();
+        let mut d = EdpSocket::bind((bi.iface.as_str(), 7603)).unwrap();
+        tx.send(()).unwrap();
+        let (mut s, peer) = l.accept_timeout(Some(PATIENCE)).unwrap();
+        d.connect(peer.0, 5).unwrap();
+        let mut buf = [0u8; 64];
+        s.read_exact(&mut buf[..4]).unwrap();
+        let rcv_nxt_info = s.stats();
+        tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+        // The stream still works; the forged segment left no trace.
+        s.write_all(b"pong").unwrap();
+        d.set_read_timeout(Some(QUIET)).unwrap();
+        let got = d.recv_from(&mut buf);
+        (
+            rcv_nxt_info,
+            s.slot_stats(),
+            got.map(|x| x.0).map_err(|e| e.kind()),
+            d.stats(),
+            s.stats(),
+        )
+    });
+    rx.recv().unwrap();
+    let (ai, bmac) = (a.iface.clone(), b.mac);
+    let mut c = a.run(|| EspStream::connect_timeout((ai.as_str(), bmac, 7602), PATIENCE).unwrap());
+    c.write_all(b"ping").unwrap();
+    rx.recv().unwrap();
+    let local_port = c.local_addr().unwrap().2;
+    let mut link = raw(&a);
+    // A data segment to broadcast with the stream's ports; and an EDP
+    // datagram to broadcast from the connected peer's address.
+    let seg = EspRepr {
+        src_port: local_port,
+        dst_port: 7602,
+        flags: Flags::ACK,
+        seq: Seq(0),
+        ack: Seq(0),
+        window: 10,
+        ..Default::default()
+    };
+    link.send(&esp_frame(MacAddr::BROADCAST, a.mac, &seg, b"evil"))
+        .unwrap();
+    let mut f = vec![0u8; 128];
+    let eth = EthernetRepr {
+        dst: MacAddr::BROADCAST,
+        src: a.mac,
+        ethertype: ETHERTYPE_EDP,
+    };
+    let n = emit_edp_frame(&mut f, &eth, 5, 7603, b"evil").unwrap();
+    link.send(&f[..n.max(60)]).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    go_tx.send(()).unwrap();
+    let mut buf = [0u8; 4];
+    c.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"pong");
+    let (_, slot, got, dstats, _) = server.join().unwrap();
+    assert_eq!(slot.group_addressed, 1, "{slot:?}");
+    assert_eq!(
+        got,
+        Err(ErrorKind::TimedOut),
+        "group datagram delivered to a connected socket"
+    );
+    assert!(dstats.group_dropped >= 1, "{dstats:?}");
+}
+
+// ---------------------------------------------------------------- break 5
+
+/// Role of a child process (`ATTACK_ROLE`), run by `child_role`.
+const ROLE: &str = "ATTACK_ROLE";
+
+#[test]
+#[ignore = "child process of other tests"]
+fn child_role() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let iface = std::env::var("ATTACK_IFACE").unwrap();
+    let port: u16 = std::env::var("ATTACK_PORT").unwrap().parse().unwrap();
+    match role.as_str() {
+        // an ESP server: accept one connection, echo what it reads
+        "esp_echo" => {
+            let l = EspListener::bind((iface.as_str(), port)).unwrap();
+            println!("READY");
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = s.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                s.write_all(&buf[..n]).unwrap();
+                println!("ECHOED {n}");
+            }
+        }
+        r => panic!("unknown role {r}"),
+    }
+}
+
+fn env(role: &str, host: &Host, port: u16) -> Vec<(&'static str, String)> {
+    vec![
+        (ROLE, role.to_string()),
+        ("ATTACK_IFACE", host.iface.clone()),
+        ("ATTACK_PORT", port.to_string()),
+    ]
+}
+
+/// Break 5: only SYNs to ports nobody owns drew RST; a client whose server
+/// process died (kill -9) waited for its retransmission limit. Now the
+/// host's RST responder answers every segment (but RSTs) to a port no
+/// process owns: the client learns at once that the connection is gone.
+#[test]
+fn segments_to_a_dead_servers_port_draw_rst() {
+    let Some(net) = setup("dead_server_rst", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    // This process holds b's responder role (an ESP listener on another
+    // port), then the server starts in a child process.
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let bi = b.clone();
+    let holder = b.spawn(move || {
+        let l = EspListener::bind((bi.iface.as_str(), 7700)).unwrap();
+        let rt = l.runtime().clone();
+        ready_tx
+            .send(wait_until(PATIENCE, || rt.holds_rst_lease()))
+            .unwrap();
+        stop_rx.recv().unwrap();
+        rt.stats()
+    });
+    assert!(ready_rx.recv().unwrap(), "no RST responder on b");
+    let mut server = b.spawn_test_child("child_role", &env("esp_echo", &b, 7701));
+    server.expect_line("READY");
+    let (ai, bmac) = (a.iface.clone(), b.mac);
+    let (err, took) = a.run(move || {
+        let mut c = EspStream::connect_timeout((ai.as_str(), bmac, 7701), PATIENCE).unwrap();
+        c.write_all(b"one").unwrap();
+        let mut buf = [0u8; 3];
+        c.read_exact(&mut buf).unwrap();
+        server.expect_line("ECHOED");
+        server.kill();
+        let start = Instant::now();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let _ = c.write_all(b"two");
+        let e = c.read(&mut buf).unwrap_err();
+        (e.kind(), start.elapsed())
+    });
+    stop_tx.send(()).unwrap();
+    let st = holder.join().unwrap();
+    assert_eq!(
+        err,
+        ErrorKind::ConnectionReset,
+        "after {took:?}, responder {st:?}"
+    );
+    assert!(st.responder.resets >= 1, "{st:?}");
+}
+
+// The config types are used by later tests.
+#[allow(dead_code)]
+fn _configs() -> (EdpConfig, EspConfig) {
+    (EdpConfig::default(), EspConfig::default())
+}
