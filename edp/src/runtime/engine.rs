@@ -496,7 +496,8 @@ impl EthEngine {
             edp_ports: self.st.demux.ports_of(self.st.edp_ethertype),
             esp_ports: self.st.demux.ports_of(self.st.esp_ethertype),
             edp_control: self.st.responder.holds_edp(),
-            esp_syn_any: self.st.responder.holds_esp(),
+            esp_rst_any: self.st.responder.holds_esp(),
+            esp_elsewhere: self.st.responder.esp_elsewhere().to_vec(),
         };
         let installed = match plan.program() {
             Ok(prog) => self.link.set_filter(&prog),
@@ -670,6 +671,7 @@ impl State {
         let dst_port = u16::from_be_bytes([frame[16], frame[17]]);
         let Some(id) = self.demux.lookup(ethertype, dst_port, src, src_port) else {
             let answered = self.responder.on_unclaimed(
+                now,
                 frame,
                 ethertype,
                 self.mac,

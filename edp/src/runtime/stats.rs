@@ -49,4 +49,7 @@ pub struct ResponderStats {
     pub ignored: u64,
     /// Answers that did not fit the transmit batch (dropped).
     pub overflow: u64,
+    /// RSTs not sent because more than
+    /// [`super::responder::RESETS_PER_SEC`] were due in one second.
+    pub rate_limited: u64,
 }
