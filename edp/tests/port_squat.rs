@@ -35,6 +35,9 @@ fn child_take_port() {
     }
 }
 
+// The callers wait for (or kill) the child; a failed assertion here ends
+// the test process, and the child with its stdin.
+#[allow(clippy::zombie_processes)]
 fn child(port: u16, uid: Option<u32>) -> (Child, String) {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
