@@ -83,10 +83,13 @@ fn echo_request(dst: MacAddr, src: MacAddr, ident: u16) -> Vec<u8> {
     f
 }
 
+/// Offset of the echo kind byte: Ethernet and EDP headers.
+const ECHO_KIND_AT: usize = 14 + 6;
+
 fn is_echo_reply(f: &[u8]) -> bool {
-    f.len() >= 14 + 6 + 1
+    f.len() > ECHO_KIND_AT
         && u16::from_be_bytes([f[12], f[13]]) == ETHERTYPE_EDP
-        && f[20] == ECHO_REPLY
+        && f[ECHO_KIND_AT] == ECHO_REPLY
 }
 
 /// `frame` with an IEEE 802.1Q tag for VLAN `vid` inserted after the MACs.
