@@ -132,8 +132,9 @@ impl Endpoint for Edp {
     fn stats_line(&mut self) -> Option<String> {
         let s = self.sock.stats();
         Some(format!(
-            "edp sent {} send_errors {} received {} dropped {} queue_full {} group_dropped {} kernel_drops {} strays {}",
-            s.sent, s.send_errors, s.received, s.dropped, s.queue_full, s.group_dropped, s.kernel_drops, self.strays
+            "edp sent {} send_errors {} received {} dropped {} queue_full {} group_dropped {} kernel_drops {} strays {}; {}",
+            s.sent, s.send_errors, s.received, s.dropped, s.queue_full, s.group_dropped, s.kernel_drops, self.strays,
+            super::runtime_line(self.sock.runtime())
         ))
     }
 }
