@@ -8,6 +8,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use edp::auth::{AuthKey, AuthSetting};
 use edp::echo::{EchoRepr, ECHO_HEADER_LEN, ECHO_REPLY, ECHO_REQUEST};
 use edp::link::packet::{PacketConfig, PacketLink, ETH_P_ALL};
 use edp::wire::{emit_edp_frame, EthernetRepr, CONTROL_PORT};
@@ -378,6 +379,151 @@ fn segments_to_a_dead_servers_port_draw_rst() {
         "after {took:?}, responder {st:?}"
     );
     assert!(st.responder.resets >= 1, "{st:?}");
+}
+
+// ---------------------------------------------------------------- authentication
+
+fn keyed(key: Option<AuthKey>) -> EspConfig {
+    let mut cfg = EspConfig::default();
+    cfg.runtime.link.auth = match key {
+        Some(k) => AuthSetting::Key(k),
+        None => AuthSetting::Off,
+    };
+    cfg
+}
+
+/// Frames from `from` of `ethertype` that `link` receives within `limit`.
+fn capture(link: &mut PacketLink, from: MacAddr, ethertype: u16, limit: Duration) -> Vec<Vec<u8>> {
+    let end = Instant::now() + limit;
+    let mut buf = vec![0u8; 2048];
+    let mut got = Vec::new();
+    while Instant::now() < end {
+        match link.recv(&mut buf) {
+            Ok(len)
+                if len >= 14
+                    && buf[6..12] == from.0
+                    && u16::from_be_bytes([buf[12], buf[13]]) == ethertype =>
+            {
+                got.push(buf[..len].to_vec())
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_micros(200))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    got
+}
+
+/// With a cluster key, an on-path attacker (who sees every frame but has
+/// no key) can neither inject in-window data nor reset the stream with an
+/// exact RST (sequence number read off the wire), nor replay a captured
+/// frame; all are counted and dropped before any socket sees them. A host
+/// without the key cannot connect at all.
+#[test]
+fn authenticated_stream_drops_forged_and_replayed_frames() {
+    let Some(net) = setup("auth_stream", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let key = AuthKey::new([7; 16]);
+    let total = 2 << 20;
+    let (tx, rx) = mpsc::channel();
+    let bi = b.clone();
+    let k = key.clone();
+    let server = b.spawn(move || {
+        let l = EspListener::bind_with(&bi.iface, 7800, keyed(Some(k))).unwrap();
+        tx.send(()).unwrap();
+        let (mut s, _) = l.accept_timeout(Some(PATIENCE)).unwrap();
+        let mut got = vec![0u8; total];
+        s.read_exact(&mut got).unwrap();
+        s.write_all(b"done").unwrap();
+        let ok = got == testkit::pattern::pattern(total, 5);
+        (ok, s.stats(), l.runtime().stats())
+    });
+    rx.recv().unwrap();
+    let mut link = raw(&a);
+    // The on-path observer also sees what a sends.
+    let mut tap = a.run(|| {
+        PacketLink::open(
+            &a.iface,
+            &PacketConfig {
+                ethertype: ETH_P_ALL,
+                ignore_outgoing: false,
+                ..PacketConfig::default()
+            },
+        )
+        .unwrap()
+    });
+    let (ai, bmac) = (a.iface.clone(), b.mac);
+    let k = key.clone();
+    let mut c = a.run(|| {
+        EspStream::connect_timeout_with(&ai, bmac, 7800, keyed(Some(k)), PATIENCE).unwrap()
+    });
+    let data = testkit::pattern::pattern(total, 5);
+    c.write_all(&data[..total / 2]).unwrap();
+    // The attacker reads the server's ACKs off the wire: the last one
+    // carries the server's RCV.NXT, the exact sequence number of an RST.
+    let acks = capture(&mut link, b.mac, ETHERTYPE_ESP, Duration::from_millis(200));
+    let last = acks.last().expect("saw the server's ACKs").clone();
+    let body = &last[..last.len() - edp::auth::TRAILER_LEN];
+    let seen = EspFrame::parse(body, ETHERTYPE_ESP, 2048).unwrap().header;
+    let forge = |flags: Flags, payload: &[u8]| {
+        let repr = EspRepr {
+            src_port: seen.dst_port,
+            dst_port: seen.src_port,
+            flags,
+            seq: seen.ack,
+            ack: seen.seq,
+            window: 100,
+            ..Default::default()
+        };
+        let mut f = esp_frame(b.mac, a.mac, &repr, payload);
+        f.extend_from_slice(&[0x5a; 24]); // a guessed trailer
+        f
+    };
+    link.send(&forge(Flags::ACK, b"evil data in the window"))
+        .unwrap();
+    link.send(&forge(Flags::RST, &[])).unwrap();
+    link.send(&forge(Flags::FIN | Flags::ACK, &[])).unwrap();
+    // A captured data segment with a valid tag, sent again.
+    let sent = capture(&mut tap, a.mac, ETHERTYPE_ESP, Duration::from_millis(100));
+    let replay = sent
+        .iter()
+        .max_by_key(|f| f.len())
+        .expect("saw a's segments");
+    link.send(replay).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    c.write_all(&data[total / 2..]).unwrap();
+    let mut done = [0u8; 4];
+    c.read_exact(&mut done).unwrap();
+    assert_eq!(&done, b"done");
+    let (ok, sstats, rts) = server.join().unwrap();
+    assert!(ok, "stream corrupted: {sstats:?}");
+    assert!(rts.auth.bad_tag >= 3, "{:?}", rts.auth);
+    assert!(rts.auth.verified > 0, "{:?}", rts.auth);
+    assert!(rts.auth.replayed >= 1, "{:?}", rts.auth);
+
+    // Without the key: no connection (its SYNs fail authentication).
+    let (ai, bmac) = (a.iface.clone(), b.mac);
+    let (tx, rx) = mpsc::channel();
+    let bi = b.clone();
+    let server = b.spawn(move || {
+        let l = EspListener::bind_with(&bi.iface, 7801, keyed(Some(key))).unwrap();
+        tx.send(()).unwrap();
+        let r = l.accept_timeout(Some(Duration::from_secs(2))).map(|_| ());
+        (r.map_err(|e| e.kind()), l.runtime().stats().auth)
+    });
+    rx.recv().unwrap();
+    let r = a.run(|| {
+        EspStream::connect_timeout_with(&ai, bmac, 7801, keyed(None), Duration::from_secs(1))
+            .map(|_| ())
+    });
+    assert!(r.is_err(), "a host without the key connected");
+    let (accepted, auth) = server.join().unwrap();
+    assert!(accepted.is_err());
+    assert!(auth.bad_tag + auth.short >= 1, "{auth:?}");
 }
 
 // The config types are used by later tests.

@@ -106,7 +106,10 @@ impl AuthKey {
     /// [`AuthKey::from_hex`].
     pub fn from_file(path: &Path) -> io::Result<Self> {
         let meta = std::fs::metadata(path).map_err(|e| {
-            io::Error::new(e.kind(), format!("cluster key file {}: {e}", path.display()))
+            io::Error::new(
+                e.kind(),
+                format!("cluster key file {}: {e}", path.display()),
+            )
         })?;
         if meta.mode() & 0o077 != 0 {
             return Err(io::Error::new(
@@ -119,10 +122,16 @@ impl AuthKey {
             ));
         }
         let text = std::fs::read_to_string(path).map_err(|e| {
-            io::Error::new(e.kind(), format!("cluster key file {}: {e}", path.display()))
+            io::Error::new(
+                e.kind(),
+                format!("cluster key file {}: {e}", path.display()),
+            )
         })?;
         Self::from_hex(&text).map_err(|e| {
-            io::Error::new(e.kind(), format!("cluster key file {}: {e}", path.display()))
+            io::Error::new(
+                e.kind(),
+                format!("cluster key file {}: {e}", path.display()),
+            )
         })
     }
 
@@ -133,7 +142,10 @@ impl AuthKey {
     pub fn from_env() -> io::Result<Option<Self>> {
         if let Some(v) = std::env::var_os(KEY_ENV) {
             let v = v.to_str().ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidData, format!("{KEY_ENV} is not UTF-8"))
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{KEY_ENV} is not UTF-8"),
+                )
             })?;
             return Self::from_hex(v).map(Some);
         }
@@ -348,6 +360,76 @@ impl Verifier {
             }
         }
         Ok(body)
+    }
+}
+
+/// Zero bytes for padding short frames before their trailer.
+pub(crate) static ZEROS: [u8; MIN_SEALED_BODY] = [0; MIN_SEALED_BODY];
+
+/// Both halves as a runtime holds them, with the trailers of the transmit
+/// batch being sent.
+#[derive(Debug)]
+pub struct FrameAuth {
+    /// Sending half.
+    pub sealer: Sealer,
+    /// Receiving half.
+    pub verifier: Verifier,
+    /// Per frame of the batch: its padding length and trailer.
+    pub(crate) tails: Vec<(usize, [u8; TRAILER_LEN])>,
+}
+
+impl FrameAuth {
+    /// Both halves for `key`.
+    pub fn new(key: AuthKey) -> Self {
+        Self {
+            sealer: Sealer::new(key.clone()),
+            verifier: Verifier::new(key),
+            tails: Vec::new(),
+        }
+    }
+
+    /// Computes the padding and trailer of frame `i` made of `pieces`.
+    pub(crate) fn seal_pieces(&mut self, i: usize, pieces: [&[u8]; 3], now_ns: u64) {
+        let len: usize = pieces.iter().map(|p| p.len()).sum();
+        let pad = MIN_SEALED_BODY.saturating_sub(len);
+        let t = self
+            .sealer
+            .trailer(&[pieces[0], pieces[1], pieces[2], &ZEROS[..pad]], now_ns);
+        if self.tails.len() <= i {
+            self.tails.resize(i + 1, (0, [0; TRAILER_LEN]));
+        }
+        self.tails[i] = (pad, t);
+    }
+
+    /// The padding and trailer of frame `i` (after [`Self::seal_pieces`]).
+    pub(crate) fn tail(&self, i: usize) -> (&[u8], &[u8]) {
+        let (pad, t) = &self.tails[i];
+        (&ZEROS[..*pad], &t[..])
+    }
+}
+
+/// How a runtime gets its cluster key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AuthSetting {
+    /// From the environment ([`AuthKey::from_env`]); off when unset.
+    #[default]
+    FromEnv,
+    /// Off, whatever the environment says.
+    Off,
+    /// This key.
+    Key(AuthKey),
+}
+
+impl AuthSetting {
+    /// The key in force.
+    ///
+    /// Errors: those of [`AuthKey::from_env`].
+    pub fn resolve(&self) -> io::Result<Option<AuthKey>> {
+        match self {
+            AuthSetting::FromEnv => AuthKey::from_env(),
+            AuthSetting::Off => Ok(None),
+            AuthSetting::Key(k) => Ok(Some(k.clone())),
+        }
     }
 }
 

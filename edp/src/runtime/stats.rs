@@ -34,6 +34,9 @@ pub struct EngineStats {
     pub spawn_refused: u64,
     /// The host responder's counters (echo replies, RSTs).
     pub responder: ResponderStats,
+    /// Frame authentication's counters (all zero when it is off): frames
+    /// refused here (bad tag, replayed, stale) never reached a socket.
+    pub auth: crate::auth::AuthStats,
 }
 
 /// Counters of the host responder role (echo replies, RSTs for segments to
