@@ -93,26 +93,21 @@ fn main() -> ExitCode {
         0 => Duration::MAX,
         s => Duration::from_secs(s),
     };
-    loop {
-        match stop_rx.recv_timeout(every) {
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                for (iface, rt) in &runtimes {
-                    let s = rt.stats();
-                    tracing::info!(
-                        iface,
-                        echo = rt.holds_echo_lease(),
-                        rst = rt.holds_rst_lease(),
-                        echo_replies = s.responder.echo_replies,
-                        resets = s.responder.resets,
-                        rate_limited = s.responder.rate_limited,
-                        malformed = s.malformed,
-                        bad_source = s.bad_source,
-                        auth_failures = s.auth.failures(),
-                        "counters"
-                    );
-                }
-            }
-            _ => break,
+    while let Err(mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(every) {
+        for (iface, rt) in &runtimes {
+            let s = rt.stats();
+            tracing::info!(
+                iface,
+                echo = rt.holds_echo_lease(),
+                rst = rt.holds_rst_lease(),
+                echo_replies = s.responder.echo_replies,
+                resets = s.responder.resets,
+                rate_limited = s.responder.rate_limited,
+                malformed = s.malformed,
+                bad_source = s.bad_source,
+                auth_failures = s.auth.failures(),
+                "counters"
+            );
         }
     }
     tracing::info!("stopping");
