@@ -333,7 +333,7 @@ pub(crate) fn runtime_line(rt: &::edp::runtime::Runtime) -> String {
     let s = rt.stats();
     format!(
         "runtime rx_frames {} malformed {} foreign {} bad_source {} unclaimed {} kernel_filter_errors {} \
-         responder echo_replies {} resets {} ignored {} rate_limited {}",
+         responder echo_replies {} resets {} ignored {} rate_limited {} auth verified {} failures {}",
         s.rx_frames,
         s.malformed,
         s.foreign,
@@ -343,6 +343,8 @@ pub(crate) fn runtime_line(rt: &::edp::runtime::Runtime) -> String {
         s.responder.echo_replies,
         s.responder.resets,
         s.responder.ignored,
-        s.responder.rate_limited
+        s.responder.rate_limited,
+        s.auth.verified,
+        s.auth.failures()
     )
 }
