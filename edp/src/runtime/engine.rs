@@ -738,6 +738,9 @@ impl State {
             if !answered {
                 self.stats.unclaimed += 1;
             }
+            if self.responder.take_filter_change() {
+                self.filter_stale = true;
+            }
             return;
         };
         let Some(slot) = self.slots[id.index as usize].as_mut() else {

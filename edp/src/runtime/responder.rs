@@ -17,8 +17,9 @@
 //! a client whose server process died learns it from its next segment
 //! instead of waiting for its retransmission limit (issue 13, break 5). Its
 //! kernel filter excludes the ports other processes hold (rescanned every
-//! [`ELSEWHERE_RESCAN`]), and a port bound since the last scan is checked
-//! with [`ports::is_held`] before answering. RSTs are limited to
+//! [`ELSEWHERE_RESCAN`], on the timer and when such frames arrive); a
+//! port bound since the last scan is checked with [`ports::is_held`]
+//! before answering. RSTs are limited to
 //! [`RESETS_PER_SEC`] per second (a flood of segments to closed ports must
 //! not become an equal flood of RSTs; Linux limits its out-of-window
 //! answers alike, `tcp_invalid_ratelimit`); beyond it they are counted in
@@ -120,6 +121,8 @@ pub struct Responder {
     /// Start of the current one-second RST interval and RSTs sent in it.
     reset_window: Option<Instant>,
     resets_in_window: u32,
+    /// `esp_elsewhere` changed in a rescan outside `on_timeout`.
+    filter_changed: bool,
     stats: ResponderStats,
 }
 
@@ -144,6 +147,7 @@ impl Responder {
             next_rescan: None,
             reset_window: None,
             resets_in_window: 0,
+            filter_changed: false,
             stats: ResponderStats::default(),
         }
     }
@@ -158,7 +162,11 @@ impl Responder {
     pub(crate) fn enable_esp(&mut self, handler: Box<dyn UnclaimedHandler>, now: Instant) -> bool {
         self.esp_handler = Some(handler);
         self.esp.enabled = true;
-        self.esp.try_lease(self.iface.as_deref(), now)
+        let took = self.esp.try_lease(self.iface.as_deref(), now);
+        if took {
+            self.rescan(now, true);
+        }
+        took
     }
 
     /// Whether an ESP answer handler is installed.
@@ -229,8 +237,8 @@ impl Responder {
         }
     }
 
-    /// Whether another RST may go out now (counts it).
-    fn reset_allowed(&mut self, now: Instant) -> bool {
+    /// Whether another RST may go out now (without taking it).
+    fn reset_available(&mut self, now: Instant) -> bool {
         if self
             .reset_window
             .is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(1))
@@ -238,12 +246,13 @@ impl Responder {
             self.reset_window = Some(now);
             self.resets_in_window = 0;
         }
-        if self.resets_in_window >= RESETS_PER_SEC {
-            self.stats.rate_limited += 1;
-            return false;
-        }
-        self.resets_in_window += 1;
-        true
+        self.resets_in_window < RESETS_PER_SEC
+    }
+
+    /// Whether the kernel filter must change (a rescan while receiving
+    /// changed the excluded ports); clears the flag.
+    pub(crate) fn take_filter_change(&mut self) -> bool {
+        std::mem::take(&mut self.filter_changed)
     }
 
     /// A frame of `ethertype` (already checked: sent to `mac` or a group,
@@ -299,18 +308,25 @@ impl Responder {
                 if self.esp.lease.is_none() {
                     return false;
                 }
+                if self.rescan(now, false) {
+                    self.filter_changed = true;
+                }
             }
-            if !self.reset_allowed(now) {
+            if !self.reset_available(now) {
+                self.stats.rate_limited += 1;
                 return false;
             }
             if !ours && dst_port != CONTROL_PORT {
                 if let Some(iface) = self.iface.as_deref() {
                     if ports::is_held(iface, ethertype, dst_port) {
+                        // Bound since the last scan (the next one, driven
+                        // by such frames too, excludes it from the filter).
                         self.stats.ignored += 1;
                         return false;
                     }
                 }
             }
+            self.resets_in_window += 1;
             if tx.is_full() {
                 self.stats.overflow += 1;
                 return false;
