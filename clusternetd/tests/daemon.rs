@@ -102,3 +102,80 @@ fn daemon_answers_echo_and_rst_with_no_application_running() {
     let after = a.run(|| edp::echo::ping(&ai, bmac, Duration::from_millis(300)));
     assert!(after.is_err());
 }
+
+/// The role goes back and forth through the control lease: while the
+/// daemon holds it an application's runtime does not answer for the host;
+/// when the daemon stops, the application's runtime takes the lease within
+/// about a second (its retry period) and answers.
+#[test]
+fn applications_take_over_when_the_daemon_stops() {
+    let Some(net) = setup("clusternetd_handoff", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let mut cmd = b.command(env!("CARGO_BIN_EXE_clusternetd"));
+    cmd.args(["-i", &b.iface, "--ready", "--stats-every", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut daemon = Process::spawn(&mut cmd).unwrap();
+    daemon.expect_line("READY");
+    let bi = b.clone();
+    let l = b.run(|| esp::EspListener::bind((bi.iface.as_str(), 7000)).unwrap());
+    let rt = l.runtime().clone();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        !rt.holds_rst_lease() && !rt.holds_echo_lease(),
+        "the daemon holds the role"
+    );
+    daemon.signal(Signal::SIGTERM).unwrap();
+    daemon.wait_timeout(Duration::from_secs(5)).unwrap();
+    let start = Instant::now();
+    assert!(
+        testkit::wait_until(Duration::from_secs(5), || rt.holds_rst_lease()
+            && rt.holds_echo_lease()),
+        "the application did not take over"
+    );
+    let took = start.elapsed();
+    let (ai, bmac) = (a.iface.clone(), b.mac);
+    let rtt = a.run(|| edp::echo::ping(&ai, bmac, Duration::from_secs(2)));
+    assert!(
+        rtt.is_ok(),
+        "no echo after the take-over ({took:?}): {rtt:?}"
+    );
+    eprintln!("take-over after {took:?}");
+}
+
+/// And the other way: an application holds the role when the daemon
+/// starts; when the application ends, the daemon (whose runtime only its
+/// service thread drives) takes the role over.
+#[test]
+fn daemon_takes_over_when_the_application_ends() {
+    let Some(net) = setup("clusternetd_takeover", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let bi = b.clone();
+    let l = b.run(|| esp::EspListener::bind((bi.iface.as_str(), 7000)).unwrap());
+    let rt = l.runtime().clone();
+    assert!(testkit::wait_until(Duration::from_secs(5), || rt.holds_echo_lease()));
+    let mut cmd = b.command(env!("CARGO_BIN_EXE_clusternetd"));
+    cmd.args(["-i", &b.iface, "--ready", "--stats-every", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut daemon = Process::spawn(&mut cmd).unwrap();
+    daemon.expect_line("READY");
+    drop((l, rt));
+    let (ai, bmac) = (a.iface.clone(), b.mac);
+    let start = Instant::now();
+    let answered = a.run(|| {
+        testkit::wait_until(Duration::from_secs(5), || {
+            edp::echo::ping(&ai, bmac, Duration::from_millis(200)).is_ok()
+        })
+    });
+    eprintln!("daemon answered after {:?}", start.elapsed());
+    assert!(answered, "the daemon did not take over");
+    daemon.signal(Signal::SIGTERM).unwrap();
+    daemon.wait_timeout(Duration::from_secs(5)).unwrap();
+}

@@ -577,7 +577,13 @@ fn syn_cookie_completes_from_a_data_segment_and_rejects_forgeries() {
 fn syn_flood_memory() {
     let rss = || {
         let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-        statm.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 4096
+        statm
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            * 4096
     };
     let before = rss();
     let (ok, most) = syn_flood(
