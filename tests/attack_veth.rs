@@ -736,3 +736,62 @@ fn authenticated_edp_datagrams() {
     assert_eq!(auth.bad_tag, 1, "{auth:?}");
     assert_eq!(auth.verified, 2, "{auth:?}");
 }
+
+/// The RST responder answers at most `RESETS_PER_SEC` segments to closed
+/// ports per second (a flood of them must not become an equal flood of
+/// RSTs); the rest are counted.
+#[test]
+fn rsts_for_closed_ports_are_rate_limited() {
+    let Some(net) = setup("rst_limit", 2, 1500) else {
+        return;
+    };
+    let (a, b) = (net.host(0).clone(), net.host(1).clone());
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let bi = b.clone();
+    let holder = b.spawn(move || {
+        let l = EspListener::bind((bi.iface.as_str(), 7950)).unwrap();
+        let rt = l.runtime().clone();
+        ready_tx
+            .send(wait_until(PATIENCE, || rt.holds_rst_lease()))
+            .unwrap();
+        stop_rx.recv().unwrap();
+        rt.stats()
+    });
+    assert!(ready_rx.recv().unwrap());
+    let mut link = raw(&a);
+    let limit = edp::runtime::responder::RESETS_PER_SEC as usize;
+    let n = 3 * limit;
+    let start = Instant::now();
+    for i in 0..n {
+        let seg = EspRepr {
+            src_port: 1000 + (i % 50) as u16,
+            dst_port: 30000 + (i % 1000) as u16,
+            flags: Flags::ACK,
+            seq: Seq(i as u32),
+            ack: Seq(1),
+            window: 10,
+            ..Default::default()
+        };
+        link.send(&esp_frame(b.mac, a.mac, &seg, b"x")).unwrap();
+    }
+    let sent_in = start.elapsed();
+    let rsts = frames_from(&mut link, b.mac, Duration::from_millis(500), |f| {
+        esp_flags(f).is_some_and(|fl| fl.rst())
+    });
+    stop_tx.send(()).unwrap();
+    let st = holder.join().unwrap();
+    assert!(
+        sent_in < Duration::from_millis(900),
+        "flood took {sent_in:?}: not one window"
+    );
+    assert!(rsts >= 1 && rsts <= limit, "{rsts} RSTs, {st:?}");
+    assert_eq!(st.responder.resets as usize, rsts, "{st:?}");
+    // Every frame that reached the runtime was answered or counted.
+    assert_eq!(
+        (st.responder.resets + st.responder.rate_limited) as usize,
+        st.rx_frames as usize,
+        "{st:?}"
+    );
+    assert!(st.responder.rate_limited as usize >= st.rx_frames as usize - limit);
+}
