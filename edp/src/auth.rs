@@ -557,4 +557,24 @@ mod tests {
         assert_eq!(AuthKey::from_file(&p).unwrap(), key());
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    proptest::proptest! {
+        /// Arbitrary bytes never pass, never panic, and leave no state;
+        /// a sealed frame with any one byte changed never passes.
+        #[test]
+        fn arbitrary_frames_fail_without_state(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            flip in 0usize..200,
+        ) {
+            let mut v = Verifier::new(key());
+            proptest::prop_assert!(v.verify(&bytes, NOW).is_err());
+            proptest::prop_assert_eq!(v.sources(), 0);
+            let mut s = Sealer::new(key());
+            let body = frame(1, 2, &bytes);
+            let mut sealed = seal(&mut s, &body, NOW);
+            let i = flip % sealed.len();
+            sealed[i] ^= 0x01;
+            proptest::prop_assert_eq!(v.verify(&sealed, NOW), Err(Refused::BadTag));
+        }
+    }
 }
