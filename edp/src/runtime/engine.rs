@@ -112,7 +112,9 @@ impl EthEngine {
         auth: Option<FrameAuth>,
     ) -> Self {
         // The trailer of frame authentication comes out of the MTU.
-        let mtu = link.mtu() - if auth.is_some() { TRAILER_LEN } else { 0 };
+        let mtu = link
+            .mtu()
+            .saturating_sub(if auth.is_some() { TRAILER_LEN } else { 0 });
         let st = State {
             mac: link.mac(),
             mtu,

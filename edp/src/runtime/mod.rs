@@ -237,7 +237,7 @@ impl Runtime {
         let info = Arc::new(Info {
             iface: iface.clone(),
             mac: link.mac(),
-            mtu: link.mtu() - overhead,
+            mtu: link.mtu().saturating_sub(overhead),
             edp_ethertype: config.link.edp_ethertype,
             esp_ethertype: config.link.esp_ethertype,
         });
