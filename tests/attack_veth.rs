@@ -795,3 +795,25 @@ fn rsts_for_closed_ports_are_rate_limited() {
     );
     assert!(st.responder.rate_limited as usize >= st.rx_frames as usize - limit);
 }
+
+/// The lease holder rescans the ports held elsewhere about once a second
+/// even when nothing calls into its runtime (its service thread keeps the
+/// responder's deadline).
+#[test]
+fn idle_lease_holder_rescans_every_second() {
+    let Some(net) = setup("rescan_idle", 2, 1500) else {
+        return;
+    };
+    let b = net.host(0).clone();
+    let bi = b.clone();
+    let st = b.spawn(move || {
+        let l = EspListener::bind((bi.iface.as_str(), 7960)).unwrap();
+        let rt = l.runtime().clone();
+        assert!(wait_until(PATIENCE, || rt.holds_rst_lease()));
+        let first = rt.stats().responder.rescans;
+        std::thread::sleep(Duration::from_millis(3500));
+        (first, rt.stats().responder.rescans)
+    });
+    let (first, last) = st.join().unwrap();
+    assert!(last - first >= 3, "{first} -> {last} rescans in 3.5 s");
+}

@@ -223,6 +223,7 @@ impl Responder {
             return false;
         }
         self.next_rescan = Some(now + ELSEWHERE_RESCAN);
+        self.stats.rescans += 1;
         match ports::held_ports(iface, self.esp.ethertype) {
             Ok(mut held) => {
                 held.retain(|&p| p != CONTROL_PORT);

@@ -52,6 +52,9 @@ pub struct ResponderStats {
     pub ignored: u64,
     /// Answers that did not fit the transmit batch (dropped).
     pub overflow: u64,
+    /// Scans of the ports other processes hold (while holding the ESP
+    /// control lease, about one per second).
+    pub rescans: u64,
     /// RSTs not sent because more than
     /// [`super::responder::RESETS_PER_SEC`] were due in one second.
     pub rate_limited: u64,
