@@ -665,7 +665,11 @@ fn blind_attacker_goodput() {
     let Some((clean, _, _, _)) = blind_run(total, 0, false, "blind_clean") else {
         return;
     };
-    let (control, _, _, _) = blind_run(total, rate, true, "blind_control").unwrap();
+    let (control, _, _, cc) = blind_run(total, rate, true, "blind_control").unwrap();
+    println!(
+        "control client: timeouts {} spurious {} retransmitted {} cwnd {}",
+        cc.timeouts, cc.spurious, cc.retransmitted, cc.cwnd
+    );
     let (attacked, forged, s, c) = blind_run(total, rate, false, "blind_attack").unwrap();
     println!(
         "blind attacker: {total} bytes, clean {clean:.2} Gbit/s, same frames misaddressed {control:.2} Gbit/s, \
