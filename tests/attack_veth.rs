@@ -379,6 +379,7 @@ fn segments_to_a_dead_servers_port_draw_rst() {
         "after {took:?}, responder {st:?}"
     );
     assert!(st.responder.resets >= 1, "{st:?}");
+    eprintln!("reset {took:?} after the server's death");
 }
 
 // ---------------------------------------------------------------- authentication
