@@ -327,7 +327,6 @@ impl Responder {
                     }
                 }
             }
-            self.resets_in_window += 1;
             if tx.is_full() {
                 self.stats.overflow += 1;
                 return false;
@@ -336,6 +335,7 @@ impl Responder {
             match handler.answer(frame, mac, max_frame, tx.next_buf()) {
                 Some(n) => {
                     tx.commit(n, None);
+                    self.resets_in_window += 1;
                     self.stats.resets += 1;
                     true
                 }
