@@ -24,6 +24,7 @@ use super::responder::Responder;
 use super::socket::{Cx, DirectRead, Ready, SlotId, Socket, Spawn};
 use super::stats::EngineStats;
 use super::tx::{self, TxQueue};
+use crate::auth::{FrameAuth, TRAILER_LEN};
 
 /// Frames read per receive call.
 pub const RX_BATCH: usize = 64;
@@ -78,6 +79,8 @@ pub(crate) struct State {
     pub filter_stale: bool,
     /// Slots lingering after their handle was dropped.
     pub lingering: Vec<SlotId>,
+    /// Frame authentication, when a cluster key is in force.
+    pub auth: Option<FrameAuth>,
 }
 
 /// The engine. See the module documentation.
@@ -106,8 +109,12 @@ impl EthEngine {
         iface: Option<String>,
         edp_ethertype: u16,
         esp_ethertype: u16,
+        auth: Option<FrameAuth>,
     ) -> Self {
-        let mtu = link.mtu();
+        // The trailer of frame authentication comes out of the MTU.
+        let mtu = link
+            .mtu()
+            .saturating_sub(if auth.is_some() { TRAILER_LEN } else { 0 });
         let st = State {
             mac: link.mac(),
             mtu,
@@ -126,6 +133,7 @@ impl EthEngine {
             stats: EngineStats::default(),
             filter_stale: true,
             lingering: Vec::new(),
+            auth,
         };
         Self { link, st }
     }
@@ -144,6 +152,9 @@ impl EthEngine {
     pub fn stats(&self) -> EngineStats {
         let mut s = self.st.stats;
         s.responder = self.st.responder.stats();
+        if let Some(a) = &self.st.auth {
+            s.auth = a.verifier.stats();
+        }
         s
     }
 
@@ -223,7 +234,33 @@ impl EthEngine {
     ///
     /// Errors: those of the link's `send_batch_vectored`.
     pub fn send_now(&mut self, frames: &[&[std::io::IoSlice<'_>]]) -> io::Result<usize> {
-        let r = self.link.send_batch_vectored(frames);
+        let r = match self.st.auth.as_mut() {
+            None => self.link.send_batch_vectored(frames),
+            Some(a) => {
+                // Each frame gets its padding and trailer as two more pieces.
+                let now_ns = crate::auth::wall_ns();
+                let mut tails = Vec::with_capacity(frames.len());
+                for f in frames {
+                    let len: usize = f.iter().map(|p| p.len()).sum();
+                    let pad = crate::auth::MIN_SEALED_BODY.saturating_sub(len);
+                    let mut pieces: Vec<&[u8]> = f.iter().map(|p| &p[..]).collect();
+                    pieces.push(&crate::auth::ZEROS[..pad]);
+                    tails.push((pad, a.sealer.trailer(&pieces, now_ns)));
+                }
+                let sealed: Vec<Vec<std::io::IoSlice<'_>>> = frames
+                    .iter()
+                    .zip(&tails)
+                    .map(|(f, (pad, t))| {
+                        let mut v = f.to_vec();
+                        v.push(std::io::IoSlice::new(&crate::auth::ZEROS[..*pad]));
+                        v.push(std::io::IoSlice::new(t));
+                        v
+                    })
+                    .collect();
+                let refs: Vec<&[std::io::IoSlice<'_>]> = sealed.iter().map(|v| &v[..]).collect();
+                self.link.send_batch_vectored(&refs)
+            }
+        };
         if let Ok(n) = r {
             self.st.stats.tx_frames += n as u64;
         }
@@ -451,16 +488,26 @@ impl EthEngine {
             let full = st.tx.is_full();
             let slots = &st.slots;
             let q = &st.tx;
+            let gather = |i: usize| match q.frames[i].gather {
+                Some((id, r)) => slots[id.index as usize]
+                    .as_ref()
+                    .map_or((&[][..], &[][..]), |s| s.socket.gather(r)),
+                None => (&[][..], &[][..]),
+            };
+            if let Some(a) = st.auth.as_mut() {
+                let now_ns = crate::auth::wall_ns();
+                for i in 0..n {
+                    let (x, y) = gather(i);
+                    a.seal_pieces(i, [q.head(i), x, y], now_ns);
+                }
+            }
+            let auth = &st.auth;
             let mut lost: Vec<usize> = Vec::new();
             let sent = tx::send_frames(
                 n,
                 |i| q.head(i),
-                |i| match q.frames[i].gather {
-                    Some((id, r)) => slots[id.index as usize]
-                        .as_ref()
-                        .map_or((&[][..], &[][..]), |s| s.socket.gather(r)),
-                    None => (&[], &[]),
-                },
+                gather,
+                |i| auth.as_ref().map_or((&[][..], &[][..]), |a| a.tail(i)),
                 |frames| self.link.send_batch_vectored(frames),
                 |i| lost.push(i),
             );
@@ -496,7 +543,8 @@ impl EthEngine {
             edp_ports: self.st.demux.ports_of(self.st.edp_ethertype),
             esp_ports: self.st.demux.ports_of(self.st.esp_ethertype),
             edp_control: self.st.responder.holds_edp(),
-            esp_syn_any: self.st.responder.holds_esp(),
+            esp_rst_any: self.st.responder.holds_esp(),
+            esp_elsewhere: self.st.responder.esp_elsewhere().to_vec(),
         };
         let installed = match plan.program() {
             Ok(prog) => self.link.set_filter(&prog),
@@ -666,10 +714,22 @@ impl State {
             self.stats.foreign += 1;
             return;
         }
+        // Authentication before anything looks at the frame's contents.
+        let frame = match self.auth.as_mut() {
+            None => frame,
+            Some(a) => match a.verifier.verify(frame, crate::auth::wall_ns()) {
+                Ok(body) => &frame[..body],
+                Err(why) => {
+                    tracing::trace!(?why, %src, "runtime: frame failed authentication");
+                    return;
+                }
+            },
+        };
         let src_port = u16::from_be_bytes([frame[14], frame[15]]);
         let dst_port = u16::from_be_bytes([frame[16], frame[17]]);
         let Some(id) = self.demux.lookup(ethertype, dst_port, src, src_port) else {
             let answered = self.responder.on_unclaimed(
+                now,
                 frame,
                 ethertype,
                 self.mac,
@@ -679,6 +739,9 @@ impl State {
             );
             if !answered {
                 self.stats.unclaimed += 1;
+            }
+            if self.responder.take_filter_change() {
+                self.filter_stale = true;
             }
             return;
         };

@@ -213,7 +213,7 @@ impl Runtime {
     /// (there is no interface name to lease them on); the host responder
     /// role is off.
     ///
-    /// Errors: eventfd errors.
+    /// Errors: eventfd errors; a bad cluster key in the environment.
     pub fn with_link(link: Box<dyn Link>, config: RuntimeConfig) -> io::Result<Runtime> {
         Self::build(link, None, config)
     }
@@ -228,10 +228,16 @@ impl Runtime {
             .map(|fd| fd.try_clone_to_owned())
             .transpose()
             .map_err(|e| io::Error::other(format!("dup of the link descriptor: {e}")))?;
+        let auth = config.link.auth.resolve()?;
+        let overhead = if auth.is_some() {
+            crate::auth::TRAILER_LEN
+        } else {
+            0
+        };
         let info = Arc::new(Info {
             iface: iface.clone(),
             mac: link.mac(),
-            mtu: link.mtu(),
+            mtu: link.mtu().saturating_sub(overhead),
             edp_ethertype: config.link.edp_ethertype,
             esp_ethertype: config.link.esp_ethertype,
         });
@@ -244,6 +250,7 @@ impl Runtime {
             iface,
             config.link.edp_ethertype,
             config.link.esp_ethertype,
+            auth.map(crate::auth::FrameAuth::new),
         );
         let driver = Driver::new(engine, link_fd, config.progress, name)?;
         if matches!(config.progress, Progress::WhenIdle { .. }) {

@@ -142,8 +142,9 @@ pub(crate) fn is_transient(e: &io::Error) -> bool {
 }
 
 /// Builds the iovec arrays of `n` frames and hands them to `send` (the
-/// link's `send_batch_vectored`), retrying after partial sends. `pieces`
-/// resolves frame `i`'s gathered payload. Returns (frames sent, frames
+/// link's `send_batch_vectored`), retrying after partial sends. `payload`
+/// resolves frame `i`'s gathered payload, `tail` its authentication
+/// padding and trailer ([`crate::auth`]; empty when off). Returns (frames sent, frames
 /// lost to transient errors: the caller reports them to their owners).
 ///
 /// Errors: fatal link errors.
@@ -151,6 +152,7 @@ pub(crate) fn send_frames<'p>(
     n: usize,
     head: impl Fn(usize) -> &'p [u8],
     payload: impl Fn(usize) -> (&'p [u8], &'p [u8]),
+    tail: impl Fn(usize) -> (&'p [u8], &'p [u8]),
     mut send: impl FnMut(&[&[IoSlice<'_>]]) -> io::Result<usize>,
     mut lost: impl FnMut(usize),
 ) -> io::Result<usize> {
@@ -159,7 +161,14 @@ pub(crate) fn send_frames<'p>(
     }
     let piece = |i: usize| {
         let (a, b) = payload(i);
-        [IoSlice::new(head(i)), IoSlice::new(a), IoSlice::new(b)]
+        let (pad, trailer) = tail(i);
+        [
+            IoSlice::new(head(i)),
+            IoSlice::new(a),
+            IoSlice::new(b),
+            IoSlice::new(pad),
+            IoSlice::new(trailer),
+        ]
     };
     if n == 1 {
         let p = piece(0);
@@ -176,7 +185,7 @@ pub(crate) fn send_frames<'p>(
             Err(e) => Err(e),
         };
     }
-    let mut iov: [[IoSlice<'_>; 3]; MAX_BATCH] = [[IoSlice::new(&[]); 3]; MAX_BATCH];
+    let mut iov: [[IoSlice<'_>; 5]; MAX_BATCH] = [[IoSlice::new(&[]); 5]; MAX_BATCH];
     for (i, v) in iov.iter_mut().enumerate().take(n) {
         *v = piece(i);
     }
@@ -243,6 +252,7 @@ mod tests {
             5,
             |i| &heads[i][..],
             |_| (&b"pp"[..], &[][..]),
+            |_| (&[][..], &[][..]),
             |fs| {
                 calls.push(fs.len());
                 match calls.len() {

@@ -61,12 +61,16 @@ impl Socket for ListenerSocket {
         }
         // Connections already accepted have slots of their own: their
         // segments never reach the listener.
-        match self
-            .listener
-            .on_segment(cx.now, clock_us(), f.eth.src, &f.header, |_| false)
-        {
+        match self.listener.on_segment_with_payload(
+            cx.now,
+            clock_us(),
+            f.eth.src,
+            &f.header,
+            f.payload,
+            |_| false,
+        ) {
             SynOutcome::Accept(conn) => self.listener.insert(*conn, ()),
-            SynOutcome::Reset(rst) => {
+            SynOutcome::Reset(rst) | SynOutcome::Cookie(rst) => {
                 if self.pending_rst.len() < MAX_PENDING_RST {
                     self.pending_rst.push((f.eth.src, rst));
                 } else {

@@ -326,3 +326,25 @@ pub(crate) fn recv_train(
         }
     }
 }
+
+/// The runtime's counters of frames refused before any socket saw them
+/// and of the host responder (`-v`): what an attacker's frames show up as.
+pub(crate) fn runtime_line(rt: &::edp::runtime::Runtime) -> String {
+    let s = rt.stats();
+    format!(
+        "runtime rx_frames {} malformed {} foreign {} bad_source {} unclaimed {} kernel_filter_errors {} \
+         responder echo_replies {} resets {} ignored {} rate_limited {} auth verified {} failures {}",
+        s.rx_frames,
+        s.malformed,
+        s.foreign,
+        s.bad_source,
+        s.unclaimed,
+        s.filter_errors,
+        s.responder.echo_replies,
+        s.responder.resets,
+        s.responder.ignored,
+        s.responder.rate_limited,
+        s.auth.verified,
+        s.auth.failures()
+    )
+}
