@@ -159,20 +159,25 @@ pub(crate) fn send_frames<'p>(
     if n == 0 {
         return Ok(0);
     }
+    // A frame's non-empty pieces, head first: a frame without payload or
+    // trailer stays one or two iovecs (one frame of at most four goes out
+    // by sendmsg(2) rather than sendmmsg(2): see PacketLink).
     let piece = |i: usize| {
         let (a, b) = payload(i);
         let (pad, trailer) = tail(i);
-        [
-            IoSlice::new(head(i)),
-            IoSlice::new(a),
-            IoSlice::new(b),
-            IoSlice::new(pad),
-            IoSlice::new(trailer),
-        ]
+        let mut v = [IoSlice::new(head(i)); 5];
+        let mut k = 1;
+        for p in [a, b, pad, trailer] {
+            if !p.is_empty() {
+                v[k] = IoSlice::new(p);
+                k += 1;
+            }
+        }
+        (v, k)
     };
     if n == 1 {
-        let p = piece(0);
-        return match send(&[&p]) {
+        let (p, k) = piece(0);
+        return match send(&[&p[..k]]) {
             Ok(0) => {
                 lost(0);
                 Ok(0)
@@ -186,10 +191,11 @@ pub(crate) fn send_frames<'p>(
         };
     }
     let mut iov: [[IoSlice<'_>; 5]; MAX_BATCH] = [[IoSlice::new(&[]); 5]; MAX_BATCH];
-    for (i, v) in iov.iter_mut().enumerate().take(n) {
-        *v = piece(i);
+    let mut lens = [0usize; MAX_BATCH];
+    for i in 0..n {
+        (iov[i], lens[i]) = piece(i);
     }
-    let frames: [&[IoSlice<'_>]; MAX_BATCH] = std::array::from_fn(|i| &iov[i][..]);
+    let frames: [&[IoSlice<'_>]; MAX_BATCH] = std::array::from_fn(|i| &iov[i][..lens[i]]);
     let mut done = 0;
     let mut sent = 0;
     while done < n {
