@@ -8,7 +8,7 @@ use crate::cli::{size_steps, Args, Mode, Pattern};
 use crate::control::{self, Ctrl, Kind};
 use crate::cpu::{self, CpuClock};
 use crate::idle::IdleSockets;
-use crate::patterns::{one_one, stream, Payload};
+use crate::patterns::{one_one, resend, stream, Payload};
 use crate::report::Record;
 use crate::transport::{self, SessionConfig};
 
@@ -67,8 +67,27 @@ pub fn client(
             c.kind == Kind::Ready && c.step == step
         })?;
         let cpu_clock = CpuClock::start()?;
+        let mut resends = None;
         // (latency summary, bytes per us, loss, send-call summary)
         let (lat_us, bytes_per_us, loss, send_us) = match args.pattern {
+            Pattern::OneOne if ep.max_datagram().is_some() => {
+                let (half_rtt, blocking, st) =
+                    resend::client(ep.as_mut(), &payload, size, warmup, count, cfg.timeout)?;
+                resends = Some(st.resends);
+                let lat = half_rtt.summary().ok_or_else(|| {
+                    io::Error::other(format!(
+                        "{size} bytes: every measured round trip needed a resend ({} resends): the link loses too much to measure latency",
+                        st.resends
+                    ))
+                })?;
+                let loss = st.loss((count + warmup) as u64);
+                (
+                    Some(lat),
+                    size as f64 / lat.p50,
+                    Some(loss),
+                    blocking.summary(),
+                )
+            }
             Pattern::OneOne => {
                 let (half_rtt, blocking) =
                     one_one::client(ep.as_mut(), &payload, size, warmup, count)?;
@@ -107,6 +126,7 @@ pub fn client(
             procs_per_host: 1,
             send_us,
             transport_stats: None,
+            resends,
         };
         if args.verbose {
             rec.transport_stats = ep.stats_line();
@@ -143,12 +163,21 @@ pub fn server(args: &Args, mode: Mode) -> io::Result<()> {
     // Of the last step: iterations served, CPU time in ns.
     let mut last_cpu = (0u64, 0u64);
     let mut payload = Payload::new(0);
-    loop {
-        let c = control::recv(ep.as_mut(), cfg.timeout.max(Duration::from_secs(30)), |c| {
+    // The control message that ended a resending ping-pong step.
+    let mut pending: Option<Ctrl> = None;
+    let wanted = |last_step: u32| {
+        move |c: &Ctrl| {
             (c.kind == Kind::Hello && c.step > last_step)
                 || c.kind == Kind::Bye
                 || (c.kind == Kind::Stats && last_step > 0 && c.step == last_step)
-        })?;
+        }
+    };
+    let idle_timeout = cfg.timeout.max(Duration::from_secs(30));
+    loop {
+        let c = match pending.take() {
+            Some(c) => c,
+            None => control::recv(ep.as_mut(), idle_timeout, wanted(last_step))?,
+        };
         if c.kind == Kind::Bye {
             ep.finish(cfg.timeout, false)?;
             break;
@@ -182,6 +211,25 @@ pub fn server(args: &Args, mode: Mode) -> io::Result<()> {
         control::send(ep.as_mut(), &Ctrl::new(Kind::Ready, c.step, c.pattern))?;
         let cpu_clock = CpuClock::start()?;
         match c.pattern {
+            Pattern::OneOne if ep.max_datagram().is_some() => {
+                let (next, st) = resend::server(
+                    ep.as_mut(),
+                    &payload,
+                    size,
+                    c.count as usize,
+                    (c.step, c.pattern),
+                    idle_timeout,
+                    wanted(c.step),
+                )?;
+                if st.resends > 0 {
+                    tracing::info!(
+                        step = c.step,
+                        echoed_again = st.resends,
+                        "lost echoes resent"
+                    );
+                }
+                pending = Some(next);
+            }
             Pattern::OneOne => one_one::server(ep.as_mut(), &payload, size, c.count as usize)?,
             Pattern::Stream => stream::server(ep.as_mut(), &payload, &c, cfg.timeout)?,
         }
