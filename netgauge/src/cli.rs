@@ -195,6 +195,26 @@ pub enum Pattern {
     /// every byte (datagram modes report loss).
     #[value(name = "stream")]
     Stream,
+    /// Multi-host (`--local --hosts N`): rank 0 against every other rank
+    /// at once, rank 0 sending (ping-pong with each peer; netgauge's 1toN).
+    #[value(name = "1toN")]
+    OneToN,
+    /// Multi-host: every other rank against rank 0 at once, the peers
+    /// sending (netgauge's Nto1).
+    #[value(name = "Nto1")]
+    NToOne,
+    /// Multi-host: ping-pong between ranks 0 and 1 in both directions at
+    /// once (each one client of the other).
+    #[value(name = "one_one_bidir")]
+    OneOneBidir,
+    /// Multi-host: effective bisection bandwidth, random pairings of the
+    /// ranks, all pairs at once (netgauge's ebb).
+    #[value(name = "ebb")]
+    Ebb,
+    /// Multi-host: message rate, ranks 0..N/2 stream small messages to
+    /// ranks N/2..N at once (OSU osu_mbw_mr).
+    #[value(name = "msgrate")]
+    MsgRate,
 }
 
 impl Pattern {
@@ -202,7 +222,26 @@ impl Pattern {
         match self {
             Pattern::OneOne => "one_one",
             Pattern::Stream => "stream",
+            Pattern::OneToN => "1toN",
+            Pattern::NToOne => "Nto1",
+            Pattern::OneOneBidir => "one_one_bidir",
+            Pattern::Ebb => "ebb",
+            Pattern::MsgRate => "msgrate",
         }
+    }
+
+    /// The two-host pattern each pair of a multi-host pattern runs (the
+    /// pattern itself for one_one and stream).
+    pub fn session(self) -> Pattern {
+        match self {
+            Pattern::Stream | Pattern::MsgRate => Pattern::Stream,
+            _ => Pattern::OneOne,
+        }
+    }
+
+    /// Whether the pattern involves more than one pair of hosts.
+    pub fn is_multi_host(self) -> bool {
+        self.session() != self
     }
 }
 
@@ -298,6 +337,18 @@ pub struct Args {
     /// Act as the server (echoes one_one messages, sinks streams).
     #[arg(short = 'a', long = "server")]
     pub server: bool,
+
+    /// With --local: hosts of the virtual cluster (2..=64; on a bridge
+    /// when more than 2), for the multi-host patterns (-x 1toN, Nto1,
+    /// one_one_bidir, ebb, msgrate).
+    #[arg(long = "hosts", value_name = "N", default_value_t = 2)]
+    pub hosts: usize,
+
+    /// Client: once connected, wait until this time (ms since the Unix
+    /// epoch) before the first step, so that the pairs of a multi-host
+    /// pattern start together (set by --local --hosts).
+    #[arg(long = "start-at", value_name = "UNIX_MS", hide = true)]
+    pub start_at_ms: Option<u64>,
 
     /// Network interface (edp, esp, ctp-edp).
     #[arg(short = 'I', long = "interface")]
@@ -506,6 +557,9 @@ impl Args {
         }
         if self.repeat == 0 || (self.repeat > 1 && !self.local) {
             return Err("--repeat N needs N >= 1 and --local".into());
+        }
+        if let Some(e) = crate::cluster::validate(self) {
+            return Err(e);
         }
         if self.local && self.server {
             return Err("--local runs both ends itself: drop -a".into());

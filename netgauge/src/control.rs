@@ -88,9 +88,10 @@ impl Ctrl {
         let mut b = [0u8; CTRL_LEN];
         b[0..4].copy_from_slice(&MAGIC);
         b[4] = self.kind as u8;
-        b[5] = match self.pattern {
-            Pattern::OneOne => 1,
+        // Multi-host patterns travel as the session pattern of each pair.
+        b[5] = match self.pattern.session() {
             Pattern::Stream => 2,
+            _ => 1,
         };
         b[8..12].copy_from_slice(&self.step.to_le_bytes());
         b[12..20].copy_from_slice(&self.size.to_le_bytes());

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+mod cluster;
 mod control;
 mod cpu;
 mod hold;

@@ -46,14 +46,17 @@ pub fn client(
     let idle = IdleSockets::open(&cfg, args.idle_edp, args.idle_esp)?;
     let mut ep = transport::connect(&cfg)?;
     crate::privilege::drop_after_open();
+    if let Some(ms) = args.start_at_ms {
+        crate::cluster::sleep_until_unix_ms(ms);
+    }
     let sizes = size_steps(args.size, args.grade);
     let payload = Payload::new(args.size.max);
     let mut records = Vec::new();
     for (i, &size) in sizes.iter().enumerate() {
         let step = i as u32 + 1;
-        let (count, warmup) = match args.pattern {
+        let (count, warmup) = match args.pattern.session() {
             Pattern::OneOne => (args.count, args.warmup),
-            Pattern::Stream => (args.count, 0),
+            _ => (args.count, 0),
         };
         let hello = Ctrl {
             kind: Kind::Hello,
@@ -69,7 +72,7 @@ pub fn client(
         let cpu_clock = CpuClock::start()?;
         let mut resends = None;
         // (latency summary, bytes per us, loss, send-call summary)
-        let (lat_us, bytes_per_us, loss, send_us) = match args.pattern {
+        let (lat_us, bytes_per_us, loss, send_us) = match args.pattern.session() {
             Pattern::OneOne if ep.max_datagram().is_some() => {
                 let (half_rtt, blocking, st) =
                     resend::client(ep.as_mut(), &payload, size, warmup, count, cfg.timeout)?;
@@ -94,7 +97,7 @@ pub fn client(
                 let lat = half_rtt.summary().expect("count >= 1 samples");
                 (Some(lat), size as f64 / lat.p50, None, blocking.summary())
             }
-            Pattern::Stream => {
+            _ => {
                 let r = stream::client(ep.as_mut(), &payload, step, size, count, cfg.timeout)?;
                 let us = r.elapsed.as_secs_f64() * 1e6;
                 let loss = mode.is_lossy().then(|| r.loss());
@@ -231,7 +234,7 @@ pub fn server(args: &Args, mode: Mode) -> io::Result<()> {
                 pending = Some(next);
             }
             Pattern::OneOne => one_one::server(ep.as_mut(), &payload, size, c.count as usize)?,
-            Pattern::Stream => stream::server(ep.as_mut(), &payload, &c, cfg.timeout)?,
+            _ => stream::server(ep.as_mut(), &payload, &c, cfg.timeout)?,
         }
         let ns = u64::try_from(cpu_clock.elapsed()?.as_nanos()).unwrap_or(u64::MAX);
         last_cpu = (c.count, ns);
