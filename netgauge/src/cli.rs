@@ -344,6 +344,11 @@ pub struct Args {
     #[arg(long = "hosts", value_name = "N", default_value_t = 2)]
     pub hosts: usize,
 
+    /// Server: serve one client session, then exit (default: serve client
+    /// after client until stopped).
+    #[arg(long = "once")]
+    pub once: bool,
+
     /// Client: once connected, wait until this time (ms since the Unix
     /// epoch) before the first step, so that the pairs of a multi-host
     /// pattern start together (set by --local --hosts).

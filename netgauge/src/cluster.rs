@@ -365,7 +365,7 @@ fn run_step(
         let port = args.port.wrapping_add(base).wrapping_add(k as u16);
         let h = vc.host(srv);
         let mut c = h.command(exe);
-        c.arg("-a")
+        c.args(["-a", "--once"])
             .args(session_args(args, mode, port))
             .args(["-I", &h.iface])
             .stdin(Stdio::null())

@@ -205,7 +205,10 @@ fn run_mode(
     let (a, b) = (vc.host(0), vc.host(1));
     let common = common_args(args, mode, port);
     let mut server = a.command(exe);
-    server.arg("-a").args(&common).args(["-I", &a.iface]);
+    server
+        .args(["-a", "--once"])
+        .args(&common)
+        .args(["-I", &a.iface]);
     server
         .stdin(Stdio::null())
         .stdout(Stdio::null())

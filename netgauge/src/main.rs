@@ -8,6 +8,7 @@ mod cluster;
 mod control;
 mod cpu;
 mod hold;
+mod hostlist;
 mod idle;
 mod local;
 mod patterns;
@@ -89,10 +90,7 @@ fn run_main(args: &Args) -> std::io::Result<()> {
     let modes = args.resolve_modes();
     privilege::expect_sessions(modes.len());
     if args.server {
-        for &mode in &modes {
-            run::server(args, mode).map_err(|e| with_mode(e, mode))?;
-        }
-        return Ok(());
+        return hostlist::serve(args, &modes);
     }
     let mut long_form = match &args.output {
         Some(path) => Some(std::fs::File::create(path)?),
