@@ -349,6 +349,32 @@ pub struct Args {
     #[arg(long = "once")]
     pub once: bool,
 
+    /// Run as one rank of an MPI job (`mpirun -np N netgauge --mpi -x 1toN
+    /// -m edp,esp`): peers found over MPI, no -R (needs the `mpi` feature).
+    #[arg(long = "mpi")]
+    pub mpi: bool,
+
+    /// With --local --hosts N: launch the ranks with Open MPI's mpirun, one
+    /// per host of the virtual cluster (needs the `mpi` feature).
+    #[arg(long = "mpirun")]
+    pub mpirun: bool,
+
+    /// With --mpirun: also run this Open MPI ping-pong program (built by
+    /// scripts/ompi-pingpong) over Open MPI's TCP BTL on the same cluster
+    /// and print its p50 beside ours.
+    #[arg(long = "anchor", value_name = "PROGRAM")]
+    pub anchor: Option<PathBuf>,
+
+    /// --mpi: EDP echo rounds per peer address when finding the interface
+    /// that reaches it (the thesis's btl_eth_echo_attempts).
+    #[arg(long = "echo-attempts", default_value_t = 3)]
+    pub echo_attempts: u32,
+
+    /// --mpi: wait for an echo reply per round, ms (the thesis's
+    /// btl_eth_echo_timeout).
+    #[arg(long = "echo-timeout-ms", default_value_t = 100)]
+    pub echo_timeout_ms: u64,
+
     /// Client: once connected, wait until this time (ms since the Unix
     /// epoch) before the first step, so that the pairs of a multi-host
     /// pattern start together (set by --local --hosts).
@@ -602,7 +628,7 @@ impl Args {
             }
             return Ok(());
         }
-        if !self.local && !self.server && self.remote.is_none() {
+        if !self.local && !self.server && !self.mpi && self.remote.is_none() {
             return Err(
                 "the client needs -R: the server's MAC (edp, esp, ctp-edp) or IP (udp, tcp, ctp-udp); \
                  start the server with -a, or use --local"

@@ -49,14 +49,26 @@ pub fn validate(args: &Args) -> Option<String> {
     if !(2..=MAX_HOSTS).contains(&args.hosts) {
         return Some(format!("--hosts {}: expected 2..={MAX_HOSTS}", args.hosts));
     }
-    if args.hosts > 2 && !p.is_multi_host() {
+    if args.hosts > 2 && !p.is_multi_host() && !args.mpirun {
         return Some(format!(
             "--hosts {} with -x {}: a two-host pattern; use -x 1toN, Nto1, one_one_bidir, ebb or msgrate",
             args.hosts,
             p.name()
         ));
     }
-    if !p.is_multi_host() {
+    if !p.is_multi_host() && !args.mpirun {
+        return None;
+    }
+    if (args.mpi || args.mpirun) && !cfg!(feature = "mpi") {
+        return Some(
+            "--mpi and --mpirun need netgauge built with the mpi feature: cargo build -p netgauge --features mpi (Open MPI: scripts/install-deps.sh)"
+                .into(),
+        );
+    }
+    if args.mpirun && !args.local {
+        return Some("--mpirun launches the ranks on the virtual cluster of --local --hosts N".into());
+    }
+    if args.mpi || args.mpirun {
         return None;
     }
     if !args.local {
@@ -143,7 +155,7 @@ pub struct StepRecord {
 }
 
 /// Messages per second of one record (see [`PairRecord::msgs_per_s`]).
-fn msgs_per_s(r: &Record) -> f64 {
+pub(crate) fn msgs_per_s(r: &Record) -> f64 {
     match r.lat_us {
         Some(l) if l.p50 > 0.0 => 1e6 / (2.0 * l.p50),
         Some(_) => 0.0,
@@ -239,7 +251,7 @@ pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
 }
 
 /// Prints one step: a JSON line, or a row per pair and the aggregate row.
-fn print_step(args: &Args, s: &StepRecord) -> io::Result<()> {
+pub(crate) fn print_step(args: &Args, s: &StepRecord) -> io::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string(s).map_err(io::Error::other)?);
         return Ok(());

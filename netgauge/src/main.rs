@@ -11,7 +11,13 @@ mod hold;
 mod hostlist;
 mod idle;
 mod local;
+#[cfg(feature = "mpi")]
+mod mpi;
+#[cfg(feature = "mpi")]
+mod mpi_launch;
 mod patterns;
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+mod reach;
 mod report;
 mod run;
 mod stats;
@@ -82,6 +88,15 @@ fn main() -> ExitCode {
 fn run_main(args: &Args) -> std::io::Result<()> {
     if args.hold {
         return hold::hold(args);
+    }
+    #[cfg(feature = "mpi")]
+    {
+        if args.mpi {
+            return mpi::rank_main(args);
+        }
+        if args.mpirun {
+            return mpi_launch::run(args);
+        }
     }
     if args.local {
         local::run(args)?;
