@@ -66,7 +66,9 @@ pub fn validate(args: &Args) -> Option<String> {
         );
     }
     if args.mpirun && !args.local {
-        return Some("--mpirun launches the ranks on the virtual cluster of --local --hosts N".into());
+        return Some(
+            "--mpirun launches the ranks on the virtual cluster of --local --hosts N".into(),
+        );
     }
     if args.mpi || args.mpirun {
         return None;

@@ -71,7 +71,8 @@ impl RankInfo {
 
 /// Runs one rank. Errors end every rank (MPI_Abort) after printing.
 pub fn rank_main(args: &Args) -> io::Result<()> {
-    let universe = ::mpi::initialize().ok_or_else(|| io::Error::other("MPI was initialized twice"))?;
+    let universe =
+        ::mpi::initialize().ok_or_else(|| io::Error::other("MPI was initialized twice"))?;
     let world = universe.world();
     match run(args, &world) {
         Ok(()) => Ok(()),
@@ -149,6 +150,30 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
         .collect();
     let mut matrix = vec![0u8; n * n];
     world.all_gather_into(&row[..], &mut matrix[..]);
+    if rank == 0 && args.json {
+        // How the ranks found each other, first line of the JSON output.
+        let ranks: Vec<serde_json::Value> = infos
+            .iter()
+            .enumerate()
+            .map(|(j, info)| {
+                serde_json::json!({
+                    "rank": j,
+                    "macs": info.ifaces.iter().map(|(m, _)| m.to_string()).collect::<Vec<_>>(),
+                    "ips": info.ifaces.iter().filter_map(|(_, ip)| ip.map(|i| i.to_string())).collect::<Vec<_>>(),
+                    "reaches": (0..n).filter(|&k| k != j && matrix[j * n + k] == 1).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({
+                "discovery": "MPI_Allgather of addresses, routes by EDP echo",
+                "echo_attempts": cfg.attempts,
+                "echo_timeout_ms": cfg.timeout.as_millis() as u64,
+                "ranks": ranks,
+            })
+        );
+    }
     if rank == 0 && !args.json {
         println!("# netgauge --mpi: {n} ranks; addresses exchanged over MPI, routes found by EDP echo ({} attempts x {} ms)", cfg.attempts, cfg.timeout.as_millis());
         for (j, info) in infos.iter().enumerate() {
@@ -160,7 +185,10 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
                 .ifaces
                 .iter()
                 .map(|(m, ip)| {
-                    format!("{m} {}", ip.map(|i| i.to_string()).unwrap_or_else(|| "-".into()))
+                    format!(
+                        "{m} {}",
+                        ip.map(|i| i.to_string()).unwrap_or_else(|| "-".into())
+                    )
                 })
                 .collect();
             println!(
@@ -187,7 +215,10 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
                 if matrix[s * n + c] == 0 || matrix[c * n + s] == 0 {
                     return Err(io::Error::new(
                         io::ErrorKind::NotFound,
-                        format!("ranks {c} and {s} do not reach each other by EDP echo: {}", why[if rank == c { s } else { c }]),
+                        format!(
+                            "ranks {c} and {s} do not reach each other by EDP echo: {}",
+                            why[if rank == c { s } else { c }]
+                        ),
                     ));
                 }
             }
@@ -213,7 +244,11 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
                         serde_json::from_slice(&b).map_err(io::Error::other)?;
                     recs.extend(theirs);
                 }
-                let order = |p: &PairRecord| pairs.iter().position(|&(s, c)| s == p.server && c == p.client);
+                let order = |p: &PairRecord| {
+                    pairs
+                        .iter()
+                        .position(|&(s, c)| s == p.server && c == p.client)
+                };
                 recs.sort_by_key(order);
                 let step = StepRecord {
                     pattern: args.pattern.name().into(),
@@ -263,7 +298,10 @@ fn run_sessions(
         a.pattern = args.pattern.session();
         a.port = args.port.wrapping_add(base).wrapping_add(k as u16);
         a.iface = Some(route.iface.clone());
-        a.size = SizeRange { min: size, max: size };
+        a.size = SizeRange {
+            min: size,
+            max: size,
+        };
         let ip = infos[peer]
             .ifaces
             .iter()
@@ -275,7 +313,11 @@ fn run_sessions(
             ip.map(|i| i.to_string()).ok_or_else(|| {
                 io::Error::new(
                     io::ErrorKind::NotFound,
-                    format!("rank {peer} has no IPv4 address on {} for mode {}", route.mac, mode.name()),
+                    format!(
+                        "rank {peer} has no IPv4 address on {} for mode {}",
+                        route.mac,
+                        mode.name()
+                    ),
                 )
             })?
         });
@@ -294,7 +336,10 @@ fn run_sessions(
         for (k, &(srv, cli)) in pairs.iter().enumerate() {
             if cli == rank {
                 let a = session(k, srv, false)?;
-                clients.push((srv, s.spawn(move || crate::run::client(&a, mode, &mut |_| {}))));
+                clients.push((
+                    srv,
+                    s.spawn(move || crate::run::client(&a, mode, &mut |_| {})),
+                ));
             }
         }
         let mut out = Vec::new();

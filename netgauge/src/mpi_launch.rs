@@ -26,7 +26,8 @@ use crate::cluster::StepRecord;
 
 /// The shell wrapper that puts rank r into host r's namespace: `$0` is the
 /// namespace prefix.
-const ENTER_RANK_NS: &str = r#"exec ip netns exec "$0${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-$SLURM_PROCID}}" "$@""#;
+const ENTER_RANK_NS: &str =
+    r#"exec ip netns exec "$0${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-$SLURM_PROCID}}" "$@""#;
 
 /// The launch: cluster, the launcher's port on it, mpirun's arguments.
 struct Job {
@@ -84,7 +85,13 @@ impl Job {
             &sw, "mtu", &mtu,
         ])?;
         ip(&["-n", &sw, "link", "set", &peer, "master", "br0", "up"])?;
-        ip(&["addr", "add", &format!("198.19.{third}.254/24"), "dev", &root_link])?;
+        ip(&[
+            "addr",
+            "add",
+            &format!("198.19.{third}.254/24"),
+            "dev",
+            &root_link,
+        ])?;
         ip(&["link", "set", &root_link, "up"])?;
         Ok(job)
     }
@@ -94,7 +101,12 @@ impl Job {
         let mut c = Command::new("mpirun");
         c.env("PMIX_MCA_ptl_tcp_remote_connections", "1")
             .env("PMIX_MCA_ptl_tcp_if_include", &self.subnet)
-            .args(["--allow-run-as-root", "--oversubscribe", "-np", &np.to_string()])
+            .args([
+                "--allow-run-as-root",
+                "--oversubscribe",
+                "-np",
+                &np.to_string(),
+            ])
             .args(["--mca", "btl", "self,tcp"])
             .args(["--mca", "btl_tcp_if_include", &self.subnet])
             .args(["--mca", "oob_tcp_if_include", &self.subnet])
@@ -160,7 +172,11 @@ fn rank_args(args: &Args, json: bool) -> Vec<String> {
     if json {
         v.push("--json".into());
     }
-    for (flag, p) in [("--loss", args.loss), ("--dup", args.dup), ("--reorder", args.reorder)] {
+    for (flag, p) in [
+        ("--loss", args.loss),
+        ("--dup", args.dup),
+        ("--reorder", args.reorder),
+    ] {
         if p > 0.0 {
             v.extend([flag.into(), p.to_string()]);
         }
@@ -189,8 +205,12 @@ pub fn run(args: &Args) -> io::Result<()> {
     // With an anchor the records are needed for the side-by-side table.
     let capture = args.anchor.is_some();
     let mut cmd = job.mpirun(args.hosts, &exe, &rank_args(args, args.json || capture));
-    cmd.stdout(if capture { Stdio::piped() } else { Stdio::inherit() })
-        .stderr(Stdio::inherit());
+    cmd.stdout(if capture {
+        Stdio::piped()
+    } else {
+        Stdio::inherit()
+    })
+    .stderr(Stdio::inherit());
     let mut p = Process::spawn(&mut cmd)?;
     let mut ours: Vec<StepRecord> = Vec::new();
     if capture {
@@ -207,7 +227,9 @@ pub fn run(args: &Args) -> io::Result<()> {
     }
     let st = p.wait()?;
     if !st.success() {
-        return Err(io::Error::other(format!("mpirun of the netgauge ranks failed ({st})")));
+        return Err(io::Error::other(format!(
+            "mpirun of the netgauge ranks failed ({st})"
+        )));
     }
     let Some(anchor) = &args.anchor else {
         return Ok(());
@@ -256,7 +278,11 @@ pub fn side_by_side(ours: &[StepRecord], ompi: &[serde_json::Value]) -> String {
         }
     }
     let mut out = String::new();
-    let _ = write!(out, "# p50 half round-trip, us: ours vs Open MPI TCP BTL\n# {:>8}", "size");
+    let _ = write!(
+        out,
+        "# p50 half round-trip, us: ours vs Open MPI TCP BTL\n# {:>8}",
+        "size"
+    );
     for m in &modes {
         let _ = write!(out, " {:>10} {:>9}", m, format!("{m}/ompi"));
     }
