@@ -76,7 +76,9 @@ fn starts(d: &[u8], seq: u64, size: usize) -> bool {
 /// Rounds `d` up to whole milliseconds: the receive timeout changes rarely,
 /// so a kernel socket's SO_RCVTIMEO is rarely set again.
 fn whole_ms(d: Duration) -> Duration {
-    Duration::from_millis(d.as_millis() as u64 + u64::from(!d.subsec_nanos().is_multiple_of(1_000_000)))
+    Duration::from_millis(
+        d.as_millis() as u64 + u64::from(!d.subsec_nanos().is_multiple_of(1_000_000)),
+    )
 }
 
 /// Client side of one size step over a datagram endpoint: `warmup + count`
