@@ -108,6 +108,8 @@ impl Job {
                 &np.to_string(),
             ])
             .args(["--mca", "btl", "self,tcp"])
+            // Idle ranks yield the CPU instead of polling at full speed.
+            .args(["--mca", "mpi_yield_when_idle", "1"])
             .args(["--mca", "btl_tcp_if_include", &self.subnet])
             .args(["--mca", "oob_tcp_if_include", &self.subnet])
             .args(["-x", "PMIX_MCA_ptl_tcp_remote_connections"])
