@@ -365,6 +365,17 @@ pub struct Args {
     #[arg(long = "anchor", value_name = "PROGRAM")]
     pub anchor: Option<PathBuf>,
 
+    /// With --local --hosts N: launch the ranks with Slurm's srun (a local
+    /// Slurm: scripts/slurm-local.sh; needs the `mpi` feature).
+    #[arg(long = "srun")]
+    pub srun: bool,
+
+    /// --mpi: after MPI_Init, rank r enters network namespace PREFIXr
+    /// (/run/netns), so that the MPI library's own connections stay in the
+    /// launching namespace (set by --srun).
+    #[arg(long = "rank-netns", value_name = "PREFIX", hide = true)]
+    pub rank_netns: Option<String>,
+
     /// --mpi: EDP echo rounds per peer address when finding the interface
     /// that reaches it (the thesis's btl_eth_echo_attempts).
     #[arg(long = "echo-attempts", default_value_t = 3)]

@@ -49,19 +49,19 @@ pub fn validate(args: &Args) -> Option<String> {
     if !(2..=MAX_HOSTS).contains(&args.hosts) {
         return Some(format!("--hosts {}: expected 2..={MAX_HOSTS}", args.hosts));
     }
-    if args.hosts > 2 && !p.is_multi_host() && !args.mpirun {
+    if args.hosts > 2 && !p.is_multi_host() && !args.mpirun && !args.srun {
         return Some(format!(
             "--hosts {} with -x {}: a two-host pattern; use -x 1toN, Nto1, one_one_bidir, ebb or msgrate",
             args.hosts,
             p.name()
         ));
     }
-    if !p.is_multi_host() && !args.mpirun {
+    if !p.is_multi_host() && !args.mpirun && !args.srun {
         return None;
     }
-    if (args.mpi || args.mpirun) && !cfg!(feature = "mpi") {
+    if (args.mpi || args.mpirun || args.srun) && !cfg!(feature = "mpi") {
         return Some(
-            "--mpi and --mpirun need netgauge built with the mpi feature: cargo build -p netgauge --features mpi (Open MPI: scripts/install-deps.sh)"
+            "--mpi, --mpirun and --srun need netgauge built with the mpi feature: cargo build -p netgauge --features mpi (Open MPI: scripts/install-deps.sh)"
                 .into(),
         );
     }

@@ -94,7 +94,7 @@ fn run_main(args: &Args) -> std::io::Result<()> {
         if args.mpi {
             return mpi::rank_main(args);
         }
-        if args.mpirun {
+        if args.mpirun || args.srun {
             return mpi_launch::run(args);
         }
     }

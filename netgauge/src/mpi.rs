@@ -74,6 +74,12 @@ pub fn rank_main(args: &Args) -> io::Result<()> {
     let universe =
         ::mpi::initialize().ok_or_else(|| io::Error::other("MPI was initialized twice"))?;
     let world = universe.world();
+    if let Some(prefix) = &args.rank_netns {
+        if let Err(e) = enter_netns(&format!("{prefix}{}", world.rank())) {
+            eprintln!("netgauge: rank {}: {e}", world.rank());
+            world.abort(1)
+        }
+    }
     match run(args, &world) {
         Ok(()) => Ok(()),
         Err(e) => {
@@ -273,6 +279,21 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
     }
     world.barrier();
     Ok(())
+}
+
+/// Moves the calling thread (the main thread, before any session thread
+/// starts: those inherit it) into network namespace `name` of `ip netns`
+/// (setns(2)). The MPI library's threads and sockets opened in MPI_Init
+/// stay where they were.
+///
+/// Errors: the namespace does not exist; setns refused (needs
+/// CAP_SYS_ADMIN).
+fn enter_netns(name: &str) -> io::Result<()> {
+    let path = format!("/run/netns/{name}");
+    let f = std::fs::File::open(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("network namespace {path}: {e}")))?;
+    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET)
+        .map_err(|e| io::Error::other(format!("setns({path}): {e}")))
 }
 
 /// A barrier that sleeps instead of spinning: Open MPI's blocking calls

@@ -126,6 +126,28 @@ impl Job {
     }
 }
 
+impl Job {
+    /// `srun` for `np` ranks of netgauge: each rank initializes MPI in this
+    /// namespace (PMIx to slurmstepd over loopback), then enters its host
+    /// (`--rank-netns`); ranks talk MPI over shared memory (vader).
+    fn srun(&self, np: usize, exe: &str, args: &[String]) -> Command {
+        let mut c = Command::new("srun");
+        c.env("OMPI_MCA_btl", "self,vader")
+            .args([
+                "-n",
+                &np.to_string(),
+                "--overcommit",
+                "--mpi=pmix",
+                "--kill-on-bad-exit=1",
+            ])
+            .arg(exe)
+            .args(args)
+            .args(["--rank-netns", &self.ns_prefix])
+            .stdin(Stdio::null());
+        c
+    }
+}
+
 fn ip(a: &[&str]) -> io::Result<()> {
     let out = Command::new("ip").args(a).output()?;
     if !out.status.success() {
@@ -196,8 +218,9 @@ pub fn run(args: &Args) -> io::Result<()> {
         .to_string();
     if !args.json {
         println!(
-            "# netgauge --local --hosts {} --mpirun: namespaces {}0..{}, subnet {}, launcher port {}",
+            "# netgauge --local --hosts {} --{}: namespaces {}0..{}, subnet {}, launcher port {}",
             args.hosts,
+            if args.srun { "srun" } else { "mpirun" },
             job.ns_prefix,
             args.hosts - 1,
             job.subnet,
@@ -206,7 +229,19 @@ pub fn run(args: &Args) -> io::Result<()> {
     }
     // With an anchor the records are needed for the side-by-side table.
     let capture = args.anchor.is_some();
-    let mut cmd = job.mpirun(args.hosts, &exe, &rank_args(args, args.json || capture));
+    let rank_args = rank_args(args, args.json || capture);
+    let mut cmd = if args.srun {
+        let found = Command::new("srun").arg("--version").output();
+        if !found.is_ok_and(|o| o.status.success()) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "--srun: no working srun; start a local Slurm with scripts/slurm-local.sh start",
+            ));
+        }
+        job.srun(args.hosts, &exe, &rank_args)
+    } else {
+        job.mpirun(args.hosts, &exe, &rank_args)
+    };
     cmd.stdout(if capture {
         Stdio::piped()
     } else {

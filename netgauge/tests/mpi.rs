@@ -42,8 +42,12 @@ fn namespaces_of(pid: u32) -> Vec<String> {
 }
 
 fn run(args: &[&str]) -> Vec<Value> {
+    run_with("--mpirun", args)
+}
+
+fn run_with(launcher: &str, args: &[&str]) -> Vec<Value> {
     let child = Command::new(NETGAUGE)
-        .args(["--local", "--mpirun", "--json", "--timeout", "10"])
+        .args(["--local", launcher, "--json", "--timeout", "10"])
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -111,5 +115,38 @@ fn mpirun_four_ranks_find_each_other_and_run_the_patterns() {
                 assert_eq!(p["record"]["mode"], s["mode"]);
             }
         }
+    }
+}
+
+/// The same with Slurm's srun, when a Slurm answers on this machine
+/// (scripts/slurm-local.sh start); skipped otherwise, also under CI (CI
+/// starts no Slurm daemons).
+#[test]
+fn srun_four_ranks() {
+    if !can_run() {
+        return;
+    }
+    let slurm_up = Command::new("sinfo")
+        .args(["-h", "-o", "%t"])
+        .output()
+        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
+    if !slurm_up {
+        eprintln!("skipped srun_four_ranks: no Slurm answers (scripts/slurm-local.sh start)");
+        return;
+    }
+    let lines = run_with(
+        "--srun",
+        &[
+            "--hosts", "4", "-x", "Nto1", "-m", "edp,esp", "-s", "64", "-c", "50", "--warmup", "5",
+        ],
+    );
+    let ranks = lines[0]["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 4, "{lines:?}");
+    for r in ranks {
+        assert_eq!(r["reaches"].as_array().unwrap().len(), 3, "{r}");
+    }
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for s in &lines[1..] {
+        assert_eq!(s["pairs"].as_array().unwrap().len(), 3, "{s}");
     }
 }
