@@ -115,13 +115,14 @@ impl SessionConfig {
         })
     }
 
+    /// `-R` for IP modes: an address or a host name (resolved).
     pub(crate) fn remote_ip(&self) -> io::Result<std::net::IpAddr> {
         let r = self.remote.as_deref().unwrap_or_default();
-        r.parse().map_err(|e| {
+        crate::hostlist::resolve(r).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "mode {} needs -R <server IP>, got {r:?}: {e}",
+                    "mode {} needs -R <server IP or host name>: {e}",
                     self.mode.name()
                 ),
             )

@@ -173,7 +173,16 @@ fn captured_session(
     let port = PORT.to_string();
     let srv = server
         .command(NETGAUGE)
-        .args(["-m", server_mode, "-a", "-I", &server.iface, "-P", &port])
+        .args([
+            "-m",
+            server_mode,
+            "-a",
+            "--once",
+            "-I",
+            &server.iface,
+            "-P",
+            &port,
+        ])
         .args(["--timeout", "10"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
