@@ -287,13 +287,21 @@ pub struct Args {
     #[arg(short = 'g', long = "grade", default_value_t = 1)]
     pub grade: u32,
 
-    /// Write netgauge's long-form results, with its host block, to FILE.
+    /// Write netgauge's long-form results, with its host block, to FILE
+    /// (CSV instead when FILE ends in `.csv`).
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
 
-    /// Verbose: progress, and the transports' statistics after each run.
-    #[arg(short = 'v', long = "verbose")]
-    pub verbose: bool,
+    /// Verbose: the transports' statistics after each run and info events
+    /// (-v); debug events (-vv); trace events (-vvv). RUST_LOG, when set,
+    /// overrides the event filter.
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// Write the results as CSV (one row per mode, size and run) to FILE;
+    /// `-o FILE.csv` does the same.
+    #[arg(long = "csv", value_name = "FILE")]
+    pub csv: Option<PathBuf>,
 
     /// Act as the server (echoes one_one messages, sinks streams).
     #[arg(short = 'a', long = "server")]
@@ -312,8 +320,10 @@ pub struct Args {
     #[arg(long = "remote-ip")]
     pub remote_ip: Option<String>,
 
-    /// Port (EDP/ESP port, or UDP/TCP port).
-    #[arg(short = 'P', long = "port", default_value_t = 5201)]
+    /// Port (EDP/ESP port, or UDP/TCP port). The default, 19470, is
+    /// unassigned by IANA and used by no common benchmark (iperf3 has 5201,
+    /// netperf 12865, sockperf 11111, qperf 19765).
+    #[arg(short = 'P', long = "port", default_value_t = 19470)]
     pub port: u16,
 
     /// Spin instead of blocking, on both ends and for every mode: our
@@ -395,6 +405,31 @@ pub struct Args {
 }
 
 impl Args {
+    /// Where to write CSV: `--csv FILE`, or `-o FILE` ending in `.csv`.
+    pub fn csv_path(&self) -> Option<&std::path::Path> {
+        self.csv.as_deref().or(self
+            .output
+            .as_deref()
+            .filter(|p| crate::output::csv::is_csv_path(p)))
+    }
+
+    /// Where to write netgauge's long form: `-o FILE` not ending in `.csv`.
+    pub fn long_form_path(&self) -> Option<&std::path::Path> {
+        self.output
+            .as_deref()
+            .filter(|p| !crate::output::csv::is_csv_path(p))
+    }
+
+    /// The tracing filter of `-v` repetitions: warn, info, debug, trace.
+    pub fn log_level(&self) -> &'static str {
+        match self.verbose {
+            0 => "warn",
+            1 => "info",
+            2 => "debug",
+            _ => "trace",
+        }
+    }
+
     /// The concrete modes to run, in `--local` order, without duplicates.
     ///
     /// `ctp` resolves to ctp-edp when `-R` parses as a MAC, else ctp-udp;

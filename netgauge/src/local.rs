@@ -110,7 +110,10 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
             print!("{}", report::comparison(&all));
         }
     }
-    if let Some(path) = &args.output {
+    if let Some(path) = args.csv_path() {
+        crate::output::csv::write_runs(path, &runs)?;
+    }
+    if let Some(path) = args.long_form_path() {
         let mut f = std::fs::File::create(path)?;
         for mode in &modes {
             let rs: Vec<Record> = all
@@ -129,7 +132,7 @@ fn print_records(args: &Args, records: &[Record]) -> io::Result<()> {
         for r in records {
             if args.json {
                 println!("{}", serde_json::to_string(r).map_err(io::Error::other)?);
-            } else if !args.verbose {
+            } else if args.verbose == 0 {
                 println!("{:<8} {}", r.mode, report::short_line(r));
             } else {
                 println!(
@@ -169,7 +172,7 @@ fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
             v.push(n.to_string());
         }
     }
-    if args.verbose {
+    for _ in 0..args.verbose {
         v.push("-v".into());
     }
     for (flag, p) in [
@@ -270,7 +273,7 @@ fn run_mode(
         }
         None => tracing::warn!("{} server did not exit after BYE; stopped it", mode.name()),
     }
-    if args.verbose && !server_err.trim().is_empty() {
+    if args.verbose > 0 && !server_err.trim().is_empty() {
         eprintln!("{}", server_err.trim_end());
     }
     let expected = crate::cli::size_steps(args.size, args.grade).len();

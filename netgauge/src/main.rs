@@ -9,6 +9,7 @@ mod cpu;
 mod hold;
 mod idle;
 mod local;
+mod output;
 mod patterns;
 mod report;
 mod run;
@@ -32,16 +33,17 @@ mod privilege {
 }
 
 fn main() -> ExitCode {
-    // RUST_LOG (e.g. `RUST_LOG=edp=debug,esp=trace`), default warnings,
-    // on stderr so the results on stdout stay clean.
+    let args = Args::parse();
+    // RUST_LOG (e.g. `RUST_LOG=edp=debug,esp=trace`), else the level of
+    // -v/-vv/-vvv (warn without), on stderr so the results on stdout stay
+    // clean.
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(args.log_level())),
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = Args::parse();
     if let Err(msg) = args.validate() {
         eprintln!("netgauge: {msg}");
         return ExitCode::from(2);
@@ -70,10 +72,11 @@ fn run_main(args: &Args) -> std::io::Result<()> {
         }
         return Ok(());
     }
-    let mut long_form = match &args.output {
+    let mut long_form = match args.long_form_path() {
         Some(path) => Some(std::fs::File::create(path)?),
         None => None,
     };
+    let mut all = Vec::new();
     for &mode in &modes {
         let records = run::client(args, mode, &mut |r| {
             if args.json {
@@ -93,6 +96,10 @@ fn run_main(args: &Args) -> std::io::Result<()> {
         if let Some(f) = &mut long_form {
             report::write_long_form(f, &records)?;
         }
+        all.extend(records);
+    }
+    if let Some(path) = args.csv_path() {
+        output::csv::write_runs(path, &[all])?;
     }
     Ok(())
 }

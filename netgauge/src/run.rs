@@ -108,7 +108,7 @@ pub fn client(
             send_us,
             transport_stats: None,
         };
-        if args.verbose {
+        if args.verbose > 0 {
             rec.transport_stats = ep.stats_line();
         }
         on_record(&rec);
@@ -187,7 +187,7 @@ pub fn server(args: &Args, mode: Mode) -> io::Result<()> {
         }
         let ns = u64::try_from(cpu_clock.elapsed()?.as_nanos()).unwrap_or(u64::MAX);
         last_cpu = (c.count, ns);
-        if args.verbose {
+        if args.verbose > 0 {
             if let Some(s) = ep.stats_line() {
                 eprintln!("# server {} step {}: {s}", mode.name(), c.step);
             }

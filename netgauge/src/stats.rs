@@ -23,8 +23,9 @@ pub struct Summary {
     pub p99: f64,
     pub max: f64,
     pub avg: f64,
-    /// Standard deviation, us (netgauge's long form).
-    #[serde(skip)]
+    /// Standard deviation, us (netgauge's long form). 0 in records of
+    /// clients older than this field.
+    #[serde(default)]
     pub stddev: f64,
     /// Samples outside avg +- 2 stddev (netgauge's long form).
     #[serde(skip)]

@@ -1,0 +1,4 @@
+//! Machine-readable outputs beside the text report: CSV (`--csv FILE`, or
+//! `-o FILE.csv`).
+
+pub mod csv;
