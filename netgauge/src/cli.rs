@@ -243,6 +243,19 @@ impl FromStr for SizeRange {
     }
 }
 
+/// The examples at the end of `--help`.
+const EXAMPLES: &str = "\
+Examples:
+  # both ends on this machine, in a two-host virtual cluster (root)
+  netgauge --local -s 1-64K -c 1000
+  # server on node A, client on node B (EDP by default)
+  nodeA$ netgauge -a -I eth0
+  nodeB$ netgauge -I eth0 -R 02:00:00:00:00:0a -s 64-1M -c 1000
+  # ESP against kernel UDP and TCP, results as CSV
+  nodeB$ netgauge -I eth0 -R 02:00:00:00:00:0a --remote-ip 10.0.0.10 -m esp,udp,tcp --csv out.csv
+  # 1 % injected loss on the Ethernet modes
+  netgauge --local -m edp,esp --loss 1";
+
 /// netgauge: latency and throughput of EDP, ESP, CTP, kernel UDP and TCP on
 /// one Ethernet link.
 ///
@@ -251,7 +264,7 @@ impl FromStr for SizeRange {
 /// Both ends on a two-host virtual cluster built for the run (root):
 /// `netgauge --local`.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "netgauge", version, about, long_about = None)]
+#[command(name = "netgauge", version, about, long_about = None, after_help = EXAMPLES)]
 pub struct Args {
     /// Transport(s): eth (raw frames, the floor), edp, udp, udp-bp, tcp,
     /// tcp-bp (kernel sockets with SO_BUSY_POLL), esp, ctp (over EDP with a
@@ -536,6 +549,23 @@ impl Args {
         if self.grade == 0 {
             return Err("-g 0: the grade is at least 1".into());
         }
+        if self.fault().is_some() {
+            // Fault injection wraps our AF_PACKET link (edp::link::FaultLink):
+            // kernel sockets never see it.
+            let kernel: Vec<&str> = self
+                .resolve_modes()
+                .into_iter()
+                .filter(|m| !m.is_ethernet())
+                .map(|m| m.name())
+                .collect();
+            if !kernel.is_empty() {
+                return Err(format!(
+                    "--loss/--dup/--reorder inject faults on our Ethernet link and cannot apply to {} \
+                     (kernel sockets); pick Ethernet modes, e.g. -m eth,edp,esp,ctp-edp",
+                    kernel.join(", ")
+                ));
+            }
+        }
         if !(68..=65535).contains(&self.mtu) {
             return Err(format!("--mtu {}: expected 68..65535 bytes", self.mtu));
         }
@@ -662,6 +692,42 @@ mod tests {
 
     fn parse(v: &[&str]) -> Args {
         Args::parse_from(std::iter::once("netgauge").chain(v.iter().copied()))
+    }
+
+    #[test]
+    fn faults_are_refused_for_kernel_modes() {
+        let e = parse(&["--local", "-m", "edp,udp,tcp", "--loss", "1"])
+            .validate()
+            .unwrap_err();
+        assert!(e.contains("cannot apply to udp, tcp (kernel"), "{e}");
+        let e = parse(&["-R", "10.0.0.1", "-m", "ctp", "--dup", "2"])
+            .validate()
+            .unwrap_err();
+        assert!(e.contains("ctp-udp"), "{e}");
+        assert_eq!(
+            parse(&["--local", "-m", "eth,edp,esp,ctp-edp", "--loss", "1"]).validate(),
+            Ok(())
+        );
+        // No fault asked for: kernel modes are fine.
+        assert_eq!(parse(&["--local", "-m", "udp,tcp"]).validate(), Ok(()));
+    }
+
+    #[test]
+    fn outputs_verbosity_and_help() {
+        let a = parse(&["-o", "r.CSV", "-vv"]);
+        assert_eq!(a.csv_path(), Some(std::path::Path::new("r.CSV")));
+        assert_eq!(a.long_form_path(), None);
+        assert_eq!(a.log_level(), "debug");
+        let a = parse(&["-o", "r.txt", "--csv", "x.csv"]);
+        assert_eq!(a.csv_path(), Some(std::path::Path::new("x.csv")));
+        assert_eq!(a.long_form_path(), Some(std::path::Path::new("r.txt")));
+        assert_eq!(a.log_level(), "warn");
+        assert_ne!(a.port, 5201, "5201 is iperf3's port");
+        let help = <Args as clap::CommandFactory>::command()
+            .render_long_help()
+            .to_string();
+        assert!(help.contains("netgauge -a -I eth0"), "{help}");
+        assert!(help.contains("--local"), "{help}");
     }
 
     #[test]
