@@ -52,7 +52,13 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
             )?;
         }
     }
-    if !args.json {
+    if args.json {
+        let hosts = serde_json::json!([
+            {"namespace": a.ns.to_string(), "mac": a.mac.to_string(), "ip": a.ip.to_string(), "interface": a.iface},
+            {"namespace": b.ns.to_string(), "mac": b.mac.to_string(), "ip": b.ip.to_string(), "interface": b.iface},
+        ]);
+        println!("{}", crate::output::json::metadata(hosts, Some(vc.mtu())));
+    } else {
         println!(
             "# netgauge --local: hosts {} ({}, {}) and {} ({}, {}), veth MTU {}, pattern {}, {} iterations per size, wait {}",
             a.ns, a.mac, a.ip, b.ns, b.mac, b.ip, vc.mtu(),
@@ -87,7 +93,7 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
                 r.procs_per_host = args.idle_procs;
             }
             this_run.extend(records.iter().cloned());
-            print_records(args, &records)?;
+            print_records(args, &records, rep)?;
             all.extend(records);
         }
         runs.push(this_run);
@@ -127,11 +133,12 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
     Ok(all)
 }
 
-fn print_records(args: &Args, records: &[Record]) -> io::Result<()> {
+/// Prints the records of run `run` (0-based; the JSON lines carry it).
+fn print_records(args: &Args, records: &[Record], run: usize) -> io::Result<()> {
     {
         for r in records {
             if args.json {
-                println!("{}", serde_json::to_string(r).map_err(io::Error::other)?);
+                println!("{}", crate::output::json::record_line(r, Some(run)));
             } else if args.verbose == 0 {
                 println!("{:<8} {}", r.mode, report::short_line(r));
             } else {
@@ -231,17 +238,21 @@ fn run_mode(
     let mut client = Process::spawn(&mut client)?;
 
     let stdout = client.take_stdout().expect("piped stdout");
-    let mut records = Vec::new();
+    let mut records: Vec<Record> = Vec::new();
     for line in BufReader::new(stdout).lines() {
         let line = line?;
         if line.trim_start().starts_with('{') {
-            let r: Record = serde_json::from_str(&line).map_err(|e| {
+            let bad = |e: serde_json::Error| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!("client printed bad JSON {line:?}: {e}"),
                 )
-            })?;
-            records.push(r);
+            };
+            let v: serde_json::Value = serde_json::from_str(&line).map_err(bad)?;
+            // The client's own header: --local prints its own.
+            if !crate::output::json::is_metadata(&v) {
+                records.push(serde_json::from_value(v).map_err(bad)?);
+            }
         }
     }
     let status = client.wait()?;

@@ -76,6 +76,18 @@ fn run_main(args: &Args) -> std::io::Result<()> {
         Some(path) => Some(std::fs::File::create(path)?),
         None => None,
     };
+    if args.json {
+        let mtu = args.iface.as_deref().and_then(|i| {
+            std::fs::read_to_string(format!("/sys/class/net/{i}/mtu"))
+                .ok()
+                .and_then(|m| m.trim().parse::<usize>().ok())
+        });
+        let hosts = serde_json::json!([
+            {"role": "client", "interface": args.iface},
+            {"role": "server", "remote": args.remote, "remote_ip": args.remote_ip},
+        ]);
+        println!("{}", output::json::metadata(hosts, mtu));
+    }
     let mut all = Vec::new();
     for &mode in &modes {
         let records = run::client(args, mode, &mut |r| {

@@ -2,3 +2,4 @@
 //! `-o FILE.csv`).
 
 pub mod csv;
+pub mod json;
