@@ -105,14 +105,16 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
                 "# median over {} runs of each mode's p50 half round-trip and throughput",
                 args.repeat
             );
-            print!(
-                "{}",
-                report::comparison(&report::median_over_runs(
-                    &runs,
-                    &modes.iter().map(|m| m.name()).collect::<Vec<_>>()
-                ))
+            let median = report::median_over_runs(
+                &runs,
+                &modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
             );
+            print!("{}", crate::output::pivot::pivot(&median));
+            println!();
+            print!("{}", report::comparison(&median));
         } else {
+            print!("{}", crate::output::pivot::pivot(&all));
+            println!();
             print!("{}", report::comparison(&all));
         }
     }

@@ -3,3 +3,4 @@
 
 pub mod csv;
 pub mod json;
+pub mod pivot;
