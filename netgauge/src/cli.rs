@@ -316,6 +316,16 @@ pub struct Args {
     #[arg(long = "csv", value_name = "FILE")]
     pub csv: Option<PathBuf>,
 
+    /// Write every measured sample (one_one: half round-trip and send-call
+    /// time per iteration, ns) as CSV to FILE (netgauge's -f, sockperf's
+    /// --full-log).
+    #[arg(short = 'f', long = "full-log", value_name = "FILE")]
+    pub full_log: Option<PathBuf>,
+
+    /// With -f: append to FILE without a header (the clients of --local).
+    #[arg(long = "full-log-append", hide = true, requires = "full_log")]
+    pub full_log_append: bool,
+
     /// Act as the server (echoes one_one messages, sinks streams).
     #[arg(short = 'a', long = "server")]
     pub server: bool,

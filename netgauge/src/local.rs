@@ -72,6 +72,10 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
             args.idle_esp
         );
     }
+    if let Some(p) = &args.full_log {
+        // The header; each mode's client appends its rows.
+        crate::output::raw::RawLog::open(p, false)?;
+    }
     let mut all = Vec::new();
     let mut runs: Vec<Vec<Record>> = Vec::new();
     for rep in 0..args.repeat {
@@ -180,6 +184,12 @@ fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
             v.push(flag.into());
             v.push(n.to_string());
         }
+    }
+    if let Some(p) = &args.full_log {
+        v.push("-f".into());
+        let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
+        v.push(abs.display().to_string());
+        v.push("--full-log-append".into());
     }
     for _ in 0..args.verbose {
         v.push("-v".into());

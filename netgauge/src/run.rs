@@ -48,6 +48,10 @@ pub fn client(
     crate::privilege::drop_after_open();
     let sizes = size_steps(args.size, args.grade);
     let payload = Payload::new(args.size.max);
+    let mut raw_log = match &args.full_log {
+        Some(p) => Some(crate::output::raw::RawLog::open(p, args.full_log_append)?),
+        None => None,
+    };
     let mut records = Vec::new();
     for (i, &size) in sizes.iter().enumerate() {
         let step = i as u32 + 1;
@@ -72,6 +76,9 @@ pub fn client(
             Pattern::OneOne => {
                 let (half_rtt, blocking) =
                     one_one::client(ep.as_mut(), &payload, size, warmup, count)?;
+                if let Some(log) = &mut raw_log {
+                    log.write_step(mode.name(), size, &half_rtt, &blocking)?;
+                }
                 let lat = half_rtt.summary().expect("count >= 1 samples");
                 (Some(lat), size as f64 / lat.p50, None, blocking.summary())
             }

@@ -4,3 +4,4 @@
 pub mod csv;
 pub mod json;
 pub mod pivot;
+pub mod raw;
