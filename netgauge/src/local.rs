@@ -76,6 +76,11 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
         // The header; each mode's client appends its rows.
         crate::output::raw::RawLog::open(p, false)?;
     }
+    let steps = crate::cli::size_steps(args.size, args.grade).len() * modes.len() * args.repeat;
+    let progress = crate::output::progress::Progress::new(
+        crate::output::progress::wanted(args.json),
+        steps as u64,
+    );
     let mut all = Vec::new();
     let mut runs: Vec<Vec<Record>> = Vec::new();
     for rep in 0..args.repeat {
@@ -91,17 +96,24 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
             let port = args
                 .port
                 .wrapping_add(((rep * modes.len() + i) % 1000) as u16);
-            let mut records = run_mode(args, &vc, exe, mode, port)
+            progress.running(&format!(
+                "run {} of {}: {}",
+                rep + 1,
+                args.repeat,
+                mode.name()
+            ));
+            let mut records = run_mode(args, &vc, exe, mode, port, &progress)
                 .map_err(|e| io::Error::new(e.kind(), format!("mode {}: {e}", mode.name())))?;
             for r in &mut records {
                 r.procs_per_host = args.idle_procs;
             }
             this_run.extend(records.iter().cloned());
-            print_records(args, &records, rep)?;
+            print_records(args, &records, rep, &progress)?;
             all.extend(records);
         }
         runs.push(this_run);
     }
+    progress.finish();
     if !args.json {
         println!();
         if args.repeat > 1 {
@@ -140,15 +152,20 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
 }
 
 /// Prints the records of run `run` (0-based; the JSON lines carry it).
-fn print_records(args: &Args, records: &[Record], run: usize) -> io::Result<()> {
+fn print_records(
+    args: &Args,
+    records: &[Record],
+    run: usize,
+    progress: &crate::output::progress::Progress,
+) -> io::Result<()> {
     {
         for r in records {
             if args.json {
                 println!("{}", crate::output::json::record_line(r, Some(run)));
             } else if args.verbose == 0 {
-                println!("{:<8} {}", r.mode, report::short_line(r));
+                progress.println(&format!("{:<8} {}", r.mode, report::short_line(r)));
             } else {
-                println!(
+                progress.println(&format!(
                     "{:<8} {}{}",
                     r.mode,
                     report::short_line(r),
@@ -156,7 +173,7 @@ fn print_records(args: &Args, records: &[Record], run: usize) -> io::Result<()> 
                         .as_deref()
                         .map(|s| format!("   [{s}]"))
                         .unwrap_or_default()
-                );
+                ));
             }
         }
     }
@@ -219,6 +236,7 @@ fn run_mode(
     exe: &str,
     mode: Mode,
     port: u16,
+    progress: &crate::output::progress::Progress,
 ) -> io::Result<Vec<Record>> {
     let (a, b) = (vc.host(0), vc.host(1));
     let common = common_args(args, mode, port);
@@ -263,7 +281,9 @@ fn run_mode(
             let v: serde_json::Value = serde_json::from_str(&line).map_err(bad)?;
             // The client's own header: --local prints its own.
             if !crate::output::json::is_metadata(&v) {
-                records.push(serde_json::from_value(v).map_err(bad)?);
+                let r: Record = serde_json::from_value(v).map_err(bad)?;
+                progress.step_done(&r);
+                records.push(r);
             }
         }
     }

@@ -89,27 +89,33 @@ fn run_main(args: &Args) -> std::io::Result<()> {
         println!("{}", output::json::metadata(hosts, mtu));
     }
     let mut all = Vec::new();
+    let progress = output::progress::Progress::new(
+        output::progress::wanted(args.json),
+        (cli::size_steps(args.size, args.grade).len() * modes.len()) as u64,
+    );
     for &mode in &modes {
+        progress.running(mode.name());
         let records = run::client(args, mode, &mut |r| {
+            progress.step_done(r);
             if args.json {
                 println!("{}", serde_json::to_string(r).expect("records serialize"));
             } else {
-                println!("{}", report::short_line(r));
+                progress.println(&report::short_line(r));
                 if let Some(s) = &r.transport_stats {
-                    println!("# {s}");
+                    progress.println(&format!("# {s}"));
                 }
             }
         })
         .map_err(|e| with_mode(e, mode))?;
         if !args.json {
-            println!();
-            print!("{}", report::table(&records));
+            progress.println(&format!("\n{}", report::table(&records).trim_end()));
         }
         if let Some(f) = &mut long_form {
             report::write_long_form(f, &records)?;
         }
         all.extend(records);
     }
+    progress.finish();
     if let Some(path) = args.csv_path() {
         output::csv::write_runs(path, &[all])?;
     }

@@ -4,4 +4,5 @@
 pub mod csv;
 pub mod json;
 pub mod pivot;
+pub mod progress;
 pub mod raw;
