@@ -88,10 +88,10 @@ mod tests {
         let r: Record = serde_json::from_value(serde_json::json!({
             "mode": "esp", "pattern": "one_one", "size": 4096, "iterations": 1,
             "busy_poll": false, "mbit_s": 1.0, "mb_s": 0.125,
-            "lat_us": {"min": 1.0, "p50": 7.125, "p90": 8.0, "p99": 9.0, "max": 10.0, "avg": 7.0}
+            "lat_us": {"min": 1.0, "p50": 7.25, "p90": 8.0, "p99": 9.0, "max": 10.0, "avg": 7.0}
         }))
         .unwrap();
-        assert_eq!(last_result(&r), "esp 4096 B: p50 7.13 us");
+        assert_eq!(last_result(&r), "esp 4096 B: p50 7.25 us");
         let mut s = r.clone();
         s.lat_us = None;
         s.mbit_s = 812.34;
