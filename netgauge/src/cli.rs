@@ -322,6 +322,11 @@ pub struct Args {
     #[arg(short = 'f', long = "full-log", value_name = "FILE")]
     pub full_log: Option<PathBuf>,
 
+    /// Print netgauge's man page (roff, from this help) on stdout and exit:
+    /// `netgauge -w > netgauge.1; man ./netgauge.1`.
+    #[arg(short = 'w', long = "man-page")]
+    pub man_page: bool,
+
     /// With -f: append to FILE without a header (the clients of --local).
     #[arg(long = "full-log-append", hide = true, requires = "full_log")]
     pub full_log_append: bool,
@@ -425,6 +430,11 @@ pub struct Args {
     /// Keep the virtual cluster's namespaces after the run (debugging).
     #[arg(long = "keep", hide = true)]
     pub keep: bool,
+}
+
+/// Writes the man page (roff) of netgauge's command line to `w` (`-w`).
+pub fn write_man_page(w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    clap_mangen::Man::new(<Args as clap::CommandFactory>::command()).render(w)
 }
 
 impl Args {
@@ -720,6 +730,23 @@ mod tests {
         );
         // No fault asked for: kernel modes are fine.
         assert_eq!(parse(&["--local", "-m", "udp,tcp"]).validate(), Ok(()));
+    }
+
+    #[test]
+    fn man_page_documents_the_options() {
+        let mut out = Vec::new();
+        write_man_page(&mut out).unwrap();
+        let man = String::from_utf8(out).unwrap();
+        assert!(man.starts_with(".ie"), "{}", &man[..200]);
+        assert!(man.contains(".TH netgauge 1"), "{man}");
+        for opt in [
+            "\\-\\-full\\-log",
+            "\\-\\-csv",
+            "\\-\\-local",
+            "netgauge \\-a \\-I eth0",
+        ] {
+            assert!(man.contains(opt), "{opt} missing: {man}");
+        }
     }
 
     #[test]

@@ -44,6 +44,15 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    if args.man_page {
+        return match cli::write_man_page(&mut std::io::stdout().lock()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("netgauge: writing the man page: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Err(msg) = args.validate() {
         eprintln!("netgauge: {msg}");
         return ExitCode::from(2);
