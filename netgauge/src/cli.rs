@@ -295,9 +295,11 @@ pub struct Args {
     #[arg(long = "warmup", default_value_t = 100)]
     pub warmup: usize,
 
-    /// Grade of the size steps: 1 doubles the size each step, higher
-    /// grades add intermediate sizes (netgauge's -g).
-    #[arg(short = 'g', long = "grade", default_value_t = 1)]
+    /// Grade of the size steps (netgauge's -g/--grad, default 2): each
+    /// step adds the largest power of two not above size / 2^(grad-1), so 1
+    /// doubles the size and 2 adds one size between powers of two (1, 2,
+    /// 3, 4, 6, 8, 12, ...). `--grade` is accepted as an alias.
+    #[arg(short = 'g', long = "grad", alias = "grade", default_value_t = 2)]
     pub grade: u32,
 
     /// Write netgauge's long-form results, with its host block, to FILE
@@ -567,7 +569,7 @@ impl Args {
             return Err("-c 0: need at least one iteration per size".into());
         }
         if self.grade == 0 {
-            return Err("-g 0: the grade is at least 1".into());
+            return Err("-g 0: the grade (--grad) is at least 1".into());
         }
         if self.fault().is_some() {
             // Fault injection wraps our AF_PACKET link (edp::link::FaultLink):
@@ -747,6 +749,19 @@ mod tests {
         ] {
             assert!(man.contains(opt), "{opt} missing: {man}");
         }
+    }
+
+    #[test]
+    fn grad_follows_netgauge() {
+        assert_eq!(parse(&[]).grade, 2, "netgauge's default --grad");
+        assert_eq!(parse(&["--grad", "1"]).grade, 1);
+        assert_eq!(parse(&["--grade", "3"]).grade, 3, "the old name");
+        assert_eq!(parse(&["-g", "4"]).grade, 4);
+        let help = <Args as clap::CommandFactory>::command()
+            .render_long_help()
+            .to_string();
+        assert!(help.contains("--grad <GRADE>"), "{help}");
+        assert!(!help.contains("--grade <"), "the alias stays hidden: {help}");
     }
 
     #[test]

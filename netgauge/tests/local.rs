@@ -193,7 +193,7 @@ fn local_one_one_all_modes() {
     if !can_run() {
         return;
     }
-    let records = run_json(&["-s", "1-256", "-c", "200", "--warmup", "20"]);
+    let records = run_json(&["-s", "1-256", "-g", "1", "-c", "200", "--warmup", "20"]);
     // The default list: the raw floor first, and the kernel busy-poll
     // modes since the default wait policy (adaptive) spins.
     let modes = [
@@ -254,7 +254,9 @@ fn long_form_output_file() {
     }
     let dir = std::env::temp_dir().join(format!("ng-long-{}", std::process::id()));
     let out = Command::new(NETGAUGE)
-        .args(["--local", "-m", "udp", "-s", "1-4", "-c", "50", "-o"])
+        .args([
+            "--local", "-m", "udp", "-s", "1-4", "-g", "1", "-c", "50", "-o",
+        ])
         .arg(&dir)
         .output()
         .unwrap();
@@ -450,7 +452,17 @@ fn eth_floor_one_one_and_stream() {
     }
     // Sizes below the minimum Ethernet payload (padding), around the MTU
     // and above it (trains of frames).
-    let records = run_json(&["-m", "eth", "-s", "1-4096", "-c", "200", "--busy-poll"]);
+    let records = run_json(&[
+        "-m",
+        "eth",
+        "-s",
+        "1-4096",
+        "-g",
+        "1",
+        "-c",
+        "200",
+        "--busy-poll",
+    ]);
     let sizes = [1u64, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
     assert_eq!(records.len(), sizes.len(), "{records:?}");
     for (r, &size) in records.iter().zip(&sizes) {

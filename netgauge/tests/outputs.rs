@@ -30,7 +30,7 @@ fn csv_raw_samples_and_run_index() {
     let (csv, raw) = (dir.join("r.csv"), dir.join("raw.csv"));
     let out = Command::new(NETGAUGE)
         .args([
-            "--local", "--json", "-m", "edp,udp", "-s", "64-128", "-c", "50",
+            "--local", "--json", "-m", "edp,udp", "-s", "64-128", "-g", "1", "-c", "50",
         ])
         .args(["--warmup", "5", "--repeat", "2", "--csv"])
         .arg(&csv)
@@ -98,7 +98,7 @@ fn pivoted_table_has_sizes_as_rows_and_modes_as_columns() {
     }
     let out = Command::new(NETGAUGE)
         .args([
-            "--local", "-m", "edp,tcp", "-s", "64-256", "-c", "50", "--warmup", "5",
+            "--local", "-m", "edp,tcp", "-s", "64-256", "-g", "1", "-c", "50", "--warmup", "5",
         ])
         .output()
         .expect("run netgauge");
