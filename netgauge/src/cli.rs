@@ -324,6 +324,12 @@ pub struct Args {
     #[arg(short = 'f', long = "full-log", value_name = "FILE")]
     pub full_log: Option<PathBuf>,
 
+    /// Draw the results as charts to FILE (.svg or .png): latency (p50
+    /// with a band to p99) and throughput against size, one line per mode,
+    /// log-log axes. Saved JSON: `netgauge plot results.json -o FILE`.
+    #[arg(long = "plot", value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+
     /// Print netgauge's man page (roff, from this help) on stdout and exit:
     /// `netgauge -w > netgauge.1; man ./netgauge.1`.
     #[arg(short = 'w', long = "man-page")]
@@ -761,7 +767,10 @@ mod tests {
             .render_long_help()
             .to_string();
         assert!(help.contains("--grad <GRADE>"), "{help}");
-        assert!(!help.contains("--grade <"), "the alias stays hidden: {help}");
+        assert!(
+            !help.contains("--grade <"),
+            "the alias stays hidden: {help}"
+        );
     }
 
     #[test]

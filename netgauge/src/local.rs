@@ -137,6 +137,14 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
     if let Some(path) = args.csv_path() {
         crate::output::csv::write_runs(path, &runs)?;
     }
+    if let Some(path) = &args.plot {
+        let shown = if args.repeat > 1 {
+            report::median_over_runs(&runs, &modes.iter().map(|m| m.name()).collect::<Vec<_>>())
+        } else {
+            all.clone()
+        };
+        crate::output::plot::plot(&shown, path)?;
+    }
     if let Some(path) = args.long_form_path() {
         let mut f = std::fs::File::create(path)?;
         for mode in &modes {

@@ -33,6 +33,16 @@ mod privilege {
 }
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("plot") {
+        let cmd = output::plot::PlotCmd::parse_from(std::env::args().skip(1));
+        return match cmd.run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("netgauge plot: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let args = Args::parse();
     // RUST_LOG (e.g. `RUST_LOG=edp=debug,esp=trace`), else the level of
     // -v/-vv/-vvv (warn without), on stderr so the results on stdout stay
@@ -125,6 +135,9 @@ fn run_main(args: &Args) -> std::io::Result<()> {
         all.extend(records);
     }
     progress.finish();
+    if let Some(path) = &args.plot {
+        output::plot::plot(&all, path)?;
+    }
     if let Some(path) = args.csv_path() {
         output::csv::write_runs(path, &[all])?;
     }

@@ -130,3 +130,57 @@ fn pivoted_table_has_sizes_as_rows_and_modes_as_columns() {
         "{stdout}"
     );
 }
+
+/// `netgauge plot` reads saved JSON lines (header included) and draws an
+/// SVG; a bad extension is refused with a message. Needs no privilege.
+#[test]
+fn plot_subcommand_draws_saved_json() {
+    let dir = std::env::temp_dir().join(format!("netgauge-plotcmd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("r.json");
+    let mut text = String::from("{\"metadata\":{\"mtu\":1500}}\n");
+    for (mode, base) in [("edp", 3.0), ("udp", 9.0)] {
+        for size in [64u64, 512, 4096] {
+            let p50 = base + size as f64 / 1000.0;
+            text += &serde_json::json!({
+                "mode": mode, "pattern": "one_one", "size": size, "iterations": 10,
+                "busy_poll": false, "mbit_s": size as f64 * 8.0 / p50, "mb_s": size as f64 / p50,
+                "lat_us": {"min": p50, "p50": p50, "p90": p50, "p99": 2.0 * p50, "max": 3.0 * p50, "avg": p50}
+            })
+            .to_string();
+            text.push('\n');
+        }
+    }
+    std::fs::write(&json, text).unwrap();
+    let svg = dir.join("fig.svg");
+    let out = Command::new(NETGAUGE)
+        .arg("plot")
+        .arg(&json)
+        .arg("-o")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("TrueType") {
+        testkit::skip("netgauge plot", "no TrueType font installed");
+        return;
+    }
+    assert!(out.status.success(), "{stderr}");
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.starts_with("<svg"), "{drawn}");
+    assert!(drawn.contains("message size, bytes"), "{drawn}");
+    let out = Command::new(NETGAUGE)
+        .arg("plot")
+        .arg(&json)
+        .arg("-o")
+        .arg(dir.join("fig.gif"))
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(".svg or .png"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -4,5 +4,6 @@
 pub mod csv;
 pub mod json;
 pub mod pivot;
+pub mod plot;
 pub mod progress;
 pub mod raw;
