@@ -27,10 +27,8 @@ fn main() -> std::io::Result<()> {
             let src = dir.join(format!("esp-copy-src-{}", std::process::id()));
             let data: Vec<u8> = (0..4u32 << 20).map(|i| (i * 7 + i / 251) as u8).collect();
             std::fs::write(&src, data)?;
-            (
-                src,
-                dir.join(format!("esp-copy-dst-{}", std::process::id())),
-            )
+            let dst = dir.join(format!("esp-copy-dst-{}", std::process::id()));
+            (src, dst, true)
         }
     };
     let data = std::fs::read(&src)?;
