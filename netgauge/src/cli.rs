@@ -330,6 +330,14 @@ pub struct Args {
     #[arg(long = "plot", value_name = "FILE")]
     pub plot: Option<PathBuf>,
 
+    /// Time limit per size, seconds (netgauge's -t): a size runs fewer
+    /// than -c iterations when they would not fit. The cut is made before
+    /// each size from the previous size's time per iteration scaled by the
+    /// size ratio (the server must know the count in advance), not midway
+    /// as netgauge does; the records give the iterations that ran.
+    #[arg(short = 't', long = "time", value_name = "SECONDS")]
+    pub time_limit_s: Option<f64>,
+
     /// Print netgauge's man page (roff, from this help) on stdout and exit:
     /// `netgauge -w > netgauge.1; man ./netgauge.1`.
     #[arg(short = 'w', long = "man-page")]
@@ -570,6 +578,12 @@ impl Args {
                     "{name} {p}: expected a percentage between 0 and 100"
                 ));
             }
+        }
+        if self
+            .time_limit_s
+            .is_some_and(|t| !(t > 0.0 && t.is_finite()))
+        {
+            return Err("-t SECONDS: expected a time limit per size above 0".into());
         }
         if self.count == 0 {
             return Err("-c 0: need at least one iteration per size".into());

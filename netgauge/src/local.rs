@@ -216,6 +216,10 @@ fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
         v.push(abs.display().to_string());
         v.push("--full-log-append".into());
     }
+    if let Some(t) = args.time_limit_s {
+        v.push("-t".into());
+        v.push(t.to_string());
+    }
     for _ in 0..args.verbose {
         v.push("-v".into());
     }

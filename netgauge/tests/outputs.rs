@@ -184,3 +184,28 @@ fn plot_subcommand_draws_saved_json() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `-t SECONDS` cuts the iterations of the later sizes to fit the budget
+/// (the first size runs the full count: there is no estimate yet).
+#[test]
+fn time_limit_cuts_iterations() {
+    if !can_run() {
+        return;
+    }
+    let out = Command::new(NETGAUGE)
+        .args(["--local", "--json", "-m", "edp", "-s", "1K-64K", "-g", "1"])
+        .args(["-c", "20000", "--warmup", "10", "-t", "0.02"])
+        .output()
+        .expect("run netgauge");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let records: Vec<Value> = stdout
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 7, "{stdout}");
+    assert_eq!(records[0]["iterations"], 20000, "{stdout}");
+    let last = records[6]["iterations"].as_u64().unwrap();
+    assert!((1..20000).contains(&last), "{stdout}");
+}
