@@ -258,7 +258,7 @@ local ctpe = {
 p_ctp.experts = ctpe
 
 p_ctp.prefs.edp_ports = Pref.range("CTP ports (EDP)", "",
-    "EDP ports whose payload is always decoded as CTP (e.g. 5201, netgauge's default port)", 65535)
+    "EDP ports whose payload is always decoded as CTP (e.g. 19470, netgauge's default port)", 65535)
 p_ctp.prefs.udp_ports = Pref.range("CTP ports (UDP)", "",
     "UDP ports whose payload is always decoded as CTP", 65535)
 p_ctp.prefs.heuristic = Pref.bool("Detect CTP by its header", true,

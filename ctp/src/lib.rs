@@ -31,6 +31,7 @@
 //! }
 //! # Ok(()) }
 //! ```
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod deliver;

@@ -43,7 +43,12 @@ pub const MAX_PACKET_LEN: usize = u16::MAX as usize;
 pub enum WireError {
     /// The datagram is shorter than the header or than the size field claims.
     #[error("truncated CTP packet: need {need} bytes, have {have}")]
-    Truncated { need: usize, have: usize },
+    Truncated {
+        /// Bytes the packet needs.
+        need: usize,
+        /// Bytes it has.
+        have: usize,
+    },
     /// A field contradicts another field or the protocol.
     #[error("inconsistent CTP header: {0}")]
     Inconsistent(&'static str),

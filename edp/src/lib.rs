@@ -21,6 +21,7 @@
 //! - [`checksum`]: the RFC 1071 ones' complement sum (SIMD);
 //! - [`sys`]: every system call nix does not wrap, and all of this crate's
 //!   `unsafe` (batched datagram I/O in [`sys::mmsg`] is public).
+#![warn(missing_docs)]
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 

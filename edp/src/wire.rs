@@ -192,8 +192,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
 /// The fields of an Ethernet II header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EthernetRepr {
+    /// Destination MAC address.
     pub dst: MacAddr,
+    /// Source MAC address.
     pub src: MacAddr,
+    /// EtherType (IEEE 802.3 clause 3.2.6), host byte order.
     pub ethertype: u16,
 }
 
@@ -313,7 +316,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EdpPacket<T> {
 /// The fields of an EDP header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EdpRepr {
+    /// Sender's EDP port.
     pub src_port: u16,
+    /// Receiver's EDP port.
     pub dst_port: u16,
     /// Payload length in bytes.
     pub payload_len: u16,

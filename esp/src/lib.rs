@@ -35,6 +35,7 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod config;

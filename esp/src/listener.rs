@@ -86,7 +86,9 @@ pub struct ListenerStats {
 /// A connection owned by the listener, with the caller's handle.
 #[derive(Debug)]
 pub struct Entry<H> {
+    /// The connection's state machine.
     pub conn: Connection,
+    /// The caller's handle for it (e.g. its socket slot).
     pub handle: H,
 }
 

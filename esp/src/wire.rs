@@ -377,8 +377,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EspPacket<T> {
 /// The fields of an ESP header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EspRepr {
+    /// Sender's ESP port.
     pub src_port: u16,
+    /// Receiver's ESP port.
     pub dst_port: u16,
+    /// Control flags (SYN, ACK, FIN, RST, ...).
     pub flags: Flags,
     /// Sequence number of this segment (segments).
     pub seq: Seq,

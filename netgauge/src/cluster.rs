@@ -423,7 +423,7 @@ fn run_step(
         }
         let rec = text
             .lines()
-            .filter(|l| l.trim_start().starts_with('{'))
+            .filter(|l| l.trim_start().starts_with('{') && !l.contains("\"metadata\""))
             .map(serde_json::from_str::<Record>)
             .next()
             .ok_or_else(|| {

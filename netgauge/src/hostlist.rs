@@ -59,9 +59,9 @@ pub fn interfaces(only: Option<&str>) -> io::Result<Vec<Iface>> {
 /// the port, and the client command for each mode, for example
 ///
 /// ```text
-/// netgauge server: mode edp, port 5201, serving clients until stopped (Ctrl-C)
+/// netgauge server: mode edp, port 19470, serving clients until stopped (Ctrl-C)
 /// #   eth0  MAC 02:00:00:00:00:01  IP 10.0.0.1
-/// # on the client: netgauge -m edp -I <client interface> -R 02:00:00:00:00:01 -P 5201
+/// # on the client: netgauge -m edp -I <client interface> -R 02:00:00:00:00:01 -P 19470
 /// ```
 pub fn announcement(args: &Args, modes: &[Mode], ifaces: &[Iface]) -> String {
     use std::fmt::Write as _;

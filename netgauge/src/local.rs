@@ -56,7 +56,13 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
             )?;
         }
     }
-    if !args.json {
+    if args.json {
+        let hosts = serde_json::json!([
+            {"namespace": a.ns.to_string(), "mac": a.mac.to_string(), "ip": a.ip.to_string(), "interface": a.iface},
+            {"namespace": b.ns.to_string(), "mac": b.mac.to_string(), "ip": b.ip.to_string(), "interface": b.iface},
+        ]);
+        println!("{}", crate::output::json::metadata(hosts, Some(vc.mtu())));
+    } else {
         println!(
             "# netgauge --local: hosts {} ({}, {}) and {} ({}, {}), veth MTU {}, pattern {}, {} iterations per size, wait {}",
             a.ns, a.mac, a.ip, b.ns, b.mac, b.ip, vc.mtu(),
@@ -70,6 +76,15 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
             args.idle_esp
         );
     }
+    if let Some(p) = &args.full_log {
+        // The header; each mode's client appends its rows.
+        crate::output::raw::RawLog::open(p, false)?;
+    }
+    let steps = crate::cli::size_steps(args.size, args.grade).len() * modes.len() * args.repeat;
+    let progress = crate::output::progress::Progress::new(
+        crate::output::progress::wanted(args.json),
+        steps as u64,
+    );
     let mut all = Vec::new();
     let mut runs: Vec<Vec<Record>> = Vec::new();
     for rep in 0..args.repeat {
@@ -85,17 +100,24 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
             let port = args
                 .port
                 .wrapping_add(((rep * modes.len() + i) % 1000) as u16);
-            let mut records = run_mode(args, &vc, exe, mode, port)
+            progress.running(&format!(
+                "run {} of {}: {}",
+                rep + 1,
+                args.repeat,
+                mode.name()
+            ));
+            let mut records = run_mode(args, &vc, exe, mode, port, &progress)
                 .map_err(|e| io::Error::new(e.kind(), format!("mode {}: {e}", mode.name())))?;
             for r in &mut records {
                 r.procs_per_host = args.idle_procs;
             }
             this_run.extend(records.iter().cloned());
-            print_records(args, &records)?;
+            print_records(args, &records, rep, &progress)?;
             all.extend(records);
         }
         runs.push(this_run);
     }
+    progress.finish();
     if !args.json {
         println!();
         if args.repeat > 1 {
@@ -103,18 +125,31 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
                 "# median over {} runs of each mode's p50 half round-trip and throughput",
                 args.repeat
             );
-            print!(
-                "{}",
-                report::comparison(&report::median_over_runs(
-                    &runs,
-                    &modes.iter().map(|m| m.name()).collect::<Vec<_>>()
-                ))
+            let median = report::median_over_runs(
+                &runs,
+                &modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
             );
+            print!("{}", crate::output::pivot::pivot(&median));
+            println!();
+            print!("{}", report::comparison(&median));
         } else {
+            print!("{}", crate::output::pivot::pivot(&all));
+            println!();
             print!("{}", report::comparison(&all));
         }
     }
-    if let Some(path) = &args.output {
+    if let Some(path) = args.csv_path() {
+        crate::output::csv::write_runs(path, &runs)?;
+    }
+    if let Some(path) = &args.plot {
+        let shown = if args.repeat > 1 {
+            report::median_over_runs(&runs, &modes.iter().map(|m| m.name()).collect::<Vec<_>>())
+        } else {
+            all.clone()
+        };
+        crate::output::plot::plot(&shown, path)?;
+    }
+    if let Some(path) = args.long_form_path() {
         let mut f = std::fs::File::create(path)?;
         for mode in &modes {
             let rs: Vec<Record> = all
@@ -128,15 +163,21 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
     Ok(all)
 }
 
-fn print_records(args: &Args, records: &[Record]) -> io::Result<()> {
+/// Prints the records of run `run` (0-based; the JSON lines carry it).
+fn print_records(
+    args: &Args,
+    records: &[Record],
+    run: usize,
+    progress: &crate::output::progress::Progress,
+) -> io::Result<()> {
     {
         for r in records {
             if args.json {
-                println!("{}", serde_json::to_string(r).map_err(io::Error::other)?);
-            } else if !args.verbose {
-                println!("{:<8} {}", r.mode, report::short_line(r));
+                println!("{}", crate::output::json::record_line(r, Some(run)));
+            } else if args.verbose == 0 {
+                progress.println(&format!("{:<8} {}", r.mode, report::short_line(r)));
             } else {
-                println!(
+                progress.println(&format!(
                     "{:<8} {}{}",
                     r.mode,
                     report::short_line(r),
@@ -144,7 +185,7 @@ fn print_records(args: &Args, records: &[Record]) -> io::Result<()> {
                         .as_deref()
                         .map(|s| format!("   [{s}]"))
                         .unwrap_or_default()
-                );
+                ));
             }
         }
     }
@@ -173,7 +214,17 @@ pub(crate) fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
             v.push(n.to_string());
         }
     }
-    if args.verbose {
+    if let Some(p) = &args.full_log {
+        v.push("-f".into());
+        let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
+        v.push(abs.display().to_string());
+        v.push("--full-log-append".into());
+    }
+    if let Some(t) = args.time_limit_s {
+        v.push("-t".into());
+        v.push(t.to_string());
+    }
+    for _ in 0..args.verbose {
         v.push("-v".into());
     }
     for (flag, p) in [
@@ -201,6 +252,7 @@ fn run_mode(
     exe: &str,
     mode: Mode,
     port: u16,
+    progress: &crate::output::progress::Progress,
 ) -> io::Result<Vec<Record>> {
     let (a, b) = (vc.host(0), vc.host(1));
     let common = common_args(args, mode, port);
@@ -235,17 +287,23 @@ fn run_mode(
     let mut client = Process::spawn(&mut client)?;
 
     let stdout = client.take_stdout().expect("piped stdout");
-    let mut records = Vec::new();
+    let mut records: Vec<Record> = Vec::new();
     for line in BufReader::new(stdout).lines() {
         let line = line?;
         if line.trim_start().starts_with('{') {
-            let r: Record = serde_json::from_str(&line).map_err(|e| {
+            let bad = |e: serde_json::Error| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!("client printed bad JSON {line:?}: {e}"),
                 )
-            })?;
-            records.push(r);
+            };
+            let v: serde_json::Value = serde_json::from_str(&line).map_err(bad)?;
+            // The client's own header: --local prints its own.
+            if !crate::output::json::is_metadata(&v) {
+                let r: Record = serde_json::from_value(v).map_err(bad)?;
+                progress.step_done(&r);
+                records.push(r);
+            }
         }
     }
     let status = client.wait()?;
@@ -277,7 +335,7 @@ fn run_mode(
         }
         None => tracing::warn!("{} server did not exit after BYE; stopped it", mode.name()),
     }
-    if args.verbose && !server_err.trim().is_empty() {
+    if args.verbose > 0 && !server_err.trim().is_empty() {
         eprintln!("{}", server_err.trim_end());
     }
     let expected = crate::cli::size_steps(args.size, args.grade).len();

@@ -15,6 +15,7 @@ mod local;
 mod mpi;
 #[cfg(feature = "mpi")]
 mod mpi_launch;
+mod output;
 mod patterns;
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 mod reach;
@@ -62,16 +63,36 @@ mod privilege {
 }
 
 fn main() -> ExitCode {
-    // RUST_LOG (e.g. `RUST_LOG=edp=debug,esp=trace`), default warnings,
-    // on stderr so the results on stdout stay clean.
+    if std::env::args().nth(1).as_deref() == Some("plot") {
+        let cmd = output::plot::PlotCmd::parse_from(std::env::args().skip(1));
+        return match cmd.run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("netgauge plot: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let args = Args::parse();
+    // RUST_LOG (e.g. `RUST_LOG=edp=debug,esp=trace`), else the level of
+    // -v/-vv/-vvv (warn without), on stderr so the results on stdout stay
+    // clean.
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(args.log_level())),
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = Args::parse();
+    if args.man_page {
+        return match cli::write_man_page(&mut std::io::stdout().lock()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("netgauge: writing the man page: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Err(msg) = args.validate() {
         eprintln!("netgauge: {msg}");
         return ExitCode::from(2);
@@ -107,29 +128,55 @@ fn run_main(args: &Args) -> std::io::Result<()> {
     if args.server {
         return hostlist::serve(args, &modes);
     }
-    let mut long_form = match &args.output {
+    let mut long_form = match args.long_form_path() {
         Some(path) => Some(std::fs::File::create(path)?),
         None => None,
     };
+    if args.json {
+        let mtu = args.iface.as_deref().and_then(|i| {
+            std::fs::read_to_string(format!("/sys/class/net/{i}/mtu"))
+                .ok()
+                .and_then(|m| m.trim().parse::<usize>().ok())
+        });
+        let hosts = serde_json::json!([
+            {"role": "client", "interface": args.iface},
+            {"role": "server", "remote": args.remote, "remote_ip": args.remote_ip},
+        ]);
+        println!("{}", output::json::metadata(hosts, mtu));
+    }
+    let mut all = Vec::new();
+    let progress = output::progress::Progress::new(
+        output::progress::wanted(args.json),
+        (cli::size_steps(args.size, args.grade).len() * modes.len()) as u64,
+    );
     for &mode in &modes {
+        progress.running(mode.name());
         let records = run::client(args, mode, &mut |r| {
+            progress.step_done(r);
             if args.json {
                 println!("{}", serde_json::to_string(r).expect("records serialize"));
             } else {
-                println!("{}", report::short_line(r));
+                progress.println(&report::short_line(r));
                 if let Some(s) = &r.transport_stats {
-                    println!("# {s}");
+                    progress.println(&format!("# {s}"));
                 }
             }
         })
         .map_err(|e| with_mode(e, mode))?;
         if !args.json {
-            println!();
-            print!("{}", report::table(&records));
+            progress.println(&format!("\n{}", report::table(&records).trim_end()));
         }
         if let Some(f) = &mut long_form {
             report::write_long_form(f, &records)?;
         }
+        all.extend(records);
+    }
+    progress.finish();
+    if let Some(path) = &args.plot {
+        output::plot::plot(&all, path)?;
+    }
+    if let Some(path) = args.csv_path() {
+        output::csv::write_runs(path, &[all])?;
     }
     Ok(())
 }

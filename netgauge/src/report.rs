@@ -76,12 +76,14 @@ fn cpu_cell(v: Option<f64>) -> String {
     v.map(|c| format!("{c:.2}")).unwrap_or_else(|| "-".into())
 }
 
-/// netgauge's short line: `N bytes -> X us == Y Mbit/s` (min half
-/// round-trip; median throughput), or for stream the throughput.
+/// netgauge's short line: `N bytes -> X us (min) == Y Mbit/s (p50)`: the
+/// minimum half round-trip, as netgauge's short line, and the throughput
+/// of the median half round-trip, each labelled with its statistic; for
+/// stream the throughput.
 pub fn short_line(r: &Record) -> String {
     match &r.lat_us {
         Some(l) => format!(
-            "{} bytes \t -> {:.2} us \t == {:.2} Mbit/s",
+            "{} bytes \t -> {:.2} us (min) \t == {:.2} Mbit/s (p50)",
             r.size, l.min, r.mbit_s
         ),
         None => {
@@ -95,7 +97,8 @@ pub fn short_line(r: &Record) -> String {
 }
 
 /// An OSU-style table: size, p50 half round-trip (us), CPU time per
-/// iteration of client and server (us), min, p99, avg half-RTT (us), MB/s.
+/// iteration of client and server (us), min, p99, avg half-RTT and its
+/// standard deviation (us), MB/s.
 pub fn table(records: &[Record]) -> String {
     let mut out = String::new();
     let with_mode = records.iter().any(|r| r.mode != records[0].mode);
@@ -104,7 +107,7 @@ pub fn table(records: &[Record]) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<10} {:>10} {:>11} {:>11} {:>10} {:>10} {:>10} {:>12}",
+        "{:<10} {:>10} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10} {:>12}",
         if with_mode { "size" } else { "# size" },
         "p50(us)",
         "cpu_cli(us)",
@@ -112,6 +115,7 @@ pub fn table(records: &[Record]) -> String {
         "min(us)",
         "p99(us)",
         "avg(us)",
+        "stddev(us)",
         "MB/s"
     );
     for r in records {
@@ -126,15 +130,15 @@ pub fn table(records: &[Record]) -> String {
             Some(l) => {
                 let _ = writeln!(
                     out,
-                    "{:<10} {:>10.2} {:>11} {:>11} {:>10.2} {:>10.2} {:>10.2} {:>12.2}",
-                    r.size, l.p50, cc, cs, l.min, l.p99, l.avg, r.mb_s
+                    "{:<10} {:>10.2} {:>11} {:>11} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>12.2}",
+                    r.size, l.p50, cc, cs, l.min, l.p99, l.avg, l.stddev, r.mb_s
                 );
             }
             None => {
                 let _ = write!(
                     out,
-                    "{:<10} {:>10} {:>11} {:>11} {:>10} {:>10} {:>10} {:>12.2}",
-                    r.size, "-", cc, cs, "-", "-", "-", r.mb_s
+                    "{:<10} {:>10} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10} {:>12.2}",
+                    r.size, "-", cc, cs, "-", "-", "-", "-", r.mb_s
                 );
                 if let Some(loss) = r.loss {
                     let _ = write!(out, "  ({:.3} % lost)", loss * 100.0);
@@ -406,7 +410,10 @@ mod tests {
     #[test]
     fn formats() {
         let r = rec("edp", 2.0, 256.0);
-        assert_eq!(short_line(&r), "64 bytes \t -> 1.80 us \t == 256.00 Mbit/s");
+        assert_eq!(
+            short_line(&r),
+            "64 bytes \t -> 1.80 us (min) \t == 256.00 Mbit/s (p50)"
+        );
         let c = comparison(&[r.clone(), rec("tcp", 4.0, 128.0)]);
         assert!(c.contains("0.50x"), "{c}");
         assert!(c.contains("2.00x"), "{c}");
@@ -456,6 +463,10 @@ mod tests {
         // p50 first, then the CPU columns beside it.
         let cols: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(&cols[..4], &["64", "2.00", "1.50", "2.25"], "{t}");
+        // avg, then its standard deviation, then MB/s.
+        assert_eq!(&cols[6..], &["2.00", "0.10", "32.00"], "{t}");
+        assert!(t.lines().next().unwrap().contains("stddev(us)"), "{t}");
+        assert_eq!(j["lat_us"]["stddev"], 0.1);
 
         let c = comparison(&[rec("eth", 1.6, 320.0), r.clone(), rec("udp", 8.0, 64.0)]);
         let edp_row = c.lines().find(|l| l.contains(" edp ")).unwrap();

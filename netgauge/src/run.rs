@@ -51,6 +51,12 @@ pub fn client(
     }
     let sizes = size_steps(args.size, args.grade);
     let payload = Payload::new(args.size.max);
+    // -t: the previous step's (size, time per iteration).
+    let mut last_step: Option<(usize, std::time::Duration)> = None;
+    let mut raw_log = match &args.full_log {
+        Some(p) => Some(crate::output::raw::RawLog::open(p, args.full_log_append)?),
+        None => None,
+    };
     let mut records = Vec::new();
     for (i, &size) in sizes.iter().enumerate() {
         let step = i as u32 + 1;
@@ -58,6 +64,16 @@ pub fn client(
             Pattern::OneOne => (args.count, args.warmup),
             _ => (args.count, 0),
         };
+        let count = match (args.time_limit_s, last_step) {
+            (Some(t), Some((prev_size, per_iter))) => iterations_within(
+                std::time::Duration::from_secs_f64(t),
+                per_iter.mul_f64((size as f64 / prev_size.max(1) as f64).max(1.0)),
+                warmup,
+                count,
+            ),
+            _ => count,
+        };
+        let step_start = std::time::Instant::now();
         let hello = Ctrl {
             kind: Kind::Hello,
             step,
@@ -94,6 +110,9 @@ pub fn client(
             Pattern::OneOne => {
                 let (half_rtt, blocking) =
                     one_one::client(ep.as_mut(), &payload, size, warmup, count)?;
+                if let Some(log) = &mut raw_log {
+                    log.write_step(mode.name(), size, &half_rtt, &blocking)?;
+                }
                 let lat = half_rtt.summary().expect("count >= 1 samples");
                 (Some(lat), size as f64 / lat.p50, None, blocking.summary())
             }
@@ -105,6 +124,7 @@ pub fn client(
             }
         };
         let client_cpu = cpu::us_per_iter(cpu_clock.elapsed()?, (count + warmup) as u64);
+        last_step = Some((size, step_start.elapsed() / (count + warmup).max(1) as u32));
         let ask = Ctrl::new(Kind::Stats, step, args.pattern);
         let stats = control::request(ep.as_mut(), &ask, cfg.timeout, |c| {
             c.kind == Kind::Stats && c.step == step
@@ -131,7 +151,7 @@ pub fn client(
             transport_stats: None,
             resends,
         };
-        if args.verbose {
+        if args.verbose > 0 {
             rec.transport_stats = ep.stats_line();
         }
         on_record(&rec);
@@ -238,11 +258,45 @@ pub fn server(args: &Args, mode: Mode) -> io::Result<()> {
         }
         let ns = u64::try_from(cpu_clock.elapsed()?.as_nanos()).unwrap_or(u64::MAX);
         last_cpu = (c.count, ns);
-        if args.verbose {
+        if args.verbose > 0 {
             if let Some(s) = ep.stats_line() {
                 eprintln!("# server {} step {}: {s}", mode.name(), c.step);
             }
         }
     }
     Ok(())
+}
+
+/// The measured iterations of a size step that fit `budget` (-t) when one
+/// iteration is expected to take `per_iter`, with `warmup` iterations
+/// first: at most `count`, at least 1.
+pub fn iterations_within(
+    budget: std::time::Duration,
+    per_iter: std::time::Duration,
+    warmup: usize,
+    count: usize,
+) -> usize {
+    if per_iter.is_zero() {
+        return count;
+    }
+    let fit = (budget.as_secs_f64() / per_iter.as_secs_f64()) as usize;
+    fit.saturating_sub(warmup).clamp(1, count.max(1))
+}
+
+#[cfg(test)]
+mod time_limit_tests {
+    use super::iterations_within;
+    use std::time::Duration;
+
+    #[test]
+    fn the_budget_cuts_iterations() {
+        let ms = Duration::from_millis;
+        // 1 s at 1 ms per iteration: 1000, minus 100 warm-up.
+        assert_eq!(iterations_within(ms(1000), ms(1), 100, 5000), 900);
+        // Within budget: the full count.
+        assert_eq!(iterations_within(ms(1000), ms(1), 0, 200), 200);
+        // Over budget even for the warm-up: still one measured iteration.
+        assert_eq!(iterations_within(ms(10), ms(1), 100, 5000), 1);
+        assert_eq!(iterations_within(ms(10), Duration::ZERO, 0, 77), 77);
+    }
 }

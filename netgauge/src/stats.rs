@@ -3,9 +3,12 @@
 
 use hdrhistogram::Histogram;
 
-/// Latency samples in nanoseconds.
+/// Latency samples in nanoseconds: a histogram for the statistics and the
+/// raw values in recording order for `-f` (8 bytes per sample, at most the
+/// iterations of one size step).
 pub struct Samples {
     hist: Histogram<u64>,
+    raw: Vec<u64>,
 }
 
 impl Default for Samples {
@@ -38,12 +41,19 @@ impl Samples {
         Samples {
             hist: Histogram::new_with_bounds(1, 1_000_000_000_000, 3)
                 .expect("static histogram bounds are valid"),
+            raw: Vec::new(),
         }
     }
 
     /// Records one sample (ns); values beyond 1000 s are clamped.
     pub fn record_ns(&mut self, ns: u64) {
         self.hist.saturating_record(ns.max(1));
+        self.raw.push(ns);
+    }
+
+    /// The samples as recorded (ns, unclamped), in order.
+    pub fn raw(&self) -> &[u64] {
+        &self.raw
     }
 
     /// Summary in microseconds; None without samples.
@@ -95,5 +105,7 @@ mod tests {
         assert!((m.max - 1000.0).abs() / 1000.0 < 0.005);
         assert!((m.avg - 500.5).abs() < 1.0);
         assert!(Samples::new().summary().is_none());
+        assert_eq!(s.raw().len(), 1000);
+        assert_eq!((s.raw()[0], s.raw()[999]), (1000, 1_000_000));
     }
 }

@@ -162,6 +162,8 @@ fn ebb_bidir_and_msgrate() {
         "esp,udp",
         "-s",
         "8-64",
+        "-g",
+        "1",
         "-c",
         "100",
         "--warmup",

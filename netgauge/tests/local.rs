@@ -62,10 +62,44 @@ fn run_json(args: &[&str]) -> Vec<Value> {
         "netgauge {args:?} failed: {}\n{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
-    stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
-        .collect()
+    records_after_header(&stdout)
+}
+
+/// The JSON lines of `stdout`: a metadata header object first, then the
+/// records, which are returned.
+fn records_after_header(stdout: &str) -> Vec<Value> {
+    let mut lines = stdout.lines().map(|l| {
+        serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}"))
+    });
+    let header = lines
+        .next()
+        .unwrap_or_else(|| panic!("no output: {stdout}"));
+    let md = &header["metadata"];
+    assert_eq!(
+        md["netgauge_version"],
+        env!("CARGO_PKG_VERSION"),
+        "{header}"
+    );
+    assert!(
+        md["kernel"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("Linux")),
+        "{header}"
+    );
+    assert!(
+        md["date"].as_str().is_some_and(|d| d.ends_with('Z')),
+        "{header}"
+    );
+    assert!(
+        md["command_line"].as_array().is_some_and(|a| a.len() > 1),
+        "{header}"
+    );
+    let records: Vec<Value> = lines.collect();
+    assert!(
+        records.iter().all(|r| r.get("metadata").is_none()),
+        "{stdout}"
+    );
+    records
 }
 
 fn check_one_one(r: &Value, mode: &str, size: u64, iterations: u64) {
@@ -159,7 +193,7 @@ fn local_one_one_all_modes() {
     if !can_run() {
         return;
     }
-    let records = run_json(&["-s", "1-256", "-c", "200", "--warmup", "20"]);
+    let records = run_json(&["-s", "1-256", "-g", "1", "-c", "200", "--warmup", "20"]);
     // The default list: the raw floor first, and the kernel busy-poll
     // modes since the default wait policy (adaptive) spins.
     let modes = [
@@ -220,7 +254,9 @@ fn long_form_output_file() {
     }
     let dir = std::env::temp_dir().join(format!("ng-long-{}", std::process::id()));
     let out = Command::new(NETGAUGE)
-        .args(["--local", "-m", "udp", "-s", "1-4", "-c", "50", "-o"])
+        .args([
+            "--local", "-m", "udp", "-s", "1-4", "-g", "1", "-c", "50", "-o",
+        ])
         .arg(&dir)
         .output()
         .unwrap();
@@ -328,10 +364,7 @@ fn local_without_root_through_a_user_namespace() {
         "{}\n{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let records: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
-        .collect();
+    let records = records_after_header(&stdout);
     assert_eq!(records.len(), 2, "{stdout}");
     check_one_one(&records[0], "udp", 64, 50);
     check_one_one(&records[1], "edp", 64, 50);
@@ -419,7 +452,17 @@ fn eth_floor_one_one_and_stream() {
     }
     // Sizes below the minimum Ethernet payload (padding), around the MTU
     // and above it (trains of frames).
-    let records = run_json(&["-m", "eth", "-s", "1-4096", "-c", "200", "--busy-poll"]);
+    let records = run_json(&[
+        "-m",
+        "eth",
+        "-s",
+        "1-4096",
+        "-g",
+        "1",
+        "-c",
+        "200",
+        "--busy-poll",
+    ]);
     let sizes = [1u64, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
     assert_eq!(records.len(), sizes.len(), "{records:?}");
     for (r, &size) in records.iter().zip(&sizes) {
@@ -470,10 +513,7 @@ fn kernel_busy_poll_modes_run_or_explain() {
         assert!(stderr.contains("CAP_NET_ADMIN"), "{stderr}");
         return;
     }
-    let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = records_after_header(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(records.len(), 2, "{records:?}");
     for (r, mode) in records.iter().zip(["udp-bp", "tcp-bp"]) {
         check_one_one(r, mode, 64, 200);

@@ -78,8 +78,8 @@ fn mpirun_four_ranks_find_each_other_and_run_the_patterns() {
         ("Nto1", vec![(1, 0), (2, 0), (3, 0)]),
     ] {
         let lines = run(&[
-            "--hosts", "4", "-x", pattern, "-m", "edp,esp", "-s", "64-256", "-c", "50", "--warmup",
-            "5",
+            "--hosts", "4", "-x", pattern, "-m", "edp,esp", "-s", "64-256", "-g", "1", "-c", "50",
+            "--warmup", "5",
         ]);
         // First the discovery: every rank reaches every other one.
         let d = &lines[0];

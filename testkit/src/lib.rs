@@ -26,6 +26,7 @@
 //! });
 //! assert_eq!(n, 100);
 //! ```
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod fuzz;

@@ -63,7 +63,9 @@ pub fn tag_of(buf: &[u8]) -> Option<u64> {
 pub struct Mismatch {
     /// Stream offset of the byte.
     pub offset: u64,
+    /// The byte received.
     pub got: u8,
+    /// The byte the pattern has at that offset.
     pub expected: u8,
 }
 

@@ -11,6 +11,7 @@ pub enum Error {
     Spawn {
         /// The program, e.g. `ip`.
         program: String,
+        /// The spawn error.
         source: io::Error,
         /// What to install.
         hint: &'static str,
@@ -37,7 +38,9 @@ pub enum Error {
         ns: String,
         /// What was attempted.
         op: &'static str,
+        /// The system error.
         source: io::Error,
+        /// What to do about it, when known.
         hint: Option<&'static str>,
     },
     /// An interface or bridge port did not become ready in time.
@@ -45,6 +48,7 @@ pub enum Error {
     NotReady {
         /// The interface (or bridge port) waited for.
         what: String,
+        /// The namespace it lives in.
         ns: String,
         /// The bound, seconds.
         limit_s: u64,

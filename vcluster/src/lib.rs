@@ -40,6 +40,7 @@
 //! assert_eq!(got, 2);
 //! # Ok::<(), vcluster::Error>(())
 //! ```
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod cleanup;

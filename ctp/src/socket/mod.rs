@@ -155,6 +155,22 @@ impl<T: Transport> Drop for Shared<T> {
 }
 
 /// A CTP endpoint bound to a transport. See the module documentation.
+///
+/// Over kernel UDP (no privilege):
+///
+/// ```
+/// use std::time::Duration;
+/// use ctp::{CtpConfig, CtpSocket, Delivery, Options};
+///
+/// let a = CtpSocket::bind_udp("127.0.0.1:0", CtpConfig::default())?;
+/// let b = CtpSocket::bind_udp("127.0.0.1:0", CtpConfig::default())?;
+/// a.send(7, b.local_addr()?, b"request", Options::NONE).unwrap();
+/// match b.recv_delivery(Some(Duration::from_secs(10)))? {
+///     Delivery::Data(d) => assert_eq!((d.command, &d.data[..]), (7, &b"request"[..])),
+///     Delivery::Error(e) => panic!("{e}"),
+/// }
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct CtpSocket<T: Transport> {
     shared: Arc<Shared<T>>,
 }

@@ -99,6 +99,29 @@ impl From<u16> for Binding {
 }
 
 /// An EDP datagram socket. See the module documentation.
+///
+/// On an interface: `EdpSocket::bind("eth0", port)` (needs CAP_NET_RAW).
+/// Unprivileged, over a [`UdpLink`](crate::link::udp::UdpLink) on loopback:
+///
+/// ```
+/// use edp::link::udp::{UdpConfig, UdpLink};
+/// use edp::{EdpSocket, MacAddr};
+///
+/// let (ma, mb) = (MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2]));
+/// let lo = "127.0.0.1:0".parse().unwrap();
+/// let mut la = UdpLink::open(&UdpConfig::new(lo, ma))?;
+/// let mut lb = UdpLink::open(&UdpConfig::new(lo, mb))?;
+/// la.add_peer(mb, lb.local_addr()?)?;
+/// lb.add_peer(ma, la.local_addr()?)?;
+/// let mut a = EdpSocket::from_link(Box::new(la), 1000)?;
+/// let mut b = EdpSocket::from_link(Box::new(lb), 2000)?;
+/// b.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+/// a.send_to(b"hello", (mb, 2000))?;
+/// let mut buf = [0u8; 64];
+/// let (n, from, port) = b.recv_from(&mut buf)?;
+/// assert_eq!((&buf[..n], from, port), (&b"hello"[..], ma, 1000));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct EdpSocket {
     rt: Runtime,
     slot: SlotId,

@@ -27,6 +27,36 @@ struct Opts {
 }
 
 /// A reliable, ordered, flow-controlled ESP byte stream.
+///
+/// On an interface: `EspStream::connect` / `EspListener::bind` (need
+/// CAP_NET_RAW). Unprivileged, over a `UdpLink` on loopback:
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use std::time::Duration;
+/// use edp::link::udp::{UdpConfig, UdpLink};
+/// use edp::MacAddr;
+/// use esp::{EspConfig, EspStream};
+///
+/// let (ma, mb) = (MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2]));
+/// let lo = "127.0.0.1:0".parse().unwrap();
+/// let mut la = UdpLink::open(&UdpConfig::new(lo, ma))?;
+/// let mut lb = UdpLink::open(&UdpConfig::new(lo, mb))?;
+/// la.add_peer(mb, lb.local_addr()?)?;
+/// lb.add_peer(ma, la.local_addr()?)?;
+/// let wait = Some(Duration::from_secs(10));
+/// let server = std::thread::spawn(move || -> std::io::Result<Vec<u8>> {
+///     let mut s = EspStream::accept_link(Box::new(lb), 80, EspConfig::default(), wait)?;
+///     let mut got = Vec::new();
+///     s.read_to_end(&mut got)?;
+///     Ok(got)
+/// });
+/// let mut c = EspStream::connect_link(Box::new(la), 40000, (mb, 80), EspConfig::default(), wait)?;
+/// c.write_all(b"a byte stream")?;
+/// c.shutdown(std::net::Shutdown::Write)?;
+/// assert_eq!(server.join().unwrap()?, b"a byte stream");
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct EspStream {
     rt: Runtime,
     slot: SlotId,

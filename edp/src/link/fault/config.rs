@@ -69,7 +69,12 @@ pub struct FaultConfig {
 pub enum FaultConfigError {
     /// A probability is NaN or outside [0, 1].
     #[error("fault probability {name} = {value} is outside [0, 1]")]
-    Probability { name: &'static str, value: f64 },
+    Probability {
+        /// The field, e.g. `loss`.
+        name: &'static str,
+        /// The value given.
+        value: f64,
+    },
     /// `rate_bps` is zero.
     #[error("rate limit of 0 bit/s would never deliver a frame")]
     ZeroRate,
@@ -78,7 +83,12 @@ pub enum FaultConfigError {
     ZeroQueue,
     /// A spec item could not be parsed.
     #[error("invalid fault spec item {item:?}: {reason}")]
-    Spec { item: String, reason: String },
+    Spec {
+        /// The item as written, e.g. `loss=2x`.
+        item: String,
+        /// Why it was refused.
+        reason: String,
+    },
 }
 
 impl FaultConfig {
