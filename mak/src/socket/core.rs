@@ -231,7 +231,7 @@ impl<A: Addr> GroupCore<A> {
                 let rx = FaultInjector::new(f.clone());
                 let tx = FaultConfig {
                     duplicate: 0.0,
-                    seed: f.seed ^ 0x5eed_0f_7a_u64,
+                    seed: f.seed ^ 0x5eed_0f7a_u64,
                     ..f.clone()
                 };
                 (Some(rx), Some(FaultInjector::new(tx)))

@@ -205,8 +205,10 @@ fn spec_and_config_errors_say_what_is_wrong() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("not a multicast MAC"), "{e}");
-    let mut cfg = MakConfig::default();
-    cfg.frame = Some(1495);
+    let cfg = MakConfig {
+        frame: Some(1495),
+        ..MakConfig::default()
+    };
     let e = MakSocket::bind_edp_on(
         &rts[0],
         group,
@@ -215,8 +217,10 @@ fn spec_and_config_errors_say_what_is_wrong() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("exceeds what EDP"), "{e}");
-    let mut cfg = MakConfig::default();
-    cfg.link_fault = Some(FaultConfig::seeded(1).with_corrupt(0.1));
+    let cfg = MakConfig {
+        link_fault: Some(FaultConfig::seeded(1).with_corrupt(0.1)),
+        ..MakConfig::default()
+    };
     let e = MakSocket::bind_edp_on(
         &rts[0],
         group,
