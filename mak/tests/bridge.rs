@@ -262,7 +262,7 @@ fn child_receiver() {
     let mut cfg = config(0.0, 50 + u64::from(me));
     cfg.wait = WaitPolicy::Block;
     let report = |k: usize| {
-        if k % 50 == 0 {
+        if k.is_multiple_of(50) {
             println!("GOT {k}");
         }
     };
