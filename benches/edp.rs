@@ -18,6 +18,14 @@
 //!   buffers) or `recv_with` without ring (recvmmsg into the link's own
 //!   buffers). Throughput in frames. Needs root;
 //!
+//! - `runtime_sim/pingpong/64`: the user-space cost of the runtime per
+//!   message: two `EdpSocket`s on their own runtimes over a zero-delay
+//!   `SimLink` pair, one thread sending and receiving in turn (send_to on
+//!   A, recv_from on B, back): no kernel, so the time is the stack's own
+//!   (demultiplexing, locking, wait bookkeeping, header build and parse);
+//!   the raw `SimLink` send + recv of the same frames is measured beside
+//!   it (`simlink_raw`);
+//!
 //! - after them (unfiltered runs only): min / p50 / p99 of the half
 //!   round-trip for blocking, RX ring, busy poll and ring + busy poll.
 //!
@@ -343,7 +351,46 @@ fn link_rx(c: &mut Criterion) {
     drop(net);
 }
 
-criterion_group!(benches, codec, veth_send, veth_rtt, link_rx);
+fn runtime_sim(c: &mut Criterion) {
+    use edp::link::fault::FaultConfig;
+    use edp::link::sim::{SimClock, SimLink};
+    use edp::Link;
+    let clock = SimClock::new();
+    let mut g = c.benchmark_group("runtime_sim");
+    g.throughput(Throughput::Elements(2));
+    {
+        let (mut a, mut b) =
+            SimLink::pair(&clock, 1500, FaultConfig::default(), FaultConfig::default());
+        let frame = vec![0u8; 64 + 14 + 8];
+        let mut buf = vec![0u8; 2048];
+        g.bench_function(BenchmarkId::new("simlink_raw", 64), |bch| {
+            bch.iter(|| {
+                a.send(&frame).unwrap();
+                black_box(b.recv(&mut buf).unwrap());
+                b.send(&frame).unwrap();
+                black_box(a.recv(&mut buf).unwrap());
+            })
+        });
+    }
+    let (la, lb) = SimLink::pair(&clock, 1500, FaultConfig::default(), FaultConfig::default());
+    let (ma, mb) = (la.mac(), lb.mac());
+    let cfg = variant(WaitPolicy::BusyPoll, false);
+    let mut a = EdpSocket::from_link_with(Box::new(la), 7001, &cfg).unwrap();
+    let mut b = EdpSocket::from_link_with(Box::new(lb), 7002, &cfg).unwrap();
+    let msg = [7u8; 64];
+    let mut buf = [0u8; 2048];
+    g.bench_function(BenchmarkId::new("pingpong", 64), |bch| {
+        bch.iter(|| {
+            a.send_to(&msg, (mb, 7002)).unwrap();
+            black_box(b.recv_from(&mut buf).unwrap());
+            b.send_to(&msg, (ma, 7001)).unwrap();
+            black_box(a.recv_from(&mut buf).unwrap());
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, codec, veth_send, veth_rtt, link_rx, runtime_sim);
 
 fn main() {
     benches();

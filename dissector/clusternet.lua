@@ -21,7 +21,8 @@
 --   3. otherwise, with the preference "Detect CTP by its header" on (the
 --      default): CTP when the 25-byte header is self-consistent exactly as
 --      ctp/src/wire.rs parses it, and its packet size equals the EDP payload
---      length (the CTP packet is the whole EDP payload);
+--      length (the CTP packet is the whole EDP payload), or the payload is
+--      whole confirmations packed together (CTP over EDP);
 --   4. netgauge control messages (40 bytes starting with "NGv1");
 --   5. data.
 --
@@ -299,14 +300,34 @@ local function ctp_inconsistency(tvb, size)
     return nil
 end
 
--- True if `tvb` looks like exactly one CTP packet (heuristic, see the top).
+-- True if the bytes of `tvb` from `off` on are whole, consistent CTP
+-- confirmations: CTP over EDP packs the confirmations due to one peer behind
+-- a first confirmation (ctp/PROTOCOL.md "Confirmations share a frame").
+local function ctp_packed_ok(tvb, off)
+    local n = tvb:len()
+    if off >= n or (n - off) % CTP_HLEN ~= 0 then
+        return false
+    end
+    while off < n do
+        local c = tvb(off, CTP_HLEN):tvb()
+        if c(0, 2):le_uint() ~= CTP_HLEN or c(2, 2):le_uint() < 0x8000
+            or unknown_bits(c(24, 1):uint(), 0x1f) ~= 0 or ctp_inconsistency(c, CTP_HLEN) then
+            return false
+        end
+        off = off + CTP_HLEN
+    end
+    return true
+end
+
+-- True if `tvb` looks like exactly one CTP packet, or confirmations packed
+-- together (heuristic, see the top).
 local function ctp_heuristic_ok(tvb)
     local n = tvb:len()
     if n < CTP_HLEN or n > 65535 then
         return false
     end
     if tvb(0, 2):le_uint() ~= n then
-        return false
+        return ctp_packed_ok(tvb, 0)
     end
     if unknown_bits(tvb(24, 1):uint(), 0x1f) ~= 0 then
         return false
@@ -404,6 +425,18 @@ function p_ctp.dissector(tvb, pinfo, tree)
     if why then
         t:add_proto_expert_info(ctpe.inconsistent, "Inconsistent CTP header: " .. why)
         info_malformed(pinfo, why)
+    end
+    if size < n and confirm and size == CTP_HLEN and ctp_packed_ok(tvb, size) then
+        -- Confirmations packed behind this one: one CTP tree each.
+        local first_info = tostring(pinfo.cols.info)
+        local off = size
+        while off < n do
+            p_ctp.dissector(tvb(off, CTP_HLEN):tvb(), pinfo, tree)
+            off = off + CTP_HLEN
+        end
+        pinfo.cols.info:set(string.format("%s (+%d packed confirmations)", first_info,
+            (n - size) / CTP_HLEN))
+        return n
     end
     if size < n then
         t:add_tvb_expert_info(ctpe.trailing, tvb(size, n - size),

@@ -2,7 +2,8 @@
 # Installs what building, testing and `netgauge --local` need on a fresh
 # Debian/Ubuntu machine: a Rust toolchain (rustup, if cargo is missing),
 # iproute2 (ip netns, veth), util-linux (unshare), libcap2-bin (setcap),
-# tshark (the Wireshark dissector's tests; not setuid: see below).
+# tshark (the Wireshark dissector's tests; not setuid: see below), Open MPI
+# and libclang (netgauge's mpi feature).
 # Does nothing for what is already there.
 set -euo pipefail
 
@@ -12,6 +13,11 @@ command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
 command -v setcap >/dev/null 2>&1 || missing+=(libcap2-bin)
 command -v cc >/dev/null 2>&1 || missing+=(gcc)
 command -v tshark >/dev/null 2>&1 || missing+=(tshark)
+# Open MPI: netgauge's `mpi` feature (the mpi crate: mpicc, and libclang for
+# its bindings) and its mpirun launch and anchor (scripts/ompi-pingpong).
+command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
+command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)
+ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || missing+=(libclang-dev clang)
 command -v curl >/dev/null 2>&1 || { command -v cargo >/dev/null 2>&1 || missing+=(curl ca-certificates); }
 
 if [ ${#missing[@]} -gt 0 ]; then

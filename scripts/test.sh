@@ -18,3 +18,6 @@ if rustup toolchain list 2>/dev/null | grep -q "^$msrv"; then
   CARGO_TARGET_DIR=target/msrv cargo "+$msrv" check --workspace --all-targets --quiet
 fi
 cargo test --workspace --release "$@"
+# netgauge's MPI launch (feature mpi, Open MPI from install-deps.sh).
+cargo clippy -p netgauge --features mpi --all-targets --quiet -- -D warnings
+cargo test --release -p netgauge --features mpi --test mpi "$@"

@@ -1403,3 +1403,60 @@ fn reassembly_memory_is_bounded_per_source() {
         .collect();
     assert_eq!(limit_errors, vec![0x1000_0000, 0x1000_0000]);
 }
+
+/// Resident memory of this process, bytes (from /proc/self/statm).
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
+
+/// Measurement (issue 13 closing note): the memory a receiver holds under
+/// 1 M forged sources each announcing a 2^48-byte message and sending
+/// out-of-order ids, with the default limits, and whether a new peer is
+/// then served. Run with
+/// `cargo test --release -p ctp --test core -- --ignored forged_flood_memory --nocapture`.
+#[test]
+#[ignore = "measurement"]
+fn forged_flood_memory() {
+    let t0 = Instant::now();
+    let cfg = Config::default();
+    let mut b = ep32(cfg.clone(), 2, t0);
+    let before = rss_bytes();
+    let mut now = t0;
+    let mut buf = vec![0u8; cfg.max_packet_len()];
+    let mut peak = 0;
+    for src in 0..1_000_000u32 {
+        if src % 1000 == 0 {
+            now += Duration::from_micros(100);
+            while b.poll_transmit(&mut buf).is_some() {}
+            peak = peak.max(rss_bytes());
+        }
+        let big = ctp::wire::MAX_MESSAGE_SIZE;
+        let from = 0x1000_0000 + src;
+        b.handle_datagram(
+            now,
+            from,
+            &data_packet(2, 0, 2, big, Options::START_SESSION, b"0123"),
+        );
+        // out-of-order ids behind a gap
+        b.handle_datagram(now, from, &data_packet(9, 0, 1, 1, Options::NONE, b"x"));
+    }
+    let s = b.storage_sizes();
+    let st = b.stats();
+    while b.poll_transmit(&mut buf).is_some() {}
+    while b.poll_delivery().is_some() {}
+    let mut a = ep32(cfg, 1, now);
+    let got = legit_exchange(&mut a, &mut b, 2, b"let me in", now, &mut Vec::new());
+    println!(
+        "1M forged sources: RSS before {} MiB, peak {} MiB (+{} MiB); {s:?}; sessions evicted {}, refused_reassembly {}, errors suppressed {}; new peer served: {}",
+        before >> 20,
+        peak >> 20,
+        (peak - before) >> 20,
+        st.sessions_evicted,
+        st.refused_reassembly,
+        st.errors_suppressed,
+        got == vec![b"let me in".to_vec()]
+    );
+    assert_eq!(got, vec![b"let me in".to_vec()]);
+}

@@ -74,7 +74,10 @@ impl Node {
     }
 
     fn next_event(&mut self) -> Option<Instant> {
-        let link_at = self.tr.runtime().with_engine(|e, _| e.link().poll_at());
+        let link_at = self
+            .tr
+            .runtime()
+            .with_engine_untimed(|e| e.link().poll_at());
         match (self.ep.poll_timeout(), link_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -372,3 +372,82 @@ fn mio_readiness_is_the_delivery_queue() {
     assert_eq!((d.command, &d.data[..]), (3, &b"for mio"[..]));
     assert!(a.try_recv_delivery().is_none());
 }
+
+/// Issue 13, break 10: a receiver confirmed only inside calls into its
+/// socket, so one that computed for a second after taking a delivery made
+/// the sender report "not confirmed" for messages that had arrived. Now
+/// the runtime's service thread (the spec's "server thread", which always
+/// runs) confirms while the receiver computes: the sender sees every
+/// message confirmed long before the receiver calls again.
+#[test]
+fn receiver_computing_between_calls_still_confirms() {
+    let a = bind();
+    let b = bind();
+    let pb = b.local_addr().unwrap();
+    a.send(1, pb, b"first", Options::NONE).unwrap();
+    assert_eq!(data(b.recv_delivery(WAIT).unwrap()).data, b"first");
+    // b now "computes" for 5 s: no call into b until then.
+    let computing = std::time::Instant::now();
+    let ids: Vec<_> = (0..20u8)
+        .map(|i| a.send(2, pb, &pattern(i, 3000), Options::NONE).unwrap())
+        .collect();
+    for id in ids {
+        assert!(
+            a.wait_confirmed(id, Some(Duration::from_secs(4))).unwrap(),
+            "not confirmed while the receiver computes"
+        );
+    }
+    let confirmed_after = computing.elapsed();
+    std::thread::sleep(Duration::from_secs(5).saturating_sub(confirmed_after));
+    for i in 0..20u8 {
+        assert_eq!(data(b.recv_delivery(WAIT).unwrap()).data, pattern(i, 3000));
+    }
+    assert_eq!(a.stats().not_confirmed_errors, 0);
+}
+
+/// The effective and permitted capability masks of the calling thread.
+fn thread_caps() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    let field = |name: &str| {
+        let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+        u64::from_str_radix(line[name.len()..].trim(), 16).unwrap()
+    };
+    (field("CapEff:"), field("CapPrm:"))
+}
+
+/// Issue 13, break 8: capabilities belong to threads, and a thread started
+/// before the program dropped its capabilities kept them (the ESP alarm
+/// thread then; CTP's deliverers, started by whichever thread drives the
+/// socket, now). Deliverers drop theirs when they start: a handler never
+/// runs with CAP_NET_RAW, even on a deliverer the privileged main thread
+/// started before its drop. Needs a thread with capabilities (root);
+/// otherwise it checks only that handlers run without them.
+#[test]
+fn handlers_run_without_capabilities_after_the_program_drops_them() {
+    let started_privileged = thread_caps().0 != 0;
+    let a = bind();
+    let mut cfg = CtpConfig::default();
+    // This thread drives b (and so starts its deliverer) while privileged.
+    cfg.runtime.progress = edp::runtime::Progress::Callers;
+    let b = CtpSocket::bind_udp("127.0.0.1:0", cfg).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    b.subscribe(5, move |_, _| s.lock().unwrap().push(thread_caps()));
+    let pb = b.local_addr().unwrap();
+    let deliver = |n: usize| {
+        a.send(5, pb, b"x", Options::NONE).unwrap();
+        while seen.lock().unwrap().len() < n {
+            b.poll(Duration::from_millis(20)).unwrap();
+        }
+    };
+    deliver(1);
+    edp::privilege::drop_capabilities().unwrap();
+    assert_eq!(thread_caps(), (0, 0));
+    deliver(2);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![(0, 0), (0, 0)],
+        "privileged: {started_privileged}"
+    );
+}

@@ -24,6 +24,7 @@
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod auth;
 pub mod checksum;
 pub mod echo;
 pub mod iface;

@@ -8,8 +8,10 @@
 //! Linux capabilities belong to threads: dropping them affects the calling
 //! thread and the threads it creates afterwards, not threads already running.
 //! Call [`drop_capabilities`] from the main thread right after opening the
-//! sockets and before spawning workers. (The echo responder thread drops its
-//! own capabilities as soon as it starts: it opens its socket beforehand.)
+//! sockets and before spawning workers. The threads the libraries start
+//! drop their own capabilities as soon as they start (the runtime's service
+//! thread, CTP's deliverers), so a thread started by a privileged caller
+//! before its drop keeps none (issue 13, break 8).
 
 use std::io;
 

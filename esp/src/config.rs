@@ -34,7 +34,7 @@ pub enum CongestionControl {
 /// - buffers 4 MiB (send) and 2 MiB (receive), 4096 out-of-order segments;
 /// - initial window 10 segments (RFC 6928), NewReno;
 /// - keepalive after 1 s idle; 100 challenge ACKs per second;
-/// - backlog 128, 64 half-open connections; checksum on.
+/// - backlog 128, 64 half-open connections, then SYN cookies; checksum on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransportConfig {
     /// Retransmission timeout: initial value, bounds, formula (RFC 6298 or
@@ -75,6 +75,11 @@ pub struct TransportConfig {
     pub backlog: usize,
     /// Half-open (SYN_RCVD) connections a listener keeps at most.
     pub max_half_open: usize,
+    /// Beyond `max_half_open`, answer SYNs with SYN cookies (RFC 4987 sec.
+    /// 3.6: no state until the final ACK) instead of dropping them. Default
+    /// on: a SYN flood then neither fills the table nor keeps legitimate
+    /// clients out.
+    pub syn_cookies: bool,
     /// Compute the ESP checksum on sent segments (received ones are checked
     /// by the frame parser whenever their checksum field is not 0).
     pub checksum: bool,
@@ -134,6 +139,7 @@ impl Default for TransportConfig {
             challenge_ack_limit: 100,
             backlog: 128,
             max_half_open: 64,
+            syn_cookies: true,
             checksum: true,
             ethertype: ETHERTYPE_ESP,
         }

@@ -48,4 +48,4 @@ pub use conn::{Connection, ConnectionError, Error, IsnGenerator, State, Stats};
 /// Fault injection settings, re-exported for [`EspConfig::with_fault`].
 pub use edp::link::fault::FaultConfig;
 pub use listener::{Listener, SynOutcome};
-pub use socket::{EspListener, EspStream};
+pub use socket::{serve_resets, EspListener, EspStream};

@@ -8,25 +8,45 @@
 //! layer stores the connection's own link there; tests use `()`).
 //!
 //! Limits: at most `max_half_open` connections in SYN_RCVD and at most
-//! `backlog` established connections not yet accepted. A SYN beyond either
-//! limit is dropped and counted (as TCP does): the client retransmits its
-//! SYN with backoff and gets in once `accept` made room, or times out.
+//! `backlog` established connections not yet accepted. A SYN beyond the
+//! half-open limit is answered with a SYN cookie when
+//! `TransportConfig::syn_cookies` is on (the default; RFC 4987 sec. 3.6,
+//! [`cookie`]): no state is kept until the final ACK returns the cookie,
+//! so a SYN flood from forged addresses neither fills memory nor keeps
+//! legitimate clients out (Linux does the same once its SYN queue
+//! overflows). Without cookies, and whenever the backlog is full, the SYN
+//! is dropped and counted (as TCP does): the client retransmits its SYN
+//! with backoff and gets in once `accept` made room, or times out.
+//!
+//! Memory: at most `max_half_open + backlog` connections, each a
+//! [`Connection`] with empty buffers (a few kilobytes; buffers grow only
+//! with data), whatever the SYN rate.
 
 use std::time::Instant;
 
 use crate::config::TransportConfig;
-use crate::conn::{Connection, IsnGenerator, State};
-use crate::wire::{EspRepr, MacAddr};
+use crate::conn::{Connection, IsnGenerator, State, MAX_WINDOW};
+use crate::wire::{EspRepr, Flags, MacAddr, ESP_HEADER_LEN};
+
+pub mod cookie;
+
+pub use cookie::SynCookies;
 
 /// What to do with a segment that reached the listener.
 #[derive(Debug)]
 pub enum SynOutcome {
-    /// A new half-open connection in SYN_RCVD: give it a link (or not) and
-    /// [`Listener::insert`] it; its SYN-ACK is waiting in `poll_transmit`.
+    /// A new connection: [`Listener::insert`] it. Either half-open in
+    /// SYN_RCVD with its SYN-ACK waiting in `poll_transmit`, or
+    /// ESTABLISHED from a valid SYN cookie (the segment that returned the
+    /// cookie, data included, is processed already; it is ready for
+    /// `accept`).
     Accept(Box<Connection>),
     /// Send this reset to the segment's source (a non-SYN segment for no
     /// connection, RFC 793 "LISTEN" state processing).
     Reset(EspRepr),
+    /// Send this SYN-ACK carrying a SYN cookie to the segment's source; no
+    /// state was kept.
+    Cookie(EspRepr),
     /// Ignore the segment.
     Drop(DropReason),
 }
@@ -53,6 +73,12 @@ pub struct ListenerStats {
     pub syns_dropped: u64,
     /// Resets sent for segments that matched no connection.
     pub resets: u64,
+    /// SYN-ACKs sent with a SYN cookie (half-open table full).
+    pub cookies_sent: u64,
+    /// Connections made from a valid cookie.
+    pub cookies_accepted: u64,
+    /// ACKs that carried no valid cookie (answered with RST).
+    pub cookies_invalid: u64,
     /// Half-open connections that died before completing the handshake.
     pub half_open_failed: u64,
 }
@@ -70,6 +96,7 @@ pub struct Listener<H> {
     mtu: usize,
     local: (MacAddr, u16),
     isn: IsnGenerator,
+    cookies: SynCookies,
     entries: Vec<Entry<H>>,
     stats: ListenerStats,
 }
@@ -83,9 +110,16 @@ impl<H> Listener<H> {
             mtu,
             local,
             isn,
+            cookies: SynCookies::random(),
             entries: Vec::new(),
             stats: ListenerStats::default(),
         }
+    }
+
+    /// This listener with a fixed cookie key (tests, deterministic runs).
+    pub fn with_cookies(mut self, cookies: SynCookies) -> Self {
+        self.cookies = cookies;
+        self
     }
 
     /// Local (MAC, port).
@@ -131,6 +165,21 @@ impl<H> Listener<H> {
         repr: &EspRepr,
         known: impl Fn((MacAddr, u16)) -> bool,
     ) -> SynOutcome {
+        self.on_segment_with_payload(now, clock_us, src_mac, repr, &[], known)
+    }
+
+    /// [`Listener::on_segment`] with the segment's payload: a data segment
+    /// that returns a SYN cookie (the final ACK was lost) is delivered to
+    /// the connection it completes.
+    pub fn on_segment_with_payload(
+        &mut self,
+        now: Instant,
+        clock_us: u64,
+        src_mac: MacAddr,
+        repr: &EspRepr,
+        payload: &[u8],
+        known: impl Fn((MacAddr, u16)) -> bool,
+    ) -> SynOutcome {
         if repr.dst_port != self.local.1 || repr.flags.rst() || src_mac.is_group() {
             return SynOutcome::Drop(DropReason::Ignored);
         }
@@ -138,6 +187,11 @@ impl<H> Listener<H> {
         if !repr.flags.syn() || repr.flags.ack() {
             if self.has(remote) || known(remote) {
                 return SynOutcome::Drop(DropReason::Duplicate);
+            }
+            if repr.flags.ack() && !repr.flags.syn() && self.cfg.syn_cookies {
+                if let Some(o) = self.complete_cookie(now, clock_us, src_mac, repr, payload) {
+                    return o;
+                }
             }
             self.stats.resets += 1;
             return match repr.reset_reply() {
@@ -148,15 +202,20 @@ impl<H> Listener<H> {
         if self.has(remote) || known(remote) {
             return SynOutcome::Drop(DropReason::Duplicate);
         }
-        if self.half_open() >= self.cfg.max_half_open {
-            self.stats.syns_dropped += 1;
-            tracing::debug!(port = self.local.1, peer = %src_mac, "SYN dropped: half-open limit");
-            return SynOutcome::Drop(DropReason::HalfOpenFull);
-        }
         if self.ready() >= self.cfg.backlog {
             self.stats.syns_dropped += 1;
             tracing::debug!(port = self.local.1, peer = %src_mac, "SYN dropped: backlog full");
             return SynOutcome::Drop(DropReason::BacklogFull);
+        }
+        if self.half_open() >= self.cfg.max_half_open {
+            if self.cfg.syn_cookies {
+                self.stats.cookies_sent += 1;
+                tracing::trace!(port = self.local.1, peer = %src_mac, "half-open table full: SYN cookie");
+                return SynOutcome::Cookie(self.cookie_syn_ack(remote, repr, clock_us));
+            }
+            self.stats.syns_dropped += 1;
+            tracing::debug!(port = self.local.1, peer = %src_mac, "SYN dropped: half-open limit");
+            return SynOutcome::Drop(DropReason::HalfOpenFull);
         }
         let iss = self.isn.isn(self.local, remote, clock_us);
         match Connection::accept(&self.cfg, self.mtu, self.local, src_mac, repr, iss, now) {
@@ -166,6 +225,55 @@ impl<H> Listener<H> {
             }
             None => SynOutcome::Drop(DropReason::Ignored),
         }
+    }
+
+    /// The stateless SYN-ACK answering `syn` from `remote` (its sequence
+    /// number is the cookie; its window the whole receive buffer, as a
+    /// connection's SYN-ACK advertises).
+    fn cookie_syn_ack(&self, remote: (MacAddr, u16), syn: &EspRepr, clock_us: u64) -> EspRepr {
+        let mss = self.mtu.saturating_sub(ESP_HEADER_LEN).max(1);
+        EspRepr {
+            src_port: self.local.1,
+            dst_port: remote.1,
+            flags: Flags::SYN | Flags::ACK,
+            seq: self.cookies.make(self.local, remote, syn.seq, clock_us),
+            ack: syn.seq.add(1),
+            window: ((self.cfg.recv_buffer / mss) as u32).clamp(1, MAX_WINDOW) as u16,
+            ..Default::default()
+        }
+    }
+
+    /// An ACK from a remote the listener has no connection for: when it
+    /// returns a valid cookie, the connection it completes (established,
+    /// the segment processed), or a drop when the backlog is full; `None`
+    /// when it carries no valid cookie.
+    fn complete_cookie(
+        &mut self,
+        now: Instant,
+        clock_us: u64,
+        src_mac: MacAddr,
+        repr: &EspRepr,
+        payload: &[u8],
+    ) -> Option<SynOutcome> {
+        let remote = (src_mac, repr.src_port);
+        let iss = repr.ack.sub(1);
+        let irs = repr.seq.sub(1);
+        if !self.cookies.check(self.local, remote, irs, iss, clock_us) {
+            self.stats.cookies_invalid += 1;
+            return None;
+        }
+        if self.ready() >= self.cfg.backlog {
+            // The client retransmits (its data, or a keepalive) and gets
+            // in once `accept` made room, within the cookie's lifetime.
+            self.stats.syns_dropped += 1;
+            return Some(SynOutcome::Drop(DropReason::BacklogFull));
+        }
+        let mut c =
+            Connection::from_cookie(&self.cfg, self.mtu, self.local, src_mac, repr, iss, now)?;
+        self.stats.cookies_accepted += 1;
+        tracing::debug!(port = self.local.1, peer = %src_mac, "connection from a SYN cookie");
+        c.handle_segment(now, repr, payload);
+        Some(SynOutcome::Accept(Box::new(c)))
     }
 
     /// Takes ownership of a half-open connection from [`SynOutcome::Accept`].

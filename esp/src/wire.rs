@@ -27,7 +27,6 @@
 //! (as UDP): it catches what the Ethernet FCS cannot (a link without FCS such
 //! as veth, or a fault injector's bit flips).
 
-use std::cmp::Ordering;
 use std::fmt;
 
 use edp::checksum::{fold, ones_complement_sum};
@@ -48,54 +47,9 @@ pub const OPT_NOP: u8 = 1;
 /// Option kind: selective acknowledgement, `2 + 8 n` bytes, n = 1..=4 blocks.
 pub const OPT_SACK: u8 = 5;
 
-/// A 32-bit segment sequence number compared with wraparound (RFC 1982
-/// serial number arithmetic, as TCP's `SEQ_LT`): `a < b` iff
-/// `(b - a) mod 2^32` is in `1..2^31`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Seq(pub u32);
-
-impl Seq {
-    /// `self + n` modulo 2^32.
-    #[inline]
-    #[allow(clippy::should_implement_trait)]
-    pub fn add(self, n: u32) -> Seq {
-        Seq(self.0.wrapping_add(n))
-    }
-    /// `self - n` modulo 2^32.
-    #[inline]
-    #[allow(clippy::should_implement_trait)]
-    pub fn sub(self, n: u32) -> Seq {
-        Seq(self.0.wrapping_sub(n))
-    }
-    /// Signed distance `self - other` (valid while |distance| < 2^31).
-    #[inline]
-    pub fn diff(self, other: Seq) -> i32 {
-        self.0.wrapping_sub(other.0) as i32
-    }
-    /// True if `self` lies in `[start, start + len)` with wraparound.
-    #[inline]
-    pub fn in_window(self, start: Seq, len: u32) -> bool {
-        self.0.wrapping_sub(start.0) < len
-    }
-}
-
-impl PartialOrd for Seq {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.diff(*other).cmp(&0))
-    }
-}
-
-impl fmt::Debug for Seq {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-impl fmt::Display for Seq {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
+/// Sequence numbers with wraparound (RFC 1982), shared with the other
+/// protocols of the workspace.
+pub use netcore::seq::Seq;
 
 /// ESP header flags (byte 6). The bit values are TCP's.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -159,25 +113,15 @@ impl std::ops::BitOrAssign for Flags {
 
 impl fmt::Debug for Flags {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut first = true;
-        for (flag, name) in [
-            (Flags::SYN, "SYN"),
-            (Flags::FIN, "FIN"),
-            (Flags::RST, "RST"),
-            (Flags::ACK, "ACK"),
-        ] {
-            if self.contains(flag) {
-                if !first {
-                    f.write_str("|")?;
-                }
-                f.write_str(name)?;
-                first = false;
-            }
-        }
-        if first {
-            f.write_str("-")?;
-        }
-        Ok(())
+        netcore::frame::fmt_flags(
+            f,
+            [
+                (self.contains(Flags::SYN), "SYN"),
+                (self.contains(Flags::FIN), "FIN"),
+                (self.contains(Flags::RST), "RST"),
+                (self.contains(Flags::ACK), "ACK"),
+            ],
+        )
     }
 }
 

@@ -731,6 +731,7 @@ fn half_open_connections_are_bounded_and_reaped() {
     let cfg = TransportConfig {
         max_half_open: 3,
         max_syn_retransmissions: 1,
+        syn_cookies: false,
         ..Default::default()
     };
     let mut l: Listener<()> = Listener::new(cfg, MTU, (B, PB), isn());

@@ -39,7 +39,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
 }
 
 /// A transfer over a link that loses data segments, traced: run
-/// `RUST_LOG=trace cargo test -p esp --test sim trace_of_lost_segments -- --nocapture`
+/// `RUST_LOG=trace cargo test -p esp --test trace_events -- --nocapture`
 /// to read the protocol trace (segments in and out per connection span,
 /// the loss detection, the retransmission, the state changes).
 #[test]

@@ -542,6 +542,11 @@ fn concurrent_streams(
                 }
             }
         }
+        eprintln!(
+            "receiver: kernel {:?} engine tx_lost {}",
+            l.runtime().kernel_stats(),
+            l.runtime().stats().tx_lost
+        );
         got
     });
     rx.recv().unwrap();
@@ -561,18 +566,32 @@ fn concurrent_streams(
             .collect();
         let chunk = vec![0x5au8; 64 << 10];
         let mut events = Events::with_capacity(1024);
+        // Round robin, one chunk per writable stream per pass (a stream
+        // written until it blocks can keep the sender forever once its own
+        // ACKs free its buffer as fast as it writes).
+        let mut ready: std::collections::VecDeque<usize> = (0..n).collect();
+        let mut queued = vec![true; n];
         let start = std::time::Instant::now();
         while start.elapsed().as_secs_f64() < secs {
-            poll.poll(&mut events, Some(Duration::from_millis(10)))
-                .unwrap();
+            let timeout = if ready.is_empty() {
+                Some(Duration::from_millis(10))
+            } else {
+                Some(Duration::ZERO)
+            };
+            poll.poll(&mut events, timeout).unwrap();
             for e in events.iter() {
-                let s = &mut streams[e.token().0];
-                loop {
-                    match s.write(&chunk) {
-                        Ok(_) => {}
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                        Err(e) => panic!("write: {e}"),
-                    }
+                let i = e.token().0;
+                if !queued[i] {
+                    queued[i] = true;
+                    ready.push_back(i);
+                }
+            }
+            for _ in 0..ready.len() {
+                let i = ready.pop_front().unwrap();
+                match streams[i].write(&chunk) {
+                    Ok(_) => ready.push_back(i),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => queued[i] = false,
+                    Err(e) => panic!("write: {e}"),
                 }
             }
         }
@@ -580,6 +599,15 @@ fn concurrent_streams(
             s.set_nonblocking(false).unwrap();
             s.shutdown(Shutdown::Write).unwrap();
         }
+        eprintln!(
+            "sender: kernel {:?} engine tx_lost {} retrans {}",
+            streams[0].runtime().kernel_stats(),
+            streams[0].runtime().stats().tx_lost,
+            streams
+                .iter_mut()
+                .map(|s| s.stats().retransmitted)
+                .sum::<u64>()
+        );
         for s in &mut streams {
             let _ = s.close(Some(PATIENCE));
         }

@@ -28,7 +28,6 @@
 //! in PROTOCOL.md (a magic byte, the strategy, a source id for groups with
 //! several senders, message fields for splitting).
 
-use std::cmp::Ordering;
 use std::fmt;
 
 /// First byte of every MAK frame (`'M'`).
@@ -69,57 +68,9 @@ pub enum WireError {
     Inconsistent(&'static str),
 }
 
-/// A 32-bit packet sequence number compared with wraparound (RFC 1982
-/// serial number arithmetic): `a < b` iff `(b - a) mod 2^32` is in `1..2^31`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Seq(pub u32);
-
-impl Seq {
-    /// `self + n` modulo 2^32.
-    #[inline]
-    #[allow(clippy::should_implement_trait)]
-    pub fn add(self, n: u32) -> Seq {
-        Seq(self.0.wrapping_add(n))
-    }
-    /// `self - n` modulo 2^32.
-    #[inline]
-    #[allow(clippy::should_implement_trait)]
-    pub fn sub(self, n: u32) -> Seq {
-        Seq(self.0.wrapping_sub(n))
-    }
-    /// Signed distance `self - other` (meaningful while |distance| < 2^31).
-    #[inline]
-    pub fn diff(self, other: Seq) -> i32 {
-        self.0.wrapping_sub(other.0) as i32
-    }
-    /// The later of two sequence numbers.
-    #[inline]
-    pub fn max(self, other: Seq) -> Seq {
-        if self.diff(other) >= 0 {
-            self
-        } else {
-            other
-        }
-    }
-}
-
-impl PartialOrd for Seq {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.diff(*other).cmp(&0))
-    }
-}
-
-impl fmt::Debug for Seq {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-impl fmt::Display for Seq {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
+/// Sequence numbers with wraparound (RFC 1982), shared with the other
+/// protocols of the workspace.
+pub use netcore::seq::Seq;
 
 /// Frame type (low nibble of byte 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -216,26 +167,16 @@ impl Flags {
 
 impl fmt::Debug for Flags {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut first = true;
-        for (flag, name) in [
-            (Flags::START, "START"),
-            (Flags::END, "END"),
-            (Flags::ACK_REQ, "ACKREQ"),
-            (Flags::LAST, "LAST"),
-            (Flags::RETX, "RETX"),
-        ] {
-            if self.contains(flag) {
-                if !first {
-                    f.write_str("|")?;
-                }
-                f.write_str(name)?;
-                first = false;
-            }
-        }
-        if first {
-            f.write_str("-")?;
-        }
-        Ok(())
+        netcore::frame::fmt_flags(
+            f,
+            [
+                (self.contains(Flags::START), "START"),
+                (self.contains(Flags::END), "END"),
+                (self.contains(Flags::ACK_REQ), "ACKREQ"),
+                (self.contains(Flags::LAST), "LAST"),
+                (self.contains(Flags::RETX), "RETX"),
+            ],
+        )
     }
 }
 

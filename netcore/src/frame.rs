@@ -7,7 +7,8 @@
 //!   through the same ranges `parse` reads;
 //! - [`check_len`] is the length check every `new_checked` starts with;
 //! - [`WireError`] is the one error type of the Ethernet, EDP and ESP
-//!   codecs (malformed input is an error, never a panic).
+//!   codecs (malformed input is an error, never a panic);
+//! - [`fmt_flags`] prints a flag byte as `SYN|ACK` (`-` when empty).
 //!
 //! All multi-byte fields are big-endian (network byte order).
 
@@ -94,8 +95,45 @@ pub fn set_u32(buf: &mut [u8], field: Field, v: u32) {
     buf[field].copy_from_slice(&v.to_be_bytes());
 }
 
+/// Writes the names of the flags that are set, joined by `|`, or `-` when
+/// none is: the `Debug` form of ESP's and MAK's flag bytes.
+///
+/// Errors: those of the formatter.
+pub fn fmt_flags(
+    f: &mut std::fmt::Formatter<'_>,
+    flags: impl IntoIterator<Item = (bool, &'static str)>,
+) -> std::fmt::Result {
+    let mut first = true;
+    for (set, name) in flags {
+        if set {
+            if !first {
+                f.write_str("|")?;
+            }
+            f.write_str(name)?;
+            first = false;
+        }
+    }
+    if first {
+        f.write_str("-")?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn flags_print_as_names_joined_by_a_bar() {
+        struct F(u8);
+        impl std::fmt::Debug for F {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                super::fmt_flags(f, [(self.0 & 1 != 0, "SYN"), (self.0 & 2 != 0, "ACK")])
+            }
+        }
+        assert_eq!(format!("{:?}", F(3)), "SYN|ACK");
+        assert_eq!(format!("{:?}", F(2)), "ACK");
+        assert_eq!(format!("{:?}", F(0)), "-");
+    }
+
     use super::*;
 
     const PORT: Field = 2..4;

@@ -12,7 +12,8 @@
 //! - [`assembler`]: out-of-order reassembly with SACK blocks (RFC 2018);
 //! - [`bpf`]: classic-BPF program builder with labels, the port-set filters
 //!   the I/O runtime installs, and an interpreter for tests;
-//! - [`frame`]: helpers shared by the checked-view frame codecs.
+//! - [`frame`]: helpers shared by the checked-view frame codecs;
+//! - [`seq`]: 32-bit sequence numbers with wraparound (RFC 1982).
 //!
 //! Protocol cores (`esp::conn`, `ctp::Endpoint`, `mak`) take `now` as an
 //! argument and use these; the I/O runtime (`edp::runtime`) owns the clock.
@@ -24,5 +25,6 @@ pub mod bpf;
 pub mod congestion;
 pub mod frame;
 pub mod rtt;
+pub mod seq;
 pub mod time;
 pub mod timer;

@@ -346,7 +346,7 @@ impl Rto {
         self.backoff >= 64
             || nanos(self.base)
                 .checked_mul(1u64 << self.backoff)
-                .map_or(true, |t| t > self.max_ns)
+                .is_none_or(|t| t > self.max_ns)
     }
 
     /// Smoothed RTT, `None` before the first sample.

@@ -195,6 +195,26 @@ pub enum Pattern {
     /// every byte (datagram modes report loss).
     #[value(name = "stream")]
     Stream,
+    /// Multi-host (`--local --hosts N`): rank 0 against every other rank
+    /// at once, rank 0 sending (ping-pong with each peer; netgauge's 1toN).
+    #[value(name = "1toN")]
+    OneToN,
+    /// Multi-host: every other rank against rank 0 at once, the peers
+    /// sending (netgauge's Nto1).
+    #[value(name = "Nto1")]
+    NToOne,
+    /// Multi-host: ping-pong between ranks 0 and 1 in both directions at
+    /// once (each one client of the other).
+    #[value(name = "one_one_bidir")]
+    OneOneBidir,
+    /// Multi-host: effective bisection bandwidth, random pairings of the
+    /// ranks, all pairs at once (netgauge's ebb).
+    #[value(name = "ebb")]
+    Ebb,
+    /// Multi-host: message rate, ranks 0..N/2 stream small messages to
+    /// ranks N/2..N at once (OSU osu_mbw_mr).
+    #[value(name = "msgrate")]
+    MsgRate,
 }
 
 impl Pattern {
@@ -202,7 +222,26 @@ impl Pattern {
         match self {
             Pattern::OneOne => "one_one",
             Pattern::Stream => "stream",
+            Pattern::OneToN => "1toN",
+            Pattern::NToOne => "Nto1",
+            Pattern::OneOneBidir => "one_one_bidir",
+            Pattern::Ebb => "ebb",
+            Pattern::MsgRate => "msgrate",
         }
+    }
+
+    /// The two-host pattern each pair of a multi-host pattern runs (the
+    /// pattern itself for one_one and stream).
+    pub fn session(self) -> Pattern {
+        match self {
+            Pattern::Stream | Pattern::MsgRate => Pattern::Stream,
+            _ => Pattern::OneOne,
+        }
+    }
+
+    /// Whether the pattern involves more than one pair of hosts.
+    pub fn is_multi_host(self) -> bool {
+        self.session() != self
     }
 }
 
@@ -298,6 +337,60 @@ pub struct Args {
     /// Act as the server (echoes one_one messages, sinks streams).
     #[arg(short = 'a', long = "server")]
     pub server: bool,
+
+    /// With --local: hosts of the virtual cluster (2..=64; on a bridge
+    /// when more than 2), for the multi-host patterns (-x 1toN, Nto1,
+    /// one_one_bidir, ebb, msgrate).
+    #[arg(long = "hosts", value_name = "N", default_value_t = 2)]
+    pub hosts: usize,
+
+    /// Server: serve one client session, then exit (default: serve client
+    /// after client until stopped).
+    #[arg(long = "once")]
+    pub once: bool,
+
+    /// Run as one rank of an MPI job (`mpirun -np N netgauge --mpi -x 1toN
+    /// -m edp,esp`): peers found over MPI, no -R (needs the `mpi` feature).
+    #[arg(long = "mpi")]
+    pub mpi: bool,
+
+    /// With --local --hosts N: launch the ranks with Open MPI's mpirun, one
+    /// per host of the virtual cluster (needs the `mpi` feature).
+    #[arg(long = "mpirun")]
+    pub mpirun: bool,
+
+    /// With --mpirun: also run this Open MPI ping-pong program (built by
+    /// scripts/ompi-pingpong) over Open MPI's TCP BTL on the same cluster
+    /// and print its p50 beside ours.
+    #[arg(long = "anchor", value_name = "PROGRAM")]
+    pub anchor: Option<PathBuf>,
+
+    /// With --local --hosts N: launch the ranks with Slurm's srun (a local
+    /// Slurm: scripts/slurm-local.sh; needs the `mpi` feature).
+    #[arg(long = "srun")]
+    pub srun: bool,
+
+    /// --mpi: after MPI_Init, rank r enters network namespace PREFIXr
+    /// (/run/netns), so that the MPI library's own connections stay in the
+    /// launching namespace (set by --srun).
+    #[arg(long = "rank-netns", value_name = "PREFIX", hide = true)]
+    pub rank_netns: Option<String>,
+
+    /// --mpi: EDP echo rounds per peer address when finding the interface
+    /// that reaches it (the thesis's btl_eth_echo_attempts).
+    #[arg(long = "echo-attempts", default_value_t = 3)]
+    pub echo_attempts: u32,
+
+    /// --mpi: wait for an echo reply per round, ms (the thesis's
+    /// btl_eth_echo_timeout).
+    #[arg(long = "echo-timeout-ms", default_value_t = 100)]
+    pub echo_timeout_ms: u64,
+
+    /// Client: once connected, wait until this time (ms since the Unix
+    /// epoch) before the first step, so that the pairs of a multi-host
+    /// pattern start together (set by --local --hosts).
+    #[arg(long = "start-at", value_name = "UNIX_MS", hide = true)]
+    pub start_at_ms: Option<u64>,
 
     /// Network interface (edp, esp, ctp-edp).
     #[arg(short = 'I', long = "interface")]
@@ -507,6 +600,9 @@ impl Args {
         if self.repeat == 0 || (self.repeat > 1 && !self.local) {
             return Err("--repeat N needs N >= 1 and --local".into());
         }
+        if let Some(e) = crate::cluster::validate(self) {
+            return Err(e);
+        }
         if self.local && self.server {
             return Err("--local runs both ends itself: drop -a".into());
         }
@@ -543,7 +639,7 @@ impl Args {
             }
             return Ok(());
         }
-        if !self.local && !self.server && self.remote.is_none() {
+        if !self.local && !self.server && !self.mpi && self.remote.is_none() {
             return Err(
                 "the client needs -R: the server's MAC (edp, esp, ctp-edp) or IP (udp, tcp, ctp-udp); \
                  start the server with -a, or use --local"

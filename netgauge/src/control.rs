@@ -21,8 +21,18 @@ use crate::transport::Endpoint;
 pub const MAGIC: [u8; 4] = *b"NGv1";
 /// Size of a control message, bytes.
 pub const CTRL_LEN: usize = 40;
-/// How often a datagram client repeats an unanswered HELLO or END.
+/// First interval after which a datagram client repeats an unanswered
+/// request (HELLO, END, STATS); doubled on every repeat up to
+/// [`MAX_RETRY`].
 const RETRY: Duration = Duration::from_millis(20);
+/// Longest interval between repeats of an unanswered request: a client
+/// waiting for a server that is not up yet probes at most 4 times per
+/// second, whatever the network answers (an ICMP port unreachable returns
+/// at once and must not make the loop spin).
+pub const MAX_RETRY: Duration = Duration::from_millis(250);
+/// After this long without an answer the client says on stderr what it is
+/// waiting for.
+const SAY_WAITING_AFTER: Duration = Duration::from_secs(1);
 
 /// Kind of a control message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,9 +88,10 @@ impl Ctrl {
         let mut b = [0u8; CTRL_LEN];
         b[0..4].copy_from_slice(&MAGIC);
         b[4] = self.kind as u8;
-        b[5] = match self.pattern {
-            Pattern::OneOne => 1,
+        // Multi-host patterns travel as the session pattern of each pair.
+        b[5] = match self.pattern.session() {
             Pattern::Stream => 2,
+            _ => 1,
         };
         b[8..12].copy_from_slice(&self.step.to_le_bytes());
         b[12..20].copy_from_slice(&self.size.to_le_bytes());
@@ -174,13 +185,33 @@ pub fn request(
         send(ep, msg)?;
         return recv(ep, timeout, want);
     }
-    let deadline = Instant::now() + timeout;
+    let start = Instant::now();
+    let deadline = start + timeout;
+    let mut interval = RETRY;
+    let mut said = false;
+    let mut refused = false;
     loop {
+        let probe_at = Instant::now();
         match send(ep, msg) {
             Ok(()) => {}
             // The server's port is not open yet (ICMP port unreachable).
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => refused = true,
             Err(e) => return Err(e),
+        }
+        if !said && probe_at.duration_since(start) >= SAY_WAITING_AFTER {
+            said = true;
+            eprintln!(
+                "netgauge: waiting for the server: no answer to {:?} for {:.1} s{}; probing {} times per second until {:.0} s have passed (--timeout)",
+                msg.kind,
+                probe_at.duration_since(start).as_secs_f64(),
+                if refused {
+                    " (its port is closed: is `netgauge -a` started there with the same -m and -P?)"
+                } else {
+                    ""
+                },
+                (1.0 / MAX_RETRY.as_secs_f64()).round(),
+                timeout.as_secs_f64()
+            );
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -193,14 +224,31 @@ pub fn request(
                 ),
             ));
         }
-        match recv(ep, left.min(RETRY), &want) {
-            Ok(c) => return Ok(c),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::TimedOut | io::ErrorKind::ConnectionRefused
-                ) => {}
-            Err(e) => return Err(e),
+        let next_probe = probe_at + interval;
+        interval = (interval * 2).min(MAX_RETRY);
+        // Listen until the next probe is due; an early error (port
+        // unreachable) does not bring the probe forward.
+        loop {
+            let left = next_probe
+                .min(deadline)
+                .saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match recv(ep, left, &want) {
+                Ok(c) => return Ok(c),
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    refused = true;
+                    // Nothing will come before the next probe's answer.
+                    std::thread::sleep(
+                        next_probe
+                            .min(deadline)
+                            .saturating_duration_since(Instant::now()),
+                    );
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 }
@@ -235,6 +283,42 @@ mod tests {
             ..Ctrl::new(Kind::Stats, 3, Pattern::OneOne)
         };
         assert_eq!(Ctrl::decode(&stats.encode()), Some(stats));
+    }
+
+    /// A datagram endpoint whose peer port is closed: every send and
+    /// receive fails at once with ConnectionRefused (ICMP port unreachable
+    /// on a connected UDP socket).
+    struct Refused {
+        sends: usize,
+    }
+
+    impl Endpoint for Refused {
+        fn send_msg(&mut self, _: &[u8]) -> io::Result<()> {
+            self.sends += 1;
+            Err(io::ErrorKind::ConnectionRefused.into())
+        }
+        fn recv_msg(&mut self, _: &mut [u8]) -> io::Result<()> {
+            Err(io::ErrorKind::ConnectionRefused.into())
+        }
+        fn max_datagram(&self) -> Option<usize> {
+            Some(1500)
+        }
+        fn recv_datagram(&mut self, _: &mut [u8], _: Duration) -> io::Result<usize> {
+            Err(io::ErrorKind::ConnectionRefused.into())
+        }
+    }
+
+    #[test]
+    fn a_client_waiting_for_its_server_backs_off() {
+        let mut ep = Refused { sends: 0 };
+        let hello = Ctrl::new(Kind::Hello, 1, Pattern::OneOne);
+        let t0 = Instant::now();
+        let e = request(&mut ep, &hello, Duration::from_secs(2), |_| true).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(t0.elapsed() >= Duration::from_secs(2));
+        // 20, 40, 80, 160 ms, then every 250 ms: about 11 probes in 2 s
+        // (the old loop sent one per refused receive: ~10^5).
+        assert!((5..=14).contains(&ep.sends), "{} probes in 2 s", ep.sends);
     }
 
     #[test]

@@ -25,6 +25,10 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
         let status = vcluster::userns::reexec()?;
         std::process::exit(status.code().unwrap_or(1));
     }
+    if args.pattern.is_multi_host() {
+        crate::cluster::run(args)?;
+        return Ok(Vec::new());
+    }
     let vc = Cluster::builder("netgauge")
         .hosts(2)
         .mtu(args.mtu)
@@ -148,7 +152,7 @@ fn print_records(args: &Args, records: &[Record]) -> io::Result<()> {
 }
 
 /// The arguments both ends share.
-fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
+pub(crate) fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
     let mut v = vec![
         "-m".into(),
         mode.name().into(),
@@ -201,7 +205,10 @@ fn run_mode(
     let (a, b) = (vc.host(0), vc.host(1));
     let common = common_args(args, mode, port);
     let mut server = a.command(exe);
-    server.arg("-a").args(&common).args(["-I", &a.iface]);
+    server
+        .args(["-a", "--once"])
+        .args(&common)
+        .args(["-I", &a.iface]);
     server
         .stdin(Stdio::null())
         .stdout(Stdio::null())

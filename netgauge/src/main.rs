@@ -4,12 +4,20 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+mod cluster;
 mod control;
 mod cpu;
 mod hold;
+mod hostlist;
 mod idle;
 mod local;
+#[cfg(feature = "mpi")]
+mod mpi;
+#[cfg(feature = "mpi")]
+mod mpi_launch;
 mod patterns;
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+mod reach;
 mod report;
 mod run;
 mod stats;
@@ -22,9 +30,31 @@ use clap::Parser;
 use cli::Args;
 
 mod privilege {
-    /// Drops every capability once the measurement sockets are open: a
-    /// benchmark needs no privilege after that (edp::privilege).
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Sessions of the run that still have to open their sockets.
+    static SESSIONS_TO_OPEN: AtomicUsize = AtomicUsize::new(0);
+
+    /// Announces that the run opens `n` sessions one after the other (one
+    /// per mode): capabilities are kept until the last one is open.
+    pub fn expect_sessions(n: usize) {
+        SESSIONS_TO_OPEN.store(n, Ordering::SeqCst);
+    }
+
+    /// Called once a session's sockets are open: drops every capability
+    /// (edp::privilege) when it was the last session of the run, since the
+    /// benchmark needs no privilege after that; keeps them while later modes
+    /// still have packet sockets to open.
     pub fn drop_after_open() {
+        let left = SESSIONS_TO_OPEN
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                Some(n.saturating_sub(1))
+            })
+            .unwrap_or(0)
+            .saturating_sub(1);
+        if left > 0 {
+            return;
+        }
         if let Err(e) = edp::privilege::drop_capabilities() {
             tracing::debug!("could not drop capabilities: {e}");
         }
@@ -59,16 +89,23 @@ fn run_main(args: &Args) -> std::io::Result<()> {
     if args.hold {
         return hold::hold(args);
     }
+    #[cfg(feature = "mpi")]
+    {
+        if args.mpi {
+            return mpi::rank_main(args);
+        }
+        if args.mpirun || args.srun {
+            return mpi_launch::run(args);
+        }
+    }
     if args.local {
         local::run(args)?;
         return Ok(());
     }
     let modes = args.resolve_modes();
+    privilege::expect_sessions(modes.len());
     if args.server {
-        for &mode in &modes {
-            run::server(args, mode).map_err(|e| with_mode(e, mode))?;
-        }
-        return Ok(());
+        return hostlist::serve(args, &modes);
     }
     let mut long_form = match &args.output {
         Some(path) => Some(std::fs::File::create(path)?),

@@ -60,6 +60,11 @@ pub struct Record {
     /// The transport's own statistics (-v), e.g. ESP's retransmissions.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub transport_stats: Option<String>,
+    /// one_one over datagram modes: pings sent again after their echo did
+    /// not arrive within the retransmission timeout
+    /// (`patterns::resend`); `loss` is then resends / pings sent.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub resends: Option<u64>,
 }
 
 fn one() -> usize {
@@ -381,6 +386,7 @@ mod tests {
             procs_per_host: 1,
             send_us: Some(s),
             transport_stats: None,
+            resends: None,
         }
     }
 
@@ -463,5 +469,28 @@ mod tests {
             long.lines().last().unwrap().ends_with(" - 1.50 2.25"),
             "{long}"
         );
+    }
+
+    #[test]
+    fn long_form_survives_json() {
+        // `--local -o` writes the long form from the records its clients
+        // printed as JSON: every field of a one_one row must come through.
+        let mut r = rec("udp", 2.0, 256.0);
+        r.resends = Some(3);
+        let mut direct = Vec::new();
+        write_long_form(&mut direct, std::slice::from_ref(&r)).unwrap();
+        let back: Record = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.resends, Some(3));
+        let mut through = Vec::new();
+        write_long_form(&mut through, &[back]).unwrap();
+        let row = |b: &[u8]| {
+            String::from_utf8_lossy(b)
+                .lines()
+                .last()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(row(&through), row(&direct));
+        assert!(row(&through).contains("(0.10 1)"), "{}", row(&through));
     }
 }

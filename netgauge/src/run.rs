@@ -8,7 +8,7 @@ use crate::cli::{size_steps, Args, Mode, Pattern};
 use crate::control::{self, Ctrl, Kind};
 use crate::cpu::{self, CpuClock};
 use crate::idle::IdleSockets;
-use crate::patterns::{one_one, stream, Payload};
+use crate::patterns::{one_one, resend, stream, Payload};
 use crate::report::Record;
 use crate::transport::{self, SessionConfig};
 
@@ -46,14 +46,17 @@ pub fn client(
     let idle = IdleSockets::open(&cfg, args.idle_edp, args.idle_esp)?;
     let mut ep = transport::connect(&cfg)?;
     crate::privilege::drop_after_open();
+    if let Some(ms) = args.start_at_ms {
+        crate::cluster::sleep_until_unix_ms(ms);
+    }
     let sizes = size_steps(args.size, args.grade);
     let payload = Payload::new(args.size.max);
     let mut records = Vec::new();
     for (i, &size) in sizes.iter().enumerate() {
         let step = i as u32 + 1;
-        let (count, warmup) = match args.pattern {
+        let (count, warmup) = match args.pattern.session() {
             Pattern::OneOne => (args.count, args.warmup),
-            Pattern::Stream => (args.count, 0),
+            _ => (args.count, 0),
         };
         let hello = Ctrl {
             kind: Kind::Hello,
@@ -67,15 +70,34 @@ pub fn client(
             c.kind == Kind::Ready && c.step == step
         })?;
         let cpu_clock = CpuClock::start()?;
+        let mut resends = None;
         // (latency summary, bytes per us, loss, send-call summary)
-        let (lat_us, bytes_per_us, loss, send_us) = match args.pattern {
+        let (lat_us, bytes_per_us, loss, send_us) = match args.pattern.session() {
+            Pattern::OneOne if ep.max_datagram().is_some() => {
+                let (half_rtt, blocking, st) =
+                    resend::client(ep.as_mut(), &payload, size, warmup, count, cfg.timeout)?;
+                resends = Some(st.resends);
+                let lat = half_rtt.summary().ok_or_else(|| {
+                    io::Error::other(format!(
+                        "{size} bytes: every measured round trip needed a resend ({} resends): the link loses too much to measure latency",
+                        st.resends
+                    ))
+                })?;
+                let loss = st.loss((count + warmup) as u64);
+                (
+                    Some(lat),
+                    size as f64 / lat.p50,
+                    Some(loss),
+                    blocking.summary(),
+                )
+            }
             Pattern::OneOne => {
                 let (half_rtt, blocking) =
                     one_one::client(ep.as_mut(), &payload, size, warmup, count)?;
                 let lat = half_rtt.summary().expect("count >= 1 samples");
                 (Some(lat), size as f64 / lat.p50, None, blocking.summary())
             }
-            Pattern::Stream => {
+            _ => {
                 let r = stream::client(ep.as_mut(), &payload, step, size, count, cfg.timeout)?;
                 let us = r.elapsed.as_secs_f64() * 1e6;
                 let loss = mode.is_lossy().then(|| r.loss());
@@ -107,6 +129,7 @@ pub fn client(
             procs_per_host: 1,
             send_us,
             transport_stats: None,
+            resends,
         };
         if args.verbose {
             rec.transport_stats = ep.stats_line();
@@ -143,12 +166,21 @@ pub fn server(args: &Args, mode: Mode) -> io::Result<()> {
     // Of the last step: iterations served, CPU time in ns.
     let mut last_cpu = (0u64, 0u64);
     let mut payload = Payload::new(0);
-    loop {
-        let c = control::recv(ep.as_mut(), cfg.timeout.max(Duration::from_secs(30)), |c| {
+    // The control message that ended a resending ping-pong step.
+    let mut pending: Option<Ctrl> = None;
+    let wanted = |last_step: u32| {
+        move |c: &Ctrl| {
             (c.kind == Kind::Hello && c.step > last_step)
                 || c.kind == Kind::Bye
                 || (c.kind == Kind::Stats && last_step > 0 && c.step == last_step)
-        })?;
+        }
+    };
+    let idle_timeout = cfg.timeout.max(Duration::from_secs(30));
+    loop {
+        let c = match pending.take() {
+            Some(c) => c,
+            None => control::recv(ep.as_mut(), idle_timeout, wanted(last_step))?,
+        };
         if c.kind == Kind::Bye {
             ep.finish(cfg.timeout, false)?;
             break;
@@ -182,8 +214,27 @@ pub fn server(args: &Args, mode: Mode) -> io::Result<()> {
         control::send(ep.as_mut(), &Ctrl::new(Kind::Ready, c.step, c.pattern))?;
         let cpu_clock = CpuClock::start()?;
         match c.pattern {
+            Pattern::OneOne if ep.max_datagram().is_some() => {
+                let (next, st) = resend::server(
+                    ep.as_mut(),
+                    &payload,
+                    size,
+                    c.count as usize,
+                    (c.step, c.pattern),
+                    idle_timeout,
+                    wanted(c.step),
+                )?;
+                if st.resends > 0 {
+                    tracing::info!(
+                        step = c.step,
+                        echoed_again = st.resends,
+                        "lost echoes resent"
+                    );
+                }
+                pending = Some(next);
+            }
             Pattern::OneOne => one_one::server(ep.as_mut(), &payload, size, c.count as usize)?,
-            Pattern::Stream => stream::server(ep.as_mut(), &payload, &c, cfg.timeout)?,
+            _ => stream::server(ep.as_mut(), &payload, &c, cfg.timeout)?,
         }
         let ns = u64::try_from(cpu_clock.elapsed()?.as_nanos()).unwrap_or(u64::MAX);
         last_cpu = (c.count, ns);

@@ -23,11 +23,12 @@ pub struct Summary {
     pub p99: f64,
     pub max: f64,
     pub avg: f64,
-    /// Standard deviation, us (netgauge's long form).
-    #[serde(skip)]
+    /// Standard deviation, us (netgauge's long form). Serialized so that
+    /// records read back from JSON (`--local -o`) keep it.
+    #[serde(default)]
     pub stddev: f64,
     /// Samples outside avg +- 2 stddev (netgauge's long form).
-    #[serde(skip)]
+    #[serde(default)]
     pub outliers: u64,
 }
 

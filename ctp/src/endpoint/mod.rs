@@ -254,6 +254,29 @@ impl<P: PeerAddr> Endpoint<P> {
         None
     }
 
+    /// After [`poll_transmit_gather`](Self::poll_transmit_gather) returned a
+    /// confirmation to `to`: if the next datagram due is another
+    /// confirmation to the same peer (and no data packet waits before it),
+    /// writes its 25-byte header into `hdr` and returns true. A carrier
+    /// that can put several CTP packets in one datagram (CTP over EDP,
+    /// ctp/PROTOCOL.md "Confirmations share a frame") packs them with it;
+    /// over UDP every packet stays its own datagram (wire compatibility).
+    ///
+    /// Panics if `hdr` is shorter than 25 bytes.
+    pub fn poll_confirmation_to(&mut self, to: &P, hdr: &mut [u8]) -> bool {
+        if !self.tx.is_empty() {
+            return false;
+        }
+        match self.tx_conf.front() {
+            Some(Tx::Confirm { to: t, repr }) if t == to => {
+                repr.emit(hdr);
+                self.tx_conf.pop_front();
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The data part `r` of a [`GatherTransmit`]: bytes of the stored
     /// message. Valid until the endpoint is changed by anything other than
     /// [`poll_transmit_gather`](Self::poll_transmit_gather); a reference made

@@ -300,7 +300,7 @@ impl<T: Transport> CtpSocket<T> {
             }
         });
         let slot = shared.tr.slot();
-        shared.tr.driver().with(|e, _| {
+        shared.tr.driver().with_untimed(|e| {
             if let Some(c) = T::core(e, slot) {
                 c.set_route(route);
             }
@@ -378,12 +378,15 @@ impl<T: Transport> CtpSocket<T> {
         mut check: impl FnMut(&mut CtpCore<T::Addr>) -> Option<R>,
     ) -> io::Result<R> {
         let slot = self.shared.tr.slot();
-        let what = format!("CTP {what} on {}", self.shared.name);
+        let name = &self.shared.name;
         let mut first = true;
-        self.shared
-            .tr
-            .driver()
-            .wait(slot, self.wait_policy(), deadline, None, &what, |e, _| {
+        self.shared.tr.driver().wait(
+            slot,
+            self.wait_policy(),
+            deadline,
+            None,
+            &format_args!("CTP {what} on {name}"),
+            |e, _| {
                 let c = T::core(e, slot).ok_or_else(|| {
                     io::Error::new(io::ErrorKind::NotConnected, "CTP endpoint gone")
                 })?;
@@ -395,7 +398,8 @@ impl<T: Transport> CtpSocket<T> {
                     return Ok(check(c));
                 }
                 Ok(check(c))
-            })
+            },
+        )
     }
 
     /// Sends `data` as command `command` (0..=32767) to `peer` with `options`
@@ -476,7 +480,7 @@ impl<T: Transport> CtpSocket<T> {
         if let Some(r) = fast {
             return r;
         }
-        let deadline = Deadline::after(Instant::now(), self.shared.send_timeout);
+        let deadline = Deadline::from_timeout(self.shared.send_timeout);
         let room = self.wait(deadline, "send", |c| c.ep.has_room(size).then_some(()));
         match room {
             Ok(()) => self.shared.tr.driver().with(|e, now| {
@@ -548,7 +552,7 @@ impl<T: Transport> CtpSocket<T> {
     ///
     /// Errors: `TimedOut` when nothing arrived within `timeout`; link errors.
     pub fn recv_delivery(&self, timeout: Option<Duration>) -> io::Result<Delivery<T::Addr>> {
-        let deadline = Deadline::after(Instant::now(), timeout);
+        let deadline = Deadline::from_timeout(timeout);
         self.wait(deadline, "receive", |c| c.pop()).map_err(|e| {
             if e.kind() == io::ErrorKind::TimedOut {
                 io::Error::new(
@@ -581,7 +585,7 @@ impl<T: Transport> CtpSocket<T> {
     ///
     /// Errors: link errors.
     pub fn poll(&self, timeout: Duration) -> io::Result<()> {
-        let deadline = Deadline::after(Instant::now(), Some(timeout));
+        let deadline = Deadline::from_timeout(Some(timeout));
         match self.wait(deadline, "poll", |_| None::<()>) {
             Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(()),
             r => r,
@@ -593,7 +597,7 @@ impl<T: Transport> CtpSocket<T> {
     ///
     /// Returns true if `msg` left the storage within `timeout`. Errors: link errors.
     pub fn wait_confirmed(&self, msg: MsgId, timeout: Option<Duration>) -> io::Result<bool> {
-        let deadline = Deadline::after(Instant::now(), timeout);
+        let deadline = Deadline::from_timeout(timeout);
         match self.wait(deadline, "wait for a confirmation", |c| {
             (!c.ep.is_pending(msg)).then_some(())
         }) {
@@ -608,7 +612,7 @@ impl<T: Transport> CtpSocket<T> {
     ///
     /// Errors: link errors.
     pub fn flush(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        let deadline = Deadline::after(Instant::now(), timeout);
+        let deadline = Deadline::from_timeout(timeout);
         match self.wait(deadline, "flush", |c| {
             (c.ep.storage_sizes().awaiting_confirmation == 0).then_some(())
         }) {
@@ -621,7 +625,7 @@ impl<T: Transport> CtpSocket<T> {
     /// Storage sizes and deliverer counts (spec `Get...Count`).
     pub fn status(&self) -> StorageSizes {
         let slot = self.shared.tr.slot();
-        let (mut s, queued) = self.shared.tr.driver().with(|e, _| {
+        let (mut s, queued) = self.shared.tr.driver().with_untimed(|e| {
             let c = T::core_ref(e, slot).expect("core");
             (c.ep.storage_sizes(), c.queued())
         });
@@ -638,46 +642,20 @@ impl<T: Transport> CtpSocket<T> {
         self.shared
             .tr
             .driver()
-            .with(|e, _| T::core_ref(e, slot).expect("core").ep.stats())
+            .with_untimed(|e| T::core_ref(e, slot).expect("core").ep.stats())
     }
 
     /// Transport counters.
     pub fn driver_stats(&self) -> CtpIoStats {
         let slot = self.shared.tr.slot();
-        self.shared.tr.driver().with(|e, _| T::io_stats(e, slot))
+        self.shared
+            .tr
+            .driver()
+            .with_untimed(|e| T::io_stats(e, slot))
     }
 }
 
-impl<T: Transport> mio::event::Source for CtpSocket<T> {
-    fn register(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        self.shared
-            .tr
-            .driver()
-            .register(self.shared.tr.slot(), registry, token, interests)
-    }
-    fn reregister(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        self.shared
-            .tr
-            .driver()
-            .reregister(self.shared.tr.slot(), registry, token, interests)
-    }
-    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
-        self.shared
-            .tr
-            .driver()
-            .deregister(self.shared.tr.slot(), registry)
-    }
-}
+edp::slot_source!(impl<T: Transport> for CtpSocket<T>, |s| (s.shared.tr.driver(), s.shared.tr.slot()));
 
 #[cfg(test)]
 mod tests {

@@ -18,12 +18,30 @@ use edp::wire::{EdpFrame, EdpRepr, EthernetRepr, MacAddr, EDP_HEADER_LEN, ETH_HE
 use super::core::CtpCore;
 use super::Transport;
 use crate::endpoint::PayloadRef;
+use crate::wire::{CONFIRM_BIT, CTP_HEADER_LEN};
 
 /// An EDP peer: MAC address and EDP port.
 pub type EdpAddr = (MacAddr, u16);
 
 /// Bytes in front of the CTP header in a frame.
 const HEAD: usize = ETH_HEADER_LEN + EDP_HEADER_LEN;
+
+/// The bytes after the first CTP packet of an EDP payload, if they hold
+/// another packet: at least a header whose packet size is not zero (zero
+/// bytes are Ethernet padding of a short frame).
+fn packed_after(payload: &[u8]) -> Option<&[u8]> {
+    let size = usize::from(u16::from_le_bytes([*payload.first()?, *payload.get(1)?]));
+    let rest = payload.get(size.max(CTP_HEADER_LEN)..)?;
+    (rest.len() >= CTP_HEADER_LEN && rest[..2] != [0, 0]).then_some(rest)
+}
+
+/// Whether `p` starts with a confirmation header: packet size 25 and bit
+/// 15 of the command set (the only packets that share a frame).
+fn is_confirmation(p: &[u8]) -> bool {
+    p.len() >= CTP_HEADER_LEN
+        && u16::from_le_bytes([p[0], p[1]]) as usize == CTP_HEADER_LEN
+        && u16::from_le_bytes([p[2], p[3]]) & CONFIRM_BIT != 0
+}
 
 /// The endpoint in its runtime slot.
 pub(crate) struct CtpSlot {
@@ -46,9 +64,21 @@ impl Socket for CtpSlot {
             }
         };
         let before = self.core.queued();
-        self.core
-            .ep
-            .handle_datagram(cx.now, (f.eth.src, f.header.src_port), f.payload);
+        let from = (f.eth.src, f.header.src_port);
+        self.core.ep.handle_datagram(cx.now, from, f.payload);
+        // Confirmations packed behind the first packet (PROTOCOL.md
+        // "Confirmations share a frame"); zero bytes are Ethernet padding.
+        let mut rest = packed_after(f.payload);
+        while let Some(p) = rest {
+            if !is_confirmation(p) {
+                self.malformed += 1;
+                break;
+            }
+            self.core
+                .ep
+                .handle_datagram(cx.now, from, &p[..CTP_HEADER_LEN]);
+            rest = packed_after(p);
+        }
         self.core.after_event();
         if self.core.queued() > before {
             self.core.defer(cx.now);
@@ -76,7 +106,18 @@ impl Socket for CtpSlot {
             let Some(t) = self.core.ep.poll_transmit_gather(body) else {
                 break;
             };
-            let len = t.header_len + t.payload.len();
+            let mut len = t.header_len + t.payload.len();
+            if t.payload.is_empty() && is_confirmation(&body[..len]) {
+                // Further confirmations to the same peer share the frame.
+                while len + CTP_HEADER_LEN <= body.len().min(self.max_frame - HEAD)
+                    && self
+                        .core
+                        .ep
+                        .poll_confirmation_to(&t.dest, &mut body[len..len + CTP_HEADER_LEN])
+                {
+                    len += CTP_HEADER_LEN;
+                }
+            }
             EthernetRepr {
                 dst: t.dest.0,
                 src: cx.mac,
@@ -94,7 +135,7 @@ impl Socket for CtpSlot {
                 offset: t.payload.start as u64,
                 len: t.payload.len(),
             });
-            tx.commit(HEAD + t.header_len, gather);
+            tx.commit(HEAD + len - t.payload.len(), gather);
         }
         // Sending may have moved the endpoint's timers.
         self.core.after_event();
@@ -226,5 +267,80 @@ impl Transport for EdpTransport {
     }
     fn release(&self) {
         self.rt.release(self.slot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use edp::link::sim::{SimClock, SimLink};
+    use edp::runtime::RuntimeConfig;
+
+    use super::*;
+    use crate::{CtpConfig, CtpSocket, Options};
+
+    const PATIENCE: Option<Duration> = Some(Duration::from_secs(20));
+
+    fn pair() -> (
+        CtpSocket<EdpTransport>,
+        CtpSocket<EdpTransport>,
+        MacAddr,
+        Runtime,
+    ) {
+        let clock = SimClock::new();
+        let (la, lb) = SimLink::pair(&clock, 1500, Default::default(), Default::default());
+        let mb = edp::Link::mac(&lb);
+        let ra = Runtime::with_link(Box::new(la), RuntimeConfig::default()).unwrap();
+        let rb = Runtime::with_link(Box::new(lb), RuntimeConfig::default()).unwrap();
+        let a = CtpSocket::bind_on(&ra, 7, CtpConfig::default()).unwrap();
+        let b = CtpSocket::bind_on(&rb, 8, CtpConfig::default()).unwrap();
+        (a, b, mb, rb)
+    }
+
+    /// The confirmations of a large message's parts leave in a few frames
+    /// (packed per peer), and the sender takes every one of them.
+    #[test]
+    fn confirmations_of_one_peer_share_frames() {
+        let (a, b, mb, rb) = pair();
+        let data: Vec<u8> = (0..64 << 10).map(|i: u32| (i * 7) as u8).collect();
+        let parts = data.len().div_ceil(1500 - EDP_HEADER_LEN - CTP_HEADER_LEN) as u64;
+        let id = a.send(3, (mb, 8), &data, Options::NONE).unwrap();
+        match b.recv_delivery(PATIENCE).unwrap() {
+            crate::Delivery::Data(d) => assert!(d.data == data, "payload differs"),
+            e => panic!("{e:?}"),
+        }
+        assert!(a.wait_confirmed(id, PATIENCE).unwrap());
+        let (sa, sb) = (a.stats(), b.stats());
+        assert_eq!(sb.confirmations_sent, parts);
+        assert_eq!(sa.confirmations_received, parts);
+        assert_eq!(sa.data_packets_resent, 0);
+        let frames = rb.stats().tx_frames;
+        assert!(
+            frames < parts / 4,
+            "{parts} confirmations in {frames} frames: not packed"
+        );
+    }
+
+    /// What counts as a packed packet: a confirmation header after the
+    /// first packet; zero padding does not, nor does a data packet (which
+    /// `on_frame` counts malformed).
+    #[test]
+    fn packed_confirmations_are_recognised() {
+        assert!(packed_after(&[25, 0]).is_none());
+        let conf = [
+            25, 0, 0x07, 0x80, 0, 0, 0, 0, 1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        assert!(is_confirmation(&conf));
+        let mut two = conf.to_vec();
+        two.extend(conf);
+        assert_eq!(packed_after(&two), Some(&conf[..]));
+        // Zero padding behind a packet is not a packet.
+        let mut padded = conf.to_vec();
+        padded.extend([0u8; 25]);
+        assert!(packed_after(&padded).is_none());
+        let mut data = conf;
+        data[3] = 0;
+        assert!(!is_confirmation(&data));
     }
 }

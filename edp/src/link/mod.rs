@@ -38,6 +38,36 @@ pub struct KernelStats {
     pub drops: u64,
 }
 
+/// [`Link::send_batch`] for links whose batched path is
+/// [`Link::send_batch_vectored`] (one piece per frame): chunks of `N`
+/// frames, stopping at the first short chunk; an error is returned only for
+/// the first frame (a later one ends the batch). One implementation for
+/// `PacketLink`, `UdpLink` and `FaultLink`.
+pub(crate) fn send_batch_as_vectored<const N: usize, L: Link + ?Sized>(
+    link: &mut L,
+    frames: &[&[u8]],
+) -> io::Result<usize> {
+    let mut total = 0;
+    while total < frames.len() {
+        let chunk = &frames[total..frames.len().min(total + N)];
+        let slices: [IoSlice<'_>; N] =
+            std::array::from_fn(|i| IoSlice::new(chunk.get(i).copied().unwrap_or_default()));
+        let gathered: [&[IoSlice<'_>]; N] =
+            std::array::from_fn(|i| std::slice::from_ref(&slices[i]));
+        match link.send_batch_vectored(&gathered[..chunk.len()]) {
+            Ok(n) => {
+                total += n;
+                if n < chunk.len() {
+                    break;
+                }
+            }
+            Err(e) if total == 0 => return Err(e),
+            Err(_) => break,
+        }
+    }
+    Ok(total)
+}
+
 /// A link that carries whole Ethernet frames (header included, no FCS).
 pub trait Link: Send {
     /// Sends one frame. Errors: `WouldBlock` when the transmit queue is full,

@@ -342,25 +342,7 @@ impl Link for UdpLink {
     }
 
     fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
-        let mut total = 0;
-        while total < frames.len() {
-            let chunk = &frames[total..frames.len().min(total + UDP_BATCH)];
-            let slices: [IoSlice<'_>; UDP_BATCH] =
-                std::array::from_fn(|i| IoSlice::new(chunk.get(i).copied().unwrap_or_default()));
-            let gathered: [&[IoSlice<'_>]; UDP_BATCH] =
-                std::array::from_fn(|i| std::slice::from_ref(&slices[i]));
-            match self.send_batch_vectored(&gathered[..chunk.len()]) {
-                Ok(n) => {
-                    total += n;
-                    if n < chunk.len() {
-                        break;
-                    }
-                }
-                Err(e) if total == 0 => return Err(e),
-                Err(_) => break,
-            }
-        }
-        Ok(total)
+        crate::link::send_batch_as_vectored::<UDP_BATCH, _>(self, frames)
     }
 
     /// Sends frames in order: runs of unicast frames with one sendmmsg(2)

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::auth::AuthSetting;
 use crate::link::fault::FaultConfig;
 use crate::wire::{ETHERTYPE_EDP, ETHERTYPE_ESP};
 
@@ -38,6 +39,10 @@ pub struct LinkConfig {
     /// fault-injecting link forwards batching, gather and the ring, so a
     /// lossy run measures the same I/O path as a clean one.
     pub fault: Option<FaultConfig>,
+    /// Frame authentication ([`crate::auth`]): by default from the
+    /// environment (`CLUSTERNET_KEY` / `CLUSTERNET_KEY_FILE`), off when
+    /// neither is set. With a key, the MTU sockets see is 24 bytes smaller.
+    pub auth: AuthSetting,
 }
 
 impl Default for LinkConfig {
@@ -49,6 +54,7 @@ impl Default for LinkConfig {
             rx_ring: Some(DEFAULT_RX_RING),
             qdisc_bypass: false,
             fault: None,
+            auth: AuthSetting::FromEnv,
         }
     }
 }

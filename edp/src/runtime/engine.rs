@@ -24,6 +24,7 @@ use super::responder::Responder;
 use super::socket::{Cx, DirectRead, Ready, SlotId, Socket, Spawn};
 use super::stats::EngineStats;
 use super::tx::{self, TxQueue};
+use crate::auth::{FrameAuth, TRAILER_LEN};
 
 /// Frames read per receive call.
 pub const RX_BATCH: usize = 64;
@@ -50,6 +51,10 @@ pub(crate) struct Slot {
     queued_at: Option<Instant>,
     /// On the transmit list.
     dirty: bool,
+    /// [`Socket::transmits`], read once at insertion.
+    transmits: bool,
+    /// [`Socket::timed`], read once at insertion.
+    timed: bool,
 }
 
 /// Everything of the engine but the link, so a receive callback borrowing
@@ -74,6 +79,8 @@ pub(crate) struct State {
     pub filter_stale: bool,
     /// Slots lingering after their handle was dropped.
     pub lingering: Vec<SlotId>,
+    /// Frame authentication, when a cluster key is in force.
+    pub auth: Option<FrameAuth>,
 }
 
 /// The engine. See the module documentation.
@@ -102,8 +109,12 @@ impl EthEngine {
         iface: Option<String>,
         edp_ethertype: u16,
         esp_ethertype: u16,
+        auth: Option<FrameAuth>,
     ) -> Self {
-        let mtu = link.mtu();
+        // The trailer of frame authentication comes out of the MTU.
+        let mtu = link
+            .mtu()
+            .saturating_sub(if auth.is_some() { TRAILER_LEN } else { 0 });
         let st = State {
             mac: link.mac(),
             mtu,
@@ -122,6 +133,7 @@ impl EthEngine {
             stats: EngineStats::default(),
             filter_stale: true,
             lingering: Vec::new(),
+            auth,
         };
         Self { link, st }
     }
@@ -140,6 +152,9 @@ impl EthEngine {
     pub fn stats(&self) -> EngineStats {
         let mut s = self.st.stats;
         s.responder = self.st.responder.stats();
+        if let Some(a) = &self.st.auth {
+            s.auth = a.verifier.stats();
+        }
         s
     }
 
@@ -151,10 +166,9 @@ impl EthEngine {
         key: DemuxKey,
         socket: Box<dyn Socket>,
         lease: Option<PortLease>,
-        now: Instant,
     ) -> io::Result<SlotId> {
         let id = self.st.insert_slot(key, socket, lease, None, true)?;
-        self.st.touch(id, now);
+        self.st.touch(id);
         self.refresh_filter();
         Ok(id)
     }
@@ -204,15 +218,14 @@ impl EthEngine {
     /// window, a close): readiness, deadline and transmission are updated,
     /// and what the socket queued is sent.
     pub fn touched(&mut self, id: SlotId, now: Instant) -> io::Result<()> {
-        self.st.touch(id, now);
+        self.st.touch(id);
         self.transmit(now)
     }
 
     /// Re-reads the readiness and deadline of `id` after its handle took
     /// data out (no transmission).
     pub fn refresh(&mut self, id: SlotId) {
-        let now = Instant::now();
-        self.st.touch(id, now);
+        self.st.touch(id);
     }
 
     /// Sends frames given as gathered pieces right away (a datagram
@@ -221,7 +234,33 @@ impl EthEngine {
     ///
     /// Errors: those of the link's `send_batch_vectored`.
     pub fn send_now(&mut self, frames: &[&[std::io::IoSlice<'_>]]) -> io::Result<usize> {
-        let r = self.link.send_batch_vectored(frames);
+        let r = match self.st.auth.as_mut() {
+            None => self.link.send_batch_vectored(frames),
+            Some(a) => {
+                // Each frame gets its padding and trailer as two more pieces.
+                let now_ns = crate::auth::wall_ns();
+                let mut tails = Vec::with_capacity(frames.len());
+                for f in frames {
+                    let len: usize = f.iter().map(|p| p.len()).sum();
+                    let pad = crate::auth::MIN_SEALED_BODY.saturating_sub(len);
+                    let mut pieces: Vec<&[u8]> = f.iter().map(|p| &p[..]).collect();
+                    pieces.push(&crate::auth::ZEROS[..pad]);
+                    tails.push((pad, a.sealer.trailer(&pieces, now_ns)));
+                }
+                let sealed: Vec<Vec<std::io::IoSlice<'_>>> = frames
+                    .iter()
+                    .zip(&tails)
+                    .map(|(f, (pad, t))| {
+                        let mut v = f.to_vec();
+                        v.push(std::io::IoSlice::new(&crate::auth::ZEROS[..*pad]));
+                        v.push(std::io::IoSlice::new(t));
+                        v
+                    })
+                    .collect();
+                let refs: Vec<&[std::io::IoSlice<'_>]> = sealed.iter().map(|v| &v[..]).collect();
+                self.link.send_batch_vectored(&refs)
+            }
+        };
         if let Ok(n) = r {
             self.st.stats.tx_frames += n as u64;
         }
@@ -240,7 +279,7 @@ impl EthEngine {
             self.refresh_filter();
         } else {
             self.st.lingering.push(id);
-            self.st.touch(id, now);
+            self.st.touch(id);
             let _ = self.transmit(now);
         }
     }
@@ -292,13 +331,29 @@ impl EthEngine {
             }
         };
         self.st.stats.rx_frames += got as u64;
-        self.st.adopt_spawned(now);
-        self.fire_timers(now);
+        if !self.st.spawned.is_empty() {
+            self.st.adopt_spawned();
+        }
+        if self.timers_due(now) {
+            self.fire_timers(now);
+        }
         if self.st.filter_stale {
             self.refresh_filter();
         }
         self.transmit(now)?;
         Ok(got)
+    }
+
+    /// Whether [`EthEngine::fire_timers`] has anything to do at `now` (a
+    /// slot timer, the responder's lease retry, the link's release time,
+    /// a lingering slot to reap): a few loads, so a receive turn with no
+    /// timer due costs no more.
+    #[inline]
+    fn timers_due(&self, now: Instant) -> bool {
+        self.st.timers.peek().is_some_and(|t| t <= now)
+            || self.st.responder.poll_timeout().is_some_and(|t| t <= now)
+            || self.link.poll_at().is_some_and(|t| t <= now)
+            || !self.st.lingering.is_empty()
     }
 
     /// Fires every slot timer due at `now` and the responder's.
@@ -328,7 +383,7 @@ impl EthEngine {
                         spawned: &mut st.spawned,
                     };
                     slot.socket.on_timeout(&mut cx);
-                    st.touch(id, now);
+                    st.touch(id);
                 }
                 Some(d) => {
                     // Moved later since it was queued: queue it again.
@@ -347,7 +402,7 @@ impl EthEngine {
             }
         }
         self.st.reap();
-        self.st.adopt_spawned(now);
+        self.st.adopt_spawned();
     }
 
     /// The earliest instant the engine must run again (a slot timer, the
@@ -375,7 +430,7 @@ impl EthEngine {
         };
         if let Some(s) = self.st.slot_mut(id) {
             s.socket.before_sleep(now);
-            self.st.touch(id, now);
+            self.st.touch(id);
             self.transmit(now)?;
         }
         Ok(())
@@ -424,7 +479,7 @@ impl EthEngine {
                     slot.dirty = true;
                     st.dirty.push_back(id);
                 }
-                st.retime(id, now);
+                st.retime(id);
             }
             let n = st.tx.len();
             if n == 0 {
@@ -433,16 +488,26 @@ impl EthEngine {
             let full = st.tx.is_full();
             let slots = &st.slots;
             let q = &st.tx;
+            let gather = |i: usize| match q.frames[i].gather {
+                Some((id, r)) => slots[id.index as usize]
+                    .as_ref()
+                    .map_or((&[][..], &[][..]), |s| s.socket.gather(r)),
+                None => (&[][..], &[][..]),
+            };
+            if let Some(a) = st.auth.as_mut() {
+                let now_ns = crate::auth::wall_ns();
+                for i in 0..n {
+                    let (x, y) = gather(i);
+                    a.seal_pieces(i, [q.head(i), x, y], now_ns);
+                }
+            }
+            let auth = &st.auth;
             let mut lost: Vec<usize> = Vec::new();
             let sent = tx::send_frames(
                 n,
                 |i| q.head(i),
-                |i| match q.frames[i].gather {
-                    Some((id, r)) => slots[id.index as usize]
-                        .as_ref()
-                        .map_or((&[][..], &[][..]), |s| s.socket.gather(r)),
-                    None => (&[], &[]),
-                },
+                gather,
+                |i| auth.as_ref().map_or((&[][..], &[][..]), |a| a.tail(i)),
                 |frames| self.link.send_batch_vectored(frames),
                 |i| lost.push(i),
             );
@@ -478,7 +543,8 @@ impl EthEngine {
             edp_ports: self.st.demux.ports_of(self.st.edp_ethertype),
             esp_ports: self.st.demux.ports_of(self.st.esp_ethertype),
             edp_control: self.st.responder.holds_edp(),
-            esp_syn_any: self.st.responder.holds_esp(),
+            esp_rst_any: self.st.responder.holds_esp(),
+            esp_elsewhere: self.st.responder.esp_elsewhere().to_vec(),
         };
         let installed = match plan.program() {
             Ok(prog) => self.link.set_filter(&prog),
@@ -560,7 +626,10 @@ impl State {
             ));
         }
         let ready = socket.readiness();
+        let (transmits, timed) = (socket.transmits(), socket.timed());
         self.slots[index as usize] = Some(Slot {
+            transmits,
+            timed,
             socket,
             key,
             generation,
@@ -645,10 +714,22 @@ impl State {
             self.stats.foreign += 1;
             return;
         }
+        // Authentication before anything looks at the frame's contents.
+        let frame = match self.auth.as_mut() {
+            None => frame,
+            Some(a) => match a.verifier.verify(frame, crate::auth::wall_ns()) {
+                Ok(body) => &frame[..body],
+                Err(why) => {
+                    tracing::trace!(?why, %src, "runtime: frame failed authentication");
+                    return;
+                }
+            },
+        };
         let src_port = u16::from_be_bytes([frame[14], frame[15]]);
         let dst_port = u16::from_be_bytes([frame[16], frame[17]]);
         let Some(id) = self.demux.lookup(ethertype, dst_port, src, src_port) else {
             let answered = self.responder.on_unclaimed(
+                now,
                 frame,
                 ethertype,
                 self.mac,
@@ -658,6 +739,9 @@ impl State {
             );
             if !answered {
                 self.stats.unclaimed += 1;
+            }
+            if self.responder.take_filter_change() {
+                self.filter_stale = true;
             }
             return;
         };
@@ -676,18 +760,18 @@ impl State {
             Some((d, buf)) if d == id => slot.socket.on_frame_direct(&mut cx, frame, buf),
             _ => slot.socket.on_frame(&mut cx, frame),
         }
-        self.touch(id, now);
+        self.touch(id);
     }
 
     /// Inserts the slots spawned during the last calls.
-    fn adopt_spawned(&mut self, now: Instant) {
+    fn adopt_spawned(&mut self) {
         while let Some((parent, spawn)) = self.spawned.pop() {
             match self.insert_slot(spawn.key, spawn.socket, None, Some(parent), false) {
                 Ok(id) => {
                     if let Some(p) = self.slot_mut(parent) {
                         p.socket.adopt(id);
                     }
-                    self.touch(id, now);
+                    self.touch(id);
                 }
                 Err(e) => {
                     self.stats.spawn_refused += 1;
@@ -699,7 +783,7 @@ impl State {
 
     /// After slot `id` changed: readiness (reported once per change),
     /// deadline, and a place on the transmit list.
-    fn touch(&mut self, id: SlotId, now: Instant) {
+    fn touch(&mut self, id: SlotId) {
         let Some(slot) = self.slot_mut(id) else {
             return;
         };
@@ -709,11 +793,17 @@ impl State {
         if changed {
             slot.ready = r;
         }
-        if !slot.dirty && slot.socket.transmits() {
+        let queue = !slot.dirty && slot.transmits;
+        if queue {
             slot.dirty = true;
+        }
+        let timed = slot.timed;
+        if queue {
             self.dirty.push_back(id);
         }
-        self.retime(id, now);
+        if timed {
+            self.retime(id);
+        }
         if changed {
             self.changed.push((id, r));
             if let Some(p) = parent {
@@ -730,7 +820,7 @@ impl State {
     }
 
     /// Re-reads the slot's deadline and queues it if it moved earlier.
-    fn retime(&mut self, id: SlotId, _now: Instant) {
+    fn retime(&mut self, id: SlotId) {
         let Some(slot) = self.slot_mut(id) else {
             return;
         };

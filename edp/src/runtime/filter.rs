@@ -1,6 +1,8 @@
 //! The kernel filter a runtime installs on its packet socket: frames of our
 //! two ethertypes to ports this process owns, plus what the host responder
-//! role needs (EDP control port 0; ESP SYNs to any port, for RSTs).
+//! role needs (EDP control port 0; ESP segments but RSTs to any port no
+//! other process holds, for RSTs), from untagged frames or priority tags
+//! only (frames of VLANs the interface does not carry are dropped).
 //!
 //! The kernel runs the filter on every frame of the interface before
 //! cloning it to the socket, so other processes' traffic and other
@@ -24,21 +26,27 @@ pub struct FilterPlan {
     pub esp_ports: Vec<u16>,
     /// Accept EDP frames to the control port (echo responder role).
     pub edp_control: bool,
-    /// Accept ESP SYNs (SYN set, ACK clear) to any port (RST role).
-    pub esp_syn_any: bool,
+    /// Accept ESP segments without RST to any port but `esp_elsewhere`
+    /// (the RST role: segments to no socket draw RST, RFC 9293 3.10.7.1).
+    pub esp_rst_any: bool,
+    /// ESP ports other processes hold (excluded from `esp_rst_any`: their
+    /// traffic must not wake this process).
+    pub esp_elsewhere: Vec<u16>,
 }
 
 impl FilterPlan {
     /// The rule set of this plan.
     pub fn frame_filter(&self) -> FrameFilter {
         let mut f = FrameFilter::new();
+        // Frames of VLANs this interface does not carry (issue 13, break 6).
+        f.untagged();
         f.ports(self.edp_ethertype, self.edp_ports.iter().copied());
         f.ports(self.esp_ethertype, self.esp_ports.iter().copied());
         if self.edp_control {
             f.control_port(self.edp_ethertype);
         }
-        if self.esp_syn_any {
-            f.syn_any_port(self.esp_ethertype);
+        if self.esp_rst_any {
+            f.no_rst_any_port_except(self.esp_ethertype, self.esp_elsewhere.iter().copied());
         }
         f
     }
@@ -55,6 +63,7 @@ impl FilterPlan {
     /// to ports it does not hold, only the kernel's early drop is lost).
     pub fn accept_ethertypes(edp: u16, esp: u16) -> Vec<Insn> {
         let mut f = FrameFilter::new();
+        f.untagged();
         for et in [edp, esp] {
             f.rules.entry(et).or_default().any_port = Some(PortMatch::Any);
         }
@@ -83,7 +92,8 @@ mod tests {
             edp_ports: edp.to_vec(),
             esp_ports: esp.to_vec(),
             edp_control: false,
-            esp_syn_any: false,
+            esp_rst_any: false,
+            esp_elsewhere: Vec::new(),
         }
     }
 
@@ -113,20 +123,42 @@ mod tests {
     }
 
     #[test]
-    fn responder_roles_add_control_and_syns() {
+    fn responder_roles_add_control_and_segments_to_no_socket() {
         let mut p = plan(&[5], &[6]);
         p.edp_control = true;
-        p.esp_syn_any = true;
+        p.esp_rst_any = true;
+        p.esp_elsewhere = vec![7, 6];
         let prog = p.program().unwrap();
         assert!(accepts(&prog, &frame(0x88b5, 0, 0)));
         assert!(accepts(&prog, &frame(0x88b6, 999, 0x02)));
+        assert!(accepts(&prog, &frame(0x88b6, 999, 0x12)));
+        assert!(accepts(&prog, &frame(0x88b6, 999, 0x10)));
         assert!(
-            !accepts(&prog, &frame(0x88b6, 999, 0x12)),
-            "SYN-ACK to a foreign port"
+            !accepts(&prog, &frame(0x88b6, 999, 0x14)),
+            "an RST is never answered"
         );
-        assert!(!accepts(&prog, &frame(0x88b6, 999, 0x10)));
-        assert!(accepts(&prog, &frame(0x88b6, 6, 0x10)));
+        assert!(
+            accepts(&prog, &frame(0x88b6, 6, 0x14)),
+            "our own port: everything"
+        );
+        assert!(
+            !accepts(&prog, &frame(0x88b6, 7, 0x10)),
+            "another process's port"
+        );
         assert!(!accepts(&prog, &frame(0x88b5, 1, 0)));
+    }
+
+    #[test]
+    fn tagged_frames_of_other_vlans_are_dropped() {
+        use netcore::bpf::interp::{accepts_meta, Meta};
+        let prog = plan(&[5], &[]).program().unwrap();
+        let f = frame(0x88b5, 5, 0);
+        let tci = |t| Meta { vlan_tci: Some(t) };
+        assert!(accepts_meta(&prog, &f, &Meta::default()));
+        assert!(accepts_meta(&prog, &f, &tci(0x6000)), "priority tag");
+        assert!(!accepts_meta(&prog, &f, &tci(42)));
+        let all = FilterPlan::accept_ethertypes(0x88b5, 0x88b6);
+        assert!(!accepts_meta(&all, &f, &tci(42)));
     }
 
     #[test]

@@ -213,7 +213,7 @@ impl Runtime {
     /// (there is no interface name to lease them on); the host responder
     /// role is off.
     ///
-    /// Errors: eventfd errors.
+    /// Errors: eventfd errors; a bad cluster key in the environment.
     pub fn with_link(link: Box<dyn Link>, config: RuntimeConfig) -> io::Result<Runtime> {
         Self::build(link, None, config)
     }
@@ -228,10 +228,16 @@ impl Runtime {
             .map(|fd| fd.try_clone_to_owned())
             .transpose()
             .map_err(|e| io::Error::other(format!("dup of the link descriptor: {e}")))?;
+        let auth = config.link.auth.resolve()?;
+        let overhead = if auth.is_some() {
+            crate::auth::TRAILER_LEN
+        } else {
+            0
+        };
         let info = Arc::new(Info {
             iface: iface.clone(),
             mac: link.mac(),
-            mtu: link.mtu(),
+            mtu: link.mtu().saturating_sub(overhead),
             edp_ethertype: config.link.edp_ethertype,
             esp_ethertype: config.link.esp_ethertype,
         });
@@ -244,6 +250,7 @@ impl Runtime {
             iface,
             config.link.edp_ethertype,
             config.link.esp_ethertype,
+            auth.map(crate::auth::FrameAuth::new),
         );
         let driver = Driver::new(engine, link_fd, config.progress, name)?;
         if matches!(config.progress, Progress::WhenIdle { .. }) {
@@ -289,15 +296,20 @@ impl Runtime {
         self.driver.with(f)
     }
 
+    /// [`Runtime::with_engine`] without reading the clock.
+    pub fn with_engine_untimed<T>(&self, f: impl FnOnce(&mut EthEngine) -> T) -> T {
+        self.driver.with_untimed(f)
+    }
+
     /// Counters of the engine.
     pub fn stats(&self) -> EngineStats {
-        self.with_engine(|e, _| e.stats())
+        self.with_engine_untimed(|e| e.stats())
     }
 
     /// The kernel's counters of the packet socket (frames passed by the
     /// filter, frames dropped for lack of room), since it was opened.
     pub fn kernel_stats(&self) -> Option<crate::link::KernelStats> {
-        self.with_engine(|e, _| e.link().kernel_stats())
+        self.with_engine_untimed(|e| e.link().kernel_stats())
     }
 
     /// One nonblocking turn: receive what is ready, fire due timers,
@@ -325,7 +337,7 @@ impl Runtime {
                     // ones, or accepted ones whose listener is gone): a new
                     // listener or socket may take the port key again, as
                     // TCP's SO_REUSEADDR allows for a closed listener.
-                    let reuse = self.with_engine(|e, _| e.reusable_lease(ethertype, port));
+                    let reuse = self.with_engine_untimed(|e| e.reusable_lease(ethertype, port));
                     match reuse {
                         Some(l) => Ok((port, Some(l))),
                         None => Err(e),
@@ -333,7 +345,7 @@ impl Runtime {
                 }
                 Err(e) => Err(e),
             },
-            None => self.with_engine(|e, _| {
+            None => self.with_engine_untimed(|e| {
                 if port != 0 {
                     if e.st.demux.uses_port(ethertype, port) {
                         return Err(io::Error::new(
@@ -368,7 +380,7 @@ impl Runtime {
         socket: Box<dyn Socket>,
         lease: Option<PortLease>,
     ) -> io::Result<SlotId> {
-        self.with_engine(|e, now| e.insert(key, socket, lease, now))
+        self.with_engine_untimed(|e| e.insert(key, socket, lease))
     }
 
     /// The handle of `slot` is gone: remove the socket or let it linger.
@@ -393,18 +405,18 @@ impl Runtime {
     /// Whether this runtime answers echo requests for the host (holds the
     /// EDP control lease).
     pub fn holds_echo_lease(&self) -> bool {
-        self.with_engine(|e, _| e.st.responder.holds_edp())
+        self.with_engine_untimed(|e| e.st.responder.holds_edp())
     }
 
     /// Whether this runtime answers SYNs to ports nobody owns for the host
     /// (holds the ESP control lease).
     pub fn holds_rst_lease(&self) -> bool {
-        self.with_engine(|e, _| e.st.responder.holds_esp())
+        self.with_engine_untimed(|e| e.st.responder.holds_esp())
     }
 
     /// Whether the ESP responder role is installed (by any ESP socket).
     pub fn has_esp_responder(&self) -> bool {
-        self.with_engine(|e, _| e.st.responder.esp_enabled())
+        self.with_engine_untimed(|e| e.st.responder.esp_enabled())
     }
 
     /// Starts receiving frames sent to the Ethernet group `group` (for
@@ -412,14 +424,14 @@ impl Runtime {
     ///
     /// Errors: those of the link.
     pub fn join_group(&self, group: MacAddr) -> io::Result<()> {
-        self.with_engine(|e, _| e.link_mut().join_group(group))
+        self.with_engine_untimed(|e| e.link_mut().join_group(group))
     }
 
     /// Stops receiving frames for `group`.
     ///
     /// Errors: those of the link.
     pub fn leave_group(&self, group: MacAddr) -> io::Result<()> {
-        self.with_engine(|e, _| e.link_mut().leave_group(group))
+        self.with_engine_untimed(|e| e.link_mut().leave_group(group))
     }
 
     /// Whether two handles are the same runtime.

@@ -11,6 +11,20 @@
 //! connection that is gone) are answered by the runtime itself, lease or
 //! not: nobody else could.
 //!
+//! The ESP role answers every segment but an RST sent to a port no process
+//! holds (RFC 9293 3.10.7.1, "If the state is CLOSED ... a reset is sent in
+//! response to any incoming segment except another reset"), not only SYNs:
+//! a client whose server process died learns it from its next segment
+//! instead of waiting for its retransmission limit (issue 13, break 5). Its
+//! kernel filter excludes the ports other processes hold (rescanned every
+//! [`ELSEWHERE_RESCAN`], on the timer and when such frames arrive); a
+//! port bound since the last scan is checked with [`ports::is_held`]
+//! before answering. RSTs are limited to
+//! [`RESETS_PER_SEC`] per second (a flood of segments to closed ports must
+//! not become an equal flood of RSTs; Linux limits its out-of-window
+//! answers alike, `tcp_invalid_ratelimit`); beyond it they are counted in
+//! `rate_limited`.
+//!
 //! This replaces the responder threads of the first design, which each had
 //! their own packet socket (two more sockets per process that every frame
 //! visited): the role now rides on the runtime's one socket and filter.
@@ -26,6 +40,11 @@ use super::tx::TxQueue;
 
 /// How often a runtime that does not hold a control lease tries it again.
 pub const LEASE_RETRY: Duration = Duration::from_secs(1);
+/// How often the ESP lease holder rescans the ports other processes hold
+/// (to exclude them from its kernel filter).
+pub const ELSEWHERE_RESCAN: Duration = Duration::from_secs(1);
+/// Most RSTs the responder sends per second for segments to no socket.
+pub const RESETS_PER_SEC: u32 = 1000;
 
 /// Builds the answer to a frame of its protocol that no slot claimed (the
 /// ESP crate installs one that answers RST).
@@ -96,6 +115,14 @@ pub struct Responder {
     edp: Role,
     esp: Role,
     esp_handler: Option<Box<dyn UnclaimedHandler>>,
+    /// ESP ports other processes hold (while holding the ESP lease).
+    esp_elsewhere: Vec<u16>,
+    next_rescan: Option<Instant>,
+    /// Start of the current one-second RST interval and RSTs sent in it.
+    reset_window: Option<Instant>,
+    resets_in_window: u32,
+    /// `esp_elsewhere` changed in a rescan outside `on_timeout`.
+    filter_changed: bool,
     stats: ResponderStats,
 }
 
@@ -116,6 +143,11 @@ impl Responder {
             edp: Role::new(edp_ethertype),
             esp: Role::new(esp_ethertype),
             esp_handler: None,
+            esp_elsewhere: Vec::new(),
+            next_rescan: None,
+            reset_window: None,
+            resets_in_window: 0,
+            filter_changed: false,
             stats: ResponderStats::default(),
         }
     }
@@ -130,7 +162,11 @@ impl Responder {
     pub(crate) fn enable_esp(&mut self, handler: Box<dyn UnclaimedHandler>, now: Instant) -> bool {
         self.esp_handler = Some(handler);
         self.esp.enabled = true;
-        self.esp.try_lease(self.iface.as_deref(), now)
+        let took = self.esp.try_lease(self.iface.as_deref(), now);
+        if took {
+            self.rescan(now, true);
+        }
+        took
     }
 
     /// Whether an ESP answer handler is installed.
@@ -148,31 +184,85 @@ impl Responder {
         self.esp.lease.is_some()
     }
 
+    /// ESP ports other processes held at the last scan (empty unless this
+    /// runtime holds the ESP lease).
+    pub fn esp_elsewhere(&self) -> &[u16] {
+        &self.esp_elsewhere
+    }
+
     /// Counters.
     pub fn stats(&self) -> ResponderStats {
         self.stats
     }
 
-    /// Next lease retry.
+    /// Next lease retry or rescan.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        netcore::time::earliest(
+        let t = netcore::time::earliest(
             self.edp.next_try.filter(|_| self.edp.lease.is_none()),
             self.esp.next_try.filter(|_| self.esp.lease.is_none()),
-        )
+        );
+        netcore::time::earliest(t, self.next_rescan.filter(|_| self.esp.lease.is_some()))
     }
 
-    /// Retries leases that are due; true when the filter must change.
+    /// Retries leases that are due and rescans the ports held elsewhere;
+    /// true when the filter must change.
     pub(crate) fn on_timeout(&mut self, now: Instant) -> bool {
         let a = self.edp.try_lease(self.iface.as_deref(), now);
         let b = self.esp.try_lease(self.iface.as_deref(), now);
-        a || b
+        let c = self.rescan(now, b);
+        a || b || c
+    }
+
+    /// Rescans the ESP ports other processes hold when due (or `force`d);
+    /// true when the list changed.
+    fn rescan(&mut self, now: Instant, force: bool) -> bool {
+        let (Some(iface), Some(_)) = (self.iface.as_deref(), self.esp.lease.as_ref()) else {
+            return false;
+        };
+        if !force && self.next_rescan.is_some_and(|t| now < t) {
+            return false;
+        }
+        self.next_rescan = Some(now + ELSEWHERE_RESCAN);
+        self.stats.rescans += 1;
+        match ports::held_ports(iface, self.esp.ethertype) {
+            Ok(mut held) => {
+                held.retain(|&p| p != CONTROL_PORT);
+                let changed = held != self.esp_elsewhere;
+                self.esp_elsewhere = held;
+                changed
+            }
+            Err(e) => {
+                tracing::debug!(iface, error = %e, "runtime: scanning held ports");
+                false
+            }
+        }
+    }
+
+    /// Whether another RST may go out now (without taking it).
+    fn reset_available(&mut self, now: Instant) -> bool {
+        if self
+            .reset_window
+            .is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(1))
+        {
+            self.reset_window = Some(now);
+            self.resets_in_window = 0;
+        }
+        self.resets_in_window < RESETS_PER_SEC
+    }
+
+    /// Whether the kernel filter must change (a rescan while receiving
+    /// changed the excluded ports); clears the flag.
+    pub(crate) fn take_filter_change(&mut self) -> bool {
+        std::mem::take(&mut self.filter_changed)
     }
 
     /// A frame of `ethertype` (already checked: sent to `mac` or a group,
     /// from a unicast source that is not us) that no slot claimed. Writes
     /// the answer, if any, into `tx`; returns whether it answered.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn on_unclaimed(
         &mut self,
+        now: Instant,
         frame: &[u8],
         ethertype: u16,
         mac: MacAddr,
@@ -208,33 +298,44 @@ impl Responder {
                 self.stats.ignored += 1;
                 return false;
             }
-            let Some(handler) = self.esp_handler.as_mut() else {
+            if self.esp_handler.is_none() {
                 return false;
-            };
+            }
             let ours = demux.uses_port(ethertype, dst_port);
             if !ours {
                 // Only the lease holder answers for the host, and only for
-                // ports no process owns (a free lease means no owner).
+                // ports no process holds. The check looks without taking
+                // the lease (a process binding it now is not disturbed).
                 if self.esp.lease.is_none() {
                     return false;
                 }
-                let owned_elsewhere = dst_port == CONTROL_PORT
-                    || match self.iface.as_deref() {
-                        Some(iface) => ports::allocate(iface, ethertype, dst_port).is_err(),
-                        None => false,
-                    };
-                if owned_elsewhere && dst_port != CONTROL_PORT {
-                    self.stats.ignored += 1;
-                    return false;
+                if self.rescan(now, false) {
+                    self.filter_changed = true;
+                }
+            }
+            if !self.reset_available(now) {
+                self.stats.rate_limited += 1;
+                return false;
+            }
+            if !ours && dst_port != CONTROL_PORT {
+                if let Some(iface) = self.iface.as_deref() {
+                    if ports::is_held(iface, ethertype, dst_port) {
+                        // Bound since the last scan (the next one, driven
+                        // by such frames too, excludes it from the filter).
+                        self.stats.ignored += 1;
+                        return false;
+                    }
                 }
             }
             if tx.is_full() {
                 self.stats.overflow += 1;
                 return false;
             }
+            let handler = self.esp_handler.as_mut().expect("checked above");
             match handler.answer(frame, mac, max_frame, tx.next_buf()) {
                 Some(n) => {
                     tx.commit(n, None);
+                    self.resets_in_window += 1;
                     self.stats.resets += 1;
                     true
                 }

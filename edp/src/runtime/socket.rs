@@ -197,8 +197,15 @@ pub trait Socket: Send + 'static {
 
     /// Whether the socket ever sends from `poll_transmit` (datagram sockets
     /// send from their handle's call and are never put on the transmit
-    /// list).
+    /// list). Read once, at insertion.
     fn transmits(&self) -> bool {
+        true
+    }
+
+    /// Whether the socket ever has a deadline ([`Socket::poll_timeout`]);
+    /// a socket without timers (a datagram socket) saves the runtime a
+    /// look at its deadline after every frame. Read once, at insertion.
+    fn timed(&self) -> bool {
         true
     }
 

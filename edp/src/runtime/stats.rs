@@ -34,6 +34,9 @@ pub struct EngineStats {
     pub spawn_refused: u64,
     /// The host responder's counters (echo replies, RSTs).
     pub responder: ResponderStats,
+    /// Frame authentication's counters (all zero when it is off): frames
+    /// refused here (bad tag, replayed, stale) never reached a socket.
+    pub auth: crate::auth::AuthStats,
 }
 
 /// Counters of the host responder role (echo replies, RSTs for segments to
@@ -49,4 +52,10 @@ pub struct ResponderStats {
     pub ignored: u64,
     /// Answers that did not fit the transmit batch (dropped).
     pub overflow: u64,
+    /// Scans of the ports other processes hold (while holding the ESP
+    /// control lease, about one per second).
+    pub rescans: u64,
+    /// RSTs not sent because more than
+    /// [`super::responder::RESETS_PER_SEC`] were due in one second.
+    pub rate_limited: u64,
 }

@@ -142,8 +142,9 @@ pub(crate) fn is_transient(e: &io::Error) -> bool {
 }
 
 /// Builds the iovec arrays of `n` frames and hands them to `send` (the
-/// link's `send_batch_vectored`), retrying after partial sends. `pieces`
-/// resolves frame `i`'s gathered payload. Returns (frames sent, frames
+/// link's `send_batch_vectored`), retrying after partial sends. `payload`
+/// resolves frame `i`'s gathered payload, `tail` its authentication
+/// padding and trailer ([`crate::auth`]; empty when off). Returns (frames sent, frames
 /// lost to transient errors: the caller reports them to their owners).
 ///
 /// Errors: fatal link errors.
@@ -151,19 +152,32 @@ pub(crate) fn send_frames<'p>(
     n: usize,
     head: impl Fn(usize) -> &'p [u8],
     payload: impl Fn(usize) -> (&'p [u8], &'p [u8]),
+    tail: impl Fn(usize) -> (&'p [u8], &'p [u8]),
     mut send: impl FnMut(&[&[IoSlice<'_>]]) -> io::Result<usize>,
     mut lost: impl FnMut(usize),
 ) -> io::Result<usize> {
     if n == 0 {
         return Ok(0);
     }
+    // A frame's non-empty pieces, head first: a frame without payload or
+    // trailer stays one or two iovecs (one frame of at most four goes out
+    // by sendmsg(2) rather than sendmmsg(2): see PacketLink).
     let piece = |i: usize| {
         let (a, b) = payload(i);
-        [IoSlice::new(head(i)), IoSlice::new(a), IoSlice::new(b)]
+        let (pad, trailer) = tail(i);
+        let mut v = [IoSlice::new(head(i)); 5];
+        let mut k = 1;
+        for p in [a, b, pad, trailer] {
+            if !p.is_empty() {
+                v[k] = IoSlice::new(p);
+                k += 1;
+            }
+        }
+        (v, k)
     };
     if n == 1 {
-        let p = piece(0);
-        return match send(&[&p]) {
+        let (p, k) = piece(0);
+        return match send(&[&p[..k]]) {
             Ok(0) => {
                 lost(0);
                 Ok(0)
@@ -176,11 +190,12 @@ pub(crate) fn send_frames<'p>(
             Err(e) => Err(e),
         };
     }
-    let mut iov: [[IoSlice<'_>; 3]; MAX_BATCH] = [[IoSlice::new(&[]); 3]; MAX_BATCH];
-    for (i, v) in iov.iter_mut().enumerate().take(n) {
-        *v = piece(i);
+    let mut iov: [[IoSlice<'_>; 5]; MAX_BATCH] = [[IoSlice::new(&[]); 5]; MAX_BATCH];
+    let mut lens = [0usize; MAX_BATCH];
+    for i in 0..n {
+        (iov[i], lens[i]) = piece(i);
     }
-    let frames: [&[IoSlice<'_>]; MAX_BATCH] = std::array::from_fn(|i| &iov[i][..]);
+    let frames: [&[IoSlice<'_>]; MAX_BATCH] = std::array::from_fn(|i| &iov[i][..lens[i]]);
     let mut done = 0;
     let mut sent = 0;
     while done < n {
@@ -243,6 +258,7 @@ mod tests {
             5,
             |i| &heads[i][..],
             |_| (&b"pp"[..], &[][..]),
+            |_| (&[][..], &[][..]),
             |fs| {
                 calls.push(fs.len());
                 match calls.len() {

@@ -25,6 +25,10 @@ pub struct EdpStats {
     pub dropped: u64,
     /// Of `dropped`: datagrams that found the receive queue full.
     pub queue_full: u64,
+    /// Of `dropped`: datagrams sent to a group (broadcast or multicast)
+    /// destination while the socket is connected to a unicast peer (its
+    /// conversation is point to point).
+    pub group_dropped: u64,
     /// Frames the kernel dropped before the runtime could read them (its
     /// receive buffer or ring was full), from `PACKET_STATISTICS`. The
     /// counter belongs to the runtime's packet socket, shared by every
@@ -84,6 +88,11 @@ impl DatagramSocket {
             }
         };
         let from = (f.eth.src, f.header.src_port);
+        if f.eth.dst.is_group() && self.peer.is_some_and(|(m, _)| !m.is_group()) {
+            self.stats.dropped += 1;
+            self.stats.group_dropped += 1;
+            return None;
+        }
         let ok = f.header.dst_port == self.port
             && match self.peer {
                 None => true,
@@ -159,6 +168,10 @@ impl Socket for DatagramSocket {
     fn poll_transmit(&mut self, _cx: &mut Cx<'_>, _tx: &mut TxQueue) {}
 
     fn transmits(&self) -> bool {
+        false
+    }
+
+    fn timed(&self) -> bool {
         false
     }
 

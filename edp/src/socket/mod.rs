@@ -243,7 +243,7 @@ impl EdpSocket {
     /// Counters since the socket was created; `kernel_drops` is the
     /// runtime's (one getsockopt(2) per call).
     pub fn stats(&self) -> EdpStats {
-        let (mut s, k) = self.rt.with_engine(|e, _| {
+        let (mut s, k) = self.rt.with_engine_untimed(|e| {
             (
                 e.socket::<DatagramSocket>(self.slot)
                     .map(|d| d.stats)
@@ -288,7 +288,7 @@ impl EdpSocket {
         }
         self.peer = Some((mac, port));
         let slot = self.slot;
-        self.rt.with_engine(|e, _| {
+        self.rt.with_engine_untimed(|e| {
             if let Some(d) = e.socket_mut::<DatagramSocket>(slot) {
                 d.peer = Some((mac, port));
             }
@@ -419,12 +419,11 @@ impl EdpSocket {
     /// Hands `frames` to the runtime's link, waiting for room per the
     /// socket's mode; returns how many went out.
     fn send_frames(&mut self, frames: &[&[IoSlice<'_>]]) -> io::Result<usize> {
-        let deadline = self
-            .write_timeout
-            .and_then(|t| Instant::now().checked_add(t));
+        // Read the clock only once the link pushes back.
+        let mut deadline: Option<Option<Instant>> = None;
         let slot = self.slot;
         loop {
-            let r = self.rt.with_engine(|e, _| {
+            let r = self.rt.with_engine_untimed(|e| {
                 let r = e.send_now(frames);
                 if let Some(d) = e.socket_mut::<DatagramSocket>(slot) {
                     match &r {
@@ -446,6 +445,10 @@ impl EdpSocket {
             if self.nonblocking {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
+            let deadline = *deadline.get_or_insert_with(|| {
+                self.write_timeout
+                    .and_then(|t| Instant::now().checked_add(t))
+            });
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
@@ -465,20 +468,22 @@ impl EdpSocket {
     /// is longer than `buf` (it is consumed and counted as dropped, never
     /// truncated silently); link errors.
     pub fn recv_from(&mut self, buf: &mut [u8]) -> io::Result<(usize, MacAddr, u16)> {
-        let now = Instant::now();
         let deadline = if self.nonblocking {
             Deadline::Now
         } else {
-            Deadline::after(now, self.read_timeout)
+            Deadline::from_timeout(self.read_timeout)
         };
         let slot = self.slot;
         let mtu = self.mtu();
         let cap = buf.len();
-        let what = format!("EDP receive on port {}", self.port);
-        let r = self
-            .rt
-            .driver()
-            .wait(slot, self.wait, deadline, Some(buf), &what, |e, direct| {
+        let port = self.port;
+        let r = self.rt.driver().wait(
+            slot,
+            self.wait,
+            deadline,
+            Some(buf),
+            &format_args!("EDP receive on port {port}"),
+            |e, direct| {
                 let direct = direct.expect("reader buffer offered");
                 if let Some(from) = direct.from {
                     let len = direct.datagram_len;
@@ -499,7 +504,8 @@ impl EdpSocket {
                     ));
                 };
                 let r = d.pop_into(direct.buf);
-                if d.queued() == 0 {
+                if !matches!(r, Ok(None)) && d.queued() == 0 {
+                    // The queue just emptied: no longer readable.
                     e.refresh(slot);
                 }
                 match r {
@@ -507,7 +513,8 @@ impl EdpSocket {
                     Ok(None) => Ok(None),
                     Err(len) => Err(too_long(len, cap, mtu)),
                 }
-            });
+            },
+        );
         match r {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 self.rt.driver().rearm_slot(slot);
@@ -578,30 +585,4 @@ impl Drop for EdpSocket {
     }
 }
 
-impl mio::event::Source for EdpSocket {
-    fn register(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        self.rt
-            .driver()
-            .register(self.slot, registry, token, interests)
-    }
-
-    fn reregister(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        self.rt
-            .driver()
-            .reregister(self.slot, registry, token, interests)
-    }
-
-    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
-        self.rt.driver().deregister(self.slot, registry)
-    }
-}
+crate::slot_source!(impl for EdpSocket, |s| (s.rt.driver(), s.slot));

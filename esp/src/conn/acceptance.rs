@@ -1,34 +1,63 @@
-//! Arrival checks of segments in synchronized states (RFC 793 sec. 3.3 and
-//! 3.9 "SEGMENT ARRIVES", in segments; RFC 5961 against blind resets and
+//! Arrival checks of segments in synchronized states (RFC 9293 sec. 3.10.7.4
+//! "SEGMENT ARRIVES", in segments; RFC 5961 against blind resets and
 //! injection) and the rate limits of the ACKs they draw.
 //!
 //! - RST: resets only with the exact sequence number RCV.NXT; an in-window
 //!   RST draws a challenge ACK; anything else is dropped (RFC 5961 sec. 3.2).
 //! - SYN: in a synchronized state draws a challenge ACK (RFC 5961 sec. 4.2),
 //!   except the peer's retransmitted SYN in SYN_RCVD (our SYN-ACK was lost).
-//! - Sequence acceptability: a segment consuming a number must lie in the
-//!   receive window (or be the FIN at RCV.NXT); an old one is a duplicate
-//!   (answered with an ACK carrying a DSACK). An old zero-length segment (a
-//!   probe or a reordered ACK) is answered with an ACK, at most one per
-//!   `min_rto / 2` (RFC 5961 sec. 7; Linux `tcp_invalid_ratelimit`).
+//! - Sequence acceptability (RFC 9293 sec. 3.10.7.4, first check): a
+//!   zero-length segment must lie at RCV.NXT <= SEG.SEQ <= RCV.NXT +
+//!   RCV.WND (the right edge included, as Linux's `tcp_sequence`: a peer
+//!   that filled our window sends its ACKs there), a segment consuming a
+//!   number inside the window (or be the FIN at RCV.NXT). Unacceptable
+//!   segments never reach the ACK, window or data processing.
+//!   - A *plausible old* segment, at most a maximum window below RCV.NXT,
+//!     is the peer's: a duplicate data segment is answered at once with a
+//!     DSACK (RFC 2883; the sender's undo needs every one), a zero-length
+//!     one (a keepalive or zero-window probe at SND.NXT - 1, or a reordered
+//!     ACK) at most once per `min_rto / 2` (enough for probes, sent an RTO
+//!     apart).
+//!   - Anything else is *out of window* (counted in `Stats::out_of_window`):
+//!     answered with an ACK at most once per `min_rto / 2`, on a limiter of
+//!     its own so that a flood of junk cannot starve the probes' answers
+//!     (RFC 5961 sec. 7; Linux `tcp_invalid_ratelimit` / `tcp_oow_rate_limited`,
+//!     which applies one limiter to both). A blind attacker's random sequence
+//!     numbers fall here with probability 1 - 2^-15.
 //! - ACK field: an ACK of data not yet sent, or older than a window, draws a
-//!   challenge ACK (RFC 5961 sec. 5.2). At most `challenge_ack_limit`
-//!   challenge ACKs per second (RFC 5961 sec. 7).
+//!   challenge ACK (RFC 5961 sec. 5.2) and the segment is dropped. At most
+//!   `challenge_ack_limit` challenge ACKs per second (RFC 5961 sec. 7).
+//! - Window update (RFC 9293 sec. 3.10.7.4, fifth check): only from an
+//!   acceptable segment with SND.UNA <= SEG.ACK <= SND.NXT and (SND.WL1,
+//!   SND.WL2) older than (SEG.SEQ, SEG.ACK); see `send_buffer.rs`.
+//!
+//! Every suppressed answer is counted in `Stats::rate_limited`.
 
 use std::time::{Duration, Instant};
 
 use super::{Connection, ConnectionError, State, MAX_WINDOW};
-use crate::wire::EspRepr;
+use crate::wire::{EspRepr, Seq};
 
-/// Rate-limit state of challenge ACKs and answers to old segments.
+/// Rate-limit state of challenge ACKs and answers to unacceptable segments.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct AckLimits {
     /// Start of the current one-second challenge-ACK interval.
     challenge_start: Option<Instant>,
     /// Challenge ACKs sent in it.
     challenge_count: u32,
-    /// When an old zero-length segment was last answered.
+    /// When an old zero-length segment (a probe) was last answered.
     old_answered: Option<Instant>,
+    /// When an out-of-window segment was last answered.
+    oow_answered: Option<Instant>,
+}
+
+/// Which limiter an answer to an unacceptable segment goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// A plausible old zero-length segment (probe, reordered ACK).
+    Old,
+    /// A segment outside the window.
+    OutOfWindow,
 }
 
 impl Connection {
@@ -83,26 +112,45 @@ impl Connection {
         }
 
         let seg_len = repr.seq_len();
+        let behind = self.recv.nxt.diff(repr.seq);
+        let plausible_old = behind > 0 && behind <= MAX_WINDOW as i32;
         if seg_len == 0 {
-            if repr.seq.diff(self.recv.nxt) < 0 {
-                // Old sequence number: a zero-window or keepalive probe, or
-                // a reordered ACK. Answer with an ACK (thesis 5.2.10 step 1),
-                // throttled: a peer whose SND.NXT is behind our RCV.NXT
-                // (after a forged FIN) sends only such segments, and
-                // answering each would ping-pong ACKs with its answers to
-                // ours (RFC 5961 sec. 7).
-                self.answer_old_segment(now);
-                self.touch_peer();
+            // RCV.NXT <= SEG.SEQ <= right edge (the edge itself included:
+            // a peer that filled the window sends its ACKs at SND.NXT).
+            let right = self.recv.nxt.add(wnd);
+            let edge = if self.recv.adv.diff(right) > 0 {
+                self.recv.adv
+            } else {
+                right
+            };
+            if plausible_old {
+                // A keepalive or zero-window probe at SND.NXT - 1, or a
+                // reordered ACK: answer (throttled: a peer whose SND.NXT
+                // is behind our RCV.NXT after a forged FIN sends only such
+                // segments, and answering each would ping-pong ACKs, RFC
+                // 5961 sec. 7). Only one with a plausible ACK field counts
+                // as the peer's.
+                if self.ack_field_plausible(repr.ack) {
+                    self.answer_unacceptable(now, Answer::Old);
+                    self.touch_peer();
+                } else {
+                    self.out_of_window(now);
+                }
+                return 0;
+            }
+            if behind > 0 || repr.seq.diff(edge) > 0 {
+                self.out_of_window(now);
                 return 0;
             }
         } else if !(in_window || f.fin() && repr.seq == self.recv.nxt) {
-            if repr.seq.diff(self.recv.nxt) < 0 {
+            if plausible_old {
+                // A duplicate: ACK at once with a DSACK (RFC 2883).
                 self.stats.duplicates += 1;
                 self.ack.dsack = Some(repr.seq);
+                self.ack.now = true;
             } else {
-                self.stats.dropped += 1;
+                self.out_of_window(now);
             }
-            self.ack.now = true;
             return 0;
         }
 
@@ -175,21 +223,40 @@ impl Connection {
             self.ack.now = true;
             tracing::debug!(why, "challenge ACK");
         } else {
+            self.stats.rate_limited += 1;
             tracing::trace!(why, "challenge ACK rate-limited");
         }
     }
 
-    /// Answers an old zero-length segment with an ACK, at most once per
-    /// `min_rto / 2` (so every zero-window or keepalive probe, sent at least
-    /// one RTO apart, is still answered).
-    fn answer_old_segment(&mut self, now: Instant) {
+    /// Whether `ack` lies in SND.UNA - MAX_WINDOW ..= SND.NXT (RFC 5961
+    /// sec. 5.2's acceptable range).
+    fn ack_field_plausible(&self, ack: Seq) -> bool {
+        ack.diff(self.recovery.nxt()) <= 0 && ack.diff(self.recovery.una()) >= -(MAX_WINDOW as i32)
+    }
+
+    /// A segment outside the window: counted, dropped, answered throttled.
+    fn out_of_window(&mut self, now: Instant) {
+        self.stats.out_of_window += 1;
+        self.stats.dropped += 1;
+        self.answer_unacceptable(now, Answer::OutOfWindow);
+    }
+
+    /// Answers an unacceptable segment with an ACK, at most once per
+    /// `min_rto / 2` per limiter (so every zero-window or keepalive probe,
+    /// sent at least one RTO apart, is still answered).
+    fn answer_unacceptable(&mut self, now: Instant, kind: Answer) {
         let interval = (self.cfg.rto.min / 2).max(Duration::from_micros(1));
-        if let Some(t) = self.limits.old_answered {
+        let last = match kind {
+            Answer::Old => &mut self.limits.old_answered,
+            Answer::OutOfWindow => &mut self.limits.oow_answered,
+        };
+        if let Some(t) = *last {
             if now.saturating_duration_since(t) < interval {
+                self.stats.rate_limited += 1;
                 return;
             }
         }
-        self.limits.old_answered = Some(now);
+        *last = Some(now);
         self.ack.now = true;
     }
 }

@@ -277,6 +277,46 @@ impl Connection {
         Some(c)
     }
 
+    /// Opens a connection passively from the client's final handshake ACK
+    /// (or first data segment) `ack`, after its SYN was answered with the
+    /// SYN cookie `iss` and no state was kept (RFC 4987 sec. 3.6; the
+    /// listener checked the cookie): state ESTABLISHED, the peer's initial
+    /// sequence number is `ack.seq - 1`, its window the one `ack` carries.
+    /// Feed `ack` itself to [`Connection::handle_segment`] next (it may
+    /// carry data). There is no RTT sample (the SYN-ACK's send time was not
+    /// kept): the RTO starts at its initial value.
+    ///
+    /// Returns `None` unless `ack` is an ACK (no SYN, RST) of `iss + 1` to
+    /// `local`.
+    pub fn from_cookie(
+        cfg: &TransportConfig,
+        mtu: usize,
+        local: (MacAddr, u16),
+        remote_mac: MacAddr,
+        ack: &EspRepr,
+        iss: Seq,
+        _now: Instant,
+    ) -> Option<Self> {
+        let f = ack.flags;
+        if !f.ack() || f.syn() || f.rst() || ack.dst_port != local.1 || ack.ack != iss.add(1) {
+            return None;
+        }
+        let mut c = Self::new(cfg, mtu, local, (remote_mac, ack.src_port), iss);
+        in_span!(c, c.set_state(State::Established));
+        c.established_once = true;
+        c.recovery = Recovery::new(iss.add(1));
+        c.recv.irs = ack.seq.sub(1);
+        c.recv.nxt = ack.seq;
+        c.recv.adv = c.recv.nxt;
+        // The handshake's window: taken from `ack` by the caller's
+        // handle_segment (SND.WL1 before its sequence number).
+        c.snd_wnd.wl1 = ack.seq.sub(1);
+        c.snd_wnd.wl2 = iss.add(1);
+        c.snd_wnd.edge = iss.add(1);
+        c.snd_wnd.wnd = 0;
+        Some(c)
+    }
+
     // ------------------------------------------------------------ accessors
 
     /// Current state.

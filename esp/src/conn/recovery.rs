@@ -355,8 +355,8 @@ impl Recovery {
     /// Processes the acknowledgement part of a synchronized segment: DSACK
     /// check, SACK scoreboard, cumulative ACK, duplicate-ACK counting and
     /// loss marking. `pure` is true for a segment consuming no sequence
-    /// number; `window_changed` for a window update (neither counts as a
-    /// duplicate ACK otherwise, RFC 5681 sec. 2).
+    /// number (only such a segment can be a duplicate ACK, RFC 5681 sec. 2,
+    /// and only when it newly SACKs data, RFC 6675 sec. 2).
     #[inline]
     pub(crate) fn on_ack(
         &mut self,
@@ -364,7 +364,6 @@ impl Recovery {
         ack: Seq,
         sack: &SackBlocks,
         pure: bool,
-        window_changed: bool,
         cc: &mut impl Controller,
     ) -> (Acked, AckEvents) {
         let mut ev = AckEvents {
@@ -378,11 +377,14 @@ impl Recovery {
         if advanced {
             ev.reordering = self.check_reordering(high_before);
             acked = self.on_cumulative_ack(now, ack, cc);
-        } else if ack == self.una
-            && pure
-            && !self.queue.is_empty()
-            && (!window_changed || new_sacks > 0)
-        {
+        } else if ack == self.una && pure && !self.queue.is_empty() && new_sacks > 0 {
+            // A duplicate ACK counts only when it newly SACKs data (RFC
+            // 6675 sec. 2, SACK being always on): ACKs a receiver sends for
+            // an attacker's out-of-window junk, challenge ACKs and window
+            // updates carry no new SACK information, so a blind attacker
+            // cannot make the sender retransmit (or, after DSACK undo,
+            // raise its duplicate-ACK threshold).
+
             self.dup_acks += 1;
             if self.dup_acks == self.loss_thresh() {
                 ev.fast_retransmit |= self.enter_recovery(true, cc);
@@ -666,7 +668,14 @@ impl super::Connection {
     #[inline]
     pub(super) fn process_ack(&mut self, now: Instant, repr: &EspRepr) {
         let advanced = repr.ack.diff(self.recovery.una()) > 0;
-        let wu = self.snd_wnd.update(repr.seq, repr.ack, repr.window);
+        // RFC 9293 sec. 3.10.7.4: the window is updated only when
+        // SND.UNA =< SEG.ACK =< SND.NXT (the caller checked the upper
+        // bound); an old ACK (reordered) carries an old window.
+        let wu = if repr.ack.diff(self.recovery.una()) >= 0 {
+            self.snd_wnd.update(repr.seq, repr.ack, repr.window)
+        } else {
+            Default::default()
+        };
         if wu.taken {
             if wu.edge_advanced && self.recovery.nxt().diff(self.snd_wnd.edge) < 0 {
                 self.probes.persist_backoff = 0;
@@ -675,14 +684,9 @@ impl super::Connection {
                 tracing::trace!(window = self.snd_wnd.wnd, edge = %self.snd_wnd.edge, "peer window");
             }
         }
-        let (acked, ev) = self.recovery.on_ack(
-            now,
-            repr.ack,
-            &repr.sack,
-            repr.seq_len() == 0,
-            wu.changed,
-            &mut self.cc,
-        );
+        let (acked, ev) =
+            self.recovery
+                .on_ack(now, repr.ack, &repr.sack, repr.seq_len() == 0, &mut self.cc);
         if ev.undone {
             tracing::debug!(
                 cwnd = self.cc.window(),

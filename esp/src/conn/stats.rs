@@ -28,6 +28,14 @@ pub struct Stats {
     pub timeouts: u64,
     /// Challenge ACKs sent (RFC 5961).
     pub challenge_acks: u64,
+    /// Segments that failed the sequence acceptability test and were not
+    /// plausible duplicates (RFC 9293 sec. 3.10.7.4): a blind attacker's
+    /// guesses land here (also counted in `dropped`).
+    pub out_of_window: u64,
+    /// ACKs not sent because of a rate limit: answers to out-of-window or
+    /// old segments beyond one per `min_rto / 2`, challenge ACKs beyond
+    /// `challenge_ack_limit` per second (RFC 5961 sec. 7).
+    pub rate_limited: u64,
     /// Zero-window and keepalive probes sent.
     pub probes: u64,
     /// Loss episodes undone because a DSACK showed the retransmission was

@@ -5,7 +5,7 @@
 use std::any::Any;
 use std::time::{Duration, Instant};
 
-use edp::runtime::{Cx, GatherRef, Ready, Socket, TxQueue};
+use edp::runtime::{Cx, DirectRead, GatherRef, Ready, Socket, TxQueue};
 
 use crate::conn::{Connection, State};
 use crate::wire::EspFrame;
@@ -69,6 +69,18 @@ impl Socket for ConnSocket {
     fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
         if let Some(f) = self.parse(frame) {
             self.conn.handle_segment(cx.now, &f.header, f.payload);
+        }
+    }
+
+    /// A reader is waiting with `direct`: in-order payload goes straight
+    /// into its buffer when nothing is buffered (one copy from the ring
+    /// slot to the reader, as kernel TCP's copy to user).
+    fn on_frame_direct(&mut self, cx: &mut Cx<'_>, frame: &[u8], direct: &mut DirectRead<'_>) {
+        if let Some(f) = self.parse(frame) {
+            let dst = &mut direct.buf[direct.filled..];
+            direct.filled += self
+                .conn
+                .handle_segment_into(cx.now, &f.header, f.payload, dst);
         }
     }
 

@@ -61,12 +61,16 @@ impl Socket for ListenerSocket {
         }
         // Connections already accepted have slots of their own: their
         // segments never reach the listener.
-        match self
-            .listener
-            .on_segment(cx.now, clock_us(), f.eth.src, &f.header, |_| false)
-        {
+        match self.listener.on_segment_with_payload(
+            cx.now,
+            clock_us(),
+            f.eth.src,
+            &f.header,
+            f.payload,
+            |_| false,
+        ) {
             SynOutcome::Accept(conn) => self.listener.insert(*conn, ()),
-            SynOutcome::Reset(rst) => {
+            SynOutcome::Reset(rst) | SynOutcome::Cookie(rst) => {
                 if self.pending_rst.len() < MAX_PENDING_RST {
                     self.pending_rst.push((f.eth.src, rst));
                 } else {
@@ -256,7 +260,7 @@ impl EspListener {
 
     /// Counters of the listen side (SYNs accepted and dropped, resets).
     pub fn stats(&self) -> ListenerStats {
-        self.rt.with_engine(|e, _| {
+        self.rt.with_engine_untimed(|e| {
             e.socket::<ListenerSocket>(self.slot)
                 .map(|l| l.listener.stats())
                 .unwrap_or_default()
@@ -284,11 +288,14 @@ impl EspListener {
         };
         let (slot, ethertype, mtu) = (self.slot, self.cfg.transport.ethertype, self.rt.mtu());
         let linger = self.cfg.linger;
-        let what = format!("ESP accept on port {}", self.port);
-        let r = self
-            .rt
-            .driver()
-            .wait(slot, self.cfg.wait, deadline, None, &what, |e, _| {
+        let port = self.port;
+        let r = self.rt.driver().wait(
+            slot,
+            self.cfg.wait,
+            deadline,
+            None,
+            &format_args!("ESP accept on port {port}"),
+            |e, _| {
                 let Some(l) = e.socket_mut::<ListenerSocket>(slot) else {
                     return Err(io::Error::new(
                         io::ErrorKind::NotConnected,
@@ -307,9 +314,10 @@ impl EspListener {
                     peer_port: remote.1,
                 };
                 let sock = ConnSocket::new(entry.conn, ethertype, mtu, linger);
-                let id = e.insert(key, Box::new(sock), self.lease.clone(), Instant::now())?;
+                let id = e.insert(key, Box::new(sock), self.lease.clone())?;
                 Ok(Some((id, remote)))
-            });
+            },
+        );
         match r {
             Ok((id, remote)) => {
                 let s = EspStream::from_slot(
@@ -336,28 +344,4 @@ impl Drop for EspListener {
     }
 }
 
-impl mio::event::Source for EspListener {
-    fn register(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        self.rt
-            .driver()
-            .register(self.slot, registry, token, interests)
-    }
-    fn reregister(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        self.rt
-            .driver()
-            .reregister(self.slot, registry, token, interests)
-    }
-    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
-        self.rt.driver().deregister(self.slot, registry)
-    }
-}
+edp::slot_source!(impl for EspListener, |s| (s.rt.driver(), s.slot));

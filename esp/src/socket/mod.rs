@@ -77,11 +77,19 @@ pub(crate) fn prepare(rt: &Runtime, cfg: &EspConfig) -> io::Result<()> {
         ));
     }
     if !rt.has_esp_responder() {
-        rt.enable_esp_responder(Box::new(rst::RstResponder {
-            ethertype: cfg.transport.ethertype,
-        }));
+        serve_resets(rt);
     }
     Ok(())
+}
+
+/// Installs ESP's RST answer in `rt`'s host responder role: segments to
+/// ports no process holds draw RST once `rt` holds the host's ESP control
+/// lease (see `edp::runtime::responder`). ESP sockets install it
+/// themselves; a host daemon (`clusternetd`) calls it with no socket.
+pub fn serve_resets(rt: &Runtime) {
+    rt.enable_esp_responder(Box::new(rst::RstResponder {
+        ethertype: rt.esp_ethertype(),
+    }));
 }
 
 /// The I/O error for a connection that died; one that died at the

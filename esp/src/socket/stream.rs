@@ -5,7 +5,7 @@ use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
-use edp::runtime::{Deadline, DemuxKey, Runtime, SlotId, WaitPolicy};
+use edp::runtime::{Deadline, DemuxKey, DirectRead, Runtime, SlotId, WaitPolicy};
 use edp::Link;
 
 use crate::config::EspConfig;
@@ -232,6 +232,20 @@ impl EspStream {
         what: &str,
         mut check: impl FnMut(&mut Connection) -> io::Result<Option<T>>,
     ) -> io::Result<T> {
+        self.wait_direct(deadline, what, None, |c, _| check(c))
+    }
+
+    /// [`EspStream::wait`] with a reader's buffer on offer to the runtime:
+    /// in-order payload that arrives while nothing is buffered is placed
+    /// straight into it ([`ConnSocket`]'s `on_frame_direct`), and `check`
+    /// sees how much was placed.
+    fn wait_direct<T>(
+        &self,
+        deadline: Deadline,
+        what: &str,
+        direct: Option<&mut [u8]>,
+        mut check: impl FnMut(&mut Connection, Option<&mut DirectRead<'_>>) -> io::Result<Option<T>>,
+    ) -> io::Result<T> {
         let slot = self.slot;
         let deadline = if self.opts.nonblocking {
             Deadline::Now
@@ -241,14 +255,14 @@ impl EspStream {
         let r = self
             .rt
             .driver()
-            .wait(slot, self.opts.wait, deadline, None, what, |e, _| {
+            .wait(slot, self.opts.wait, deadline, direct, &what, |e, d| {
                 let Some(s) = e.socket_mut::<ConnSocket>(slot) else {
                     return Err(io::Error::new(
                         io::ErrorKind::NotConnected,
                         "ESP stream: connection gone",
                     ));
                 };
-                let r = check(&mut s.conn);
+                let r = check(&mut s.conn, d);
                 if !matches!(r, Ok(None)) {
                     // The call changed the connection (data taken, window
                     // opened, bytes queued): send what is due.
@@ -316,7 +330,7 @@ impl EspStream {
     /// them (malformed, group-addressed).
     pub fn slot_stats(&self) -> SlotStats {
         let slot = self.slot;
-        self.rt.with_engine(|e, _| {
+        self.rt.with_engine_untimed(|e| {
             e.socket::<ConnSocket>(slot)
                 .map(|s| s.stats)
                 .unwrap_or_default()
@@ -401,7 +415,7 @@ impl EspStream {
     pub fn close(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.shutdown(Shutdown::Write)?;
         let nb = std::mem::replace(&mut self.opts.nonblocking, false);
-        let r = self.wait(Deadline::after(Instant::now(), timeout), "close", |c| {
+        let r = self.wait(Deadline::from_timeout(timeout), "close", |c| {
             if c.is_finished() {
                 return Ok(Some(()));
             }
@@ -431,7 +445,7 @@ impl EspStream {
     pub fn wait_acked(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         let nb = std::mem::replace(&mut self.opts.nonblocking, false);
         let r = self.wait(
-            Deadline::after(Instant::now(), timeout),
+            Deadline::from_timeout(timeout),
             "wait for acknowledgements",
             |c| {
                 if let Some(e) = c.error() {
@@ -456,9 +470,14 @@ impl Read for EspStream {
         if self.opts.read_shut || buf.is_empty() {
             return Ok(0);
         }
-        let deadline = Deadline::after(Instant::now(), self.opts.read_timeout);
-        self.wait(deadline, "read", |c| {
-            let r = c.recv(buf);
+        let deadline = Deadline::from_timeout(self.opts.read_timeout);
+        self.wait_direct(deadline, "read", Some(buf), |c, d| {
+            let d = d.expect("reader buffer offered");
+            if d.filled > 0 {
+                // Placed by the runtime straight from the frame.
+                return Ok(Some(std::mem::take(&mut d.filled)));
+            }
+            let r = c.recv(d.buf);
             step(r, c)
         })
     }
@@ -476,7 +495,7 @@ impl Write for EspStream {
         if buf.is_empty() {
             return Ok(0);
         }
-        let deadline = Deadline::after(Instant::now(), self.opts.write_timeout);
+        let deadline = Deadline::from_timeout(self.opts.write_timeout);
         self.wait(deadline, "write", |c| {
             let r = c.send(buf);
             step(r, c)
@@ -506,31 +525,7 @@ impl Drop for EspStream {
     }
 }
 
-impl mio::event::Source for EspStream {
-    fn register(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        self.rt
-            .driver()
-            .register(self.slot, registry, token, interests)
-    }
-    fn reregister(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        self.rt
-            .driver()
-            .reregister(self.slot, registry, token, interests)
-    }
-    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
-        self.rt.driver().deregister(self.slot, registry)
-    }
-}
+edp::slot_source!(impl for EspStream, |s| (s.rt.driver(), s.slot));
 
 #[cfg(test)]
 mod tests {

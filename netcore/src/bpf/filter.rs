@@ -7,7 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{BpfError, Builder, Insn, Label, Size};
+use super::{
+    BpfError, Builder, Insn, Label, Size, SKF_AD_OFF, SKF_AD_VLAN_TAG, SKF_AD_VLAN_TAG_PRESENT,
+};
 
 /// Offset of the ethertype in an Ethernet II frame, bytes.
 pub const ETHERTYPE_OFFSET: u32 = 12;
@@ -23,6 +25,10 @@ pub const ESP_FLAGS_OFFSET: u32 = 20;
 pub const ESP_SYN: u8 = 0x02;
 /// ESP ACK flag bit.
 pub const ESP_ACK: u8 = 0x10;
+/// ESP RST flag bit.
+pub const ESP_RST: u8 = 0x04;
+/// The VLAN id bits of a VLAN TCI (IEEE 802.1Q).
+const VLAN_VID_MASK: u32 = 0x0fff;
 
 /// Shortest frame a filter accepts: it must hold the destination port.
 const MIN_FRAME: usize = DST_PORT_OFFSET as usize + 2;
@@ -37,6 +43,12 @@ pub enum PortMatch {
     /// ESP connection requests only: flags byte 20 with SYN set and ACK
     /// clear (RFC 793's SYN, ESP's listener and RST responder).
     Syn,
+    /// ESP segments without RST (the RST responder: a reset is never
+    /// answered).
+    NoRst,
+    /// No frame, and the rule's `any_port` does not apply either: the port
+    /// is excluded (another process owns it).
+    Never,
     /// Only frames from this source MAC and source port (a connected socket).
     Peer {
         /// Source MAC address the frame must carry.
@@ -53,6 +65,10 @@ impl PortMatch {
             PortMatch::Syn => f
                 .get(ESP_FLAGS_OFFSET as usize)
                 .is_some_and(|b| b & (ESP_SYN | ESP_ACK) == ESP_SYN),
+            PortMatch::NoRst => f
+                .get(ESP_FLAGS_OFFSET as usize)
+                .is_some_and(|b| b & ESP_RST == 0),
+            PortMatch::Never => false,
             PortMatch::Peer { mac, port } => {
                 f[6..12] == mac && u16::from_be_bytes([f[14], f[15]]) == port
             }
@@ -74,7 +90,13 @@ pub struct EthertypeRule {
 /// The frames a packet socket keeps: a frame passes when it is at least
 /// 18 bytes long, its ethertype has a rule, and either its destination
 /// port is listed in the rule and meets that port's condition, or it meets
-/// the rule's `any_port` condition.
+/// the rule's `any_port` condition (unless its port is listed as
+/// [`PortMatch::Never`]). With `untagged_only`, a frame the kernel received
+/// with an IEEE 802.1Q tag of a nonzero VLAN id is dropped first (the
+/// kernel moves the tag into the packet's metadata before packet sockets
+/// see the frame: a socket on the untagged interface would otherwise take
+/// frames of every VLAN; a socket on a VLAN interface sees its frames
+/// untagged; priority tags, VLAN 0, pass).
 ///
 /// [`FrameFilter::compile`] turns it into a program that dispatches on the
 /// ethertype, then binary-searches the sorted ports (`jge` down to runs of
@@ -85,6 +107,8 @@ pub struct EthertypeRule {
 pub struct FrameFilter {
     /// Rules by ethertype.
     pub rules: BTreeMap<u16, EthertypeRule>,
+    /// Drop frames received with a VLAN tag of a nonzero VLAN id.
+    pub untagged_only: bool,
 }
 
 impl FrameFilter {
@@ -134,6 +158,27 @@ impl FrameFilter {
         self
     }
 
+    /// Accepts ESP segments without RST to any port but `excluded` (ports
+    /// other processes own): the RST responder for segments to no socket.
+    pub fn no_rst_any_port_except(
+        &mut self,
+        ethertype: u16,
+        excluded: impl IntoIterator<Item = u16>,
+    ) -> &mut Self {
+        let rule = self.rules.entry(ethertype).or_default();
+        rule.any_port = Some(PortMatch::NoRst);
+        for p in excluded {
+            rule.ports.entry(p).or_insert(PortMatch::Never);
+        }
+        self
+    }
+
+    /// Drops frames tagged with a nonzero VLAN id (see the type docs).
+    pub fn untagged(&mut self) -> &mut Self {
+        self.untagged_only = true;
+        self
+    }
+
     /// Accepts `ethertype` frames to `port` only from `mac`, source port
     /// `peer_port`: a connected socket.
     pub fn peer_port(
@@ -153,9 +198,18 @@ impl FrameFilter {
         )
     }
 
-    /// Whether the filter keeps `frame` (the rule of the type docs).
+    /// Whether the filter keeps `frame`, received untagged (the rule of
+    /// the type docs).
     pub fn accepts(&self, frame: &[u8]) -> bool {
+        self.accepts_tagged(frame, None)
+    }
+
+    /// Whether the filter keeps `frame`, received with VLAN TCI `vlan`.
+    pub fn accepts_tagged(&self, frame: &[u8], vlan: Option<u16>) -> bool {
         if frame.len() < MIN_FRAME {
+            return false;
+        }
+        if self.untagged_only && vlan.is_some_and(|tci| u32::from(tci) & VLAN_VID_MASK != 0) {
             return false;
         }
         let be = |i: usize| u16::from_be_bytes([frame[i], frame[i + 1]]);
@@ -163,8 +217,11 @@ impl FrameFilter {
             return false;
         };
         let dport = be(DST_PORT_OFFSET as usize);
-        rule.ports.get(&dport).is_some_and(|c| c.holds(frame))
-            || rule.any_port.is_some_and(|c| c.holds(frame))
+        match rule.ports.get(&dport) {
+            Some(PortMatch::Never) => false,
+            Some(c) => c.holds(frame) || rule.any_port.is_some_and(|c| c.holds(frame)),
+            None => rule.any_port.is_some_and(|c| c.holds(frame)),
+        }
     }
 
     /// The classic-BPF program of this filter.
@@ -175,6 +232,15 @@ impl FrameFilter {
     pub fn compile(&self) -> Result<Vec<Insn>, BpfError> {
         let mut b = Builder::new();
         let (accept, drop) = (b.label(), b.label());
+        if self.untagged_only {
+            let untagged = b.label();
+            b.load(Size::Word, SKF_AD_OFF + SKF_AD_VLAN_TAG_PRESENT);
+            b.jeq(0, Some(untagged), None);
+            b.load(Size::Word, SKF_AD_OFF + SKF_AD_VLAN_TAG);
+            b.and(VLAN_VID_MASK);
+            b.jeq(0, Some(untagged), Some(drop));
+            b.bind(untagged);
+        }
         b.load(Size::Half, ETHERTYPE_OFFSET);
         let starts: Vec<Label> = self.rules.keys().map(|_| b.label()).collect();
         for (i, (&et, start)) in self.rules.keys().zip(&starts).enumerate() {
@@ -209,6 +275,7 @@ fn compile_rule(b: &mut Builder, rule: &EthertypeRule, accept: Label, drop: Labe
         .iter()
         .map(|(&p, &c)| match c {
             PortMatch::Any => (p, None),
+            PortMatch::Never => (p, Some(drop)),
             _ => {
                 let l = b.label();
                 checks.push((l, c));
@@ -266,6 +333,15 @@ fn check(b: &mut Builder, c: PortMatch, accept: Label, fail: Label) {
             b.load(Size::Byte, ESP_FLAGS_OFFSET);
             b.and(u32::from(ESP_SYN | ESP_ACK));
             b.jeq(u32::from(ESP_SYN), Some(accept), Some(fail));
+        }
+        PortMatch::NoRst => {
+            b.load_len();
+            b.jgt(ESP_FLAGS_OFFSET, None, Some(fail));
+            b.load(Size::Byte, ESP_FLAGS_OFFSET);
+            b.jset(u32::from(ESP_RST), Some(fail), Some(accept));
+        }
+        PortMatch::Never => {
+            b.jump(fail);
         }
         PortMatch::Peer { mac, port } => {
             let hi = u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]);

@@ -177,6 +177,8 @@ fn arb_match() -> impl Strategy<Value = PortMatch> {
     prop_oneof![
         Just(PortMatch::Any),
         Just(PortMatch::Syn),
+        Just(PortMatch::NoRst),
+        Just(PortMatch::Never),
         (0u8..2, 0u16..3).prop_map(|(m, port)| PortMatch::Peer {
             mac: [2, 0, 0, 0, 0, m],
             port
@@ -193,11 +195,15 @@ fn arb_filter() -> impl Strategy<Value = FrameFilter> {
         ),
         0..3,
     )
-    .prop_map(|m| FrameFilter {
-        rules: m
-            .into_iter()
-            .map(|(et, (ports, any_port))| (et, EthertypeRule { ports, any_port }))
-            .collect(),
+    .prop_flat_map(|m| {
+        any::<bool>().prop_map(move |untagged_only| FrameFilter {
+            rules: m
+                .clone()
+                .into_iter()
+                .map(|(et, (ports, any_port))| (et, EthertypeRule { ports, any_port }))
+                .collect(),
+            untagged_only,
+        })
     })
 }
 
@@ -213,17 +219,19 @@ proptest! {
                 0u16..50,
                 any::<u8>(),
                 0usize..30,
+                proptest::option::of(prop_oneof![Just(0u16), Just(5u16), Just(0x3005u16)]),
             ),
             1..40,
         ),
     ) {
         let prog = filter.compile().unwrap();
-        for (et, m, sport, dport, flags, len) in frames {
+        for (et, m, sport, dport, flags, len, tci) in frames {
             let mut f = frame(et, [2, 0, 0, 0, 0, m], sport, dport, flags);
             f.truncate(len.max(12));
+            let meta = interp::Meta { vlan_tci: tci };
             prop_assert_eq!(
-                interp::accepts(&prog, &f),
-                filter.accepts(&f),
+                interp::accepts_meta(&prog, &f, &meta),
+                filter.accepts_tagged(&f, tci),
                 "frame {:02x?}\n{}", f, disassemble(&prog)
             );
         }
@@ -242,4 +250,63 @@ proptest! {
             prop_assert_eq!(interp::accepts(&prog, &fr), ports.contains(p), "port {}", p);
         }
     }
+}
+
+#[test]
+fn untagged_only_drops_frames_of_other_vlans() {
+    let mut f = FrameFilter::new();
+    f.port(EDP, 0).untagged();
+    let prog = f.compile().unwrap();
+    let fr = frame(EDP, PEER, 1, 0, 0);
+    let meta = |tci| interp::Meta { vlan_tci: tci };
+    for (tci, want) in [
+        (None, true),
+        (Some(42u16), false),
+        (Some(0x2000), true),
+        (Some(0x202a), false),
+    ] {
+        assert_eq!(
+            interp::accepts_meta(&prog, &fr, &meta(tci)),
+            want,
+            "{tci:?}"
+        );
+        assert_eq!(f.accepts_tagged(&fr, tci), want, "{tci:?}");
+    }
+    // Without the flag the tag is not looked at.
+    let plain = FrameFilter::new().port(EDP, 0).compile().unwrap();
+    assert!(interp::accepts_meta(&plain, &fr, &meta(Some(42))));
+    assert_eq!(
+        disassemble(&prog).lines().count(),
+        disassemble(&plain).lines().count() + 5
+    );
+}
+
+#[test]
+fn no_rst_any_port_except_the_excluded() {
+    let mut f = FrameFilter::new();
+    f.port(ESP, 7)
+        .peer_port(ESP, 8, PEER, 9)
+        .no_rst_any_port_except(ESP, [100u16, 200, 300, 400, 500, 600]);
+    let prog = f.compile().unwrap();
+    let other = [2, 9, 9, 9, 9, 9];
+    for (src, dport, flags, want) in [
+        (PEER, 7, 0x04, true),   // owned port: even an RST
+        (PEER, 8, 0x04, true),   // the connected peer
+        (other, 8, 0x10, true),  // another peer of a connected port: answered RST
+        (other, 8, 0x14, false), // ... unless it is an RST
+        (PEER, 9999, 0x10, true),
+        (PEER, 9999, 0x02, true),
+        (PEER, 9999, 0x04, false),
+        (PEER, 300, 0x10, false), // owned by another process
+        (PEER, 600, 0x02, false),
+    ] {
+        let fr = frame(ESP, src, 9, dport, flags);
+        assert_eq!(
+            verdict(&prog, &fr) != 0,
+            want,
+            "port {dport} flags {flags:#x}"
+        );
+        assert_eq!(f.accepts(&fr), want, "port {dport} flags {flags:#x}");
+    }
+    assert!(!f.accepts(&frame(EDP, PEER, 1, 9999, 0)));
 }

@@ -148,6 +148,24 @@ pub fn validate(prog: &[Insn]) -> Result<(), InterpError> {
     Ok(())
 }
 
+/// Packet metadata the kernel offers through ancillary loads
+/// ([`super::SKF_AD_OFF`]); the interpreter knows the VLAN fields only.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Meta {
+    /// The VLAN TCI the kernel removed from the frame, if it was tagged.
+    pub vlan_tci: Option<u16>,
+}
+
+/// An ancillary load at `k` (>= `SKF_AD_OFF`): `None` for offsets the
+/// interpreter does not model.
+fn ancillary(k: u32, meta: &Meta) -> Option<u32> {
+    match k.wrapping_sub(super::SKF_AD_OFF) {
+        super::SKF_AD_VLAN_TAG => Some(u32::from(meta.vlan_tci.unwrap_or(0))),
+        super::SKF_AD_VLAN_TAG_PRESENT => Some(u32::from(meta.vlan_tci.is_some())),
+        _ => None,
+    }
+}
+
 fn load(frame: &[u8], at: u64, size: u16) -> Option<u32> {
     let n = match size {
         op::W => 4,
@@ -168,9 +186,22 @@ pub fn run(prog: &[Insn], frame: &[u8]) -> Result<u32, InterpError> {
     run_counted(prog, frame).map(|(verdict, _)| verdict)
 }
 
+/// [`run`] for a frame with metadata `meta` (what the ancillary loads of
+/// [`super::SKF_AD_VLAN_TAG`] and [`super::SKF_AD_VLAN_TAG_PRESENT`] see;
+/// [`run`] runs with none: an untagged frame).
+///
+/// Errors: those of [`validate`].
+pub fn run_meta(prog: &[Insn], frame: &[u8], meta: &Meta) -> Result<u32, InterpError> {
+    run_inner(prog, frame, meta).map(|(verdict, _)| verdict)
+}
+
 /// Like [`run`], also returning how many instructions were executed (the
 /// per-frame cost of the filter in the kernel, roughly).
 pub fn run_counted(prog: &[Insn], frame: &[u8]) -> Result<(u32, usize), InterpError> {
+    run_inner(prog, frame, &Meta::default())
+}
+
+fn run_inner(prog: &[Insn], frame: &[u8], meta: &Meta) -> Result<(u32, usize), InterpError> {
     validate(prog)?;
     let mut steps = 0;
     let (mut a, mut x) = (0u32, 0u32);
@@ -184,6 +215,10 @@ pub fn run_counted(prog: &[Insn], frame: &[u8]) -> Result<(u32, usize), InterpEr
         match op::class(i.code) {
             op::LD => {
                 a = match op::mode(i.code) {
+                    op::ABS if k >= super::SKF_AD_OFF => match ancillary(k, meta) {
+                        Some(v) => v,
+                        None => return Ok((0, steps)),
+                    },
                     op::ABS => match load(frame, u64::from(k), op::size(i.code)) {
                         Some(v) => v,
                         None => return Ok((0, steps)),
@@ -262,7 +297,13 @@ pub fn run_counted(prog: &[Insn], frame: &[u8]) -> Result<(u32, usize), InterpEr
 ///
 /// Panics if `prog` is invalid (see [`validate`]): meant for tests.
 pub fn accepts(prog: &[Insn], frame: &[u8]) -> bool {
-    match run(prog, frame) {
+    accepts_meta(prog, frame, &Meta::default())
+}
+
+/// [`accepts`] for a frame with metadata `meta` (a VLAN tag the kernel
+/// took out). Panics on an invalid program.
+pub fn accepts_meta(prog: &[Insn], frame: &[u8], meta: &Meta) -> bool {
+    match run_meta(prog, frame, meta) {
         Ok(v) => v != 0,
         Err(e) => panic!("invalid BPF program: {e}"),
     }

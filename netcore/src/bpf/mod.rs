@@ -16,7 +16,8 @@
 //!   about 10 comparisons), with per-port conditions (ESP SYN only, one
 //!   peer only);
 //! - [`interp::run`]: executes a program on a frame as the kernel would
-//!   (a load beyond the frame drops it);
+//!   (a load beyond the frame drops it; [`interp::run_meta`] with the
+//!   VLAN metadata of the ancillary loads);
 //! - [`disassemble`]: `tcpdump -d`-style text, for snapshot tests and logs.
 
 mod asm;
@@ -25,7 +26,9 @@ pub mod interp;
 mod program;
 
 pub use self::asm::disassemble;
-pub use self::filter::{EthertypeRule, FrameFilter, PortMatch, ESP_ACK, ESP_FLAGS_OFFSET, ESP_SYN};
+pub use self::filter::{
+    EthertypeRule, FrameFilter, PortMatch, ESP_ACK, ESP_FLAGS_OFFSET, ESP_RST, ESP_SYN,
+};
 pub use self::filter::{DST_PORT_OFFSET, ETHERTYPE_OFFSET, SRC_MAC_OFFSET, SRC_PORT_OFFSET};
 pub use self::program::{BpfError, Builder, Label, Size};
 
@@ -51,6 +54,16 @@ impl Insn {
         Self { code, jt, jf, k }
     }
 }
+
+/// Base of the kernel's ancillary loads (`SKF_AD_OFF`, `linux/filter.h`):
+/// an absolute word load at `SKF_AD_OFF + n` reads packet metadata `n`,
+/// not packet bytes.
+pub const SKF_AD_OFF: u32 = (-0x1000i32) as u32;
+/// Ancillary: the VLAN TCI the kernel took out of the frame
+/// (`SKF_AD_VLAN_TAG`).
+pub const SKF_AD_VLAN_TAG: u32 = 44;
+/// Ancillary: 1 when the frame carried a VLAN tag (`SKF_AD_VLAN_TAG_PRESENT`).
+pub const SKF_AD_VLAN_TAG_PRESENT: u32 = 48;
 
 /// Largest program the kernel accepts (`BPF_MAXINSNS`).
 pub const MAX_INSNS: usize = 4096;

@@ -2,6 +2,7 @@
 //! `stream` one-way bulk transfer, with the verified payload they carry.
 
 pub mod one_one;
+pub mod resend;
 pub mod stream;
 
 use std::io;
@@ -15,7 +16,7 @@ pub struct Payload {
 }
 
 /// Bytes of a message holding its sequence number.
-const STAMP: usize = testkit::pattern::TAG_LEN;
+pub(crate) const STAMP: usize = testkit::pattern::TAG_LEN;
 
 impl Payload {
     /// A pattern for messages of up to `max` bytes (the project's one
@@ -76,6 +77,12 @@ impl Payload {
             ));
         }
         Ok(())
+    }
+
+    /// Whether `d` is the unstamped part of a message from byte `off` on
+    /// (`off` >= the stamp): a datagram of a train lands where it belongs.
+    pub fn matches_at(&self, off: usize, d: &[u8]) -> bool {
+        off >= STAMP && self.base.get(off..off + d.len()) == Some(d)
     }
 
     /// The sequence number a message of `buf.len()` >= 8 bytes carries.

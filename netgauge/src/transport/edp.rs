@@ -15,6 +15,15 @@ pub struct Edp {
     sock: EdpSocket,
     connected: bool,
     timeout: Duration,
+    /// Server: datagrams dropped before the peer was fixed (not a HELLO).
+    strays: u64,
+}
+
+/// Whether a server's first datagram may fix its peer: only the client's
+/// control HELLO does (issue 13, break 9: before, the first datagram from
+/// anyone did, so one forged 5-byte frame took over or killed a run).
+fn fixes_peer(datagram: &[u8]) -> bool {
+    crate::control::Ctrl::decode(datagram).is_some_and(|c| c.kind == crate::control::Kind::Hello)
 }
 
 /// Opens an EDP socket on `cfg`'s interface and `port` (0 = ephemeral) in
@@ -40,16 +49,19 @@ pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
         sock,
         connected: true,
         timeout: cfg.timeout,
+        strays: 0,
     }))
 }
 
-/// Server: binds port `-P`; the client's first datagram fixes the peer.
+/// Server: binds port `-P`; the client's first HELLO fixes the peer
+/// (other datagrams before it are dropped and counted).
 pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     let sock = open_socket(cfg, cfg.port)?;
     Ok(Box::new(Edp {
         sock,
         connected: false,
         timeout: cfg.timeout,
+        strays: 0,
     }))
 }
 
@@ -93,26 +105,60 @@ impl Endpoint for Edp {
     }
 
     fn recv_datagram(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<usize> {
-        self.sock
-            .set_read_timeout(Some(timeout.max(Duration::from_micros(1))))?;
-        let r = self
-            .sock
-            .recv_from(buf)
-            .map_err(|e| map_timeout(e, timeout));
-        self.sock.set_read_timeout(Some(self.timeout))?;
-        let (n, mac, port) = r?;
-        if !self.connected {
-            self.sock.connect(mac, port)?;
-            self.connected = true;
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            self.sock
+                .set_read_timeout(Some(left.max(Duration::from_micros(1))))?;
+            let r = self
+                .sock
+                .recv_from(buf)
+                .map_err(|e| map_timeout(e, timeout));
+            self.sock.set_read_timeout(Some(self.timeout))?;
+            let (n, mac, port) = r?;
+            if !self.connected {
+                if !fixes_peer(&buf[..n]) {
+                    self.strays += 1;
+                    tracing::debug!(%mac, port, len = n, "netgauge EDP server: datagram before HELLO dropped");
+                    continue;
+                }
+                self.sock.connect(mac, port)?;
+                self.connected = true;
+            }
+            return Ok(n);
         }
-        Ok(n)
     }
 
     fn stats_line(&mut self) -> Option<String> {
         let s = self.sock.stats();
         Some(format!(
-            "edp sent {} send_errors {} received {} dropped {} queue_full {} kernel_drops {}",
-            s.sent, s.send_errors, s.received, s.dropped, s.queue_full, s.kernel_drops
+            "edp sent {} send_errors {} received {} dropped {} queue_full {} group_dropped {} kernel_drops {} strays {}; {}",
+            s.sent, s.send_errors, s.received, s.dropped, s.queue_full, s.group_dropped, s.kernel_drops, self.strays,
+            super::runtime_line(self.sock.runtime())
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixes_peer;
+    use crate::cli::Pattern;
+    use crate::control::{Ctrl, Kind};
+
+    #[test]
+    fn only_a_hello_fixes_the_servers_peer() {
+        assert!(fixes_peer(
+            &Ctrl::new(Kind::Hello, 1, Pattern::OneOne).encode()
+        ));
+        // The forged 5-byte frame of the report, a stray data datagram,
+        // and other control kinds do not.
+        assert!(!fixes_peer(b"evil!"));
+        assert!(!fixes_peer(&[0u8; 64]));
+        assert!(!fixes_peer(
+            &Ctrl::new(Kind::Bye, 1, Pattern::OneOne).encode()
+        ));
+        assert!(!fixes_peer(
+            &Ctrl::new(Kind::Ready, 1, Pattern::OneOne).encode()
+        ));
     }
 }

@@ -120,11 +120,14 @@ impl Endpoint for Esp {
         }
     }
 
-    /// ESP's per-connection statistics (the thesis's esp_stats).
+    /// ESP's per-connection statistics (the thesis's esp_stats), what
+    /// the connection refused (attack counters), and its runtime's.
     fn stats_line(&mut self) -> Option<String> {
         let s = self.stream.stats();
+        let slot = self.stream.slot_stats();
         Some(format!(
-            "esp sent {} retransmitted {} send_errors {} received {} out_of_sequence {} dropped {} duplicates {} fast_retransmits {} timeouts {} spurious {} reordering {} srtt_us {} rto_us {} cwnd {}",
+            "esp sent {} retransmitted {} send_errors {} received {} out_of_sequence {} dropped {} duplicates {} fast_retransmits {} timeouts {} spurious {} reordering {} srtt_us {} rto_us {} cwnd {} \
+             challenge_acks {} out_of_window {} rate_limited {} malformed {} group_addressed {}; {}",
             s.sent,
             s.retransmitted,
             s.send_errors,
@@ -138,7 +141,13 @@ impl Endpoint for Esp {
             s.reordering,
             s.srtt_us,
             s.rto_us,
-            s.cwnd
+            s.cwnd,
+            s.challenge_acks,
+            s.out_of_window,
+            s.rate_limited,
+            slot.malformed,
+            slot.group_addressed,
+            super::runtime_line(self.stream.runtime())
         ))
     }
 }

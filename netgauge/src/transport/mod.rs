@@ -115,13 +115,14 @@ impl SessionConfig {
         })
     }
 
+    /// `-R` for IP modes: an address or a host name (resolved).
     pub(crate) fn remote_ip(&self) -> io::Result<std::net::IpAddr> {
         let r = self.remote.as_deref().unwrap_or_default();
-        r.parse().map_err(|e| {
+        crate::hostlist::resolve(r).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "mode {} needs -R <server IP>, got {r:?}: {e}",
+                    "mode {} needs -R <server IP or host name>: {e}",
                     self.mode.name()
                 ),
             )
@@ -325,4 +326,26 @@ pub(crate) fn recv_train(
             ));
         }
     }
+}
+
+/// The runtime's counters of frames refused before any socket saw them
+/// and of the host responder (`-v`): what an attacker's frames show up as.
+pub(crate) fn runtime_line(rt: &::edp::runtime::Runtime) -> String {
+    let s = rt.stats();
+    format!(
+        "runtime rx_frames {} malformed {} foreign {} bad_source {} unclaimed {} kernel_filter_errors {} \
+         responder echo_replies {} resets {} ignored {} rate_limited {} auth verified {} failures {}",
+        s.rx_frames,
+        s.malformed,
+        s.foreign,
+        s.bad_source,
+        s.unclaimed,
+        s.filter_errors,
+        s.responder.echo_replies,
+        s.responder.resets,
+        s.responder.ignored,
+        s.responder.rate_limited,
+        s.auth.verified,
+        s.auth.failures()
+    )
 }

@@ -39,6 +39,8 @@ pub struct Udp {
     mmsg: Mmsg,
     busy_poll: bool,
     timeout: Duration,
+    /// SO_RCVTIMEO as last set (blocking receives).
+    sock_timeout: Duration,
     max: usize,
 }
 
@@ -78,6 +80,7 @@ impl Udp {
             mmsg: Mmsg::new(SEND_BATCH, SEND_BATCH),
             busy_poll: user_spin(cfg),
             timeout: cfg.timeout,
+            sock_timeout: cfg.timeout,
             max: UDP_MAX_PAYLOAD,
         }
     }
@@ -126,10 +129,23 @@ pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
 }
 
 impl Udp {
+    /// Sets SO_RCVTIMEO to `t` unless it is set to that already (the
+    /// resending ping-pong receives with its retransmission timeout, which
+    /// changes rarely: one setsockopt per change, not per receive).
+    fn set_sock_timeout(&mut self, t: Duration) -> io::Result<()> {
+        let t = t.max(Duration::from_micros(1));
+        if self.sock_timeout != t {
+            self.sock.set_read_timeout(Some(t))?;
+            self.sock_timeout = t;
+        }
+        Ok(())
+    }
+
     fn recv_one(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.busy_poll {
             spin(self.timeout, || self.sock.recv(buf))
         } else {
+            self.set_sock_timeout(self.timeout)?;
             self.sock
                 .recv(buf)
                 .map_err(|e| map_timeout(e, self.timeout))
@@ -173,16 +189,10 @@ impl Endpoint for Udp {
     }
 
     fn recv_datagram(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<usize> {
-        let saved = self.timeout;
-        self.timeout = timeout;
-        if !self.busy_poll {
-            self.sock.set_read_timeout(Some(timeout))?;
+        if self.busy_poll {
+            return spin(timeout, || self.sock.recv(buf));
         }
-        let r = self.recv_one(buf);
-        self.timeout = saved;
-        if !self.busy_poll {
-            self.sock.set_read_timeout(Some(saved))?;
-        }
-        r
+        self.set_sock_timeout(timeout)?;
+        self.sock.recv(buf).map_err(|e| map_timeout(e, timeout))
     }
 }

@@ -405,6 +405,20 @@ pub fn handcrafted_cases() -> Vec<Case> {
             ("ctp.msgsize", s(0)),
         ],
     ));
+    // CTP over EDP packs the confirmations due to one peer in one frame.
+    let second = ctp_cmd(7, 99, b"hi", Options::NONE);
+    let mut packed = ctp_packet(&first.confirmation(), &[]);
+    packed.extend(ctp_packet(&second.confirmation(), &[]));
+    v.push(case(
+        "CTP confirmations packed in one frame",
+        edp_frame(PORT, 49152, &packed),
+        &[
+            ("cnedp.len", s(50)),
+            ("ctp.size", s("25;25")),
+            ("ctp.confirmation", s("1;1")),
+            ("ctp.id", s("0x11223344;0x00000063")),
+        ],
+    ));
     let part = CtpRepr {
         number: 2,
         amount: 5,

@@ -278,25 +278,7 @@ impl<L: Link> Link for FaultLink<L> {
         if frames.len() <= CHUNK && self.transparent(&lens[..frames.len()])? {
             return self.inner.send_batch(frames);
         }
-        let mut total = 0;
-        while total < frames.len() {
-            let chunk = &frames[total..frames.len().min(total + CHUNK)];
-            let slices: [IoSlice<'_>; CHUNK] =
-                std::array::from_fn(|i| IoSlice::new(chunk.get(i).copied().unwrap_or_default()));
-            let gathered: [&[IoSlice<'_>]; CHUNK] =
-                std::array::from_fn(|i| std::slice::from_ref(&slices[i]));
-            match self.send_batch_vectored(&gathered[..chunk.len()]) {
-                Ok(n) => {
-                    total += n;
-                    if n < chunk.len() {
-                        break;
-                    }
-                }
-                Err(e) if total == 0 => return Err(e),
-                Err(_) => break,
-            }
-        }
-        Ok(total)
+        crate::link::send_batch_as_vectored::<CHUNK, _>(self, frames)
     }
 
     /// Sends frames through the faults; see [`Link::send_batch_vectored`].

@@ -492,25 +492,7 @@ impl Link for PacketLink {
             // One frame: send(2) skips sendmmsg's per-message header copies.
             return self.send(frame).map(|()| 1);
         }
-        let mut total = 0;
-        while total < frames.len() {
-            let chunk = &frames[total..frames.len().min(total + MAX_BATCH)];
-            let slices: [IoSlice<'_>; MAX_BATCH] =
-                std::array::from_fn(|i| IoSlice::new(chunk.get(i).copied().unwrap_or_default()));
-            let gathered: [&[IoSlice<'_>]; MAX_BATCH] =
-                std::array::from_fn(|i| std::slice::from_ref(&slices[i]));
-            match self.send_batch_vectored(&gathered[..chunk.len()]) {
-                Ok(n) => {
-                    total += n;
-                    if n < chunk.len() {
-                        break;
-                    }
-                }
-                Err(e) if total == 0 => return Err(e),
-                Err(_) => break,
-            }
-        }
-        Ok(total)
+        crate::link::send_batch_as_vectored::<MAX_BATCH, _>(self, frames)
     }
 
     fn send_batch_vectored(&mut self, frames: &[&[IoSlice<'_>]]) -> io::Result<usize> {

@@ -266,4 +266,10 @@ impl Link for SimLink {
     fn poll_at(&self) -> Option<Instant> {
         self.next_delivery()
     }
+
+    /// Whether a frame is due on the simulated clock (as a ring's slot
+    /// status: known without a receive call).
+    fn rx_ready(&self) -> Option<bool> {
+        Some(self.next_delivery().is_some_and(|t| t <= self.clock.now()))
+    }
 }

@@ -48,7 +48,7 @@ impl Script {
     fn ack(&mut self, t: u64, ack: u32, blocks: &[(u32, u32)]) -> (Acked, AckEvents) {
         let now = self.t0 + us(t);
         self.r
-            .on_ack(now, Seq(ack), &sack(blocks), true, false, &mut self.cc)
+            .on_ack(now, Seq(ack), &sack(blocks), true, &mut self.cc)
     }
 
     /// The sequence numbers the sender retransmits now (window-limited),
@@ -63,26 +63,51 @@ impl Script {
     }
 }
 
+/// Duplicate ACKs as ESP's receiver sends them: each newly SACKs the
+/// segment that arrived above the hole (101, 102, 103).
+fn dup_ack(s: &mut Script, t: u64, k: u32) -> AckEvents {
+    s.ack(t, ISS, &[(ISS + 1, ISS + 2 + k)]).1
+}
+
 #[test]
 fn three_duplicate_acks_retransmit_the_head_once() {
     let mut s = sent(10);
     for k in 0..2 {
-        let (_, ev) = s.ack(10 + k, ISS, &[]);
+        let ev = dup_ack(&mut s, 10 + k as u64, k);
         assert!(!ev.fast_retransmit);
         assert_eq!(s.retransmit(10), Vec::<u32>::new());
     }
-    let (_, ev) = s.ack(12, ISS, &[]);
+    let ev = dup_ack(&mut s, 12, 2);
     assert!(ev.fast_retransmit);
     assert_eq!(s.r.fast_retransmits, 1);
     assert_eq!(s.r.recovery_point(), Some(Seq(ISS + 10)));
-    // ssthresh = pipe / 2 = 5 = the window.
-    assert_eq!((s.cc.window(), s.cc.ssthresh()), (5, 5));
+    // ssthresh = pipe / 2 = (10 - 3 SACKed) / 2 = 3 = the window.
+    assert_eq!((s.cc.window(), s.cc.ssthresh()), (3, 3));
     assert_eq!(s.retransmit(13), vec![ISS]);
     // More duplicate ACKs do not resend it again in this episode.
     for k in 0..5 {
-        s.ack(20 + k, ISS, &[]);
+        dup_ack(&mut s, 20 + k as u64, 3 + k);
     }
     assert_eq!(s.retransmit(30), Vec::<u32>::new());
+}
+
+#[test]
+fn duplicate_acks_without_new_sack_information_are_not_counted() {
+    // An attacker's junk makes the receiver answer with ACKs that are
+    // duplicates by RFC 5681's definition but carry no new SACK block
+    // (RFC 6675 sec. 2): they never start a loss episode.
+    let mut s = sent(10);
+    for k in 0..50 {
+        let (_, ev) = s.ack(10 + k, ISS, &[]);
+        assert!(!ev.fast_retransmit);
+    }
+    dup_ack(&mut s, 70, 0);
+    for k in 0..50 {
+        let (_, ev) = s.ack(80 + k, ISS, &[(ISS + 1, ISS + 2)]);
+        assert!(!ev.fast_retransmit, "the same SACK block again");
+    }
+    assert_eq!(s.r.fast_retransmits, 0);
+    assert_eq!(s.retransmit(200), Vec::<u32>::new());
 }
 
 #[test]
@@ -115,22 +140,22 @@ fn sack_marks_holes_with_dupthresh_segments_above_them() {
 fn partial_ack_marks_the_next_hole_lost() {
     let mut s = sent(10);
     for k in 0..3 {
-        s.ack(10 + k, ISS, &[]);
+        dup_ack(&mut s, 10 + k as u64, k);
     }
     assert_eq!(s.retransmit(13), vec![100]);
-    assert_eq!(s.cc.window(), 5);
-    // The retransmitted 100 arrives with 101: partial ACK (RFC 6582), the
-    // new head 102 is lost too and goes at once.
-    let (acked, _) = s.ack(20, 102, &[]);
-    assert_eq!(acked.segments, 2);
+    assert_eq!(s.cc.window(), 3);
+    // The retransmitted 100 arrives (101..=103 were SACKed): partial ACK
+    // (RFC 6582), the new head 104 is lost too and goes at once.
+    let (acked, _) = s.ack(20, 104, &[]);
+    assert_eq!(acked.segments, 4);
     assert_eq!(acked.rtt_sample, None, "a retransmitted segment: Karn");
-    assert_eq!(s.retransmit(20), vec![102]);
+    assert_eq!(s.retransmit(20), vec![104]);
     // An ACK up to 106, still below the recovery point 110: 106 next.
     let (acked, _) = s.ack(30, 106, &[]);
-    assert_eq!(acked.segments, 4);
+    assert_eq!(acked.segments, 2);
     assert_eq!(s.retransmit(30), vec![106]);
     // The window does not grow in fast recovery.
-    assert_eq!(s.cc.window(), 5);
+    assert_eq!(s.cc.window(), 3);
     // Past the recovery point the episode ends.
     let (acked, _) = s.ack(40, 110, &[]);
     assert_eq!(acked.segments, 4);
@@ -161,7 +186,7 @@ fn dsack_of_every_retransmission_undoes_the_episode() {
     let mut s = sent(8);
     let before = s.cc.snapshot();
     for k in 0..3 {
-        s.ack(10 + k, ISS, &[]);
+        dup_ack(&mut s, 10 + k as u64, k);
     }
     assert_eq!(s.retransmit(13), vec![ISS]);
     assert!(s.cc.window() < before.window);
@@ -183,7 +208,7 @@ fn dsack_of_every_retransmission_undoes_the_episode() {
 fn dsack_of_a_segment_never_retransmitted_undoes_nothing() {
     let mut s = sent(8);
     for k in 0..3 {
-        s.ack(10 + k, ISS, &[]);
+        dup_ack(&mut s, 10 + k as u64, k);
     }
     assert_eq!(s.retransmit(13), vec![ISS]);
     // The network duplicated 103: its DSACK proves nothing about 100.

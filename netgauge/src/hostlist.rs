@@ -1,0 +1,260 @@
+//! Two hosts started by hand (no `--local`, no MPI): the server says where
+//! it listens and what to type on the client; the client's `-R` takes a
+//! host name for the IP modes.
+
+use std::io;
+use std::net::{IpAddr, ToSocketAddrs};
+
+use nix::ifaddrs::getifaddrs;
+
+use crate::cli::{Args, Mode};
+
+/// One interface of this host: name, MAC, IPv4/IPv6 addresses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Iface {
+    pub name: String,
+    pub mac: Option<edp::MacAddr>,
+    pub ips: Vec<IpAddr>,
+}
+
+/// The interfaces that are up, loopback excluded (getifaddrs(3)); only
+/// `only` when given.
+pub fn interfaces(only: Option<&str>) -> io::Result<Vec<Iface>> {
+    let mut out: Vec<Iface> = Vec::new();
+    for a in getifaddrs().map_err(io::Error::from)? {
+        if only.is_some_and(|o| o != a.interface_name)
+            || a.flags
+                .contains(nix::net::if_::InterfaceFlags::IFF_LOOPBACK)
+            || !a.flags.contains(nix::net::if_::InterfaceFlags::IFF_UP)
+        {
+            continue;
+        }
+        let i = match out.iter().position(|i| i.name == a.interface_name) {
+            Some(i) => i,
+            None => {
+                out.push(Iface {
+                    name: a.interface_name.clone(),
+                    ..Iface::default()
+                });
+                out.len() - 1
+            }
+        };
+        let Some(addr) = a.address else { continue };
+        if let Some(l) = addr.as_link_addr() {
+            if let Some(m) = l.addr() {
+                if m != [0; 6] {
+                    out[i].mac = Some(edp::MacAddr(m));
+                }
+            }
+        } else if let Some(v4) = addr.as_sockaddr_in() {
+            out[i].ips.push(IpAddr::V4(v4.ip()));
+        } else if let Some(v6) = addr.as_sockaddr_in6() {
+            out[i].ips.push(IpAddr::V6(v6.ip()));
+        }
+    }
+    Ok(out)
+}
+
+/// What the server prints before serving: per interface its MAC and IPs,
+/// the port, and the client command for each mode, for example
+///
+/// ```text
+/// netgauge server: mode edp, port 5201, serving clients until stopped (Ctrl-C)
+/// #   eth0  MAC 02:00:00:00:00:01  IP 10.0.0.1
+/// # on the client: netgauge -m edp -I <client interface> -R 02:00:00:00:00:01 -P 5201
+/// ```
+pub fn announcement(args: &Args, modes: &[Mode], ifaces: &[Iface]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let names: Vec<&str> = modes.iter().map(|m| m.name()).collect();
+    let _ = writeln!(
+        s,
+        "netgauge server: mode {}, port {}, {}",
+        names.join(","),
+        args.port,
+        if args.once {
+            "one client"
+        } else {
+            "serving clients until stopped (Ctrl-C)"
+        }
+    );
+    for i in ifaces {
+        let ips: Vec<String> = i.ips.iter().map(|a| a.to_string()).collect();
+        let _ = writeln!(
+            s,
+            "#   {}  MAC {}  IP {}",
+            i.name,
+            i.mac.map(|m| m.to_string()).unwrap_or_else(|| "-".into()),
+            if ips.is_empty() {
+                "-".into()
+            } else {
+                ips.join(" ")
+            }
+        );
+    }
+    let ethernet = modes.iter().any(|m| m.is_ethernet());
+    let ip_only = modes.iter().all(|m| !m.is_ethernet());
+    // The address to give: the MAC of the server's interface for Ethernet
+    // modes (all modes then need it), else its first IPv4 address.
+    let first = ifaces.iter().find(|i| {
+        if ethernet {
+            i.mac.is_some()
+        } else {
+            !i.ips.is_empty()
+        }
+    });
+    let remote = match first {
+        Some(i) if ethernet => i.mac.map(|m| m.to_string()),
+        Some(i) => i
+            .ips
+            .iter()
+            .find(|a| a.is_ipv4())
+            .or(i.ips.first())
+            .map(|a| a.to_string()),
+        None => None,
+    };
+    let remote = remote.unwrap_or_else(|| "<server address>".into());
+    let mut cmd = format!(
+        "netgauge -m {} -R {remote} -P {}",
+        names.join(","),
+        args.port
+    );
+    if !ip_only {
+        cmd = format!(
+            "netgauge -m {} -I <client interface> -R {remote} -P {}",
+            names.join(","),
+            args.port
+        );
+        if modes.iter().any(|m| !m.is_ethernet()) {
+            let ip = first
+                .and_then(|i| i.ips.iter().find(|a| a.is_ipv4()))
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| "<server IP>".into());
+            cmd.push_str(&format!(" --remote-ip {ip}"));
+        }
+    }
+    let _ = writeln!(s, "# on the client: {cmd}");
+    s
+}
+
+/// The server (`-a`): says where it listens and what to type on the
+/// client, then serves one session per mode, client after client, until
+/// stopped; with `--once` one client and the first error end it. A failed
+/// session (the client vanished, bad data) is reported on stderr and the
+/// server waits for the next client.
+pub fn serve(args: &Args, modes: &[Mode]) -> io::Result<()> {
+    match interfaces(args.iface.as_deref()) {
+        Ok(ifs) => print!("{}", announcement(args, modes, &ifs)),
+        Err(e) => eprintln!("netgauge: cannot list the interfaces: {e}"),
+    }
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let mut served = 0u64;
+    loop {
+        if !args.once {
+            // Every session opens its sockets anew: keep the capabilities.
+            crate::privilege::expect_sessions(usize::MAX);
+        }
+        for &mode in modes {
+            match crate::run::server(args, mode) {
+                Ok(()) => {}
+                Err(e) if args.once => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("mode {}: {e}", mode.name()),
+                    ))
+                }
+                Err(e) => {
+                    eprintln!(
+                        "netgauge: mode {}: session failed: {e}; waiting for the next client",
+                        mode.name()
+                    );
+                    break;
+                }
+            }
+        }
+        served += 1;
+        if args.once {
+            return Ok(());
+        }
+        eprintln!("netgauge: client {served} done; waiting for the next one");
+    }
+}
+
+/// Resolves `-R` for an IP mode: an address as is, else a host name
+/// through the system resolver (getaddrinfo(3)), IPv4 first. Errors:
+/// `InvalidInput` naming the name and the resolver's answer.
+pub fn resolve(name: &str) -> io::Result<IpAddr> {
+    if let Ok(ip) = name.parse() {
+        return Ok(ip);
+    }
+    let addrs: Vec<IpAddr> = (name, 0)
+        .to_socket_addrs()
+        .map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("-R {name:?}: not an IP address, and the host name does not resolve: {e}"),
+            )
+        })?
+        .map(|a| a.ip())
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("-R {name:?}: the host name resolves to no address"),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn names_and_addresses_resolve() {
+        assert_eq!(
+            resolve("10.1.2.3").unwrap(),
+            "10.1.2.3".parse::<IpAddr>().unwrap()
+        );
+        assert!(resolve("localhost").unwrap().is_loopback());
+        let e = resolve("no-such-host.invalid").unwrap_err();
+        assert!(e.to_string().contains("does not resolve"), "{e}");
+    }
+
+    #[test]
+    fn the_announcement_says_what_to_type() {
+        let ifs = [Iface {
+            name: "eth0".into(),
+            mac: Some(edp::MacAddr([2, 0, 0, 0, 0, 1])),
+            ips: vec!["10.0.0.1".parse().unwrap()],
+        }];
+        let args = Args::parse_from(["netgauge", "-a", "-P", "6000"]);
+        let a = announcement(&args, &[Mode::Edp, Mode::Esp], &ifs);
+        assert!(a.contains("MAC 02:00:00:00:00:01  IP 10.0.0.1"), "{a}");
+        assert!(
+            a.contains("netgauge -m edp,esp -I <client interface> -R 02:00:00:00:00:01 -P 6000"),
+            "{a}"
+        );
+        assert!(a.contains("until stopped"), "{a}");
+        let a = announcement(&args, &[Mode::Udp, Mode::Tcp], &ifs);
+        assert!(
+            a.contains("# on the client: netgauge -m udp,tcp -R 10.0.0.1 -P 6000\n"),
+            "{a}"
+        );
+        let a = announcement(&args, &[Mode::Edp, Mode::Udp], &ifs);
+        assert!(a.contains("--remote-ip 10.0.0.1"), "{a}");
+    }
+
+    #[test]
+    fn interfaces_lists_no_loopback() {
+        let all = interfaces(None).unwrap();
+        assert!(all.iter().all(|i| i.name != "lo"), "{all:?}");
+        assert!(interfaces(Some("lo")).unwrap().is_empty());
+    }
+}
