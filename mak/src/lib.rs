@@ -64,6 +64,7 @@ pub mod member;
 mod reassembly;
 pub mod receiver;
 pub mod sender;
+pub mod socket;
 mod stats;
 pub mod wire;
 

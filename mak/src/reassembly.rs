@@ -122,6 +122,10 @@ impl Reassembly {
         self.events.push_back(ev);
     }
 
+    pub(crate) fn has_event(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     pub(crate) fn pop_event(&mut self) -> Option<ReceiverEvent> {
         let ev = self.events.pop_front()?;
         self.queued_bytes -= EVENT_OVERHEAD

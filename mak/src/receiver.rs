@@ -533,6 +533,17 @@ impl<A: Addr> Receiver<A> {
         Some(ev)
     }
 
+    /// Whether [`poll_event`](Self::poll_event) has something to return.
+    pub fn has_event(&self) -> bool {
+        self.reasm.has_event()
+    }
+
+    /// Whether `poll_transmit` would return a frame now (an ACK or a NAK
+    /// is due).
+    pub fn wants_transmit(&self) -> bool {
+        self.ack_due || !self.nak_out.is_empty()
+    }
+
     /// The state of fig. 7.
     pub fn state(&self) -> ReceiverState {
         if self.abandoned {

@@ -844,6 +844,25 @@ impl<A: Addr> Sender<A> {
         }
     }
 
+    /// Whether `send` of a message of `len` bytes would be accepted now by
+    /// the send buffer (it may still fail with `TooLarge` or `NoMembers`).
+    pub fn has_room(&self, len: usize) -> bool {
+        self.queued_bytes + len + MSG_OVERHEAD <= self.cfg.send_buffer_bytes
+    }
+
+    /// Bytes held in the send buffer: queued and unacknowledged messages,
+    /// plus 64 per message.
+    pub fn buffered_bytes(&self) -> usize {
+        self.queued_bytes
+    }
+
+    /// Whether `poll_transmit` would return a frame now (retransmissions
+    /// queued, or new packets with room in the window).
+    pub fn wants_transmit(&self) -> bool {
+        !self.retx.is_empty()
+            || (self.next != self.end && (self.next.diff(self.base) as u32) < self.window)
+    }
+
     /// True when nothing is queued or unacknowledged.
     pub fn is_idle(&self) -> bool {
         self.base == self.end
