@@ -105,7 +105,10 @@ fn latency_two_receivers_every_strategy() {
     }
     assert!(text.contains("latency until the last receiver has the message, p50 us"));
     for m in MODES {
-        assert!(text.lines().any(|l| l.starts_with(&format!("{m} "))), "{m}: {text}");
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("{m} "))),
+            "{m}: {text}"
+        );
     }
 }
 
@@ -140,7 +143,13 @@ fn stream_under_loss_two_receivers() {
         // Every loss was repaired: by a NAK-asked retransmission or a
         // timer one.
         assert!(u(r, "naks_sent") > 0, "{r}");
-        assert!(u(r, "retx_nak") + u(r, "retx_timeout") + u(r, "retx_tail") > 0, "{r}");
+        assert!(
+            u(r, "retx_nak") + u(r, "retx_timeout") + u(r, "retx_tail") > 0,
+            "{r}"
+        );
     }
-    assert!(text.contains("stream throughput to every receiver, MB/s"), "{text}");
+    assert!(
+        text.contains("stream throughput to every receiver, MB/s"),
+        "{text}"
+    );
 }

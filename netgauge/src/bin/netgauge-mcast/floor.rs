@@ -116,66 +116,77 @@ pub fn raw(
             got.clone(),
             o.clone(),
         );
-        rx.push(net.host(i).spawn(move || -> io::Result<Vec<Option<Instant>>> {
-            let s = open(&h, via, port, &o2);
-            start.wait();
-            let mut s = s?;
-            let mut stamps = vec![None; frames];
-            let mut buf = vec![0u8; 65536];
-            let mut have = 0;
-            while have < frames {
-                match s.recv(&mut buf, Duration::from_millis(50)) {
-                    Ok(len) if len >= 8 => {
-                        let k = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes")) as usize;
-                        if k < frames && stamps[k].is_none() {
-                            stamps[k] = Some(Instant::now());
-                            have += 1;
-                            if measure == Measure::Latency {
-                                got.0.lock().unwrap()[i - 1] = k + 1;
-                                got.1.notify_all();
+        rx.push(
+            net.host(i)
+                .spawn(move || -> io::Result<Vec<Option<Instant>>> {
+                    let s = open(&h, via, port, &o2);
+                    start.wait();
+                    let mut s = s?;
+                    let mut stamps = vec![None; frames];
+                    let mut buf = vec![0u8; 65536];
+                    let mut have = 0;
+                    while have < frames {
+                        match s.recv(&mut buf, Duration::from_millis(50)) {
+                            Ok(len) if len >= 8 => {
+                                let k = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"))
+                                    as usize;
+                                if k < frames && stamps[k].is_none() {
+                                    stamps[k] = Some(Instant::now());
+                                    have += 1;
+                                    if measure == Measure::Latency {
+                                        got.0.lock().unwrap()[i - 1] = k + 1;
+                                        got.1.notify_all();
+                                    }
+                                }
                             }
+                            Ok(_) => {}
+                            Err(e)
+                                if matches!(
+                                    e.kind(),
+                                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+                                ) =>
+                            {
+                                if done.load(Ordering::Acquire) {
+                                    break;
+                                }
+                            }
+                            Err(e) => return Err(e),
                         }
                     }
-                    Ok(_) => {}
-                    Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => {
-                        if done.load(Ordering::Acquire) {
-                            break;
-                        }
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(stamps)
-        }));
+                    Ok(stamps)
+                }),
+        );
     }
     let (h0, o2, start2, got2) = (net.host(0).clone(), o.clone(), start.clone(), got.clone());
-    let sender = net.host(0).spawn(move || -> io::Result<(Instant, Vec<Instant>, u64)> {
-        let s = open(&h0, via, port, &o2);
-        start2.wait();
-        let mut s = s?;
-        let mut buf = testkit::pattern::pattern(frame, 3);
-        let mut at = Vec::with_capacity(frames);
-        let mut lost_waits = 0;
-        let t0 = Instant::now();
-        for k in 0..frames {
-            buf[..8].copy_from_slice(&(k as u64).to_le_bytes());
-            at.push(Instant::now());
-            s.send(&buf, port)?;
-            if measure == Measure::Latency {
-                let until = Instant::now() + Duration::from_millis(20);
-                let mut c = got2.0.lock().unwrap();
-                while c.iter().any(|&x| x < k + 1) {
-                    let left = until.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        lost_waits += 1;
-                        break;
+    let sender = net
+        .host(0)
+        .spawn(move || -> io::Result<(Instant, Vec<Instant>, u64)> {
+            let s = open(&h0, via, port, &o2);
+            start2.wait();
+            let mut s = s?;
+            let mut buf = testkit::pattern::pattern(frame, 3);
+            let mut at = Vec::with_capacity(frames);
+            let mut lost_waits = 0;
+            let t0 = Instant::now();
+            for k in 0..frames {
+                buf[..8].copy_from_slice(&(k as u64).to_le_bytes());
+                at.push(Instant::now());
+                s.send(&buf, port)?;
+                if measure == Measure::Latency {
+                    let until = Instant::now() + Duration::from_millis(20);
+                    let mut c = got2.0.lock().unwrap();
+                    while c.iter().any(|&x| x < k + 1) {
+                        let left = until.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            lost_waits += 1;
+                            break;
+                        }
+                        c = got2.1.wait_timeout(c, left).unwrap().0;
                     }
-                    c = got2.1.wait_timeout(c, left).unwrap().0;
                 }
             }
-        }
-        Ok((t0, at, lost_waits))
-    });
+            Ok((t0, at, lost_waits))
+        });
     let (t0, send_at, lost_waits) = sender.join().expect("raw sender")?;
     std::thread::sleep(Duration::from_millis(100));
     done.store(true, Ordering::Release);
@@ -261,7 +272,10 @@ pub fn esp(net: &Cluster, o: &Opts, size: usize, count: usize, run_id: u16) -> i
         while left > 0 {
             let k = s.read(&mut buf[..left.min(1 << 16)])?;
             if k == 0 {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "esp stream ended early"));
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "esp stream ended early",
+                ));
             }
             left -= k;
         }

@@ -73,7 +73,9 @@ fn run(o: &Opts) -> std::io::Result<bool> {
             .hosts(n + 1)
             .mtu(o.mtu)
             .build()
-            .map_err(|e| std::io::Error::other(format!("virtual cluster of {} hosts: {e}", n + 1)))?;
+            .map_err(|e| {
+                std::io::Error::other(format!("virtual cluster of {} hosts: {e}", n + 1))
+            })?;
         eprintln!("netgauge-mcast: {} receivers, MTU {}", n, o.mtu);
         for &measure in &o.measure {
             for &size in &o.sizes {
@@ -96,9 +98,9 @@ fn run(o: &Opts) -> std::io::Result<bool> {
                                     &net, o, via, s, n, size, o.count, measure, loss, run_id,
                                 ),
                                 None => match mode {
-                                    Mode::Raw => floor::raw(
-                                        &net, o, via, n, size, o.count, measure, run_id,
-                                    ),
+                                    Mode::Raw => {
+                                        floor::raw(&net, o, via, n, size, o.count, measure, run_id)
+                                    }
                                     Mode::Esp => floor::esp(&net, o, size, o.count, run_id),
                                     Mode::Norm => norm::run(
                                         &net,
@@ -137,7 +139,11 @@ fn run(o: &Opts) -> std::io::Result<bool> {
                                     runs.push(out);
                                 }
                                 Err(e) => {
-                                    eprintln!("  {} {:?} {n} rx {size} B: FAILED: {e}", mode.name(), via);
+                                    eprintln!(
+                                        "  {} {:?} {n} rx {size} B: FAILED: {e}",
+                                        mode.name(),
+                                        via
+                                    );
                                 }
                             }
                         }
@@ -184,7 +190,10 @@ fn report(o: &Opts, runs: &[Outcome]) {
                             .map(|m| {
                                 (
                                     m.to_string(),
-                                    o.receivers.iter().map(|&n| pick(m, n).map(f)).collect::<Vec<Option<f64>>>(),
+                                    o.receivers
+                                        .iter()
+                                        .map(|&n| pick(m, n).map(f))
+                                        .collect::<Vec<Option<f64>>>(),
                                 )
                             })
                             .filter(|(_, v)| v.iter().any(Option::is_some))

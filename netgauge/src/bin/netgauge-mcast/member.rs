@@ -336,9 +336,7 @@ pub fn run(
     }
     let so = so?;
     let outs: Vec<ReceiverOut> = outs.into_iter().collect::<Result<_, _>>()?;
-    Ok(summarize(
-        so, outs, s, via, n, size, count, measure, loss,
-    ))
+    Ok(summarize(so, outs, s, via, n, size, count, measure, loss))
 }
 
 struct ReceiverOut {

@@ -22,7 +22,10 @@ use vcluster::{Cluster, Process};
 use crate::opts::{Carrier, Measure, Opts};
 use crate::outcome::{Counters, Outcome};
 
-const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../benches/norm/norm_mcast.cpp");
+const SOURCE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../benches/norm/norm_mcast.cpp"
+);
 
 /// Compiles `norm_mcast` next to this executable (once, or again when the
 /// source is newer); returns its path.
@@ -35,7 +38,10 @@ pub fn build() -> io::Result<PathBuf> {
         .parent()
         .map_or_else(|| PathBuf::from("norm_mcast"), |d| d.join("norm_mcast"));
     let newer = |a: &Path, b: &Path| -> bool {
-        match (a.metadata().and_then(|m| m.modified()), b.metadata().and_then(|m| m.modified())) {
+        match (
+            a.metadata().and_then(|m| m.modified()),
+            b.metadata().and_then(|m| m.modified()),
+        ) {
             (Ok(x), Ok(y)) => x > y,
             _ => true,
         }
@@ -186,7 +192,9 @@ pub fn run(
     let tx = Child::start(c)?;
     tx.until("READY", limit)?;
     let sent = tx.until("END", limit)?;
-    let acked = sent.last().is_some_and(|l| l.ends_with("acked") && !l.contains("NOT"));
+    let acked = sent
+        .last()
+        .is_some_and(|l| l.ends_with("acked") && !l.contains("NOT"));
     let send_at = stamps(&sent, "S", count);
     let mut recv_at = Vec::new();
     let mut bad = 0;
@@ -205,8 +213,8 @@ pub fn run(
     let complete = acked && recv_at.iter().all(|r| r.iter().all(|&t| t != 0));
     let mut latency_ns = Vec::new();
     if measure == Measure::Latency {
-        for k in count / 10..count {
-            latency_ns.push(last(k).saturating_sub(send_at[k]));
+        for (k, &sent) in send_at.iter().enumerate().take(count).skip(count / 10) {
+            latency_ns.push(last(k).saturating_sub(sent));
         }
     }
     let end = (0..count).map(last).max().unwrap_or(0);

@@ -18,7 +18,12 @@ use mak::Strategy;
 #[command(name = "netgauge-mcast", version)]
 pub struct Opts {
     /// Modes, comma-separated.
-    #[arg(short = 'm', long, value_delimiter = ',', default_value = "mak-iter,mak-ack,mak-nak,mak")]
+    #[arg(
+        short = 'm',
+        long,
+        value_delimiter = ',',
+        default_value = "mak-iter,mak-ack,mak-nak,mak"
+    )]
     pub modes: Vec<Mode>,
     /// Carriers of the MAK modes (and of raw): edp (group MAC), udp (IPv4
     /// multicast).
@@ -170,8 +175,11 @@ impl Opts {
     }
 
     pub fn validate(&self) -> Result<(), String> {
-        if self.pattern.to_ascii_lowercase() != "1ton" {
-            return Err(format!("pattern {:?}: only 1toN is implemented", self.pattern));
+        if !self.pattern.eq_ignore_ascii_case("1toN") {
+            return Err(format!(
+                "pattern {:?}: only 1toN is implemented",
+                self.pattern
+            ));
         }
         if self.receivers.iter().any(|&n| n == 0 || n > 15) {
             return Err("receivers must be 1..=15".into());

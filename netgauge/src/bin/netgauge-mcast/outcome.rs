@@ -106,7 +106,12 @@ pub fn slope(xs: &[f64], ys: &[f64]) -> f64 {
 
 /// One table: a row per mode, a column per number of receivers, the
 /// growth from the first to the last column and the slope per receiver.
-pub fn print_table(title: &str, receivers: &[usize], rows: &[(String, Vec<Option<f64>>)], unit: &str) {
+pub fn print_table(
+    title: &str,
+    receivers: &[usize],
+    rows: &[(String, Vec<Option<f64>>)],
+    unit: &str,
+) {
     println!("\n{title}");
     print!("{:<12}", "mode");
     for n in receivers {
@@ -146,8 +151,8 @@ pub fn print_table(title: &str, receivers: &[usize], rows: &[(String, Vec<Option
 /// The counters of a set of runs, one line each.
 pub fn print_counters(runs: &[Outcome]) {
     println!(
-        "\n{:<9} {:<4} {:>3} {:>6} {:>5} | {:>8} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>6} | {}",
-        "mode", "via", "rx", "size", "loss", "data", "lost", "lostd", "naks", "supp", "acks", "retx", "rtx/to", "rtx/lost", "bad", "complete"
+        "\n{:<9} {:<4} {:>3} {:>6} {:>5} | {:>8} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>6} | complete",
+        "mode", "via", "rx", "size", "loss", "data", "lost", "lostd", "naks", "supp", "acks", "retx", "rtx/to", "rtx/lost", "bad"
     );
     for o in runs {
         let c = &o.counters;
