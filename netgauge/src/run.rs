@@ -92,6 +92,9 @@ pub fn client(
             Pattern::OneOne if ep.max_datagram().is_some() => {
                 let (half_rtt, blocking, st) =
                     resend::client(ep.as_mut(), &payload, size, warmup, count, cfg.timeout)?;
+                if let Some(log) = &mut raw_log {
+                    log.write_step(mode.name(), size, &half_rtt, &blocking)?;
+                }
                 resends = Some(st.resends);
                 let lat = half_rtt.summary().ok_or_else(|| {
                     io::Error::other(format!(
