@@ -23,11 +23,13 @@ fn can_run(what: &str) -> bool {
     true
 }
 
+/// The records of a `--json` run (the metadata header object skipped).
 fn json_lines(stdout: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(stdout)
         .lines()
         .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))
+        .filter(|v| v.get("metadata").is_none())
         .collect()
 }
 
