@@ -52,7 +52,7 @@ pub fn build() -> io::Result<PathBuf> {
     if !Path::new("/usr/include/normApi.h").exists() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
-            "NORM mode needs libnorm-dev (/usr/include/normApi.h): run scripts/install-deps.sh",
+            "NORM mode needs libnorm-dev (/usr/include/normApi.h): run scripts/build-norm.sh (it installs libnorm-dev)",
         ));
     }
     let r = Command::new("c++")
