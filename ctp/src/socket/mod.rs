@@ -455,6 +455,13 @@ impl<T: Transport> CtpSocket<T> {
     /// Broadcasts `data` (UDP broadcast address / broadcast MAC); each
     /// receiver confirms. Errors: [`SendError::NoBroadcast`] without a
     /// broadcast address, and those of [`CtpSocket::send`].
+    ///
+    /// Every receiver confirms every packet: the ACK scheme that the MAK
+    /// paper shows scaling worst with the number of receivers. For reliable
+    /// multicast of messages to a named group (MAK's windowed ACK requests,
+    /// NAK suppression, silent members reported by name) use the `mak`
+    /// crate's `MakSocket`, on the same carriers (an EDP group MAC or an
+    /// IPv4 multicast group).
     pub fn broadcast(
         &self,
         command: u16,
