@@ -185,6 +185,16 @@ impl FromStr for ModeArg {
 }
 
 /// A communication pattern.
+/// The link under edp, esp and ctp-edp (`--link`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkKind {
+    /// AF_PACKET on an interface (CAP_NET_RAW).
+    Packet,
+    /// Ethernet frames inside UDP datagrams (no privilege).
+    Udp,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Pattern {
@@ -456,6 +466,31 @@ pub struct Args {
     /// The remote's IP address when -R is a MAC and IP modes also run.
     #[arg(long = "remote-ip")]
     pub remote_ip: Option<String>,
+
+    /// The link edp, esp and ctp-edp run on: `packet` (AF_PACKET on -I
+    /// IFACE; needs CAP_NET_RAW) or `udp` (our Ethernet frames carried whole
+    /// in UDP datagrams, `edp::link::UdpLink`: no privilege, crosses
+    /// routers). With udp, -R is the server's UDP address HOST[:PORT] (port
+    /// default -P) and each end's MAC is derived from its UDP address
+    /// (`edp::link::udp::derived_mac`).
+    #[arg(long = "link", value_enum, default_value = "packet")]
+    pub link: LinkKind,
+
+    /// `--link udp`: this end's UDP address. Default 0.0.0.0:P on the
+    /// server, 0.0.0.0:(P+1) on the client (P = -P).
+    #[arg(long = "link-bind", value_name = "ADDR:PORT")]
+    pub link_bind: Option<std::net::SocketAddr>,
+
+    /// `--link udp`, server: the UDP address HOST:PORT of a client allowed
+    /// to send (repeatable). A UDP link takes frames only from the peers in
+    /// its table; a client binds port P+1 unless given --link-bind.
+    #[arg(long = "link-peer", value_name = "HOST:PORT")]
+    pub link_peers: Vec<String>,
+
+    /// Print the host name of every participant (rank, host name, address)
+    /// before the results, as netgauge's --hostnames does.
+    #[arg(short = 'n', long = "hostnames")]
+    pub hostnames: bool,
 
     /// Port (EDP/ESP port, or UDP/TCP port). The default, 19470, is
     /// unassigned by IANA and used by no common benchmark (iperf3 has 5201,
@@ -745,6 +780,55 @@ impl Args {
                 return Err("--hold (internal) needs -I IFACE, without --local or -a".into());
             }
             return Ok(());
+        }
+        if self.link == LinkKind::Udp {
+            if let Some(m) = self.resolve_modes().into_iter().find(|m| *m == Mode::Eth) {
+                return Err(format!(
+                    "-m {} sends raw frames with no protocol and has no UDP link: drop it with --link udp",
+                    m.name()
+                ));
+            }
+            if self.pattern.is_multi_host()
+                || self.mpi
+                || self.mpirun
+                || self.srun
+                || self.hosts > 2
+            {
+                return Err(
+                    "--link udp runs one pair (one_one or stream, client/server or --local); \
+                     the multi-host patterns, --hosts and --mpirun/--srun run on AF_PACKET: drop --link udp"
+                        .into(),
+                );
+            }
+            if self.idle_edp > 0 || self.idle_esp > 0 || self.idle_procs > 1 {
+                return Err(
+                    "--idle-edp/--idle-esp/--idle-procs measure the packet socket's demultiplexing \
+                     and need --link packet"
+                        .into(),
+                );
+            }
+            if self.server && !self.local && self.link_peers.is_empty() {
+                return Err(
+                    "netgauge -a --link udp needs --link-peer CLIENT_HOST:PORT (the client's UDP \
+                     address; a client binds port P+1 unless --link-bind): a UDP link takes frames \
+                     only from the peers in its table"
+                        .into(),
+                );
+            }
+            for p in &self.link_peers {
+                crate::transport::udp_link::resolve(p, self.port.wrapping_add(1), "--link-peer")
+                    .map_err(|e| e.to_string())?;
+            }
+            if let (false, false, Some(r)) = (self.server, self.local, &self.remote) {
+                crate::transport::udp_link::resolve(
+                    r,
+                    self.port,
+                    "-R (the server's UDP link address)",
+                )
+                .map_err(|e| e.to_string())?;
+            }
+        } else if self.link_bind.is_some() || !self.link_peers.is_empty() {
+            return Err("--link-bind and --link-peer apply to --link udp".into());
         }
         if !self.local && !self.server && !self.mpi && self.remote.is_none() {
             return Err(

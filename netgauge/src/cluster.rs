@@ -206,6 +206,15 @@ pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
         .ok_or_else(|| io::Error::other("netgauge's path is not UTF-8"))?;
     let modes = args.resolve_modes();
     let sizes = size_steps(args.size, args.grade);
+    if args.hostnames {
+        let me = crate::output::hostname();
+        for (i, h) in vc.hosts().iter().enumerate() {
+            println!(
+                "# rank {i}: host {me}, namespace {}, {} {} {}",
+                h.ns, h.iface, h.mac, h.ip
+            );
+        }
+    }
     if !args.json {
         println!(
             "# netgauge --local --hosts {n}: pattern {}, {} on a bridge, MTU {}, {} iterations per size, wait {}",

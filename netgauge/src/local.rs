@@ -10,16 +10,19 @@
 //! kernel forbids that, it says what is missing.
 
 use std::io::{self, BufRead, BufReader};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use vcluster::{Cluster, Process};
 
-use crate::cli::{Args, Mode, Pattern};
+use crate::cli::{Args, LinkKind, Mode, Pattern};
 use crate::report::{self, Record};
 
 /// Runs `--local`. Returns every record, already printed.
 pub fn run(args: &Args) -> io::Result<Vec<Record>> {
+    if args.link == LinkKind::Udp {
+        return run_on(args, &Ends::Loopback);
+    }
     if !vcluster::userns::can_build_directly() {
         // The re-executed netgauge printed everything; mirror its status.
         let status = vcluster::userns::reexec()?;
@@ -34,7 +37,56 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
         .mtu(args.mtu)
         .keep(args.keep)
         .build()?;
-    let (a, b) = (vc.host(0), vc.host(1));
+    run_on(args, &Ends::Cluster(&vc))
+}
+
+/// Where `--local` runs its two ends.
+enum Ends<'a> {
+    /// Host 0 (server) and host 1 (client) of a virtual cluster.
+    Cluster(&'a Cluster),
+    /// `--link udp`: both ends as plain processes of this host on
+    /// 127.0.0.1, no namespace and no privilege; our modes on UDP links
+    /// (server port P, client port P+1), the kernel's on loopback.
+    Loopback,
+}
+
+impl Ends<'_> {
+    /// The server's and the client's command for `mode` on `port`.
+    fn commands(&self, exe: &str, mode: Mode, port: u16) -> (Command, Command) {
+        match self {
+            Ends::Cluster(vc) => {
+                let (a, b) = (vc.host(0), vc.host(1));
+                let mut server = a.command(exe);
+                server.args(["-I", &a.iface]);
+                let remote = if mode.is_ethernet() {
+                    a.mac.to_string()
+                } else {
+                    a.ip.to_string()
+                };
+                let mut client = b.command(exe);
+                client.args(["-I", &b.iface, "-R", &remote]);
+                (server, client)
+            }
+            Ends::Loopback => {
+                let mut server = Command::new(exe);
+                let mut client = Command::new(exe);
+                client.args(["-R", "127.0.0.1"]);
+                if mode.is_ethernet() {
+                    let (s, c) = (
+                        format!("127.0.0.1:{port}"),
+                        format!("127.0.0.1:{}", port.wrapping_add(1)),
+                    );
+                    server.args(["--link", "udp", "--link-bind", &s, "--link-peer", &c]);
+                    client.args(["--link", "udp", "--link-bind", &c]);
+                }
+                (server, client)
+            }
+        }
+    }
+}
+
+/// Runs every mode between `ends`, prints and returns the records.
+fn run_on(args: &Args, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
     let exe = std::env::current_exe()?;
     let exe = exe
         .to_str()
@@ -42,7 +94,8 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
     let modes = args.resolve_modes();
     // --idle-procs: P-1 holding processes per host, for the whole run.
     let mut holders = crate::hold::Holders::default();
-    if args.idle_procs > 1 {
+    if let (true, Ends::Cluster(vc)) = (args.idle_procs > 1, ends) {
+        let (a, b) = (vc.host(0), vc.host(1));
         let extra = hold_args(args);
         for h in [a, b] {
             holders.spawn(
@@ -56,25 +109,49 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
             )?;
         }
     }
-    if args.json {
+    if args.hostnames {
+        print!("{}", hostnames(ends));
+    }
+    if let Ends::Loopback = ends {
         let hosts = serde_json::json!([
-            {"namespace": a.ns.to_string(), "mac": a.mac.to_string(), "ip": a.ip.to_string(), "interface": a.iface},
-            {"namespace": b.ns.to_string(), "mac": b.mac.to_string(), "ip": b.ip.to_string(), "interface": b.iface},
+            {"role": "server", "ip": "127.0.0.1", "udp_link": format!("127.0.0.1:{}", args.port), "link": "udp"},
+            {"role": "client", "ip": "127.0.0.1", "udp_link": format!("127.0.0.1:{}", args.port.wrapping_add(1)), "link": "udp"},
         ]);
-        println!("{}", crate::output::json::metadata(hosts, Some(vc.mtu())));
-    } else {
-        println!(
+        if args.json {
+            println!("{}", crate::output::json::metadata(hosts, Some(args.mtu)));
+        } else {
+            println!(
+                "# netgauge --local --link udp: both ends on 127.0.0.1 without privilege; edp, esp, ctp-edp on UDP links \
+                 (server UDP port P, client P+1; MTU {}), udp/tcp on loopback; pattern {}, {} iterations per size, wait {}",
+                args.mtu,
+                args.pattern.name(),
+                args.count,
+                args.wait().label()
+            );
+        }
+    }
+    if let Ends::Cluster(vc) = ends {
+        let (a, b) = (vc.host(0), vc.host(1));
+        if args.json {
+            let hosts = serde_json::json!([
+                {"namespace": a.ns.to_string(), "mac": a.mac.to_string(), "ip": a.ip.to_string(), "interface": a.iface, "link": "packet"},
+                {"namespace": b.ns.to_string(), "mac": b.mac.to_string(), "ip": b.ip.to_string(), "interface": b.iface, "link": "packet"},
+            ]);
+            println!("{}", crate::output::json::metadata(hosts, Some(vc.mtu())));
+        } else {
+            println!(
             "# netgauge --local: hosts {} ({}, {}) and {} ({}, {}), veth MTU {}, pattern {}, {} iterations per size, wait {}",
             a.ns, a.mac, a.ip, b.ns, b.mac, b.ip, vc.mtu(),
             args.pattern.name(), args.count, args.wait().label()
         );
-        println!(
+            println!(
             "# per host: {} netgauge process(es) ({} holding one EDP socket and one ESP listener each); per process {} idle EDP sockets, {} idle ESP listeners",
             args.idle_procs,
             holders.count() / 2,
             args.idle_edp,
             args.idle_esp
         );
+        }
     }
     if let Some(p) = &args.full_log {
         // The header; each mode's client appends its rows.
@@ -97,16 +174,17 @@ pub fn run(args: &Args) -> io::Result<Vec<Record>> {
         };
         let mut this_run = Vec::new();
         for (i, mode) in order {
+            // Two ports a mode: the UDP links of --link udp take P and P+1.
             let port = args
                 .port
-                .wrapping_add(((rep * modes.len() + i) % 1000) as u16);
+                .wrapping_add((2 * ((rep * modes.len() + i) % 1000)) as u16);
             progress.running(&format!(
                 "run {} of {}: {}",
                 rep + 1,
                 args.repeat,
                 mode.name()
             ));
-            let mut records = run_mode(args, &vc, exe, mode, port, &progress)
+            let mut records = run_mode(args, ends, exe, mode, port, &progress)
                 .map_err(|e| io::Error::new(e.kind(), format!("mode {}: {e}", mode.name())))?;
             for r in &mut records {
                 r.procs_per_host = args.idle_procs;
@@ -248,19 +326,15 @@ fn hold_args(args: &Args) -> Vec<String> {
 
 fn run_mode(
     args: &Args,
-    vc: &Cluster,
+    ends: &Ends<'_>,
     exe: &str,
     mode: Mode,
     port: u16,
     progress: &crate::output::progress::Progress,
 ) -> io::Result<Vec<Record>> {
-    let (a, b) = (vc.host(0), vc.host(1));
     let common = common_args(args, mode, port);
-    let mut server = a.command(exe);
-    server
-        .args(["-a", "--once"])
-        .args(&common)
-        .args(["-I", &a.iface]);
+    let (mut server, mut client) = ends.commands(exe, mode, port);
+    server.args(["-a", "--once"]).args(&common);
     server
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -268,15 +342,9 @@ fn run_mode(
     // Killed when dropped (an error path) and on Ctrl-C.
     let mut server = Process::spawn(&mut server)?;
 
-    let remote = if mode.is_ethernet() {
-        a.mac.to_string()
-    } else {
-        a.ip.to_string()
-    };
-    let mut client = b.command(exe);
     client
         .args(&common)
-        .args(["-I", &b.iface, "-R", &remote, "--json"])
+        .arg("--json")
         .args(["-s", &format!("{}-{}", args.size.min, args.size.max)])
         .args(["-c", &args.count.to_string(), "-g", &args.grade.to_string()])
         .args(["--warmup", &args.warmup.to_string()]);
@@ -349,4 +417,28 @@ fn run_mode(
         return Err(io::Error::other("one_one record without latency"));
     }
     Ok(records)
+}
+
+/// `--hostnames`: one line per end, netgauge's `--hostnames` listing
+/// (rank, host name, address) for the two ends of `--local`.
+fn hostnames(ends: &Ends<'_>) -> String {
+    let me = crate::output::hostname();
+    match ends {
+        Ends::Cluster(vc) => (0..2)
+            .map(|r| {
+                let h = vc.host(r);
+                format!(
+                    "# rank {r} ({}): host {me}, namespace {}, {} {} {}\n",
+                    if r == 0 { "server" } else { "client" },
+                    h.ns,
+                    h.iface,
+                    h.mac,
+                    h.ip
+                )
+            })
+            .collect(),
+        Ends::Loopback => format!(
+            "# rank 0 (server): host {me}, 127.0.0.1\n# rank 1 (client): host {me}, 127.0.0.1\n"
+        ),
+    }
 }

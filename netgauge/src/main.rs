@@ -125,6 +125,17 @@ fn run_main(args: &Args) -> std::io::Result<()> {
     }
     let modes = args.resolve_modes();
     privilege::expect_sessions(modes.len());
+    if args.hostnames {
+        let me = output::hostname();
+        if args.server {
+            println!("# server: host {me}");
+        } else {
+            println!(
+                "# client: host {me}; server: {} (its host name is printed by the server's --hostnames)",
+                args.remote.as_deref().unwrap_or("?")
+            );
+        }
+    }
     if args.server {
         return hostlist::serve(args, &modes);
     }

@@ -34,6 +34,10 @@ const IFACE_BYTES: usize = 10;
 /// Bytes per rank: the interface count, then the interfaces.
 const RANK_BYTES: usize = 1 + MAX_IFACES * IFACE_BYTES;
 
+/// Bytes of a host name exchanged for `--hostnames` (longer names are cut;
+/// HOST_NAME_MAX is 64 on Linux).
+const HOSTNAME_BYTES: usize = 64;
+
 /// One rank's addresses as exchanged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RankInfo {
@@ -131,6 +135,23 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
     let mut all = vec![0u8; RANK_BYTES * n];
     world.all_gather_into(&me.encode()[..], &mut all[..]);
     let infos: Vec<RankInfo> = all.chunks(RANK_BYTES).map(RankInfo::decode).collect();
+    if args.hostnames {
+        // netgauge's --hostnames: rank 0 prints every rank's host name.
+        let mut mine = [0u8; HOSTNAME_BYTES];
+        let h = crate::output::hostname();
+        let l = h.len().min(HOSTNAME_BYTES);
+        mine[..l].copy_from_slice(&h.as_bytes()[..l]);
+        let mut names = vec![0u8; HOSTNAME_BYTES * world.size() as usize];
+        world.all_gather_into(&mine[..], &mut names[..]);
+        if world.rank() == 0 {
+            for (j, c) in names.chunks(HOSTNAME_BYTES).enumerate() {
+                println!(
+                    "# rank {j}: host {}",
+                    String::from_utf8_lossy(c).trim_end_matches('\0')
+                );
+            }
+        }
+    }
     world.barrier();
 
     // Routes by EDP echo.

@@ -27,7 +27,41 @@ pub fn session_config(args: &Args, mode: Mode) -> SessionConfig {
         wait_policy: args.wait().0,
         fault: args.fault(),
         timeout: Duration::from_secs_f64(args.timeout_s),
+        udp_link: udp_link_spec(args),
+        mtu: args.mtu,
     }
+}
+
+/// `--link udp`: the UDP link of this end (see `transport::udp_link`); the
+/// remote or a peer that does not resolve leaves it out of the table, and
+/// the session's socket then reports the bad -R / --link-peer.
+fn udp_link_spec(args: &Args) -> Option<crate::transport::udp_link::UdpLinkSpec> {
+    use crate::transport::udp_link::{resolve, UdpLinkSpec};
+    if args.link != crate::cli::LinkKind::Udp {
+        return None;
+    }
+    let (default_port, peers) = if args.server {
+        let peers = args
+            .link_peers
+            .iter()
+            .filter_map(|p| resolve(p, args.port.wrapping_add(1), "--link-peer").ok())
+            .collect();
+        (args.port, peers)
+    } else {
+        let peers = args
+            .remote
+            .as_deref()
+            .and_then(|r| resolve(r, args.port, "-R").ok())
+            .into_iter()
+            .collect();
+        (args.port.wrapping_add(1), peers)
+    };
+    Some(UdpLinkSpec {
+        bind: args
+            .link_bind
+            .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], default_port))),
+        peers,
+    })
 }
 
 /// Runs the client side of `mode`: every size step, then BYE. `on_record`

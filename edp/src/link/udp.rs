@@ -75,6 +75,30 @@ impl UdpConfig {
     }
 }
 
+/// A deterministic, locally administered unicast MAC that names UDP
+/// address `addr` on a [`UdpLink`], so that two ends agree on each other's
+/// MAC from the addresses alone (netgauge `--link udp` uses it).
+///
+/// IPv4 `a.b.c.d:p` becomes `02:b:c:d:p_hi:p_lo`; IPv6 takes the last three
+/// bytes of the address the same way. Two addresses get the same MAC only
+/// when they agree in port and in those three bytes (for IPv4: differ only
+/// in the first octet); a link's peer table refuses such a pair
+/// ([`UdpLink::add_peer`]), so a collision is an error, never a misdelivery.
+pub fn derived_mac(addr: SocketAddr) -> MacAddr {
+    let tail = match addr.ip() {
+        std::net::IpAddr::V4(v4) => {
+            let o = v4.octets();
+            [o[1], o[2], o[3]]
+        }
+        std::net::IpAddr::V6(v6) => {
+            let o = v6.octets();
+            [o[13], o[14], o[15]]
+        }
+    };
+    let p = addr.port().to_be_bytes();
+    MacAddr([0x02, tail[0], tail[1], tail[2], p[0], p[1]])
+}
+
 /// Counters of a [`UdpLink`], in datagrams (frames).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UdpLinkStats {

@@ -226,3 +226,20 @@ fn jumbo_frames_and_mio_readiness() {
         io::ErrorKind::WouldBlock
     );
 }
+
+#[test]
+fn derived_macs_are_local_unicast_and_name_address_and_port() {
+    let a: SocketAddr = "127.0.0.1:19470".parse().unwrap();
+    let m = derived_mac(a);
+    assert_eq!(m, MacAddr([0x02, 0, 0, 1, 0x4c, 0x0e]));
+    assert!(!m.is_group());
+    // Another port, another MAC; another host, another MAC.
+    assert_ne!(derived_mac("127.0.0.1:19471".parse().unwrap()), m);
+    assert_ne!(
+        derived_mac("10.0.0.2:19470".parse().unwrap()),
+        derived_mac("10.0.0.3:19470".parse().unwrap())
+    );
+    // fe80::1:2:3 ends in bytes .. 00 02 00 03: the last three are 02 00 03.
+    let v6 = derived_mac("[fe80::1:2:3]:7".parse().unwrap());
+    assert_eq!(v6, MacAddr([0x02, 0x02, 0x00, 0x03, 0, 7]));
+}

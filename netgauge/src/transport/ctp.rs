@@ -33,7 +33,7 @@ fn config(cfg: &SessionConfig) -> CtpConfig {
 }
 
 fn bind_edp(cfg: &SessionConfig, port: u16) -> io::Result<CtpSocket<EdpTransport>> {
-    CtpSocket::bind_edp(cfg.iface()?, port, config(cfg))
+    CtpSocket::bind_on(&cfg.open_runtime()?, port, config(cfg))
 }
 
 /// Client: binds an ephemeral port and addresses `-R` (IP or MAC).

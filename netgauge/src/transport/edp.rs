@@ -26,16 +26,15 @@ fn fixes_peer(datagram: &[u8]) -> bool {
     crate::control::Ctrl::decode(datagram).is_some_and(|c| c.kind == crate::control::Kind::Hello)
 }
 
-/// Opens an EDP socket on `cfg`'s interface and `port` (0 = ephemeral) in
-/// the session's runtime ([`SessionConfig::runtime`]).
+/// Opens an EDP socket on `port` (0 = ephemeral) in the session's runtime
+/// ([`SessionConfig::open_runtime`]: -I's packet socket, or the UDP link).
 pub fn open_socket(cfg: &SessionConfig, port: u16) -> io::Result<EdpSocket> {
-    let iface = cfg.iface()?;
     let ecfg = EdpConfig {
         runtime: cfg.runtime(),
         wait: cfg.wait(),
         ..EdpConfig::default()
     };
-    let mut sock = EdpSocket::bind_with((iface, port), &ecfg)?;
+    let mut sock = EdpSocket::bind_on(&cfg.open_runtime()?, port, &ecfg)?;
     sock.set_read_timeout(Some(cfg.timeout))?;
     sock.set_write_timeout(Some(cfg.timeout))?;
     Ok(sock)

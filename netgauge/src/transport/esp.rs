@@ -40,17 +40,16 @@ fn setup(mut stream: EspStream, cfg: &SessionConfig) -> io::Result<Box<dyn Endpo
 /// Client: connects to `-R MAC`, port `-P`, retrying while the server is
 /// not listening yet (RST answers: connection refused).
 pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
-    let iface = cfg.iface()?;
+    let rt = cfg.open_runtime()?;
     let mac = cfg.remote_mac()?;
     let deadline = Instant::now() + cfg.timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        match EspStream::connect_timeout_with(
-            iface,
-            mac,
-            cfg.port,
+        match EspStream::connect_on(
+            &rt,
+            (mac, cfg.port),
             config(cfg),
-            left.max(Duration::from_millis(1)),
+            Some(left.max(Duration::from_millis(1))),
         ) {
             Ok(s) => return setup(s, cfg),
             Err(e)
@@ -73,7 +72,7 @@ pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
 
 /// Server: listens on `-P` and accepts one stream.
 pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
-    let l = EspListener::bind_with(cfg.iface()?, cfg.port, config(cfg))?;
+    let l = EspListener::bind_on(&cfg.open_runtime()?, cfg.port, config(cfg))?;
     let (s, _) = l.accept()?;
     setup(s, cfg)
 }

@@ -17,6 +17,7 @@ pub mod esp;
 pub mod eth;
 pub mod tcp;
 pub mod udp;
+pub mod udp_link;
 
 /// One end of an established measurement session.
 pub trait Endpoint {
@@ -93,6 +94,10 @@ pub struct SessionConfig {
     pub fault: Option<::edp::link::fault::FaultConfig>,
     /// How long a receive may wait before the session fails.
     pub timeout: Duration,
+    /// `--link udp`: our modes run on this UDP link instead of AF_PACKET.
+    pub udp_link: Option<udp_link::UdpLinkSpec>,
+    /// `--link udp`: the link's MTU (Ethernet payload), bytes.
+    pub mtu: usize,
 }
 
 impl SessionConfig {
@@ -106,6 +111,9 @@ impl SessionConfig {
     }
 
     pub(crate) fn remote_mac(&self) -> io::Result<::edp::MacAddr> {
+        if let Some(spec) = &self.udp_link {
+            return spec.first_peer_mac();
+        }
         let r = self.remote.as_deref().unwrap_or_default();
         r.parse().map_err(|e| {
             io::Error::new(
@@ -145,6 +153,18 @@ impl SessionConfig {
                 ..LinkConfig::default()
             },
             ..RuntimeConfig::default()
+        }
+    }
+
+    /// The runtime this session's edp/esp/ctp-edp sockets open on: the
+    /// process's shared packet runtime on -I ([`Self::runtime`]), or with
+    /// `--link udp` its UDP-link runtime ([`udp_link::runtime`]).
+    ///
+    /// Errors: no -I with `--link packet`; opening the link.
+    pub(crate) fn open_runtime(&self) -> io::Result<::edp::runtime::Runtime> {
+        match &self.udp_link {
+            Some(spec) => udp_link::runtime(spec, self.mtu, self.fault.clone()),
+            None => ::edp::runtime::Runtime::shared(self.iface()?, &self.runtime()),
         }
     }
 
