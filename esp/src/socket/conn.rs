@@ -40,7 +40,10 @@ impl ConnSocket {
         Self {
             conn,
             ethertype,
-            max_frame: mtu + edp::wire::ETH_HEADER_LEN,
+            // A keyed runtime's MTU is the link's less the trailer, but a
+            // peer without the key (method none) sends frames of the
+            // link's full MTU.
+            max_frame: mtu + edp::wire::ETH_HEADER_LEN + edp::auth::TRAILER_LEN,
             linger,
             linger_until: None,
             more: false,

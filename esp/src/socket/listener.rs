@@ -223,7 +223,10 @@ impl EspListener {
         let sock = ListenerSocket {
             listener: Listener::new(transport, mtu, (rt.mac(), port), isn_generator().clone()),
             ethertype,
-            max_frame: mtu + edp::wire::ETH_HEADER_LEN,
+            // A keyed runtime's MTU is the link's less the trailer, but a
+            // peer without the key (method none) sends frames of the
+            // link's full MTU.
+            max_frame: mtu + edp::wire::ETH_HEADER_LEN + edp::auth::TRAILER_LEN,
             pending_rst: Vec::new(),
             more: false,
             stats: SlotStats::default(),
@@ -267,6 +270,16 @@ impl EspListener {
         self.rt.with_engine_untimed(|e| {
             e.socket::<ListenerSocket>(self.slot)
                 .map(|l| l.listener.stats())
+                .unwrap_or_default()
+        })
+    }
+
+    /// Frames the listener's slot dropped before the listener saw them
+    /// (malformed, e.g. a bad negotiation option; group-addressed).
+    pub fn slot_stats(&self) -> SlotStats {
+        self.rt.with_engine_untimed(|e| {
+            e.socket::<ListenerSocket>(self.slot)
+                .map(|l| l.stats)
                 .unwrap_or_default()
         })
     }

@@ -367,6 +367,12 @@ impl EspStream {
         })
     }
 
+    /// The authentication method negotiated in the handshake
+    /// (`crate::auth`; `None` before it completed).
+    pub fn auth_method(&mut self) -> Option<crate::auth::AuthMethod> {
+        self.with_conn(|c| c.auth_method())
+    }
+
     /// Connection state.
     pub fn state(&mut self) -> State {
         self.with_conn(|c| c.state())
