@@ -5,7 +5,7 @@
 //! client received the SYN-ACK at its address; only then is a connection
 //! made.
 //!
-//! Layout of the 32-bit cookie (ESP negotiates no options, so unlike TCP's
+//! Layout of the 32-bit cookie (ESP negotiates no MSS, so unlike TCP's
 //! cookies no MSS index is needed: the MSS is the link's, the window comes
 //! with the final ACK):
 //!
