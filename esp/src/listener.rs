@@ -221,6 +221,14 @@ impl<H> Listener<H> {
         if repr.dst_port != self.local.1 || repr.flags.rst() || src_mac.is_group() {
             return SynOutcome::Drop(DropReason::Ignored);
         }
+        let is_syn = repr.flags.syn() && !repr.flags.ack();
+        if tag == TagStatus::Unverified && !is_syn && !self.auth.contains(AuthMethod::NONE.0) {
+            // Without a tag, a listener that requires one answers only a
+            // SYN (with its refusal): no RST for an attacker's untagged
+            // segments.
+            self.stats.auth_dropped += 1;
+            return SynOutcome::Drop(DropReason::Unauthenticated);
+        }
         let remote = (src_mac, repr.src_port);
         if !repr.flags.syn() || repr.flags.ack() {
             if self.has(remote) || known(remote) {

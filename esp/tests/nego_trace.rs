@@ -269,7 +269,7 @@ fn cookies_bind_the_method_chosen() {
     assert_eq!(a.auth_method(), Some(S));
     let ack = out(&mut a, t0);
     let (r, p) = &ack[0];
-    // The final ACK without its tag completes nothing.
+    // The final ACK without its tag completes nothing, draws no RST.
     match l.on_segment_tagged(t0, 0, A, r, p, U, |_| false) {
         SynOutcome::Drop(DropReason::Unauthenticated) => {}
         o => panic!("{o:?}"),
@@ -279,6 +279,28 @@ fn cookies_bind_the_method_chosen() {
         panic!("cookie refused")
     };
     assert_eq!(b.auth_method(), Some(S));
+}
+
+#[test]
+fn a_listener_requiring_the_tag_answers_only_syns_without_one() {
+    let t0 = Instant::now();
+    let mut l = listener(&[S]);
+    let ack = EspRepr {
+        src_port: PA,
+        dst_port: PB,
+        flags: Flags::ACK,
+        seq: Seq(9),
+        ack: Seq(99),
+        ..Default::default()
+    };
+    match syn_to(&mut l, t0, &ack, U) {
+        SynOutcome::Drop(DropReason::Unauthenticated) => {}
+        o => panic!("{o:?}"),
+    }
+    assert_eq!(l.stats().auth_dropped, 1);
+    assert_eq!(l.stats().resets, 0, "no RST for an untagged segment");
+    // Tagged, the same segment draws the RST of RFC 793's LISTEN rules.
+    assert!(matches!(syn_to(&mut l, t0, &ack, V), SynOutcome::Reset(_)));
 }
 
 #[test]
