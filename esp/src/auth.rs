@@ -39,6 +39,16 @@
 //! can drop the SYN anyway; the tag does not protect availability), so
 //! that a refusal reaches a client whose key the listener lacks.
 //!
+//! Departures from the journal (lam-mpi-developer-journal.txt, "minime"
+//! authentication): there the acceptor sends its list and the connector
+//! answers with the index of the first entry it also has; here the
+//! initiator's offer rides in the SYN and the listener picks the first of
+//! its own list that was offered: the same choice, one round trip fewer
+//! (a SYN is all ESP has before state). Methods are 1-byte ids, not string
+//! names (frame space; `Display` gives the names). An acceptor with no
+//! methods does not pass everyone: `none` is an explicit method, and an
+//! empty list is a configuration error ([`AuthPolicy::check`]).
+//!
 //! The tag itself is frame authentication of the runtime ([`edp::auth`]:
 //! SipHash-2-4-128 over the whole frame with the per-cluster key, a replay
 //! counter and window), so method `siphash-2-4-128` needs a runtime with a
