@@ -649,7 +649,10 @@ local p_esp = Proto("cnesp", "clusternet ESP (Ethernet Streaming Protocol)")
 local ESP_HLEN = 20
 
 local checksum_status = { [0] = "Bad", [1] = "Good", [2] = "Unverified", [3] = "Not present" }
-local option_kinds = { [0] = "End of options", [1] = "No-operation", [5] = "SACK" }
+local option_kinds = { [0] = "End of options", [1] = "No-operation", [5] = "SACK",
+    [6] = "Negotiation (authentication, encryption)" }
+local auth_methods = { [0] = "none", [1] = "siphash-2-4-128" }
+local enc_methods = { [0] = "none" }
 
 local espf = {
     srcport = ProtoField.uint16("cnesp.srcport", "Source port", base.DEC),
@@ -678,6 +681,10 @@ local espf = {
     sack_left = ProtoField.uint32("cnesp.sack.left", "SACK left edge", base.DEC),
     sack_right = ProtoField.uint32("cnesp.sack.right", "SACK right edge", base.DEC),
     dsack = ProtoField.bool("cnesp.sack.dsack", "D-SACK (RFC 2883)"),
+    nego_nauth = ProtoField.uint8("cnesp.nego.auth_count", "Authentication methods", base.DEC),
+    nego_auth = ProtoField.uint8("cnesp.nego.auth", "Authentication method", base.DEC, auth_methods),
+    nego_nenc = ProtoField.uint8("cnesp.nego.enc_count", "Encryption methods", base.DEC),
+    nego_enc = ProtoField.uint8("cnesp.nego.enc", "Encryption method", base.DEC, enc_methods),
     padding = ProtoField.bytes("cnesp.options.padding", "Option padding"),
     payload = ProtoField.bytes("cnesp.payload", "Payload"),
 }
@@ -709,11 +716,12 @@ local flag_names = { { 0x01, "FIN" }, { 0x02, "SYN" }, { 0x04, "RST" }, { 0x10, 
 -- Dissects the option bytes [20, hlen) like EspRepr::parse; returns the
 -- malformation found (nil if none) and the SACK blocks as text for the info
 -- column.
-local function dissect_esp_options(tvb, t, hlen, ack, ackflag)
+local function dissect_esp_options(tvb, t, hlen, ack, ackflag, synrst)
     local ot = t:add(espf.options, tvb(ESP_HLEN, hlen - ESP_HLEN))
     ot:append_text(string.format(" (%d bytes)", hlen - ESP_HLEN))
     local i = ESP_HLEN
     local sack_seen = false
+    local nego_seen = false
     local info = ""
     while i < hlen do
         local kind = tvb(i, 1):uint()
@@ -741,7 +749,43 @@ local function dissect_esp_options(tvb, t, hlen, ack, ackflag)
                     "ESP option length %d out of range: %d option bytes left", len, hlen - i))
                 return "option length out of range", info
             end
-            if kind == 5 then
+            if kind == 6 then
+                -- esp/src/wire/nego.rs: A, A auth ids, E, E enc ids.
+                local nt = ot:add(tvb(i, len), "Negotiation")
+                nt:add(espf.opt_kind, tvb(i, 1))
+                nt:add(espf.opt_len, tvb(i + 1, 1))
+                if nego_seen or not synrst then
+                    nt:add_proto_expert_info(espe.option,
+                        "Negotiation option twice, or on a segment other than SYN, SYN-ACK or RST")
+                    return "misplaced negotiation option", info
+                end
+                nego_seen = true
+                local body = len - 2
+                local na = body >= 1 and tvb(i + 2, 1):uint() or 0
+                if body < 1 or na == 0 or na > 8 or body - 1 < na + 1 then
+                    nt:add_proto_expert_info(espe.option, "Malformed negotiation option: authentication count")
+                    return "malformed negotiation option", info
+                end
+                local ne = tvb(i + 3 + na, 1):uint()
+                if ne > 8 or body - 2 - na ~= ne then
+                    nt:add_proto_expert_info(espe.option, "Malformed negotiation option: encryption count")
+                    return "malformed negotiation option", info
+                end
+                nt:add(espf.nego_nauth, tvb(i + 2, 1))
+                local names = {}
+                for k = 0, na - 1 do
+                    local id = tvb(i + 3 + k, 1):uint()
+                    nt:add(espf.nego_auth, tvb(i + 3 + k, 1))
+                    names[#names + 1] = auth_methods[id] or string.format("#%d", id)
+                end
+                nt:add(espf.nego_nenc, tvb(i + 3 + na, 1))
+                for k = 0, ne - 1 do
+                    nt:add(espf.nego_enc, tvb(i + 4 + na + k, 1))
+                end
+                local list = table.concat(names, ",")
+                nt:append_text(": auth " .. list)
+                info = info .. " AUTH=" .. list
+            elseif kind == 5 then
                 local st = ot:add(tvb(i, len), "SACK")
                 st:add(espf.opt_kind, tvb(i, 1))
                 st:add(espf.opt_len, tvb(i + 1, 1))
@@ -913,7 +957,7 @@ function p_esp.dissector(tvb, pinfo, tree)
     end
 
     if hlen > ESP_HLEN then
-        local why, sinfo = dissect_esp_options(tvb, t, hlen, ack, ackf)
+        local why, sinfo = dissect_esp_options(tvb, t, hlen, ack, ackf, syn or rst)
         pinfo.cols.info:append(sinfo)
         if why then
             malformed = malformed or why

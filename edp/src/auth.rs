@@ -29,8 +29,13 @@
 //! [`KEY_ENV`] or in the file named by [`KEY_FILE_ENV`] (which must not be
 //! readable by group or others), never on a command line (visible in
 //! `ps`). Every host of the cluster uses the same key; a host without it
-//! can neither be heard nor heard from (there is no negotiation yet: see
-//! docs).
+//! is not heard, except where a protocol negotiated per connection to
+//! accept unauthenticated frames: ESP's handshake (`esp::auth`, the LAM
+//! journal's rule, the acceptor's list governs) can bind a connection to
+//! method `none`, and the runtime then delivers that connection's frames
+//! without a valid tag marked [`TagStatus::Unverified`]. EDP and
+//! CTP-over-EDP have no session setup: for them the method is fixed per
+//! cluster by this key.
 
 use std::collections::hash_map::Entry;
 use std::io;
@@ -232,6 +237,23 @@ impl AuthStats {
     pub fn failures(&self) -> u64 {
         self.short + self.bad_tag + self.replayed + self.stale + self.table_full
     }
+}
+
+/// What frame authentication established about a frame handed to a
+/// socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TagStatus {
+    /// The runtime has no cluster key: nothing was checked.
+    #[default]
+    Off,
+    /// The frame's tag and counter passed ([`Verifier::verify`]).
+    Verified,
+    /// The runtime has a key and the frame carried no valid tag (none, or
+    /// a bad one); it is delivered only to sockets that asked for such
+    /// frames (`Socket::accepts_unverified`: an ESP listener, an ESP
+    /// connection bound to method `none`), which check it before any state
+    /// changes. Already counted in [`AuthStats`] (`short` or `bad_tag`).
+    Unverified,
 }
 
 /// Why a frame was refused.

@@ -8,6 +8,7 @@ use edp::link::fault::FaultConfig;
 use edp::runtime::{RuntimeConfig, WaitPolicy};
 pub use netcore::rtt::{RtoConfig, RtoPolicy};
 
+use crate::auth::AuthPolicy;
 use crate::wire::ETHERTYPE_ESP;
 
 /// Congestion controller of a connection.
@@ -87,6 +88,11 @@ pub struct TransportConfig {
     /// 0x88B6, unless configured otherwise; it must match the link's
     /// demultiplexing).
     pub ethertype: u16,
+    /// Authentication methods this end accepts, in its order of preference
+    /// (`crate::auth`): what a connecting end offers in its SYN, and the
+    /// list that governs on a listener. Default [`AuthPolicy::Cluster`]:
+    /// required when the runtime has a cluster key, `none` otherwise.
+    pub auth: AuthPolicy,
 }
 
 impl Default for TransportConfig {
@@ -142,6 +148,7 @@ impl Default for TransportConfig {
             syn_cookies: true,
             checksum: true,
             ethertype: ETHERTYPE_ESP,
+            auth: AuthPolicy::Cluster,
         }
     }
 }

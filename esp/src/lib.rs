@@ -38,12 +38,14 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod config;
 pub mod conn;
 pub mod listener;
 pub mod socket;
 pub mod wire;
 
+pub use auth::{AuthMethod, AuthPolicy, MethodList};
 pub use config::{CongestionControl, EspConfig, TransportConfig};
 pub use conn::{Connection, ConnectionError, Error, IsnGenerator, State, Stats};
 /// Fault injection settings, re-exported for [`EspConfig::with_fault`].

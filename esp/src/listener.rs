@@ -24,9 +24,10 @@
 
 use std::time::Instant;
 
+use crate::auth::{choose, AuthMethod, EncMethod, MethodList, TagStatus};
 use crate::config::TransportConfig;
 use crate::conn::{Connection, IsnGenerator, State, MAX_WINDOW};
-use crate::wire::{EspRepr, Flags, MacAddr, ESP_HEADER_LEN};
+use crate::wire::{EspRepr, Flags, MacAddr, Nego, ESP_HEADER_LEN};
 
 pub mod cookie;
 
@@ -47,6 +48,10 @@ pub enum SynOutcome {
     /// Send this SYN-ACK carrying a SYN cookie to the segment's source; no
     /// state was kept.
     Cookie(EspRepr),
+    /// Send this RST to the segment's source: its SYN offered no method
+    /// of the listener's list (`crate::auth`); the RST carries the
+    /// listener's lists for the initiator's error. No state was kept.
+    Refused(EspRepr),
     /// Ignore the segment.
     Drop(DropReason),
 }
@@ -62,6 +67,9 @@ pub enum DropReason {
     HalfOpenFull,
     /// An RST, or a segment not addressed to the listening port.
     Ignored,
+    /// A segment without a valid frame tag where the negotiated method
+    /// needs one (a final ACK completing a cookie).
+    Unauthenticated,
 }
 
 /// Counters of a listener.
@@ -81,6 +89,12 @@ pub struct ListenerStats {
     pub cookies_invalid: u64,
     /// Half-open connections that died before completing the handshake.
     pub half_open_failed: u64,
+    /// SYNs refused by negotiation: no common authentication (or
+    /// encryption) method (`crate::auth`).
+    pub auth_refused: u64,
+    /// Segments dropped for want of a valid frame tag under the method
+    /// they were bound to.
+    pub auth_dropped: u64,
 }
 
 /// A connection owned by the listener, with the caller's handle.
@@ -95,6 +109,8 @@ pub struct Entry<H> {
 /// The listen side of one (MAC, port).
 pub struct Listener<H> {
     cfg: TransportConfig,
+    /// The governing list of authentication methods (`cfg.auth`).
+    auth: MethodList,
     mtu: usize,
     local: (MacAddr, u16),
     isn: IsnGenerator,
@@ -108,6 +124,7 @@ impl<H> Listener<H> {
     /// from `cfg.backlog` and `cfg.max_half_open`.
     pub fn new(cfg: TransportConfig, mtu: usize, local: (MacAddr, u16), isn: IsnGenerator) -> Self {
         Self {
+            auth: cfg.auth.resolve(false),
             cfg,
             mtu,
             local,
@@ -182,8 +199,35 @@ impl<H> Listener<H> {
         payload: &[u8],
         known: impl Fn((MacAddr, u16)) -> bool,
     ) -> SynOutcome {
+        self.on_segment_tagged(now, clock_us, src_mac, repr, payload, TagStatus::Off, known)
+    }
+
+    /// [`Listener::on_segment_with_payload`] with frame authentication's
+    /// verdict on the segment (`cx.tag`): a SYN is negotiated with it
+    /// (`crate::auth`: a method with a tag counts as offered only on a
+    /// verified SYN), a final ACK returning a cookie for such a method
+    /// must be verified.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_segment_tagged(
+        &mut self,
+        now: Instant,
+        clock_us: u64,
+        src_mac: MacAddr,
+        repr: &EspRepr,
+        payload: &[u8],
+        tag: TagStatus,
+        known: impl Fn((MacAddr, u16)) -> bool,
+    ) -> SynOutcome {
         if repr.dst_port != self.local.1 || repr.flags.rst() || src_mac.is_group() {
             return SynOutcome::Drop(DropReason::Ignored);
+        }
+        let is_syn = repr.flags.syn() && !repr.flags.ack();
+        if tag == TagStatus::Unverified && !is_syn && !self.auth.contains(AuthMethod::NONE.0) {
+            // Without a tag, a listener that requires one answers only a
+            // SYN (with its refusal): no RST for an attacker's untagged
+            // segments.
+            self.stats.auth_dropped += 1;
+            return SynOutcome::Drop(DropReason::Unauthenticated);
         }
         let remote = (src_mac, repr.src_port);
         if !repr.flags.syn() || repr.flags.ack() {
@@ -191,7 +235,7 @@ impl<H> Listener<H> {
                 return SynOutcome::Drop(DropReason::Duplicate);
             }
             if repr.flags.ack() && !repr.flags.syn() && self.cfg.syn_cookies {
-                if let Some(o) = self.complete_cookie(now, clock_us, src_mac, repr, payload) {
+                if let Some(o) = self.complete_cookie(now, clock_us, src_mac, repr, payload, tag) {
                     return o;
                 }
             }
@@ -204,6 +248,24 @@ impl<H> Listener<H> {
         if self.has(remote) || known(remote) {
             return SynOutcome::Drop(DropReason::Duplicate);
         }
+        // Negotiation first (the LAM rule: the acceptor's list governs);
+        // a SYN without the option offers none only.
+        let none = MethodList::one(AuthMethod::NONE.0);
+        let (offer_auth, offer_enc) = repr.nego.map_or((none, none), |n| (n.auth, n.enc));
+        let method = match choose(&self.auth, &offer_auth, &offer_enc, tag) {
+            Ok((m, _enc)) => m,
+            Err(stage) => {
+                self.stats.auth_refused += 1;
+                tracing::debug!(port = self.local.1, peer = %src_mac, ?stage, offered = ?offer_auth,
+                    accepted = ?self.auth, "SYN refused: no common method");
+                let mut rst = repr.reset_reply().expect("a SYN is no RST");
+                rst.nego = Some(Nego {
+                    auth: self.auth,
+                    enc: MethodList::one(EncMethod::NONE.0),
+                });
+                return SynOutcome::Refused(rst);
+            }
+        };
         if self.ready() >= self.cfg.backlog {
             self.stats.syns_dropped += 1;
             tracing::debug!(port = self.local.1, peer = %src_mac, "SYN dropped: backlog full");
@@ -213,7 +275,7 @@ impl<H> Listener<H> {
             if self.cfg.syn_cookies {
                 self.stats.cookies_sent += 1;
                 tracing::trace!(port = self.local.1, peer = %src_mac, "half-open table full: SYN cookie");
-                return SynOutcome::Cookie(self.cookie_syn_ack(remote, repr, clock_us));
+                return SynOutcome::Cookie(self.cookie_syn_ack(remote, repr, method, clock_us));
             }
             self.stats.syns_dropped += 1;
             tracing::debug!(port = self.local.1, peer = %src_mac, "SYN dropped: half-open limit");
@@ -221,7 +283,8 @@ impl<H> Listener<H> {
         }
         let iss = self.isn.isn(self.local, remote, clock_us);
         match Connection::accept(&self.cfg, self.mtu, self.local, src_mac, repr, iss, now) {
-            Some(c) => {
+            Some(mut c) => {
+                c.bind_auth(method);
                 self.stats.syns_accepted += 1;
                 SynOutcome::Accept(Box::new(c))
             }
@@ -232,15 +295,27 @@ impl<H> Listener<H> {
     /// The stateless SYN-ACK answering `syn` from `remote` (its sequence
     /// number is the cookie; its window the whole receive buffer, as a
     /// connection's SYN-ACK advertises).
-    fn cookie_syn_ack(&self, remote: (MacAddr, u16), syn: &EspRepr, clock_us: u64) -> EspRepr {
+    fn cookie_syn_ack(
+        &self,
+        remote: (MacAddr, u16),
+        syn: &EspRepr,
+        method: AuthMethod,
+        clock_us: u64,
+    ) -> EspRepr {
         let mss = self.mtu.saturating_sub(ESP_HEADER_LEN).max(1);
         EspRepr {
             src_port: self.local.1,
             dst_port: remote.1,
             flags: Flags::SYN | Flags::ACK,
-            seq: self.cookies.make(self.local, remote, syn.seq, clock_us),
+            seq: self
+                .cookies
+                .make(self.local, remote, syn.seq, method.0, clock_us),
             ack: syn.seq.add(1),
             window: ((self.cfg.recv_buffer / mss) as u32).clamp(1, MAX_WINDOW) as u16,
+            nego: Some(Nego {
+                auth: MethodList::one(method.0),
+                enc: MethodList::one(EncMethod::NONE.0),
+            }),
             ..Default::default()
         }
     }
@@ -256,13 +331,23 @@ impl<H> Listener<H> {
         src_mac: MacAddr,
         repr: &EspRepr,
         payload: &[u8],
+        tag: TagStatus,
     ) -> Option<SynOutcome> {
         let remote = (src_mac, repr.src_port);
         let iss = repr.ack.sub(1);
         let irs = repr.seq.sub(1);
-        if !self.cookies.check(self.local, remote, irs, iss, clock_us) {
+        // The cookie binds the method chosen: one hash per method of the
+        // listener's list (at most 8).
+        let Some(method) = self.auth.auth_methods().find(|m| {
+            self.cookies
+                .check(self.local, remote, irs, iss, m.0, clock_us)
+        }) else {
             self.stats.cookies_invalid += 1;
             return None;
+        };
+        if method.requires_tag() && tag != TagStatus::Verified {
+            self.stats.auth_dropped += 1;
+            return Some(SynOutcome::Drop(DropReason::Unauthenticated));
         }
         if self.ready() >= self.cfg.backlog {
             // The client retransmits (its data, or a keepalive) and gets
@@ -272,9 +357,10 @@ impl<H> Listener<H> {
         }
         let mut c =
             Connection::from_cookie(&self.cfg, self.mtu, self.local, src_mac, repr, iss, now)?;
+        c.bind_auth(method);
         self.stats.cookies_accepted += 1;
         tracing::debug!(port = self.local.1, peer = %src_mac, "connection from a SYN cookie");
-        c.handle_segment(now, repr, payload);
+        c.handle_segment_tagged(now, repr, payload, tag, &mut []);
         Some(SynOutcome::Accept(Box::new(c)))
     }
 

@@ -47,6 +47,9 @@ pub const OPT_NOP: u8 = 1;
 /// Option kind: selective acknowledgement, `2 + 8 n` bytes, n = 1..=4 blocks.
 pub const OPT_SACK: u8 = 5;
 
+mod nego;
+pub use nego::{Nego, OPT_NEGO};
+
 /// Sequence numbers with wraparound (RFC 1982), shared with the other
 /// protocols of the workspace.
 pub use netcore::seq::Seq;
@@ -391,6 +394,9 @@ pub struct EspRepr {
     pub window: u16,
     /// Selective acknowledgements (option kind 5).
     pub sack: SackBlocks,
+    /// Authentication/encryption negotiation (option kind 6; SYN, SYN-ACK
+    /// and RST only: `crate::auth`).
+    pub nego: Option<Nego>,
     /// Payload length in bytes.
     pub payload_len: u16,
 }
@@ -425,6 +431,7 @@ impl EspRepr {
             return Err(WireError::Inconsistent("SYN or FIN segment with payload"));
         }
         let mut sack = SackBlocks::new();
+        let mut nego = None;
         let opts = p.options();
         let mut i = 0;
         while i < opts.len() {
@@ -438,6 +445,14 @@ impl EspRepr {
                     let len = opts[i + 1] as usize;
                     if len < 2 || i + len > opts.len() {
                         return Err(WireError::Inconsistent("option length out of range"));
+                    }
+                    if kind == OPT_NEGO {
+                        if nego.is_some() || !flags.intersects(Flags::SYN | Flags::RST) {
+                            return Err(WireError::Inconsistent(
+                                "negotiation option twice, or on a segment other than SYN, SYN-ACK or RST",
+                            ));
+                        }
+                        nego = Some(Nego::parse_body(&opts[i + 2..i + len])?);
                     }
                     if kind == OPT_SACK {
                         let body = &opts[i + 2..i + len];
@@ -468,13 +483,14 @@ impl EspRepr {
             ack: p.ack(),
             window: p.window(),
             sack,
+            nego,
             payload_len: p.payload_len(),
         })
     }
 
     /// Header length this repr emits, in bytes (options padded to 4 bytes).
     pub fn header_len(&self) -> usize {
-        let opt = self.sack.wire_len();
+        let opt = self.sack.wire_len() + self.nego.map_or(0, |n| n.wire_len());
         ESP_HEADER_LEN + opt.div_ceil(4) * 4
     }
 
@@ -505,6 +521,9 @@ impl EspRepr {
                 set_u32(opts, i + 4..i + 8, e.0);
                 i += 8;
             }
+        }
+        if let Some(n) = &self.nego {
+            i += n.emit(&mut opts[i..]);
         }
         if i < opts.len() {
             opts[i..].fill(OPT_END);
@@ -655,6 +674,7 @@ mod tests {
             ack: Seq(9),
             window: 64,
             sack,
+            nego: None,
             payload_len: 0,
         };
         assert_eq!(esp.header_len(), 20 + 20);
@@ -813,7 +833,7 @@ mod tests {
             let mut sack = SackBlocks::new();
             for (s, l) in &blocks { sack.push(Seq(*s), Seq(s.wrapping_add(*l))); }
             let esp = EspRepr { src_port: src, dst_port: dst, flags, seq: Seq(seq), ack: Seq(ack),
-                                window, sack, payload_len: payload.len() as u16 };
+                                window, sack, nego: None, payload_len: payload.len() as u16 };
             let mut buf = vec![0u8; 14 + esp.header_len() + payload.len() + pad];
             let n = emit_esp_frame(&mut buf, &eth(), &esp, &payload).unwrap();
             prop_assert_eq!(n + pad, buf.len());

@@ -24,7 +24,7 @@ use super::responder::Responder;
 use super::socket::{Cx, DirectRead, Ready, SlotId, Socket, Spawn};
 use super::stats::EngineStats;
 use super::tx::{self, TxQueue};
-use crate::auth::{FrameAuth, TRAILER_LEN};
+use crate::auth::{FrameAuth, Refused, TagStatus, TRAILER_LEN};
 
 /// Frames read per receive call.
 pub const RX_BATCH: usize = 64;
@@ -380,6 +380,7 @@ impl EthEngine {
                         mac,
                         mtu,
                         slot: id,
+                        tag: TagStatus::Off,
                         spawned: &mut st.spawned,
                     };
                     slot.socket.on_timeout(&mut cx);
@@ -470,6 +471,7 @@ impl EthEngine {
                     mac: st.mac,
                     mtu: st.mtu,
                     slot: id,
+                    tag: TagStatus::Off,
                     spawned: &mut st.spawned,
                 };
                 slot.socket.poll_transmit(&mut cx, &mut st.tx);
@@ -715,10 +717,15 @@ impl State {
             return;
         }
         // Authentication before anything looks at the frame's contents.
-        let frame = match self.auth.as_mut() {
-            None => frame,
+        let (frame, tag) = match self.auth.as_mut() {
+            None => (frame, TagStatus::Off),
             Some(a) => match a.verifier.verify(frame, crate::auth::wall_ns()) {
-                Ok(body) => &frame[..body],
+                Ok(body) => (&frame[..body], TagStatus::Verified),
+                // No valid tag at all: only an ESP socket that negotiated
+                // for such frames may take it (checked below).
+                Err(Refused::Short | Refused::BadTag) if ethertype == self.esp_ethertype => {
+                    (frame, TagStatus::Unverified)
+                }
                 Err(why) => {
                     tracing::trace!(?why, %src, "runtime: frame failed authentication");
                     return;
@@ -727,7 +734,18 @@ impl State {
         };
         let src_port = u16::from_be_bytes([frame[14], frame[15]]);
         let dst_port = u16::from_be_bytes([frame[16], frame[17]]);
-        let Some(id) = self.demux.lookup(ethertype, dst_port, src, src_port) else {
+        let found = self.demux.lookup(ethertype, dst_port, src, src_port);
+        if tag == TagStatus::Unverified {
+            let wanted = found
+                .and_then(|id| self.slots[id.index as usize].as_ref())
+                .is_some_and(|s| s.socket.accepts_unverified());
+            if !wanted {
+                tracing::trace!(%src, "runtime: frame failed authentication");
+                return;
+            }
+            self.stats.auth_unverified_delivered += 1;
+        }
+        let Some(id) = found else {
             let answered = self.responder.on_unclaimed(
                 now,
                 frame,
@@ -754,6 +772,7 @@ impl State {
             mac: self.mac,
             mtu: self.mtu,
             slot: id,
+            tag,
             spawned: &mut self.spawned,
         };
         match direct {

@@ -102,6 +102,7 @@ struct Info {
     mtu: usize,
     edp_ethertype: u16,
     esp_ethertype: u16,
+    authenticated: bool,
 }
 
 /// A handle on a runtime (cheap to clone). See the module documentation.
@@ -155,6 +156,7 @@ impl Runtime {
                     mtu: g.engine.st.mtu,
                     edp_ethertype: g.engine.st.edp_ethertype,
                     esp_ethertype: g.engine.st.esp_ethertype,
+                    authenticated: g.engine.st.auth.is_some(),
                 })
             };
             return Ok(Runtime { driver: d, info });
@@ -240,6 +242,7 @@ impl Runtime {
             mtu: link.mtu().saturating_sub(overhead),
             edp_ethertype: config.link.edp_ethertype,
             esp_ethertype: config.link.esp_ethertype,
+            authenticated: auth.is_some(),
         });
         let name = match &iface {
             Some(i) => format!("cn-rt-{i}"),
@@ -284,6 +287,12 @@ impl Runtime {
     /// ESP's ethertype on this runtime.
     pub fn esp_ethertype(&self) -> u16 {
         self.info.esp_ethertype
+    }
+
+    /// Whether this runtime has a cluster key (frame authentication on:
+    /// every frame it sends is sealed, every frame it receives checked).
+    pub fn authenticated(&self) -> bool {
+        self.info.authenticated
     }
 
     /// The driver (for socket handles).

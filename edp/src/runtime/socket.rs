@@ -143,6 +143,10 @@ pub struct Cx<'a> {
     pub mtu: usize,
     /// The slot being called.
     pub slot: SlotId,
+    /// Frame authentication's verdict on the frame being delivered
+    /// ([`crate::auth::TagStatus::Off`] outside `on_frame` and when the
+    /// runtime has no key).
+    pub tag: crate::auth::TagStatus,
     pub(crate) spawned: &'a mut Vec<(SlotId, Spawn)>,
 }
 
@@ -167,6 +171,17 @@ pub trait Socket: Send + 'static {
     fn on_frame_direct(&mut self, cx: &mut Cx<'_>, frame: &[u8], direct: &mut DirectRead<'_>) {
         let _ = direct;
         self.on_frame(cx, frame);
+    }
+
+    /// Whether the socket takes frames that failed frame authentication
+    /// (`cx.tag` = [`crate::auth::TagStatus::Unverified`]) when the runtime
+    /// has a cluster key. Default false: such frames are dropped (counted
+    /// in `EngineStats::auth`) before the socket sees them. ESP listeners
+    /// (to answer a SYN from a host without the key with a refusal) and
+    /// ESP connections negotiated to method `none` say true, and check the
+    /// status before any state changes. Asked for every such frame.
+    fn accepts_unverified(&self) -> bool {
+        false
     }
 
     /// Called when `cx.now` has reached [`Socket::poll_timeout`].

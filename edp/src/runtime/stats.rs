@@ -37,6 +37,10 @@ pub struct EngineStats {
     /// Frame authentication's counters (all zero when it is off): frames
     /// refused here (bad tag, replayed, stale) never reached a socket.
     pub auth: crate::auth::AuthStats,
+    /// Of the frames without a valid tag (counted in `auth`), those handed
+    /// to an ESP socket that negotiated for them (a listener, to refuse or
+    /// accept by its list; a connection bound to method `none`).
+    pub auth_unverified_delivered: u64,
 }
 
 /// Counters of the host responder role (echo replies, RSTs for segments to

@@ -228,6 +228,8 @@ impl Connection {
             // The SYN advertises the window too (RFC 7323 would not scale it).
             let w = self.rcv_window_initial();
             repr.window = w as u16;
+            // The offer (SYN) or the choice (SYN-ACK): `crate::auth`.
+            repr.nego = Some(self.nego_out());
             if flags.ack() {
                 self.recv.adv = self.recv.nxt.add(w);
             }

@@ -1,6 +1,8 @@
 //! Errors, quinn style: why a call failed ([`Error`]) apart from why a
 //! connection died ([`ConnectionError`]).
 
+use crate::auth::AuthMethod;
+
 /// Why a connection died. Once set it stays (see
 /// [`super::Connection::error`]) and every later call that needs a live
 /// connection returns it as [`Error::ConnectionLost`].
@@ -24,6 +26,20 @@ pub enum ConnectionError {
     /// This end aborted the connection (RST sent).
     #[error("connection aborted locally")]
     Aborted,
+    /// Refused by negotiation (`crate::auth`): the peer requires this
+    /// authentication method and this end did not offer it.
+    #[error("connection refused: the peer requires authentication method {0}, which this end does not offer; set CLUSTERNET_KEY_FILE (or CLUSTERNET_KEY) to the cluster key")]
+    AuthRequired(AuthMethod),
+    /// Refused by negotiation: the peer accepts only methods this end does
+    /// not allow (this end requires authentication, the peer has no key);
+    /// the method is the peer's first choice.
+    #[error("connection refused: the peer accepts authentication method {0} only, and this end requires authentication; give the peer the cluster key (CLUSTERNET_KEY_FILE), or allow method none here")]
+    AuthUnavailable(AuthMethod),
+    /// Refused by negotiation although both ends accept a common method
+    /// with a tag: the peer could not verify this end's frames (the
+    /// cluster keys differ).
+    #[error("connection refused: the peer could not verify this end's frame tags; the cluster keys differ (check CLUSTERNET_KEY_FILE on both hosts)")]
+    AuthFailed,
 }
 
 /// Why a call on a connection failed.
@@ -52,6 +68,9 @@ impl From<ConnectionError> for std::io::Error {
             ConnectionError::Refused => K::ConnectionRefused,
             ConnectionError::TimedOut => K::TimedOut,
             ConnectionError::Aborted => K::ConnectionAborted,
+            ConnectionError::AuthRequired(_)
+            | ConnectionError::AuthUnavailable(_)
+            | ConnectionError::AuthFailed => K::ConnectionRefused,
         };
         std::io::Error::new(kind, e)
     }

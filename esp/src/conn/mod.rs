@@ -74,6 +74,7 @@ fn traced<R>(span: Span, f: impl FnOnce() -> R) -> R {
 mod acceptance;
 mod emit;
 mod error;
+mod handshake;
 mod isn;
 mod probe;
 mod receive;
@@ -97,6 +98,7 @@ pub use recovery::{DUP_THRESH, MAX_DUP_THRESH};
 pub use state::State;
 pub use stats::Stats;
 
+use crate::auth::{AuthMethod, MethodList, TagStatus};
 use crate::config::{CongestionControl, TransportConfig};
 use crate::wire::{EspRepr, Flags, MacAddr, Seq, ESP_HEADER_LEN};
 use acceptance::AckLimits;
@@ -127,6 +129,12 @@ pub struct Connection {
     stats: Stats,
     /// The connection's trace span (local and remote port, peer MAC).
     span: Span,
+    /// Authentication methods this end accepts, in order (offered in the
+    /// SYN; `crate::auth`).
+    auth_offer: MethodList,
+    /// The method negotiated (binding from the handshake on); `None` in
+    /// SYN_SENT.
+    auth: Option<AuthMethod>,
 
     // ---- send side
     /// ISS: the initial send sequence number.
@@ -213,6 +221,8 @@ impl Connection {
             timers: Timers::default(),
             stats: Stats::default(),
             span,
+            auth_offer: cfg.auth.resolve(false),
+            auth: None,
             iss,
             snd_wnd: SendWindow {
                 edge: iss.add(1),
@@ -622,6 +632,24 @@ impl Connection {
         self.handle_segment_into(now, repr, payload, &mut []);
     }
 
+    /// [`handle_segment_into`](Self::handle_segment_into) with frame
+    /// authentication's verdict on the segment (`cx.tag` of the runtime;
+    /// the other entry points pass [`TagStatus::Off`]). Under a negotiated
+    /// method with a tag, a segment not [`TagStatus::Verified`] is counted
+    /// (`auth_dropped`) and dropped before any state changes
+    /// (`crate::auth`).
+    #[inline]
+    pub fn handle_segment_tagged(
+        &mut self,
+        now: Instant,
+        repr: &EspRepr,
+        payload: &[u8],
+        tag: TagStatus,
+        dst: &mut [u8],
+    ) -> usize {
+        in_span!(self, self.segment_in(now, repr, payload, tag, dst))
+    }
+
     /// Like [`handle_segment`](Self::handle_segment), for a caller with a
     /// reader waiting: when the segment is in order and no byte is waiting
     /// in the receive buffer, as much of its payload as fits is placed
@@ -641,7 +669,10 @@ impl Connection {
         payload: &[u8],
         dst: &mut [u8],
     ) -> usize {
-        in_span!(self, self.segment_in(now, repr, payload, dst))
+        in_span!(
+            self,
+            self.segment_in(now, repr, payload, TagStatus::Off, dst)
+        )
     }
 
     fn segment_in(
@@ -649,6 +680,7 @@ impl Connection {
         now: Instant,
         repr: &EspRepr,
         payload: &[u8],
+        tag: TagStatus,
         dst: &mut [u8],
     ) -> usize {
         tracing::trace!(
@@ -665,13 +697,18 @@ impl Connection {
             self.stats.dropped += 1;
             return 0;
         }
+        if self.auth.is_some_and(|m| m.requires_tag()) && tag != TagStatus::Verified {
+            self.stats.auth_dropped += 1;
+            self.stats.dropped += 1;
+            return 0;
+        }
         let placed = match self.state {
             State::Closed | State::Listen => {
                 self.on_closed(repr);
                 0
             }
             State::SynSent => {
-                self.on_syn_sent(now, repr);
+                self.on_syn_sent(now, repr, tag);
                 0
             }
             _ => self.on_synchronized(now, repr, payload, dst),
@@ -697,47 +734,6 @@ impl Connection {
         }
         if let Some(r) = repr.reset_reply() {
             self.rst_pending = Some(r);
-        }
-    }
-
-    fn on_syn_sent(&mut self, now: Instant, repr: &EspRepr) {
-        let f = repr.flags;
-        if f.ack() && repr.ack != self.iss.add(1) {
-            // RFC 793 SYN-SENT: unacceptable ACK draws RST seq = SEG.ACK.
-            self.stats.dropped += 1;
-            if !f.rst() {
-                self.rst_pending = repr.reset_reply();
-            }
-            return;
-        }
-        if f.rst() {
-            if f.ack() {
-                self.die(ConnectionError::Refused);
-            } else {
-                self.stats.dropped += 1;
-            }
-            return;
-        }
-        if !f.syn() || !f.ack() {
-            // Simultaneous open (SYN without ACK) is not supported: ESP
-            // has no cross-connects (thesis ch. 5.2.2).
-            self.stats.dropped += 1;
-            return;
-        }
-        self.recv.irs = repr.seq;
-        self.recv.nxt = repr.seq.add(1);
-        self.recv.adv = self.recv.nxt;
-        self.snd_wnd.wl1 = repr.seq;
-        self.snd_wnd.wl2 = repr.ack;
-        self.snd_wnd.wnd = u32::from(repr.window);
-        self.snd_wnd.edge = repr.ack.add(self.snd_wnd.wnd);
-        self.on_new_ack(now, repr.ack);
-        self.set_state(State::Established);
-        self.established_once = true;
-        self.ack.now = true;
-        self.probes.unanswered = 0;
-        if self.send.fin_requested {
-            self.set_state(State::FinWait1);
         }
     }
 

@@ -36,6 +36,10 @@ pub struct Stats {
     /// old segments beyond one per `min_rto / 2`, challenge ACKs beyond
     /// `challenge_ack_limit` per second (RFC 5961 sec. 7).
     pub rate_limited: u64,
+    /// Segments dropped because they carried no valid frame tag under the
+    /// negotiated authentication method (`crate::auth`; also counted in
+    /// `dropped`).
+    pub auth_dropped: u64,
     /// Zero-window and keepalive probes sent.
     pub probes: u64,
     /// Loss episodes undone because a DSACK showed the retransmission was

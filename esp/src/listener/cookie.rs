@@ -5,14 +5,19 @@
 //! client received the SYN-ACK at its address; only then is a connection
 //! made.
 //!
-//! Layout of the 32-bit cookie (ESP negotiates no options, so unlike TCP's
+//! Layout of the 32-bit cookie (ESP negotiates no MSS, so unlike TCP's
 //! cookies no MSS index is needed: the MSS is the link's, the window comes
 //! with the final ACK):
 //!
 //! ```text
 //!  31    28 27                                0
-//! | period |  SipHash-2-4(key, tuple, IRS, period) mod 2^28 |
+//! | period |  SipHash-2-4(key, tuple, IRS, method, period) mod 2^28 |
 //! ```
+//!
+//! `method` is the authentication method the listener chose
+//! (`crate::auth`): the cookie binds it, and the listener finds it again
+//! by trying each method of its list (at most 8 hashes, so a blind guess
+//! succeeds with probability at most 8 x 2^-28).
 //!
 //! `period` is the wall clock in [`COOKIE_PERIOD`] units modulo 16; a cookie
 //! is valid for [`COOKIE_PERIODS`] periods (60-64 s, as Linux's two
@@ -59,39 +64,50 @@ impl SynCookies {
         Self { key }
     }
 
-    fn hash(&self, local: (MacAddr, u16), remote: (MacAddr, u16), irs: Seq, period: u64) -> u32 {
+    fn hash(
+        &self,
+        local: (MacAddr, u16),
+        remote: (MacAddr, u16),
+        irs: Seq,
+        method: u8,
+        period: u64,
+    ) -> u32 {
         let mut h = SipHasher24::new_with_key(&self.key);
         h.write(&local.0 .0);
         h.write(&local.1.to_be_bytes());
         h.write(&remote.0 .0);
         h.write(&remote.1.to_be_bytes());
         h.write(&irs.0.to_be_bytes());
+        h.write(&[method]);
         h.write(&period.to_be_bytes());
         (h.finish() as u32) & HASH_MASK
     }
 
     /// The cookie (our ISS) for a SYN from `remote` with sequence number
-    /// `irs`, at wall-clock `clock_us` (microseconds).
+    /// `irs`, binding authentication method id `method`, at wall-clock
+    /// `clock_us` (microseconds).
     pub fn make(
         &self,
         local: (MacAddr, u16),
         remote: (MacAddr, u16),
         irs: Seq,
+        method: u8,
         clock_us: u64,
     ) -> Seq {
         let period = clock_us / COOKIE_PERIOD;
         let tag = (period % u64::from(COOKIE_PERIODS)) as u32;
-        Seq(tag << HASH_BITS | self.hash(local, remote, irs, period))
+        Seq(tag << HASH_BITS | self.hash(local, remote, irs, method, period))
     }
 
     /// Whether `iss` is a cookie this listener made for (`remote`, `irs`)
-    /// within the last [`COOKIE_PERIODS`] periods.
+    /// and `method` within the last [`COOKIE_PERIODS`] periods.
     pub fn check(
         &self,
         local: (MacAddr, u16),
         remote: (MacAddr, u16),
         irs: Seq,
         iss: Seq,
+        method: u8,
         clock_us: u64,
     ) -> bool {
         let now = clock_us / COOKIE_PERIOD;
@@ -102,7 +118,7 @@ impl SynCookies {
         let Some(period) = now.checked_sub(age) else {
             return false;
         };
-        self.hash(local, remote, irs, period) == iss.0 & HASH_MASK
+        self.hash(local, remote, irs, method, period) == iss.0 & HASH_MASK
     }
 }
 
@@ -117,18 +133,19 @@ mod tests {
     fn valid_for_sixteen_periods_and_bound_to_the_tuple() {
         let c = SynCookies::with_key([3; 16]);
         let t = 1_700_000_000_000_000u64;
-        let k = c.make(L, R, Seq(77), t);
+        let k = c.make(L, R, Seq(77), 0, t);
         for p in 0..COOKIE_PERIODS as u64 {
             assert!(
-                c.check(L, R, Seq(77), k, t + p * COOKIE_PERIOD),
+                c.check(L, R, Seq(77), k, 0, t + p * COOKIE_PERIOD),
                 "period {p}"
             );
         }
-        assert!(!c.check(L, R, Seq(77), k, t + 16 * COOKIE_PERIOD));
-        assert!(!c.check(L, R, Seq(78), k, t));
-        assert!(!c.check(L, (R.0, 40001), Seq(77), k, t));
-        assert!(!c.check(L, R, Seq(77), k.add(1), t));
-        assert!(!SynCookies::with_key([4; 16]).check(L, R, Seq(77), k, t));
+        assert!(!c.check(L, R, Seq(77), k, 0, t + 16 * COOKIE_PERIOD));
+        assert!(!c.check(L, R, Seq(77), k, 1, t), "bound to the method");
+        assert!(!c.check(L, R, Seq(78), k, 0, t));
+        assert!(!c.check(L, (R.0, 40001), Seq(77), k, 0, t));
+        assert!(!c.check(L, R, Seq(77), k.add(1), 0, t));
+        assert!(!SynCookies::with_key([4; 16]).check(L, R, Seq(77), k, 0, t));
         assert_eq!(format!("{c:?}"), "SynCookies { key: <secret> }");
     }
 
@@ -139,7 +156,7 @@ mod tests {
         let c = SynCookies::random();
         let t = 1_700_000_000_000_000u64;
         let hits = (0..200_000)
-            .filter(|_| c.check(L, R, Seq(5), Seq(rng.random()), t))
+            .filter(|_| c.check(L, R, Seq(5), Seq(rng.random()), 0, t))
             .count();
         assert!(hits <= 1, "{hits}");
     }

@@ -40,7 +40,10 @@ impl ConnSocket {
         Self {
             conn,
             ethertype,
-            max_frame: mtu + edp::wire::ETH_HEADER_LEN,
+            // A keyed runtime's MTU is the link's less the trailer, but a
+            // peer without the key (method none) sends frames of the
+            // link's full MTU.
+            max_frame: mtu + edp::wire::ETH_HEADER_LEN + edp::auth::TRAILER_LEN,
             linger,
             linger_until: None,
             more: false,
@@ -68,7 +71,8 @@ impl ConnSocket {
 impl Socket for ConnSocket {
     fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
         if let Some(f) = self.parse(frame) {
-            self.conn.handle_segment(cx.now, &f.header, f.payload);
+            self.conn
+                .handle_segment_tagged(cx.now, &f.header, f.payload, cx.tag, &mut []);
         }
     }
 
@@ -80,8 +84,13 @@ impl Socket for ConnSocket {
             let dst = &mut direct.buf[direct.filled..];
             direct.filled += self
                 .conn
-                .handle_segment_into(cx.now, &f.header, f.payload, dst);
+                .handle_segment_tagged(cx.now, &f.header, f.payload, cx.tag, dst);
         }
+    }
+
+    /// In SYN_SENT and under method `none` (`Connection::accepts_unverified`).
+    fn accepts_unverified(&self) -> bool {
+        self.conn.accepts_unverified()
     }
 
     fn on_timeout(&mut self, cx: &mut Cx<'_>) {

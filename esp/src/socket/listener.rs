@@ -37,6 +37,13 @@ pub(crate) struct ListenerSocket {
 }
 
 impl Socket for ListenerSocket {
+    /// Always: a SYN from a host without the key is negotiated (accepted
+    /// under `none`, or refused with an explicit RST), and the half-open
+    /// connections check their own binding (`crate::auth`).
+    fn accepts_unverified(&self) -> bool {
+        true
+    }
+
     fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
         let f = match EspFrame::parse(frame, self.ethertype, self.max_frame) {
             Ok(f) if f.eth.dst.is_group() => {
@@ -56,21 +63,23 @@ impl Socket for ListenerSocket {
             .iter_mut()
             .find(|e| e.conn.remote() == remote)
         {
-            e.conn.handle_segment(cx.now, &f.header, f.payload);
+            e.conn
+                .handle_segment_tagged(cx.now, &f.header, f.payload, cx.tag, &mut []);
             return;
         }
         // Connections already accepted have slots of their own: their
         // segments never reach the listener.
-        match self.listener.on_segment_with_payload(
+        match self.listener.on_segment_tagged(
             cx.now,
             clock_us(),
             f.eth.src,
             &f.header,
             f.payload,
+            cx.tag,
             |_| false,
         ) {
             SynOutcome::Accept(conn) => self.listener.insert(*conn, ()),
-            SynOutcome::Reset(rst) | SynOutcome::Cookie(rst) => {
+            SynOutcome::Reset(rst) | SynOutcome::Cookie(rst) | SynOutcome::Refused(rst) => {
                 if self.pending_rst.len() < MAX_PENDING_RST {
                     self.pending_rst.push((f.eth.src, rst));
                 } else {
@@ -207,19 +216,17 @@ impl EspListener {
     /// Errors: as [`EspListener::bind_with`]; `InvalidInput` when the
     /// runtime's ESP ethertype differs from `cfg.ethertype`.
     pub fn bind_on(rt: &Runtime, port: u16, cfg: EspConfig) -> io::Result<EspListener> {
-        prepare(rt, &cfg)?;
+        let transport = prepare(rt, &cfg)?;
         let ethertype = cfg.transport.ethertype;
         let (port, lease) = rt.take_port(ethertype, port)?;
         let mtu = rt.mtu();
         let sock = ListenerSocket {
-            listener: Listener::new(
-                cfg.transport.clone(),
-                mtu,
-                (rt.mac(), port),
-                isn_generator().clone(),
-            ),
+            listener: Listener::new(transport, mtu, (rt.mac(), port), isn_generator().clone()),
             ethertype,
-            max_frame: mtu + edp::wire::ETH_HEADER_LEN,
+            // A keyed runtime's MTU is the link's less the trailer, but a
+            // peer without the key (method none) sends frames of the
+            // link's full MTU.
+            max_frame: mtu + edp::wire::ETH_HEADER_LEN + edp::auth::TRAILER_LEN,
             pending_rst: Vec::new(),
             more: false,
             stats: SlotStats::default(),
@@ -263,6 +270,16 @@ impl EspListener {
         self.rt.with_engine_untimed(|e| {
             e.socket::<ListenerSocket>(self.slot)
                 .map(|l| l.listener.stats())
+                .unwrap_or_default()
+        })
+    }
+
+    /// Frames the listener's slot dropped before the listener saw them
+    /// (malformed, e.g. a bad negotiation option; group-addressed).
+    pub fn slot_stats(&self) -> SlotStats {
+        self.rt.with_engine_untimed(|e| {
+            e.socket::<ListenerSocket>(self.slot)
+                .map(|l| l.stats)
                 .unwrap_or_default()
         })
     }

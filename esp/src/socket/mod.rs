@@ -56,7 +56,14 @@ pub(crate) fn clock_us() -> u64 {
 /// RST responder on it (once per runtime).
 ///
 /// Errors: `InvalidInput` for an MTU too small for the ESP header.
-pub(crate) fn prepare(rt: &Runtime, cfg: &EspConfig) -> io::Result<()> {
+/// Checks `cfg` against `rt` and returns the protocol configuration with
+/// the authentication policy resolved for the runtime's key
+/// (`crate::auth::AuthPolicy::check`).
+///
+/// Errors: `InvalidInput` for an MTU too small, another ethertype, or an
+/// authentication policy the runtime cannot serve (a method with a tag
+/// and no cluster key).
+pub(crate) fn prepare(rt: &Runtime, cfg: &EspConfig) -> io::Result<crate::TransportConfig> {
     if rt.mtu() <= ESP_HEADER_LEN {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -76,10 +83,17 @@ pub(crate) fn prepare(rt: &Runtime, cfg: &EspConfig) -> io::Result<()> {
             ),
         ));
     }
+    let methods = cfg
+        .transport
+        .auth
+        .check(rt.authenticated())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     if !rt.has_esp_responder() {
         serve_resets(rt);
     }
-    Ok(())
+    let mut t = cfg.transport.clone();
+    t.auth = crate::auth::AuthPolicy::Methods(methods);
+    Ok(t)
 }
 
 /// Installs ESP's RST answer in `rt`'s host responder role: segments to

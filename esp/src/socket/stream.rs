@@ -190,13 +190,13 @@ impl EspStream {
                 format!("ESP connect to {peer_mac} port {port}: need a unicast MAC and a port > 0"),
             ));
         }
-        prepare(rt, &cfg)?;
+        let transport = prepare(rt, &cfg)?;
         let ethertype = cfg.transport.ethertype;
         let (local_port, lease) = rt.take_port(ethertype, local_port)?;
         let now = Instant::now();
         let local = (rt.mac(), local_port);
         let iss = isn_generator().isn(local, peer, clock_us());
-        let conn = Connection::connect(&cfg.transport, rt.mtu(), local, peer, iss, now);
+        let conn = Connection::connect(&transport, rt.mtu(), local, peer, iss, now);
         let key = DemuxKey::Conn {
             ethertype,
             port: local_port,
@@ -365,6 +365,12 @@ impl EspStream {
                 .map(|s| s.stats)
                 .unwrap_or_default()
         })
+    }
+
+    /// The authentication method negotiated in the handshake
+    /// (`crate::auth`; `None` before it completed).
+    pub fn auth_method(&mut self) -> Option<crate::auth::AuthMethod> {
+        self.with_conn(|c| c.auth_method())
     }
 
     /// Connection state.

@@ -6,7 +6,8 @@ use ctp::wire::{Options, Repr as CtpRepr};
 use edp::echo::EchoRepr;
 use edp::wire::{emit_edp_frame, EdpRepr, EthernetRepr};
 use edp::{MacAddr, ETHERTYPE_EDP, ETHERTYPE_ESP};
-use esp::wire::{emit_esp_frame, EspRepr, Flags, SackBlocks, Seq};
+use esp::auth::MethodList;
+use esp::wire::{emit_esp_frame, EspRepr, Flags, Nego, SackBlocks, Seq};
 
 use super::{MSG, PORT};
 
@@ -232,6 +233,23 @@ pub fn handcrafted_cases() -> Vec<Case> {
             ("cnesp.sack.dsack", s(1)),
         ],
     ));
+    let mut offer = esp(Flags::SYN, 1000, 0, 64);
+    offer.nego = Some(Nego {
+        auth: MethodList::from_ids(&[1, 0]).unwrap(),
+        enc: MethodList::one(0),
+    });
+    v.push(case(
+        "ESP SYN offering authentication methods",
+        esp_frame(&offer, &[]),
+        &[
+            ("cnesp.hdrlen", s(offer.header_len())),
+            ("cnesp.nego.auth_count", s(2)),
+            ("cnesp.nego.auth", s("1;0")),
+            ("cnesp.nego.enc_count", s(1)),
+            ("cnesp.nego.enc", s(0)),
+            ("cnesp.checksum.status", s(1)),
+        ],
+    ));
     v.push(case(
         "ESP FIN-ACK",
         esp_frame(&esp(Flags::FIN | Flags::ACK, 1010, 7001, 64), &[]),
@@ -307,6 +325,15 @@ pub fn handcrafted_cases() -> Vec<Case> {
     ];
     f[14 + 20..14 + 40].copy_from_slice(&opts);
     v.push(case("ESP two SACK options", f, &[]));
+    let mut f = no_checksum(esp_frame(&offer, &[]));
+    f[14 + 22] = 0; // no authentication method
+    v.push(case("ESP negotiation option without a method", f, &[]));
+    let mut f = no_checksum(esp_frame(&offer, &[]));
+    f[14 + 25] = 3; // encryption count beyond the option
+    v.push(case("ESP negotiation option of a bad length", f, &[]));
+    let mut f = no_checksum(esp_frame(&offer, &[]));
+    f[14 + 6] = Flags::ACK.0; // not a SYN, SYN-ACK or RST
+    v.push(case("ESP negotiation option on an ACK", f, &[]));
     let mut f = no_checksum(good.clone());
     f[14 + 6] = 0x50;
     v.push(case("ESP undefined flag bit", f, &[]));
