@@ -308,6 +308,17 @@ impl<R: Clone + PartialEq> Matcher<R> {
             && self.unexpected_bytes.saturating_add(len) <= self.limits.max_unexpected_bytes
     }
 
+    /// True if [`Matcher::arrive`] would take a message of `len` bytes
+    /// with `envelope` now (a posted receive matches it, or it fits the
+    /// unexpected queue), without counting anything.
+    pub fn takes(&self, envelope: Envelope, len: u64) -> bool {
+        self.has_room(len)
+            || self
+                .posted
+                .iter()
+                .any(|p| p.source.accepts(envelope.source) && p.tag.accepts(envelope.tag))
+    }
+
     /// The envelope and size (bytes) of the first unexpected message
     /// `(source, tag)` would match, without taking it (MPI's `MPI_Iprobe`,
     /// section 3.8.1).
