@@ -86,6 +86,7 @@ pub struct PeerRx {
     max_message: u64,
     early: BTreeMap<u64, (Header, Vec<u8>)>,
     early_bytes: u64,
+    early_total: u64,
     partial: Option<Partial>,
 }
 
@@ -99,6 +100,7 @@ impl PeerRx {
             max_message,
             early: BTreeMap::new(),
             early_bytes: 0,
+            early_total: 0,
             partial: None,
         }
     }
@@ -111,6 +113,12 @@ impl PeerRx {
     /// Fragments held in the reorder buffer.
     pub fn buffered(&self) -> usize {
         self.early.len()
+    }
+
+    /// Fragments that arrived ahead of sequence and were buffered, since
+    /// creation.
+    pub fn early_total(&self) -> u64 {
+        self.early_total
     }
 
     /// Bytes held in the reorder buffer.
@@ -150,6 +158,7 @@ impl PeerRx {
             });
         }
         if h.seq > self.next {
+            self.early_total += 1;
             self.early_bytes += payload.len() as u64;
             self.early.insert(h.seq, (h, payload.to_vec()));
             return Ok(());

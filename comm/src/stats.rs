@@ -43,6 +43,9 @@ pub struct CommStats {
     pub held: usize,
     /// Now: fragments waiting for the send window.
     pub pending_fragments: usize,
+    /// Fragments that arrived ahead of their per-peer sequence (CTP
+    /// delivered out of order) and waited in a reorder buffer.
+    pub out_of_order_fragments: u64,
     /// Now: fragments in the reorder buffers.
     pub reorder_buffered: usize,
 }

@@ -4,18 +4,18 @@
 //! the send window; held messages on a full unexpected queue; malformed and
 //! foreign messages; a failed peer; collectives.
 
-use std::collections::HashMap;
+mod common;
+
 use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use comm::{CommConfig, CommError, Communicator, Completion, ANY_SOURCE, ANY_TAG};
+use common::{all_to_all, run, LIMIT, PER_TAG};
 use ctp::{CtpConfig, CtpSocket, Options, UdpTransport};
 use testkit::pattern::pattern;
 
 type Comm = Communicator<UdpTransport>;
-
-const LIMIT: Duration = Duration::from_secs(60);
 
 fn cfg() -> CommConfig {
     CommConfig {
@@ -38,101 +38,6 @@ fn ranks_with(n: usize, cfg: CommConfig, ctp: CtpConfig) -> Vec<Comm> {
 
 fn ranks(n: usize, cfg: CommConfig) -> Vec<Comm> {
     ranks_with(n, cfg, CtpConfig::default())
-}
-
-/// Runs `f(comm)` for every rank on its own thread; returns the results
-/// in rank order.
-fn run<R: Send + 'static>(
-    comms: Vec<Comm>,
-    f: impl Fn(&Comm) -> R + Send + Sync + Clone + 'static,
-) -> Vec<R> {
-    let threads: Vec<_> = comms
-        .into_iter()
-        .map(|c| {
-            let f = f.clone();
-            std::thread::spawn(move || {
-                let r = f(&c);
-                c.flush(LIMIT).unwrap();
-                r
-            })
-        })
-        .collect();
-    threads.into_iter().map(|t| t.join().unwrap()).collect()
-}
-
-/// Messages per (source, dest, tag).
-const PER_TAG: usize = 12;
-
-/// Length of message `i` of (src, dst, tag): 0, small, and some over the
-/// fragment size.
-fn len_of(src: usize, dst: usize, tag: u32, i: usize) -> usize {
-    match (src + dst + tag as usize + i) % 6 {
-        0 => 0,
-        1 => 1,
-        2 => 100 + i,
-        3 => 5000 + 7 * i,
-        4 => 20_000 + src * 1000 + i,
-        _ => 64,
-    }
-}
-
-fn seed_of(src: usize, dst: usize, tag: u32, i: usize) -> u64 {
-    ((src as u64) << 48) | ((dst as u64) << 32) | ((tag as u64) << 16) | i as u64
-}
-
-fn expected(src: usize, dst: usize, tag: u32, i: usize) -> Vec<u8> {
-    pattern(len_of(src, dst, tag, i), seed_of(src, dst, tag, i))
-}
-
-/// Every rank sends PER_TAG messages of tags 0..4 to every rank (itself
-/// too), all nonblocking, then receives them: tag 0 by (source, 0), tag 1
-/// by (ANY_SOURCE, 1), the rest by (ANY_SOURCE, ANY_TAG). Each message is
-/// checked byte for byte against the one its (source, tag) order says must
-/// come next.
-fn all_to_all(c: &Comm) -> usize {
-    let (me, n) = (c.rank(), c.size());
-    let mut sends = Vec::new();
-    for i in 0..PER_TAG {
-        for tag in 0..4u32 {
-            for dst in 0..n {
-                sends.push(c.isend(dst, tag, &expected(me, dst, tag, i)).unwrap());
-            }
-        }
-    }
-    let mut next: HashMap<(usize, u32), usize> = HashMap::new();
-    let mut check = |src: usize, tag: u32, data: &[u8]| {
-        let i = next.entry((src, tag)).or_default();
-        assert!(*i < PER_TAG, "rank {me}: too many from {src} tag {tag}");
-        assert!(
-            data == expected(src, me, tag, *i),
-            "rank {me}: message from {src} tag {tag} is not #{i} (len {})",
-            data.len()
-        );
-        *i += 1;
-    };
-    for src in 0..n {
-        for _ in 0..PER_TAG {
-            let (s, d) = c.recv(src, 0).unwrap();
-            assert_eq!((s.source, s.tag, s.len), (src, 0, d.len()));
-            check(src, 0, &d);
-        }
-    }
-    for _ in 0..n * PER_TAG {
-        let (s, d) = c.recv(ANY_SOURCE, 1u32).unwrap();
-        assert_eq!(s.tag, 1);
-        check(s.source, 1, &d);
-    }
-    for _ in 0..2 * n * PER_TAG {
-        let (s, d) = c.recv(ANY_SOURCE, ANY_TAG).unwrap();
-        assert!(s.tag == 2 || s.tag == 3, "tag {}", s.tag);
-        check(s.source, s.tag, &d);
-    }
-    let done = c.wait_all(sends).unwrap();
-    assert!(done.iter().all(|d| matches!(d, Completion::Sent { .. })));
-    let st = c.stats();
-    assert_eq!((st.unexpected, st.posted, st.held), (0, 0, 0), "{st:?}");
-    assert_eq!(st.malformed + st.refused_fragments + st.unknown_source, 0);
-    next.values().sum()
 }
 
 #[test]
