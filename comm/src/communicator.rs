@@ -526,6 +526,24 @@ impl<T: Transport> Communicator<T> {
         }
     }
 
+    /// Ends this rank's part in the communicator (MPI_Finalize, MPI 4.0
+    /// section 11.2.2): waits until its messages are confirmed, then for
+    /// every rank to get there (a barrier), confirms the barrier's messages,
+    /// and keeps answering for `CommConfig::linger` so that a peer's last
+    /// resend is confirmed. All ranks must call it; messages sent to this
+    /// rank and not received are lost when it returns, as in MPI.
+    ///
+    /// Errors: [`CommError::TimedOut`] when a flush exceeds `timeout`; those
+    /// of [`Communicator::barrier`].
+    pub fn finalize(self, timeout: Duration) -> Result<(), CommError> {
+        self.flush(timeout)?;
+        self.barrier()?;
+        self.flush(timeout)?;
+        let linger = self.lock().cfg.linger;
+        self.sock.poll(linger)?;
+        Ok(())
+    }
+
     fn flush_timeout(&self, after: Duration) -> CommError {
         CommError::TimedOut {
             what: format!(

@@ -47,6 +47,12 @@ pub struct CommConfig {
     /// peer is reported by CTP's "not confirmed" error to whoever sends to
     /// it).
     pub wait_timeout: Option<Duration>,
+    /// How long [`Communicator::finalize`](crate::Communicator::finalize)
+    /// keeps the endpoint answering after the last exchange, so a peer whose
+    /// last message's confirmation was lost gets it on its resend (as TCP's
+    /// TIME-WAIT, RFC 9293 3.6.1, for the last ACK). Default 200 ms: many
+    /// resend timeouts on a LAN (CTP's floor is 1 ms).
+    pub linger: Duration,
 }
 
 impl Default for CommConfig {
@@ -60,6 +66,7 @@ impl Default for CommConfig {
             max_requests: 1 << 16,
             limits: MatchLimits::default(),
             wait_timeout: None,
+            linger: Duration::from_millis(200),
         }
     }
 }

@@ -21,27 +21,47 @@ use crate::CommError;
 /// Bit of the context id marking collective traffic.
 pub(crate) const COLLECTIVE_CONTEXT: u16 = 0x8000;
 
-/// A fragment waiting for the window: header and bytes, and the request
-/// to credit when it is handed to CTP.
+/// A fragment waiting for the window: its sequence number, header and
+/// bytes, and the request to credit when it is handed to CTP.
 #[derive(Debug)]
 struct OutFragment {
+    seq: u64,
     bytes: Vec<u8>,
     req: u64,
 }
 
 /// The send side of a peer, created on the first send to it (lazy
 /// connection, thesis ch. 6).
+///
+/// The window is a span of sequence numbers, not a count: a fragment is
+/// handed to CTP only while its sequence number is less than the oldest
+/// unconfirmed one's plus `window_fragments`. CTP confirms out of order, so
+/// counting unconfirmed fragments would let the span (and the receiver's
+/// reorder buffer) grow without bound behind one slow fragment.
 #[derive(Debug, Default)]
 struct PeerTx {
     next_seq: u64,
     pending: VecDeque<OutFragment>,
-    in_flight: Vec<MsgId>,
+    /// (sequence number, CTP message), in sequence order.
+    in_flight: VecDeque<(u64, MsgId)>,
+}
+
+impl PeerTx {
+    /// True if the window lets the next pending fragment go.
+    fn window_open(&self, window: usize) -> bool {
+        match (self.pending.front(), self.in_flight.front()) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(p), Some(&(oldest, _))) => p.seq < oldest + window as u64,
+        }
+    }
 }
 
 /// A fragment ready for CTP.
 #[derive(Debug)]
 pub(crate) struct Sendable {
     pub dest: usize,
+    pub seq: u64,
     pub bytes: Vec<u8>,
     pub req: u64,
 }
@@ -218,7 +238,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             while part < parts.len() && parts[part].is_empty() {
                 part += 1;
             }
-            peer.pending.push_back(OutFragment { bytes, req });
+            peer.pending.push_back(OutFragment {
+                seq: h.seq,
+                bytes,
+                req,
+            });
         }
         self.pending_fragments += nfrags;
         Ok(req)
@@ -434,7 +458,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// Forgets the in-flight fragments CTP no longer holds (confirmed).
     pub fn reap(&mut self, is_pending: impl Fn(MsgId) -> bool) {
         for tx in self.tx.iter_mut().flatten() {
-            tx.in_flight.retain(|m| is_pending(*m));
+            tx.in_flight.retain(|(_, m)| is_pending(*m));
         }
     }
 
@@ -443,7 +467,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.tx
             .iter()
             .flatten()
-            .find_map(|t| t.in_flight.first().copied())
+            .find_map(|t| t.in_flight.front().map(|f| f.1))
     }
 
     /// A fragment a blocked sender can wait for: the oldest in flight to a
@@ -454,8 +478,8 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         for t in self.tx.iter().flatten() {
             if !t.pending.is_empty() {
                 waiting = true;
-                if t.in_flight.len() >= self.cfg.window_fragments.max(1) {
-                    return t.in_flight.first().copied();
+                if !t.window_open(self.cfg.window_fragments.max(1)) {
+                    return t.in_flight.front().map(|f| f.1);
                 }
             }
         }
@@ -490,10 +514,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         for k in 0..self.size {
             let dest = (self.rr + k) % self.size;
             if let Some(tx) = &self.tx[dest] {
-                if tx.in_flight.len() < window {
-                    if let Some(f) = tx.pending.front() {
-                        return Some((dest, f.bytes.len()));
-                    }
+                if tx.window_open(window) {
+                    let f = tx.pending.front().expect("window_open needs one");
+                    return Some((dest, f.bytes.len()));
                 }
             }
         }
@@ -507,6 +530,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.rr = (dest + 1) % self.size;
         Some(Sendable {
             dest,
+            seq: f.seq,
             bytes: f.bytes,
             req: f.req,
         })
@@ -516,7 +540,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     pub fn handed(&mut self, s: &Sendable, msg: MsgId) {
         self.stats.fragments_sent += 1;
         if let Some(tx) = self.tx[s.dest].as_mut() {
-            tx.in_flight.push(msg);
+            tx.in_flight.push_back((s.seq, msg));
         }
         if let Some(ReqState::Send { left, .. }) = self.requests.get_mut(&s.req) {
             *left = left.saturating_sub(1);
@@ -580,5 +604,74 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         s.reorder_buffered = self.rx.iter().flatten().map(|r| r.buffered()).sum();
         s.out_of_order_fragments = self.rx.iter().flatten().map(|r| r.early_total()).sum();
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(n: u64) -> MsgId {
+        n
+    }
+
+    /// The window bounds the span of sequence numbers in flight: with
+    /// fragment 0 unconfirmed, fragment `window` must wait even when all
+    /// between were confirmed (CTP confirms out of order).
+    #[test]
+    fn window_is_a_span_from_the_oldest_unconfirmed_fragment() {
+        let cfg = CommConfig {
+            window_fragments: 4,
+            ..CommConfig::default()
+        };
+        let mut st = State::new(0, &[1u8, 2], cfg).unwrap();
+        let reqs: Vec<u64> = (0..6)
+            .map(|_| st.isend(1, 0, &[b"x"], false).unwrap())
+            .collect();
+        let mut handed = Vec::new();
+        while let Some((dest, _)) = st.peek_sendable() {
+            let s = st.take_sendable(dest).unwrap();
+            st.handed(&s, msg(s.seq));
+            handed.push(s.seq);
+        }
+        assert_eq!(handed, vec![0, 1, 2, 3]);
+        assert_eq!(st.blocked_in_flight(), Some(msg(0)));
+        // 1..=3 confirmed, 0 not: still nothing may go.
+        st.reap(|m| m == msg(0));
+        assert_eq!(st.peek_sendable(), None);
+        assert_eq!(st.blocked_in_flight(), Some(msg(0)));
+        // 0 confirmed: 4 and 5 go.
+        st.reap(|_| false);
+        let mut more = Vec::new();
+        while let Some((dest, _)) = st.peek_sendable() {
+            let s = st.take_sendable(dest).unwrap();
+            st.handed(&s, msg(s.seq));
+            more.push(s.seq);
+        }
+        assert_eq!(more, vec![4, 5]);
+        assert!(reqs.iter().all(|r| st.is_complete(*r).unwrap()));
+    }
+
+    #[test]
+    fn fragments_carry_the_gathered_parts_in_order() {
+        let cfg = CommConfig {
+            fragment_bytes: 3,
+            ..CommConfig::default()
+        };
+        let mut st = State::new(0, &[1u8, 2], cfg).unwrap();
+        st.isend(1, 7, &[b"ab", b"", b"cdefg"], false).unwrap();
+        let mut rx = PeerRx::new(8, 100);
+        let mut out = Vec::new();
+        let mut n = 0;
+        while let Some((dest, _)) = st.peek_sendable() {
+            let s = st.take_sendable(dest).unwrap();
+            let (h, p) = Header::decode(&s.bytes).unwrap();
+            rx.accept(h, p, &mut out).unwrap();
+            st.handed(&s, msg(s.seq));
+            n += 1;
+        }
+        assert_eq!(n, 3);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].tag, &out[0].data[..]), (7, &b"abcdefg"[..]));
     }
 }

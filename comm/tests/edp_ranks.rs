@@ -98,8 +98,7 @@ fn three_namespaces_over_edp() {
                 let got = all_to_all(&c);
                 let mut sum = [rank as i64 + 1];
                 c.allreduce_sum(&mut sum).unwrap();
-                c.barrier().unwrap();
-                c.flush(LIMIT).unwrap();
+                c.finalize(LIMIT).unwrap();
                 (got, sum[0])
             })
         })

@@ -24,7 +24,7 @@ pub fn run<T: Transport, R: Send + 'static>(
             let f = f.clone();
             std::thread::spawn(move || {
                 let r = f(&c);
-                c.flush(LIMIT).unwrap();
+                c.finalize(LIMIT).unwrap();
                 r
             })
         })
@@ -84,18 +84,18 @@ pub fn all_to_all<T: Transport>(c: &Communicator<T>) -> usize {
     };
     for src in 0..n {
         for _ in 0..PER_TAG {
-            let (s, d) = c.recv(src, 0).unwrap();
+            let (s, d) = c.recv(src, 0).unwrap_or_else(|e| fail(c, e));
             assert_eq!((s.source, s.tag, s.len), (src, 0, d.len()));
             check(src, 0, &d);
         }
     }
     for _ in 0..n * PER_TAG {
-        let (s, d) = c.recv(ANY_SOURCE, 1u32).unwrap();
+        let (s, d) = c.recv(ANY_SOURCE, 1u32).unwrap_or_else(|e| fail(c, e));
         assert_eq!(s.tag, 1);
         check(s.source, 1, &d);
     }
     for _ in 0..2 * n * PER_TAG {
-        let (s, d) = c.recv(ANY_SOURCE, ANY_TAG).unwrap();
+        let (s, d) = c.recv(ANY_SOURCE, ANY_TAG).unwrap_or_else(|e| fail(c, e));
         assert!(s.tag == 2 || s.tag == 3, "tag {}", s.tag);
         check(s.source, s.tag, &d);
     }
@@ -110,3 +110,13 @@ pub fn all_to_all<T: Transport>(c: &Communicator<T>) -> usize {
     next.values().sum()
 }
 
+/// Panics with `e` and the rank's counters.
+pub fn fail<T: Transport, R>(c: &Communicator<T>, e: comm::CommError) -> R {
+    panic!(
+        "rank {}: {e}\n  comm {:?}\n  ctp {:?}\n  storage {:?}",
+        c.rank(),
+        c.stats(),
+        c.socket().stats(),
+        c.socket().status()
+    )
+}
