@@ -7,7 +7,7 @@
 //!   queues, wildcards, MPI 4.0 section 3.5 non-overtaking order, bounds);
 //! - [`wire`]: the private header (thesis ch. 6: length and tag; plus
 //!   context id and per-peer sequence number) and its checked codec;
-//! - [`reorder`]: per-peer in-order release and fragment joining, sans-IO;
+//! - `reorder` (internal): per-peer in-order release and fragment joining, sans-IO;
 //! - [`Communicator`]: ranks from a host list over one `ctp::CtpSocket`
 //!   (CTP over the EDP runtime or over UDP): blocking and nonblocking
 //!   send/recv with requests, vectored sends, messages of any size, and
@@ -19,7 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod matching;
-pub mod reorder;
+pub(crate) mod reorder;
 pub mod wire;
 
 mod collective;

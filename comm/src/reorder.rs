@@ -106,6 +106,7 @@ impl PeerRx {
     }
 
     /// The next expected sequence number.
+    #[cfg(test)]
     pub fn next_seq(&self) -> u64 {
         self.next
     }

@@ -602,6 +602,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         s.held = self.held.len();
         s.pending_fragments = self.pending_fragments;
         s.reorder_buffered = self.rx.iter().flatten().map(|r| r.buffered()).sum();
+        s.reorder_buffered_bytes = self.rx.iter().flatten().map(|r| r.buffered_bytes()).sum();
         s.out_of_order_fragments = self.rx.iter().flatten().map(|r| r.early_total()).sum();
         s
     }

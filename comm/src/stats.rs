@@ -48,4 +48,6 @@ pub struct CommStats {
     pub out_of_order_fragments: u64,
     /// Now: fragments in the reorder buffers.
     pub reorder_buffered: usize,
+    /// Now: bytes in them.
+    pub reorder_buffered_bytes: u64,
 }

@@ -15,7 +15,7 @@
 //! | 0 | 1 | version, [`VERSION`] |
 //! | 1 | 1 | flags: bit 0 [`FLAG_LAST`] (last fragment of the message); the others must be 0 |
 //! | 2 | 2 | context id |
-//! | 4 | 4 | tag, 0..=[`MAX_TAG`](crate::matching::MAX_TAG) |
+//! | 4 | 4 | tag, 0..=[`MAX_TAG`] |
 //! | 8 | 8 | sequence number of this fragment among all sent to the peer, from 0 |
 //! | 16 | 8 | length of the whole message, bytes |
 //!
