@@ -17,16 +17,13 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use ctp::{
-    CtpConfig, CtpSocket, Delivery, EdpAddr, EdpTransport, Options, Transport, UdpTransport,
-};
+use ctp::{CtpConfig, CtpSocket, Delivery, EdpAddr, EdpTransport, Transport, UdpTransport};
 
 use crate::config::CommConfig;
 use crate::matching::{SourceSel, Tag, TagSel};
 use crate::request::{Completion, Request, Status};
 use crate::state::State;
 use crate::stats::CommStats;
-use crate::wire::COMM_COMMAND;
 use crate::CommError;
 
 /// Most CTP deliveries taken per progress step (bounds one call's work).
@@ -211,28 +208,14 @@ impl<T: Transport> Communicator<T> {
         Ok(())
     }
 
-    /// Forgets confirmed fragments and hands CTP those the window and its
-    /// storage let go.
+    /// Forgets confirmed fragments and hands CTP those the windows and its
+    /// storage let go (`State::pump_sends`, under one driver lock).
     fn push_sends(&self, st: &mut State<T::Addr>) {
-        if st.any_in_flight().is_some() {
-            self.sock.with_endpoint(|ep| st.reap(|m| ep.is_pending(m)));
+        if !st.has_work_for_ctp() {
+            return;
         }
-        while let Some((dest, len)) = st.peek_sendable() {
-            if !self.sock.with_endpoint(|ep| ep.has_room(len as u64)) {
-                return;
-            }
-            let s = st.take_sendable(dest).expect("peeked");
-            let bytes = s.bytes.clone();
-            match self
-                .sock
-                .send_vec(COMM_COMMAND, self.hosts[dest], bytes, Options::NONE)
-            {
-                Ok(msg) => st.handed(&s, msg),
-                // The peer's sequence now has a gap: nothing more can be
-                // delivered to it in order.
-                Err(e) => st.fail_peer(dest, format!("CTP refused a fragment: {e}")),
-            }
-        }
+        self.sock
+            .with_endpoint(|ep| st.pump_sends(ep, Instant::now(), &self.hosts));
     }
 
     /// Drives progress until `check` gives a value, the wait cannot finish

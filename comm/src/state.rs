@@ -7,7 +7,9 @@
 use std::collections::VecDeque;
 use std::hash::Hash;
 
-use ctp::{Delivery, ErrorInfo, ErrorType, MsgId, ReceivedData};
+use std::time::Instant;
+
+use ctp::{Delivery, Endpoint, ErrorInfo, ErrorType, MsgId, Options, PeerAddr, ReceivedData};
 use rustc_hash::FxHashMap;
 
 use crate::config::CommConfig;
@@ -460,6 +462,37 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         for tx in self.tx.iter_mut().flatten() {
             tx.in_flight.retain(|(_, m)| is_pending(*m));
         }
+    }
+
+    /// Forgets confirmed fragments, then hands `ep` the fragments the
+    /// windows and its sent-commands storage let go (never waiting: a
+    /// fragment that does not fit the storage waits for the next call).
+    /// `addrs[r]` is rank r's address.
+    pub fn pump_sends(&mut self, ep: &mut Endpoint<A>, now: Instant, addrs: &[A])
+    where
+        A: PeerAddr,
+    {
+        if self.any_in_flight().is_some() {
+            self.reap(|m| ep.is_pending(m));
+        }
+        while let Some((dest, len)) = self.peek_sendable() {
+            if !ep.has_room(len as u64) {
+                return;
+            }
+            let mut s = self.take_sendable(dest).expect("peeked");
+            let bytes = std::mem::take(&mut s.bytes);
+            match ep.send_vec(now, COMM_COMMAND, addrs[dest], bytes, Options::NONE) {
+                Ok(msg) => self.handed(&s, msg),
+                // The peer's sequence now has a gap: nothing more can be
+                // delivered to it in order.
+                Err(e) => self.fail_peer(dest, format!("CTP refused a fragment: {e}")),
+            }
+        }
+    }
+
+    /// True if fragments wait or are in flight (`pump_sends` has work).
+    pub fn has_work_for_ctp(&self) -> bool {
+        self.pending_fragments > 0 || self.any_in_flight().is_some()
     }
 
     /// True if some fragment is handed to CTP and unconfirmed.
