@@ -30,6 +30,9 @@ mod request;
 mod state;
 mod stats;
 
+#[cfg(test)]
+mod sim_tests;
+
 pub use collective::SumElement;
 pub use communicator::Communicator;
 pub use config::CommConfig;
