@@ -19,11 +19,15 @@ pub struct CommConfig {
     /// (`ctp::Config::max_reassembly_bytes_per_peer`, 512 MiB) holds only
     /// one fragment per message. Default 1 MiB.
     pub fragment_bytes: usize,
-    /// Most fragments per peer handed to CTP and not yet confirmed. A
-    /// further fragment waits in the sender; this bounds the receiver's
-    /// reorder buffer to `window_fragments` fragments per peer (a fragment is
-    /// confirmed only once received, so none can be further ahead). Default
-    /// 64 (64 MiB per peer at the default fragment size).
+    /// The send window per peer, fragments, as a span of sequence numbers:
+    /// a fragment goes to CTP only while its sequence number is below the
+    /// oldest unconfirmed one's plus this. CTP confirms a message once its
+    /// receiver has it, so the receiver can never see a fragment this far
+    /// ahead of the next one it expects, and its reorder buffer for the peer
+    /// holds at most this many; a fragment beyond is counted and dropped
+    /// (`CommStats::refused_fragments`). All ranks must use the same value
+    /// (a receiver's must be at least its senders'). Default 64 (64 MiB per
+    /// peer at the default fragment size).
     pub window_fragments: usize,
     /// Largest message sent or accepted, bytes. A larger send fails with
     /// [`CommError::TooLarge`](crate::CommError::TooLarge); a received
