@@ -3,7 +3,9 @@
 //! ping-pong on the bare CTP socket (the communicator's overhead).
 //! Unprivileged. A first look, not the OSU-style benchmarks of issue 12.
 //!
-//! Run: `cargo run --release -p comm --example comm_pingpong [ITERS]`
+//! Run: `cargo run --release -p comm --example comm_pingpong [ITERS] [busy]`
+//! (`busy`: busy-poll waits instead of the default adaptive spin-then-sleep,
+//! which on a loaded host turns many waits into ~60 us wakeups).
 
 use std::time::{Duration, Instant};
 
@@ -20,14 +22,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .map(|s| s.parse().expect("ITERS: a number"))
         .unwrap_or(10_000);
+    let busy = std::env::args().nth(2).as_deref() == Some("busy");
+    let ctp_cfg = CtpConfig {
+        wait: if busy {
+            edp::runtime::WaitPolicy::BusyPoll
+        } else {
+            edp::runtime::WaitPolicy::DEFAULT
+        },
+        ..CtpConfig::default()
+    };
     let cfg = CommConfig {
         wait_timeout: Some(Duration::from_secs(30)),
         ..CommConfig::default()
     };
 
     // Bare CTP ping-pong, 8 bytes.
-    let a = CtpSocket::bind_udp("127.0.0.1:0", CtpConfig::default())?;
-    let b = CtpSocket::bind_udp("127.0.0.1:0", CtpConfig::default())?;
+    let a = CtpSocket::bind_udp("127.0.0.1:0", ctp_cfg.clone())?;
+    let b = CtpSocket::bind_udp("127.0.0.1:0", ctp_cfg.clone())?;
     let (aa, ba) = (a.local_addr()?, b.local_addr()?);
     let echo = std::thread::spawn(move || {
         for _ in 0..iters {
@@ -52,8 +63,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _ = aa;
 
     // The same through two communicator ranks.
-    let s0 = CtpSocket::bind_udp("127.0.0.1:0", CtpConfig::default())?;
-    let s1 = CtpSocket::bind_udp("127.0.0.1:0", CtpConfig::default())?;
+    let s0 = CtpSocket::bind_udp("127.0.0.1:0", ctp_cfg.clone())?;
+    let s1 = CtpSocket::bind_udp("127.0.0.1:0", ctp_cfg.clone())?;
     let hosts = vec![s0.local_addr()?, s1.local_addr()?];
     let c0 = Communicator::new(s0, 0, hosts.clone(), cfg.clone())?;
     let c1 = Communicator::new(s1, 1, hosts, cfg)?;
@@ -112,7 +123,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         percentile(&mut comm_rtt, 0.5),
         percentile(&mut comm_rtt, 0.99),
     );
-    println!("{iters} ping-pongs of 8 B over CTP/UDP loopback, one-way latency (RTT/2):");
+    println!(
+        "{iters} ping-pongs of 8 B over CTP/UDP loopback ({} waits), one-way latency (RTT/2):",
+        if busy { "busy-poll" } else { "adaptive" }
+    );
     println!(
         "  bare CtpSocket: p50 {:.2} us, p99 {:.2} us",
         half(c50),

@@ -240,13 +240,23 @@ impl<T: Transport> Communicator<T> {
                 if let Some(r) = check(&mut st) {
                     return r;
                 }
-                self.progress_locked(&mut st)?;
+                self.push_sends(&mut st);
                 if let Some(r) = check(&mut st) {
                     return r;
                 }
                 match (st.blocked_in_flight(), st.holding()) {
-                    (Some(m), _) => Block::Confirmation(m),
+                    (Some(m), _) => {
+                        // Blocking on a confirmation: take what CTP has
+                        // delivered first, without waiting.
+                        self.progress_locked(&mut st)?;
+                        if let Some(r) = check(&mut st) {
+                            return r;
+                        }
+                        Block::Confirmation(m)
+                    }
                     (None, true) => return Err(st.held_error()),
+                    // recv_delivery returns at once with a queued delivery:
+                    // no separate nonblocking step (a system call) first.
                     (None, false) => Block::Delivery,
                 }
             };
