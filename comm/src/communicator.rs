@@ -327,7 +327,7 @@ impl<T: Transport> Communicator<T> {
     /// Errors: as [`Communicator::isend`], and [`CommError::TimedOut`].
     pub fn send(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<(), CommError> {
         let r = self.isend(dest, tag, data)?;
-        self.wait(r).map(|_| ())
+        self.wait_internal(r.id).map(|_| ())
     }
 
     /// As [`Communicator::send`] with the message gathered from `bufs`.
@@ -340,7 +340,7 @@ impl<T: Transport> Communicator<T> {
         bufs: &[IoSlice<'_>],
     ) -> Result<(), CommError> {
         let r = self.isend_vectored(dest, tag, bufs)?;
-        self.wait(r).map(|_| ())
+        self.wait_internal(r.id).map(|_| ())
     }
 
     /// Posts a receive for a message from `source` (a rank or
@@ -373,7 +373,7 @@ impl<T: Transport> Communicator<T> {
         tag: impl Into<TagSel>,
     ) -> Result<(Status, Vec<u8>), CommError> {
         let r = self.irecv(source, tag)?;
-        let c = self.wait(r)?;
+        let c = self.wait_internal(r.id)?;
         Ok(c.into_received()
             .expect("a receive request yields a message"))
     }
@@ -434,7 +434,34 @@ impl<T: Transport> Communicator<T> {
     /// [`CommError::UnknownRequest`], [`CommError::UnexpectedQueueFull`],
     /// [`CommError::TimedOut`], transport errors.
     pub fn wait(&self, req: Request) -> Result<Completion, CommError> {
-        let id = req.id;
+        self.wait_id(req.id)
+    }
+
+    /// [`Communicator::wait`] for a request the caller never saw (the
+    /// blocking calls): when the wait fails, a receive still posted is
+    /// cancelled (it must not take a later message), a receive that
+    /// completed meanwhile is returned, and a send's request is forgotten
+    /// (its fragments still go).
+    fn wait_internal(&self, id: u64) -> Result<Completion, CommError> {
+        match self.wait_id(id) {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                let mut st = self.lock();
+                if st.cancel_recv(id) {
+                    return Err(e);
+                }
+                match st.take_complete(id) {
+                    Some(r @ crate::request::ReqState::Recv { .. }) => r.finish(),
+                    _ => {
+                        st.forget(id);
+                        Err(e)
+                    }
+                }
+            }
+        }
+    }
+
+    fn wait_id(&self, id: u64) -> Result<Completion, CommError> {
         self.block_on(
             |st| st.describe(id),
             |st| match st.is_complete(id) {
@@ -563,7 +590,7 @@ impl<T: Transport> Communicator<T> {
             self.push_sends(&mut st);
             id
         };
-        self.wait(Request { id }).map(|_| ())
+        self.wait_internal(id).map(|_| ())
     }
 
     /// Receives on the collective context (for `collective.rs`).
@@ -572,7 +599,7 @@ impl<T: Transport> Communicator<T> {
             self.lock()
                 .irecv(SourceSel::Rank(source), TagSel::Tag(tag), true)?
         };
-        let c = self.wait(Request { id })?;
+        let c = self.wait_internal(id)?;
         Ok(c.into_received().expect("a receive").1)
     }
 

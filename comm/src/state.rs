@@ -597,6 +597,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         }
     }
 
+    /// Drops request `id`'s state (a send's fragments still go).
+    pub fn forget(&mut self, id: u64) {
+        self.requests.remove(&id);
+    }
+
     /// Cancels receive `id` if still posted (MPI_Cancel, MPI 4.0 section
     /// 3.8.4); true if cancelled (the request is gone).
     pub fn cancel_recv(&mut self, id: u64) -> bool {
