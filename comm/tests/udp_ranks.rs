@@ -251,6 +251,15 @@ fn bad_arguments_are_refused_with_errors() {
     let r = c1.irecv(0, 5u32).unwrap();
     assert!(c1.cancel(r).is_ok());
     c0.send(1, 6, b"x").unwrap();
+    // Probe sees it without taking it.
+    let mut seen = None;
+    assert!(testkit::wait_until(LIMIT, || {
+        seen = c1.iprobe(ANY_SOURCE, 6u32).unwrap();
+        seen.is_some()
+    }));
+    let s = seen.unwrap();
+    assert_eq!((s.source, s.tag, s.len), (0, 6, 1));
+    assert_eq!(c1.iprobe(0, 7u32).unwrap(), None);
     let r = c1.irecv(0, 6u32).unwrap();
     let r = loop {
         if c1.test(&r).unwrap() {
