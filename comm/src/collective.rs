@@ -1,5 +1,5 @@
-//! Collectives on a [`Communicator`]: barrier, broadcast, all-reduce of
-//! sums (MPI 4.0 chapter 6), over point-to-point messages in the
+//! Collectives on a [`Communicator`]: barrier, broadcast, reduce and
+//! all-reduce of sums, gather and all-gather (MPI 4.0 chapter 6), over point-to-point messages in the
 //! communicator's collective context (`CommConfig::context | 0x8000`), so
 //! they never match the application's receives.
 //!
@@ -8,9 +8,11 @@
 //! - barrier: dissemination (Hensgen, Finkel and Manber 1988), ceil(log2 N)
 //!   rounds of one send and one receive;
 //! - bcast: binomial tree from the root, ceil(log2 N) rounds;
+//! - reduce: binomial tree to the root;
 //! - allreduce: binomial-tree reduce to rank 0, then binomial bcast (the
 //!   sum is computed in one fixed order, so every rank gets bit-identical
-//!   floating-point results).
+//!   floating-point results);
+//! - gather: linear to the root; allgather: gather to rank 0, then bcast.
 //!
 //! Departure from the issue: bcast over MAK reliable multicast is not used
 //! yet (`mak::socket` is not wired into the communicator); every message is
@@ -116,24 +118,44 @@ impl<T: Transport> Communicator<T> {
         Ok(())
     }
 
-    /// Replaces `values` on every rank by the element-wise sum over all
-    /// ranks (MPI_Allreduce with MPI_SUM, section 6.9.6): binomial reduce
-    /// to rank 0, then binomial bcast. All ranks must pass the same length.
+    /// Element-wise sum of `values` over all ranks into `values` on `root`
+    /// (MPI_Reduce with MPI_SUM, section 6.9.1); on the other ranks
+    /// `values` holds partial sums afterwards. Binomial tree. All ranks must
+    /// pass the same length.
     ///
-    /// Errors: [`CommError::Collective`] when a rank's length differs;
-    /// [`CommError::PeerFailed`], [`CommError::TimedOut`], transport errors.
-    pub fn allreduce_sum<E: SumElement>(&self, values: &mut [E]) -> Result<(), CommError> {
-        let (rank, size) = (self.rank(), self.size());
+    /// Errors: [`CommError::InvalidRank`]; [`CommError::Collective`] when a
+    /// rank's length differs; [`CommError::PeerFailed`],
+    /// [`CommError::TimedOut`], transport errors.
+    pub fn reduce_sum<E: SumElement>(
+        &self,
+        root: usize,
+        values: &mut [E],
+    ) -> Result<(), CommError> {
         let tag = self.next_coll_tag();
+        self.reduce_tagged(root, values, tag)
+    }
+
+    fn reduce_tagged<E: SumElement>(
+        &self,
+        root: usize,
+        values: &mut [E],
+        tag: Tag,
+    ) -> Result<(), CommError> {
+        let (rank, size) = (self.rank(), self.size());
+        if root >= size {
+            return Err(CommError::InvalidRank { rank: root, size });
+        }
+        let vr = (rank + size - root) % size;
         let mut mask = 1;
         while mask < size {
-            if rank & mask == 0 {
-                let src = rank | mask;
-                if src < size {
+            if vr & mask == 0 {
+                let child = vr | mask;
+                if child < size {
+                    let src = (child + root) % size;
                     let b = self.coll_recv(src, tag)?;
                     if b.len() != values.len() * E::SIZE {
                         return Err(CommError::Collective(format!(
-                            "allreduce: rank {src} sent {} bytes, rank {rank} holds {} elements of {} bytes",
+                            "reduce: rank {src} sent {} bytes, rank {rank} holds {} elements of {} bytes",
                             b.len(),
                             values.len(),
                             E::SIZE
@@ -144,11 +166,26 @@ impl<T: Transport> Communicator<T> {
                     }
                 }
             } else {
-                self.coll_send(rank & !mask, tag, &encode(values))?;
+                let parent = ((vr & !mask) + root) % size;
+                self.coll_send(parent, tag, &encode(values))?;
                 break;
             }
             mask <<= 1;
         }
+        Ok(())
+    }
+
+    /// Replaces `values` on every rank by the element-wise sum over all
+    /// ranks (MPI_Allreduce with MPI_SUM, section 6.9.6): binomial reduce
+    /// to rank 0, then binomial bcast, so every rank gets the same bits.
+    /// All ranks must pass the same length.
+    ///
+    /// Errors: [`CommError::Collective`] when a rank's length differs;
+    /// [`CommError::PeerFailed`], [`CommError::TimedOut`], transport errors.
+    pub fn allreduce_sum<E: SumElement>(&self, values: &mut [E]) -> Result<(), CommError> {
+        let rank = self.rank();
+        let tag = self.next_coll_tag();
+        self.reduce_tagged(0, values, tag)?;
         let mut b = if rank == 0 {
             encode(values)
         } else {
@@ -167,6 +204,80 @@ impl<T: Transport> Communicator<T> {
             *v = E::get(c);
         }
         Ok(())
+    }
+
+    /// Collects every rank's `data` on `root` (MPI_Gather, section 6.5,
+    /// with per-rank lengths as MPI_Gatherv): `Some(v)` on the root with
+    /// `v[r]` rank r's bytes, `None` elsewhere. Linear: the root receives
+    /// from each rank in turn.
+    ///
+    /// Errors: [`CommError::InvalidRank`], [`CommError::PeerFailed`],
+    /// [`CommError::TimedOut`], transport errors.
+    pub fn gather(&self, root: usize, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError> {
+        let tag = self.next_coll_tag();
+        self.gather_tagged(root, data, tag)
+    }
+
+    fn gather_tagged(
+        &self,
+        root: usize,
+        data: &[u8],
+        tag: Tag,
+    ) -> Result<Option<Vec<Vec<u8>>>, CommError> {
+        let (rank, size) = (self.rank(), self.size());
+        if root >= size {
+            return Err(CommError::InvalidRank { rank: root, size });
+        }
+        if rank != root {
+            self.coll_send(root, tag, data)?;
+            return Ok(None);
+        }
+        (0..size)
+            .map(|r| {
+                if r == root {
+                    Ok(data.to_vec())
+                } else {
+                    self.coll_recv(r, tag)
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// Every rank's `data` on every rank (MPI_Allgather, section 6.7, with
+    /// per-rank lengths as MPI_Allgatherv): `v[r]` is rank r's bytes. Gather
+    /// to rank 0, then a binomial bcast of the length-prefixed concatenation.
+    ///
+    /// Errors: [`CommError::Collective`] for a malformed concatenation;
+    /// [`CommError::PeerFailed`], [`CommError::TimedOut`], transport errors.
+    pub fn allgather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>, CommError> {
+        let tag = self.next_coll_tag();
+        let mut all = Vec::new();
+        if let Some(parts) = self.gather_tagged(0, data, tag)? {
+            for p in &parts {
+                all.extend_from_slice(&(p.len() as u64).to_le_bytes());
+                all.extend_from_slice(p);
+            }
+        }
+        self.bcast_tagged(0, &mut all, tag)?;
+        let mut out = Vec::with_capacity(self.size());
+        let mut rest = &all[..];
+        while !rest.is_empty() {
+            let bad = || CommError::Collective("allgather: truncated concatenation".into());
+            let len = rest.get(..8).ok_or_else(bad)?;
+            let len = u64::from_le_bytes(len.try_into().expect("8 bytes")) as usize;
+            let part = rest.get(8..8 + len).ok_or_else(bad)?;
+            out.push(part.to_vec());
+            rest = &rest[8 + len..];
+        }
+        if out.len() != self.size() {
+            return Err(CommError::Collective(format!(
+                "allgather: {} parts for {} ranks",
+                out.len(),
+                self.size()
+            )));
+        }
+        Ok(out)
     }
 }
 

@@ -11,7 +11,7 @@
 //! - [`Communicator`]: ranks from a host list over one `ctp::CtpSocket`
 //!   (CTP over the EDP runtime or over UDP): blocking and nonblocking
 //!   send/recv with requests, vectored sends, messages of any size, and
-//!   collectives (barrier, bcast, allreduce).
+//!   collectives (barrier, bcast, reduce/allreduce of sums, gather/allgather).
 //!
 //! Not built yet (issue 12): the ULFC flow-control API per peer, failure
 //! detection by EDP echo, MPI/srun bootstrap, the C ABI, benchmarks.

@@ -325,6 +325,30 @@ fn collectives_on_five_ranks() {
         out.push(ints.to_vec());
         let mut floats = [me as f64 * 0.5, 1.25];
         c.allreduce_sum(&mut floats).unwrap();
+        for root in [0, n - 1] {
+            let mut part = [1i64, me as i64];
+            c.reduce_sum(root, &mut part).unwrap();
+            if me == root {
+                assert_eq!(
+                    part,
+                    [n as i64, (n * (n - 1) / 2) as i64],
+                    "reduce to {root}"
+                );
+            }
+            let mine = vec![me as u8; me * 1000];
+            match c.gather(root, &mine).unwrap() {
+                Some(all) => {
+                    assert_eq!(me, root);
+                    for (r, p) in all.iter().enumerate() {
+                        assert_eq!(p, &vec![r as u8; r * 1000], "gather to {root}");
+                    }
+                }
+                None => assert_ne!(me, root),
+            }
+        }
+        let all = c.allgather(format!("rank {me}").as_bytes()).unwrap();
+        let want: Vec<Vec<u8>> = (0..n).map(|r| format!("rank {r}").into_bytes()).collect();
+        assert_eq!(all, want);
         c.barrier().unwrap();
         // Point-to-point traffic is not mixed up with the collectives'.
         c.send((me + 1) % n, 0, &[me as u8]).unwrap();
