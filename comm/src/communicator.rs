@@ -1,0 +1,611 @@
+//! [`Communicator`]: N ranks over one CTP endpoint per process.
+//!
+//! Sources: MPI 4.0 chapter 3 (point-to-point: blocking and nonblocking
+//! calls, requests, status, matching, order) and the thesis's Open MPI
+//! transport (ch. 6: one endpoint per process, a private header of length
+//! and tag, lazy connection on first send). The protocol state lives in
+//! `state.rs` (no I/O); this file moves CTP deliveries into it and its
+//! fragments into CTP, and implements the blocking waits.
+//!
+//! Progress is made by the calling thread inside every call (MPI's usual
+//! "progress on call" model); CTP itself keeps confirming and resending in
+//! the background (the runtime's service thread), so a peer's messages are
+//! confirmed even while this process computes.
+
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use ctp::{CtpConfig, CtpSocket, Delivery, EdpAddr, EdpTransport, Transport, UdpTransport};
+
+use crate::config::CommConfig;
+use crate::matching::{SourceSel, Tag, TagSel};
+use crate::request::{Completion, Request, Status};
+use crate::state::State;
+use crate::stats::CommStats;
+use crate::CommError;
+
+/// Most CTP deliveries taken per progress step (bounds one call's work).
+const DRAIN_BATCH: usize = 256;
+
+/// How long one blocking step waits for a delivery or a confirmation
+/// before the wait re-checks its condition and deadline.
+const WAIT_SLICE: Duration = Duration::from_millis(10);
+
+/// A communicator (MPI 4.0 chapter 6 terms): `size` ranks, this process
+/// being `rank`, each reachable at its address in the host list, all over
+/// one CTP socket. See the module documentation.
+///
+/// Over UDP (no privilege; one process playing two ranks here):
+///
+/// ```
+/// use comm::{Communicator, CommConfig, ANY_SOURCE, ANY_TAG};
+/// use ctp::{CtpConfig, CtpSocket};
+///
+/// let s0 = CtpSocket::bind_udp("127.0.0.1:0", CtpConfig::default())?;
+/// let s1 = CtpSocket::bind_udp("127.0.0.1:0", CtpConfig::default())?;
+/// let hosts = vec![s0.local_addr()?, s1.local_addr()?];
+/// let c0 = Communicator::new(s0, 0, hosts.clone(), CommConfig::default())?;
+/// let c1 = Communicator::new(s1, 1, hosts, CommConfig::default())?;
+/// c0.send(1, 42, b"hello")?;
+/// let (status, data) = c1.recv(ANY_SOURCE, ANY_TAG)?;
+/// assert_eq!((status.source, status.tag, &data[..]), (0, 42, &b"hello"[..]));
+/// # Ok::<(), comm::CommError>(())
+/// ```
+pub struct Communicator<T: Transport> {
+    sock: CtpSocket<T>,
+    hosts: Vec<T::Addr>,
+    state: Mutex<State<T::Addr>>,
+}
+
+impl<T: Transport> std::fmt::Debug for Communicator<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.lock();
+        f.debug_struct("Communicator")
+            .field("rank", &st.rank)
+            .field("size", &st.size)
+            .field("socket", &self.sock)
+            .finish()
+    }
+}
+
+/// What a blocked wait waits for.
+enum Block {
+    Delivery,
+    Confirmation(ctp::MsgId),
+}
+
+impl Communicator<UdpTransport> {
+    /// Binds rank `rank`'s CTP-over-UDP endpoint at `hosts[rank]` and joins
+    /// the communicator of `hosts` (rank i at `hosts[i]`).
+    ///
+    /// Errors: [`CommError::InvalidRank`], [`CommError::Bootstrap`] for
+    /// duplicate addresses, socket errors ([`CommError::Io`]).
+    pub fn bind_udp(
+        rank: usize,
+        hosts: Vec<SocketAddr>,
+        cfg: CommConfig,
+        ctp: CtpConfig,
+    ) -> Result<Self, CommError> {
+        let addr = *hosts.get(rank).ok_or(CommError::InvalidRank {
+            rank,
+            size: hosts.len(),
+        })?;
+        let sock = CtpSocket::bind_udp(addr, ctp)?;
+        Self::new(sock, rank, hosts, cfg)
+    }
+}
+
+impl Communicator<EdpTransport> {
+    /// Binds rank `rank`'s CTP-over-EDP endpoint on `iface` at the port of
+    /// `hosts[rank]` (in the process's shared runtime for `iface`) and joins
+    /// the communicator of `hosts` (rank i at MAC and port `hosts[i]`).
+    ///
+    /// Errors: [`CommError::InvalidRank`]; [`CommError::Bootstrap`] when
+    /// `iface`'s MAC is not `hosts[rank]`'s or addresses repeat; those of
+    /// `CtpSocket::bind_edp` (EPERM names CAP_NET_RAW).
+    pub fn bind_edp(
+        iface: &str,
+        rank: usize,
+        hosts: Vec<EdpAddr>,
+        cfg: CommConfig,
+        ctp: CtpConfig,
+    ) -> Result<Self, CommError> {
+        let (mac, port) = *hosts.get(rank).ok_or(CommError::InvalidRank {
+            rank,
+            size: hosts.len(),
+        })?;
+        let sock = CtpSocket::bind_edp(iface, port, ctp)?;
+        let (_, local_mac, _) = sock.local_addr()?;
+        if local_mac != mac {
+            return Err(CommError::Bootstrap(format!(
+                "rank {rank} is listed at MAC {mac} but {iface} has {local_mac}"
+            )));
+        }
+        Self::new(sock, rank, hosts, cfg)
+    }
+}
+
+impl<T: Transport> Communicator<T> {
+    /// Joins the communicator of `hosts` (rank i at address `hosts[i]`) as
+    /// `rank`, over `sock` (bound at `hosts[rank]`; the communicator takes
+    /// every delivery the socket queues, so it must have no other users).
+    /// No message is sent: peers are connected lazily on first send
+    /// (thesis ch. 6).
+    ///
+    /// Errors: [`CommError::InvalidRank`]; [`CommError::Bootstrap`] for
+    /// duplicate addresses.
+    pub fn new(
+        sock: CtpSocket<T>,
+        rank: usize,
+        hosts: Vec<T::Addr>,
+        cfg: CommConfig,
+    ) -> Result<Self, CommError> {
+        let state = State::new(rank, &hosts, cfg)?;
+        tracing::debug!(
+            rank,
+            size = hosts.len(),
+            local = sock.local_name(),
+            "comm: joined"
+        );
+        Ok(Self {
+            sock,
+            hosts,
+            state: Mutex::new(state),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<T::Addr>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// This process's rank, `0..size()` (MPI_Comm_rank).
+    pub fn rank(&self) -> usize {
+        self.lock().rank
+    }
+
+    /// The number of ranks (MPI_Comm_size).
+    pub fn size(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// The addresses of the ranks.
+    pub fn hosts(&self) -> &[T::Addr] {
+        &self.hosts
+    }
+
+    /// The CTP socket underneath (for its counters).
+    pub fn socket(&self) -> &CtpSocket<T> {
+        &self.sock
+    }
+
+    /// Counters and queue sizes.
+    pub fn stats(&self) -> CommStats {
+        self.lock().snapshot()
+    }
+
+    /// One nonblocking progress step: takes CTP deliveries into matching and
+    /// hands waiting fragments to CTP (MPI's progress rule, section 3.7.4).
+    ///
+    /// Errors: transport errors.
+    pub fn progress(&self) -> Result<(), CommError> {
+        let mut st = self.lock();
+        self.progress_locked(&mut st)
+    }
+
+    fn progress_locked(&self, st: &mut State<T::Addr>) -> Result<(), CommError> {
+        let mut n = 0;
+        while !st.holding() && n < DRAIN_BATCH {
+            match self.sock.try_recv_delivery() {
+                Some(d) => st.on_delivery(d),
+                None => break,
+            }
+            n += 1;
+        }
+        st.pump_held();
+        self.push_sends(st);
+        Ok(())
+    }
+
+    /// Forgets confirmed fragments and hands CTP those the windows and its
+    /// storage let go (`State::pump_sends`, under one driver lock).
+    fn push_sends(&self, st: &mut State<T::Addr>) {
+        if !st.has_work_for_ctp() {
+            return;
+        }
+        self.sock
+            .with_endpoint(|ep| st.pump_sends(ep, Instant::now(), &self.hosts));
+    }
+
+    /// Drives progress until `check` gives a value, the wait cannot finish
+    /// (held messages, nothing in flight), or `CommConfig::wait_timeout`.
+    fn block_on<R>(
+        &self,
+        what: impl Fn(&State<T::Addr>) -> String,
+        mut check: impl FnMut(&mut State<T::Addr>) -> Option<Result<R, CommError>>,
+    ) -> Result<R, CommError> {
+        let limit = self.lock().cfg.wait_timeout;
+        let deadline = limit.map(|t| Instant::now() + t);
+        let mut stash: Option<Delivery<T::Addr>> = None;
+        loop {
+            let block = {
+                let mut st = self.lock();
+                if let Some(d) = stash.take() {
+                    st.on_delivery(d);
+                    st.pump_held();
+                }
+                // Done already (a send handed at once, a message that was
+                // queued): no progress step (a system call) needed.
+                if let Some(r) = check(&mut st) {
+                    return r;
+                }
+                self.push_sends(&mut st);
+                if let Some(r) = check(&mut st) {
+                    return r;
+                }
+                match (st.blocked_in_flight(), st.holding()) {
+                    (Some(m), _) => {
+                        // Blocking on a confirmation: take what CTP has
+                        // delivered first, without waiting.
+                        self.progress_locked(&mut st)?;
+                        if let Some(r) = check(&mut st) {
+                            return r;
+                        }
+                        Block::Confirmation(m)
+                    }
+                    (None, true) => return Err(st.held_error()),
+                    // recv_delivery returns at once with a queued delivery:
+                    // no separate nonblocking step (a system call) first.
+                    (None, false) => Block::Delivery,
+                }
+            };
+            let slice = match deadline {
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        let st = self.lock();
+                        return Err(CommError::TimedOut {
+                            what: what(&st),
+                            after: limit.unwrap_or_default(),
+                        });
+                    }
+                    (d - now).min(WAIT_SLICE)
+                }
+                None => WAIT_SLICE,
+            };
+            match block {
+                Block::Delivery => match self.sock.recv_delivery(Some(slice)) {
+                    Ok(d) => stash = Some(d),
+                    Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
+                    Err(e) => return Err(e.into()),
+                },
+                Block::Confirmation(m) => {
+                    self.sock.wait_confirmed(m, Some(slice))?;
+                }
+            }
+        }
+    }
+
+    /// Starts a send of `data` to `dest` with `tag` (MPI_Isend, section
+    /// 3.7.2); the bytes are copied, so `data` is free at once. Messages of
+    /// any length up to `CommConfig::max_message_bytes` (split into
+    /// fragments of `CommConfig::fragment_bytes`).
+    ///
+    /// Errors: [`CommError::InvalidRank`], [`CommError::InvalidTag`],
+    /// [`CommError::TooLarge`], [`CommError::PeerFailed`],
+    /// [`CommError::SendQueueFull`], [`CommError::TooManyRequests`].
+    pub fn isend(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<Request, CommError> {
+        self.isend_parts(dest, tag, &[data])
+    }
+
+    /// As [`Communicator::isend`] with the message gathered from `bufs`
+    /// (MPI's derived datatypes' common case: several buffers, one message).
+    ///
+    /// Errors: as [`Communicator::isend`].
+    pub fn isend_vectored(
+        &self,
+        dest: usize,
+        tag: Tag,
+        bufs: &[IoSlice<'_>],
+    ) -> Result<Request, CommError> {
+        let parts: Vec<&[u8]> = bufs.iter().map(|b| &**b).collect();
+        self.isend_parts(dest, tag, &parts)
+    }
+
+    fn isend_parts(&self, dest: usize, tag: Tag, parts: &[&[u8]]) -> Result<Request, CommError> {
+        let mut st = self.lock();
+        let id = st.isend(dest, tag, parts, false)?;
+        self.push_sends(&mut st);
+        Ok(Request { id })
+    }
+
+    /// Sends `data` to `dest` with `tag` (MPI_Send, standard mode, section
+    /// 3.2.1): returns once every fragment is handed to CTP, which then
+    /// delivers it reliably (a failure marks the peer failed).
+    ///
+    /// Errors: as [`Communicator::isend`], and [`CommError::TimedOut`].
+    pub fn send(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<(), CommError> {
+        let r = self.isend(dest, tag, data)?;
+        self.wait_internal(r.id).map(|_| ())
+    }
+
+    /// As [`Communicator::send`] with the message gathered from `bufs`.
+    ///
+    /// Errors: as [`Communicator::send`].
+    pub fn send_vectored(
+        &self,
+        dest: usize,
+        tag: Tag,
+        bufs: &[IoSlice<'_>],
+    ) -> Result<(), CommError> {
+        let r = self.isend_vectored(dest, tag, bufs)?;
+        self.wait_internal(r.id).map(|_| ())
+    }
+
+    /// Posts a receive for a message from `source` (a rank or
+    /// [`ANY_SOURCE`](crate::ANY_SOURCE)) with `tag` (or
+    /// [`ANY_TAG`](crate::ANY_TAG)) (MPI_Irecv, section 3.7.2).
+    ///
+    /// Errors: [`CommError::InvalidRank`], [`CommError::InvalidTag`],
+    /// [`CommError::Post`] (posted queue full),
+    /// [`CommError::TooManyRequests`].
+    pub fn irecv(
+        &self,
+        source: impl Into<SourceSel>,
+        tag: impl Into<TagSel>,
+    ) -> Result<Request, CommError> {
+        // No progress step here: a message CTP already holds is taken by the
+        // next call (test, wait), and the receive is matched in order then.
+        let id = self.lock().irecv(source.into(), tag.into(), false)?;
+        Ok(Request { id })
+    }
+
+    /// Receives a message from `source` with `tag` (wildcards allowed;
+    /// MPI_Recv, section 3.2.4), in send order per (source, tag).
+    ///
+    /// Errors: as [`Communicator::irecv`], [`CommError::PeerFailed`] (a
+    /// named source failed), [`CommError::UnexpectedQueueFull`],
+    /// [`CommError::TimedOut`].
+    pub fn recv(
+        &self,
+        source: impl Into<SourceSel>,
+        tag: impl Into<TagSel>,
+    ) -> Result<(Status, Vec<u8>), CommError> {
+        let r = self.irecv(source, tag)?;
+        let c = self.wait_internal(r.id)?;
+        Ok(c.into_received()
+            .expect("a receive request yields a message"))
+    }
+
+    /// Receives into `buf` (MPI_Recv with a buffer); returns the status.
+    ///
+    /// Errors: as [`Communicator::recv`], and [`CommError::Truncated`]
+    /// when the message is longer than `buf` (the message is consumed; the
+    /// first `buf.len()` bytes are copied).
+    pub fn recv_into(
+        &self,
+        source: impl Into<SourceSel>,
+        tag: impl Into<TagSel>,
+        buf: &mut [u8],
+    ) -> Result<Status, CommError> {
+        let (s, data) = self.recv(source, tag)?;
+        let n = data.len().min(buf.len());
+        buf[..n].copy_from_slice(&data[..n]);
+        if data.len() > buf.len() {
+            return Err(CommError::Truncated {
+                len: data.len(),
+                buf: buf.len(),
+                from: s.source,
+                tag: s.tag,
+            });
+        }
+        Ok(s)
+    }
+
+    /// The status of the first message a receive for `(source, tag)` would
+    /// take now, without taking it (MPI_Iprobe, section 3.8.1), after one
+    /// progress step.
+    ///
+    /// Errors: transport errors.
+    pub fn iprobe(
+        &self,
+        source: impl Into<SourceSel>,
+        tag: impl Into<TagSel>,
+    ) -> Result<Option<Status>, CommError> {
+        let mut st = self.lock();
+        self.progress_locked(&mut st)?;
+        Ok(st.probe(source.into(), tag.into()))
+    }
+
+    /// True if `req` is complete (MPI_Test, section 3.7.3, without freeing:
+    /// [`Communicator::wait`] then returns at once), after one progress step.
+    ///
+    /// Errors: [`CommError::UnknownRequest`], transport errors.
+    pub fn test(&self, req: &Request) -> Result<bool, CommError> {
+        let mut st = self.lock();
+        self.progress_locked(&mut st)?;
+        st.is_complete(req.id)
+    }
+
+    /// Waits for `req` and returns its completion (MPI_Wait, section 3.7.3).
+    ///
+    /// Errors: the request's own ([`CommError::PeerFailed`]),
+    /// [`CommError::UnknownRequest`], [`CommError::UnexpectedQueueFull`],
+    /// [`CommError::TimedOut`], transport errors.
+    pub fn wait(&self, req: Request) -> Result<Completion, CommError> {
+        self.wait_id(req.id)
+    }
+
+    /// [`Communicator::wait`] for a request the caller never saw (the
+    /// blocking calls): when the wait fails, a receive still posted is
+    /// cancelled (it must not take a later message), a receive that
+    /// completed meanwhile is returned, and a send's request is forgotten
+    /// (its fragments still go).
+    fn wait_internal(&self, id: u64) -> Result<Completion, CommError> {
+        match self.wait_id(id) {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                let mut st = self.lock();
+                if st.cancel_recv(id) {
+                    return Err(e);
+                }
+                match st.take_complete(id) {
+                    Some(r @ crate::request::ReqState::Recv { .. }) => r.finish(),
+                    _ => {
+                        st.forget(id);
+                        Err(e)
+                    }
+                }
+            }
+        }
+    }
+
+    fn wait_id(&self, id: u64) -> Result<Completion, CommError> {
+        self.block_on(
+            |st| st.describe(id),
+            |st| match st.is_complete(id) {
+                Err(e) => Some(Err(e)),
+                Ok(false) => None,
+                Ok(true) => Some(st.take_complete(id).expect("complete").finish()),
+            },
+        )
+    }
+
+    /// Waits until one of `reqs` completes; removes it from `reqs` and
+    /// returns its former index and completion (MPI_Waitany, section 3.7.5).
+    ///
+    /// Errors: [`CommError::NoRequests`] for an empty `reqs`; a failed
+    /// request's error (that request is removed too); as
+    /// [`Communicator::wait`].
+    pub fn wait_any(&self, reqs: &mut Vec<Request>) -> Result<(usize, Completion), CommError> {
+        if reqs.is_empty() {
+            return Err(CommError::NoRequests);
+        }
+        let ids: Vec<u64> = reqs.iter().map(|r| r.id).collect();
+        let (i, r) = self.block_on(
+            |_| format!("any of {} requests", ids.len()),
+            |st| {
+                for (i, &id) in ids.iter().enumerate() {
+                    match st.is_complete(id) {
+                        Err(e) => return Some(Err(e)),
+                        Ok(true) => {
+                            let done = st.take_complete(id).expect("complete").finish();
+                            return Some(Ok((i, done)));
+                        }
+                        Ok(false) => {}
+                    }
+                }
+                None
+            },
+        )?;
+        let _completed = reqs.remove(i);
+        r.map(|c| (i, c))
+    }
+
+    /// Waits for all of `reqs`, in order (MPI_Waitall, section 3.7.5).
+    ///
+    /// Errors: the first failure; the requests after it are still pending
+    /// and dropped from the caller's view, but their state stays until
+    /// the communicator is dropped.
+    pub fn wait_all(&self, reqs: Vec<Request>) -> Result<Vec<Completion>, CommError> {
+        reqs.into_iter().map(|r| self.wait(r)).collect()
+    }
+
+    /// Cancels receive `req` if no message has matched it (MPI_Cancel,
+    /// section 3.8.4). Gives the request back when it cannot be cancelled
+    /// (a send, or a receive already matched): complete it with `wait`.
+    pub fn cancel(&self, req: Request) -> Result<(), Request> {
+        if self.lock().cancel_recv(req.id) {
+            Ok(())
+        } else {
+            Err(req)
+        }
+    }
+
+    /// Waits until every message sent so far is confirmed by its receiver's
+    /// CTP endpoint (MPI_Finalize's duty: nothing still in flight is lost
+    /// when the socket closes), at most `timeout`.
+    ///
+    /// Errors: [`CommError::TimedOut`]; transport errors.
+    pub fn flush(&self, timeout: Duration) -> Result<(), CommError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            {
+                let mut st = self.lock();
+                self.progress_locked(&mut st)?;
+                if st.snapshot().pending_fragments == 0 {
+                    break;
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(self.flush_timeout(timeout));
+            }
+            self.sock.poll((deadline - now).min(WAIT_SLICE))?;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if self.sock.flush(Some(left))? {
+            Ok(())
+        } else {
+            Err(self.flush_timeout(timeout))
+        }
+    }
+
+    /// Ends this rank's part in the communicator (MPI_Finalize, MPI 4.0
+    /// section 11.2.2): waits until its messages are confirmed, then for
+    /// every rank to get there (a barrier), confirms the barrier's messages,
+    /// and keeps answering for `CommConfig::linger` so that a peer's last
+    /// resend is confirmed. All ranks must call it; messages sent to this
+    /// rank and not received are lost when it returns, as in MPI.
+    ///
+    /// Errors: [`CommError::TimedOut`] when a flush exceeds `timeout`; those
+    /// of [`Communicator::barrier`].
+    pub fn finalize(self, timeout: Duration) -> Result<(), CommError> {
+        self.flush(timeout)?;
+        self.barrier()?;
+        self.flush(timeout)?;
+        let linger = self.lock().cfg.linger;
+        self.sock.poll(linger)?;
+        Ok(())
+    }
+
+    fn flush_timeout(&self, after: Duration) -> CommError {
+        CommError::TimedOut {
+            what: format!(
+                "flush of rank {} ({} fragments waiting, {} unconfirmed in CTP)",
+                self.rank(),
+                self.stats().pending_fragments,
+                self.sock.status().awaiting_confirmation
+            ),
+            after,
+        }
+    }
+
+    /// Sends on the collective context (for `collective.rs`).
+    pub(crate) fn coll_send(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<(), CommError> {
+        let id = {
+            let mut st = self.lock();
+            let id = st.isend(dest, tag, &[data], true)?;
+            self.push_sends(&mut st);
+            id
+        };
+        self.wait_internal(id).map(|_| ())
+    }
+
+    /// Receives on the collective context (for `collective.rs`).
+    pub(crate) fn coll_recv(&self, source: usize, tag: Tag) -> Result<Vec<u8>, CommError> {
+        let id = {
+            self.lock()
+                .irecv(SourceSel::Rank(source), TagSel::Tag(tag), true)?
+        };
+        let c = self.wait_internal(id)?;
+        Ok(c.into_received().expect("a receive").1)
+    }
+
+    /// The next collective's tag (all ranks call collectives in the same
+    /// order, MPI 4.0 section 6.12, so their counters agree).
+    pub(crate) fn next_coll_tag(&self) -> Tag {
+        self.lock().next_coll_tag()
+    }
+}

@@ -1,0 +1,76 @@
+//! [`CommConfig`]: the communicator's tunables, each with its default and
+//! the reason for it.
+
+use std::time::Duration;
+
+use crate::matching::MatchLimits;
+
+/// Tunables of a [`Communicator`](crate::Communicator).
+#[derive(Debug, Clone)]
+pub struct CommConfig {
+    /// Context id of the communicator's point-to-point traffic; its
+    /// collectives use `context | 0x8000` (MPI 4.0 section 6.1.2: separate
+    /// contexts keep the two apart). All ranks must use the same. Default 1.
+    pub context: u16,
+    /// Largest fragment a message is sent in, bytes (without the 24-byte
+    /// header). A message longer than this is split into consecutive
+    /// fragments and joined by the receiver, so messages of any size up to
+    /// `max_message_bytes` pass while CTP's per-message reassembly memory
+    /// (`ctp::Config::max_reassembly_bytes_per_peer`, 512 MiB) holds only
+    /// one fragment per message. Default 1 MiB.
+    pub fragment_bytes: usize,
+    /// The send window per peer, fragments, as a span of sequence numbers:
+    /// a fragment goes to CTP only while its sequence number is below the
+    /// oldest unconfirmed one's plus this. CTP confirms a message once its
+    /// receiver has it, so the receiver can never see a fragment this far
+    /// ahead of the next one it expects, and its reorder buffer for the peer
+    /// holds at most this many; a fragment beyond is counted and dropped
+    /// (`CommStats::refused_fragments`). All ranks must use the same value
+    /// (a receiver's must be at least its senders'). Default 64 (64 MiB per
+    /// peer at the default fragment size).
+    pub window_fragments: usize,
+    /// Largest message sent or accepted, bytes. A larger send fails with
+    /// [`CommError::TooLarge`](crate::CommError::TooLarge); a received
+    /// header announcing more is counted and dropped. Default 4 GiB.
+    pub max_message_bytes: u64,
+    /// Most fragments waiting in the sender for the window, over all peers;
+    /// a nonblocking send beyond it fails with
+    /// [`CommError::SendQueueFull`](crate::CommError::SendQueueFull).
+    /// Default 65536.
+    pub max_pending_fragments: usize,
+    /// Most unfinished requests (posted receives and pending sends not yet
+    /// completed by `wait`); beyond it `isend`/`irecv` fail with
+    /// [`CommError::TooManyRequests`](crate::CommError::TooManyRequests).
+    /// Default 65536.
+    pub max_requests: usize,
+    /// Bounds of the matching queues (per context).
+    pub limits: MatchLimits,
+    /// How long a blocking call (`wait`, `send`, `recv`, collectives) waits
+    /// before failing with [`CommError::TimedOut`](crate::CommError::TimedOut);
+    /// `None` waits without limit. Default `None` (MPI semantics; a dead
+    /// peer is reported by CTP's "not confirmed" error to whoever sends to
+    /// it).
+    pub wait_timeout: Option<Duration>,
+    /// How long [`Communicator::finalize`](crate::Communicator::finalize)
+    /// keeps the endpoint answering after the last exchange, so a peer whose
+    /// last message's confirmation was lost gets it on its resend (as TCP's
+    /// TIME-WAIT, RFC 9293 3.6.1, for the last ACK). Default 200 ms: many
+    /// resend timeouts on a LAN (CTP's floor is 1 ms).
+    pub linger: Duration,
+}
+
+impl Default for CommConfig {
+    fn default() -> Self {
+        Self {
+            context: 1,
+            fragment_bytes: 1 << 20,
+            window_fragments: 64,
+            max_message_bytes: 4 << 30,
+            max_pending_fragments: 1 << 16,
+            max_requests: 1 << 16,
+            limits: MatchLimits::default(),
+            wait_timeout: None,
+            linger: Duration::from_millis(200),
+        }
+    }
+}

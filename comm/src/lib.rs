@@ -1,0 +1,42 @@
+//! `comm`: a communicator in MPI's terms over one CTP endpoint per process
+//! (issue 12; the thesis's Open MPI port, ch. 6, and the user-level
+//! flow-control library paper, `notes-mak-ulfc.md` "ULFC").
+//!
+//! Layers, each usable alone:
+//! - [`matching`]: the sans-IO matching engine (posted and unexpected
+//!   queues, wildcards, MPI 4.0 section 3.5 non-overtaking order, bounds);
+//! - [`wire`]: the private header (thesis ch. 6: length and tag; plus
+//!   context id and per-peer sequence number) and its checked codec;
+//! - `reorder` (internal): per-peer in-order release and fragment joining, sans-IO;
+//! - [`Communicator`]: ranks from a host list over one `ctp::CtpSocket`
+//!   (CTP over the EDP runtime or over UDP): blocking and nonblocking
+//!   send/recv with requests, vectored sends, messages of any size, and
+//!   collectives (barrier, bcast, reduce/allreduce of sums, gather/allgather).
+//!
+//! Not built yet (issue 12): the ULFC flow-control API per peer, failure
+//! detection by EDP echo, MPI/srun bootstrap, the C ABI, benchmarks.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod matching;
+pub(crate) mod reorder;
+pub mod wire;
+
+mod collective;
+mod communicator;
+mod config;
+mod error;
+mod request;
+mod state;
+mod stats;
+
+#[cfg(test)]
+mod sim_tests;
+
+pub use collective::SumElement;
+pub use communicator::Communicator;
+pub use config::CommConfig;
+pub use error::CommError;
+pub use matching::{SourceSel, Tag, TagSel, ANY_SOURCE, ANY_TAG, MAX_TAG};
+pub use request::{Completion, Request, Status};
+pub use stats::CommStats;

@@ -1,0 +1,716 @@
+//! The communicator's protocol state, free of I/O: peers (lazy), fragment
+//! queues and windows, per-peer reorder buffers, the two matching engines
+//! (point-to-point and collective contexts), requests and counters. The
+//! socket side (`communicator.rs`) feeds it CTP deliveries and hands its
+//! fragments to CTP.
+
+use std::collections::VecDeque;
+use std::hash::Hash;
+
+use std::time::Instant;
+
+use ctp::{Delivery, Endpoint, ErrorInfo, ErrorType, MsgId, Options, PeerAddr, ReceivedData};
+use rustc_hash::FxHashMap;
+
+use crate::config::CommConfig;
+use crate::matching::{Envelope, Matched, Matcher, SourceSel, Tag, TagSel, MAX_TAG};
+use crate::reorder::{Complete, PeerRx};
+use crate::request::{ReqState, Status};
+use crate::stats::CommStats;
+use crate::wire::{Header, COMM_COMMAND, FLAG_LAST, HEADER_LEN};
+use crate::CommError;
+
+/// Bit of the context id marking collective traffic.
+pub(crate) const COLLECTIVE_CONTEXT: u16 = 0x8000;
+
+/// A fragment waiting for the window: its sequence number, header and
+/// bytes, and the request to credit when it is handed to CTP.
+#[derive(Debug)]
+struct OutFragment {
+    seq: u64,
+    bytes: Vec<u8>,
+    req: u64,
+}
+
+/// The send side of a peer, created on the first send to it (lazy
+/// connection, thesis ch. 6).
+///
+/// The window is a span of sequence numbers, not a count: a fragment is
+/// handed to CTP only while its sequence number is less than the oldest
+/// unconfirmed one's plus `window_fragments`. CTP confirms out of order, so
+/// counting unconfirmed fragments would let the span (and the receiver's
+/// reorder buffer) grow without bound behind one slow fragment.
+#[derive(Debug, Default)]
+struct PeerTx {
+    next_seq: u64,
+    pending: VecDeque<OutFragment>,
+    /// (sequence number, CTP message), in sequence order.
+    in_flight: VecDeque<(u64, MsgId)>,
+}
+
+impl PeerTx {
+    /// True if the window lets the next pending fragment go.
+    fn window_open(&self, window: usize) -> bool {
+        match (self.pending.front(), self.in_flight.front()) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(p), Some(&(oldest, _))) => p.seq < oldest + window as u64,
+        }
+    }
+}
+
+/// A fragment ready for CTP.
+#[derive(Debug)]
+pub(crate) struct Sendable {
+    pub dest: usize,
+    pub seq: u64,
+    pub bytes: Vec<u8>,
+    pub req: u64,
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub(crate) struct State<A> {
+    pub rank: usize,
+    pub size: usize,
+    pub cfg: CommConfig,
+    by_addr: FxHashMap<A, usize>,
+    tx: Vec<Option<PeerTx>>,
+    rx: Vec<Option<PeerRx>>,
+    failed: Vec<Option<String>>,
+    p2p: Matcher<u64>,
+    coll: Matcher<u64>,
+    /// In-order messages the matching engines had no room for; while any is
+    /// held no further delivery is taken from CTP (its queue fills and its
+    /// senders resend later).
+    held: VecDeque<(bool, Envelope, Vec<u8>)>,
+    requests: FxHashMap<u64, ReqState>,
+    next_req: u64,
+    pending_fragments: usize,
+    rr: usize,
+    coll_seq: Tag,
+    pub stats: CommStats,
+}
+
+impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
+    pub fn new(rank: usize, hosts: &[A], cfg: CommConfig) -> Result<Self, CommError> {
+        let size = hosts.len();
+        if rank >= size {
+            return Err(CommError::InvalidRank { rank, size });
+        }
+        let mut by_addr = FxHashMap::default();
+        for (r, a) in hosts.iter().enumerate() {
+            if let Some(other) = by_addr.insert(*a, r) {
+                return Err(CommError::Bootstrap(format!(
+                    "ranks {other} and {r} have the same address {a:?}: each rank needs its own endpoint"
+                )));
+            }
+        }
+        Ok(Self {
+            rank,
+            size,
+            by_addr,
+            tx: (0..size).map(|_| None).collect(),
+            rx: (0..size).map(|_| None).collect(),
+            failed: vec![None; size],
+            p2p: Matcher::new(cfg.limits),
+            coll: Matcher::new(cfg.limits),
+            held: VecDeque::new(),
+            requests: FxHashMap::default(),
+            next_req: 1,
+            pending_fragments: 0,
+            rr: 0,
+            coll_seq: 0,
+            stats: CommStats::default(),
+            cfg,
+        })
+    }
+
+    fn check_rank(&self, rank: usize) -> Result<(), CommError> {
+        if rank >= self.size {
+            return Err(CommError::InvalidRank {
+                rank,
+                size: self.size,
+            });
+        }
+        Ok(())
+    }
+
+    fn peer_failed(&self, rank: usize) -> Result<(), CommError> {
+        match &self.failed[rank] {
+            Some(reason) => Err(CommError::PeerFailed {
+                rank,
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn new_request(&mut self, r: ReqState) -> Result<u64, CommError> {
+        if self.requests.len() >= self.cfg.max_requests {
+            return Err(CommError::TooManyRequests(self.requests.len()));
+        }
+        let id = self.next_req;
+        self.next_req += 1;
+        self.requests.insert(id, r);
+        Ok(id)
+    }
+
+    /// Queues a message of the concatenated `parts` to `dest`; returns its
+    /// request. A message to ourselves goes straight to matching.
+    pub fn isend(
+        &mut self,
+        dest: usize,
+        tag: Tag,
+        parts: &[&[u8]],
+        coll: bool,
+    ) -> Result<u64, CommError> {
+        self.check_rank(dest)?;
+        if tag > MAX_TAG {
+            return Err(CommError::InvalidTag(tag));
+        }
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len as u64 > self.cfg.max_message_bytes {
+            return Err(CommError::TooLarge {
+                len: len as u64,
+                max: self.cfg.max_message_bytes,
+            });
+        }
+        self.peer_failed(dest)?;
+        let frag = self.cfg.fragment_bytes.max(1);
+        let nfrags = len.div_ceil(frag).max(1);
+        if dest != self.rank && self.pending_fragments + nfrags > self.cfg.max_pending_fragments {
+            return Err(CommError::SendQueueFull {
+                pending: self.pending_fragments,
+            });
+        }
+        let req = self.new_request(ReqState::Send {
+            dest,
+            tag,
+            len,
+            left: if dest == self.rank { 0 } else { nfrags },
+            failed: None,
+        })?;
+        self.stats.messages_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        if dest == self.rank {
+            let data = parts.concat();
+            let env = Envelope {
+                source: self.rank,
+                tag,
+            };
+            self.deliver_in_order(coll, env, data);
+            return Ok(req);
+        }
+        let context = self.context(coll);
+        let peer = self.tx[dest].get_or_insert_with(|| {
+            self.stats.connections += 1;
+            tracing::debug!(
+                rank = self.rank,
+                dest,
+                "comm: first send to peer (lazy connection)"
+            );
+            PeerTx::default()
+        });
+        // Walk the parts, cutting fragments of `frag` bytes.
+        let mut part = 0;
+        let mut off = 0;
+        for i in 0..nfrags {
+            let this = frag.min(len - i * frag);
+            let h = Header {
+                flags: if i + 1 == nfrags { FLAG_LAST } else { 0 },
+                context,
+                tag,
+                seq: peer.next_seq,
+                len: len as u64,
+            };
+            peer.next_seq += 1;
+            let mut bytes = Vec::with_capacity(HEADER_LEN + this);
+            bytes.extend_from_slice(&h.to_bytes());
+            while bytes.len() < HEADER_LEN + this {
+                let p = parts[part];
+                let take = (p.len() - off).min(HEADER_LEN + this - bytes.len());
+                bytes.extend_from_slice(&p[off..off + take]);
+                off += take;
+                if off == p.len() {
+                    part += 1;
+                    off = 0;
+                }
+            }
+            while part < parts.len() && parts[part].is_empty() {
+                part += 1;
+            }
+            peer.pending.push_back(OutFragment {
+                seq: h.seq,
+                bytes,
+                req,
+            });
+        }
+        self.pending_fragments += nfrags;
+        Ok(req)
+    }
+
+    fn context(&self, coll: bool) -> u16 {
+        if coll {
+            self.cfg.context | COLLECTIVE_CONTEXT
+        } else {
+            self.cfg.context & !COLLECTIVE_CONTEXT
+        }
+    }
+
+    /// Posts a receive; returns its request (complete at once if an
+    /// unexpected message matches).
+    pub fn irecv(&mut self, source: SourceSel, tag: TagSel, coll: bool) -> Result<u64, CommError> {
+        if let SourceSel::Rank(r) = source {
+            self.check_rank(r)?;
+        }
+        if let TagSel::Tag(t) = tag {
+            if t > MAX_TAG {
+                return Err(CommError::InvalidTag(t));
+            }
+        }
+        let req = self.new_request(ReqState::Recv {
+            coll,
+            source,
+            done: None,
+        })?;
+        let m = if coll { &mut self.coll } else { &mut self.p2p };
+        match m.post(req, source, tag) {
+            Ok(Some(matched)) => self.complete_recv(matched),
+            Ok(None) => {
+                // Nothing queued: a receive naming a failed peer cannot complete.
+                if let SourceSel::Rank(r) = source {
+                    if let Err(e) = self.peer_failed(r) {
+                        let m = if coll { &mut self.coll } else { &mut self.p2p };
+                        m.cancel(&req);
+                        self.fail_recv(req, e);
+                    }
+                }
+            }
+            Err(e) => {
+                self.requests.remove(&req);
+                return Err(e.into());
+            }
+        }
+        // A held message may match the new receive.
+        self.pump_held();
+        Ok(req)
+    }
+
+    fn complete_recv(&mut self, m: Matched<u64>) {
+        self.stats.messages_received += 1;
+        self.stats.bytes_received += m.data.len() as u64;
+        if let Some(ReqState::Recv { done, .. }) = self.requests.get_mut(&m.id) {
+            let status = Status {
+                source: m.envelope.source,
+                tag: m.envelope.tag,
+                len: m.data.len(),
+            };
+            *done = Some(Ok((status, m.data)));
+        }
+    }
+
+    fn fail_recv(&mut self, req: u64, e: CommError) {
+        if let Some(ReqState::Recv { done, .. }) = self.requests.get_mut(&req) {
+            *done = Some(Err(e));
+        }
+    }
+
+    /// Hands an in-order message to matching, or holds it (see `held`).
+    fn deliver_in_order(&mut self, coll: bool, env: Envelope, data: Vec<u8>) {
+        if !self.held.is_empty() {
+            self.held.push_back((coll, env, data));
+            return;
+        }
+        let m = if coll { &mut self.coll } else { &mut self.p2p };
+        match m.arrive(env, data) {
+            Ok(Some(matched)) => self.complete_recv(matched),
+            Ok(None) => {}
+            Err(o) => {
+                self.stats.unexpected_overflows += 1;
+                tracing::debug!(rank = self.rank, error = %o, "comm: holding a message");
+                self.held.push_back((coll, o.envelope, o.data));
+            }
+        }
+    }
+
+    /// Moves held messages into matching while they are taken.
+    pub fn pump_held(&mut self) {
+        while let Some((coll, env, data)) = self.held.front() {
+            let m = if *coll { &mut self.coll } else { &mut self.p2p };
+            if !m.takes(*env, data.len() as u64) {
+                return;
+            }
+            let (coll, env, data) = self.held.pop_front().expect("front exists");
+            let m = if coll { &mut self.coll } else { &mut self.p2p };
+            match m.arrive(env, data) {
+                Ok(Some(matched)) => self.complete_recv(matched),
+                Ok(None) => {}
+                Err(_) => unreachable!("takes() said it fits"),
+            }
+        }
+    }
+
+    /// True while messages are held: take no delivery from CTP.
+    pub fn holding(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// The error a blocked wait reports when held messages cannot move.
+    pub fn held_error(&self) -> CommError {
+        let coll = self.held.front().is_some_and(|h| h.0);
+        let m = if coll { &self.coll } else { &self.p2p };
+        CommError::UnexpectedQueueFull {
+            queued: m.unexpected_len(),
+            queued_bytes: m.unexpected_bytes(),
+        }
+    }
+
+    /// Takes one CTP delivery.
+    pub fn on_delivery(&mut self, d: Delivery<A>) {
+        match d {
+            Delivery::Data(d) => self.on_data(d),
+            Delivery::Error(e) => self.on_error(e),
+        }
+    }
+
+    fn on_data(&mut self, d: ReceivedData<A>) {
+        if d.command != COMM_COMMAND {
+            self.stats.foreign_command += 1;
+            return;
+        }
+        let Some(&src) = self.by_addr.get(&d.from) else {
+            self.stats.unknown_source += 1;
+            tracing::debug!(from = ?d.from, "comm: message from an address not in the host list");
+            return;
+        };
+        let (h, payload) = match Header::decode(&d.data) {
+            Ok(x) => x,
+            Err(e) => {
+                self.stats.malformed += 1;
+                tracing::debug!(src, error = %e, "comm: malformed message");
+                return;
+            }
+        };
+        if h.context != self.context(false) && h.context != self.context(true) {
+            self.stats.foreign_context += 1;
+            return;
+        }
+        let (window, max) = (self.cfg.window_fragments, self.cfg.max_message_bytes);
+        let rx = self.rx[src].get_or_insert_with(|| PeerRx::new(window, max));
+        let mut out: Vec<Complete> = Vec::new();
+        if let Err(e) = rx.accept(h, payload, &mut out) {
+            self.stats.refused_fragments += 1;
+            tracing::debug!(src, error = %e, "comm: fragment refused");
+        }
+        for c in out {
+            let env = Envelope {
+                source: src,
+                tag: c.tag,
+            };
+            let coll = c.context & COLLECTIVE_CONTEXT != 0;
+            self.deliver_in_order(coll, env, c.data);
+        }
+    }
+
+    fn on_error(&mut self, e: ErrorInfo<A>) {
+        self.stats.ctp_errors += 1;
+        let rank = e.peer.and_then(|p| self.by_addr.get(&p).copied());
+        match (e.kind, rank) {
+            (ErrorType::NotConfirmed, Some(rank)) => self.fail_peer(rank, e.to_string()),
+            _ => tracing::warn!(error = %e, "comm: CTP error"),
+        }
+    }
+
+    /// Marks `rank` failed: its queued fragments are dropped, its sends and
+    /// the receives naming it fail.
+    pub fn fail_peer(&mut self, rank: usize, reason: String) {
+        if self.failed[rank].is_some() {
+            return;
+        }
+        tracing::warn!(rank = self.rank, peer = rank, %reason, "comm: peer failed");
+        self.stats.peer_failures += 1;
+        self.failed[rank] = Some(reason.clone());
+        let err = || CommError::PeerFailed {
+            rank,
+            reason: reason.clone(),
+        };
+        if let Some(tx) = self.tx[rank].as_mut() {
+            self.pending_fragments -= tx.pending.len();
+            tx.pending.clear();
+            tx.in_flight.clear();
+        }
+        for r in self.requests.values_mut() {
+            if let ReqState::Send {
+                dest, left, failed, ..
+            } = r
+            {
+                if *dest == rank && *left > 0 && failed.is_none() {
+                    *failed = Some(err());
+                }
+            }
+        }
+        let mut gone = self.p2p.cancel_source(rank);
+        gone.extend(self.coll.cancel_source(rank));
+        for req in gone {
+            self.fail_recv(req, err());
+        }
+    }
+
+    /// Forgets the in-flight fragments CTP no longer holds (confirmed).
+    pub fn reap(&mut self, is_pending: impl Fn(MsgId) -> bool) {
+        for tx in self.tx.iter_mut().flatten() {
+            tx.in_flight.retain(|(_, m)| is_pending(*m));
+        }
+    }
+
+    /// Forgets confirmed fragments, then hands `ep` the fragments the
+    /// windows and its sent-commands storage let go (never waiting: a
+    /// fragment that does not fit the storage waits for the next call).
+    /// `addrs[r]` is rank r's address.
+    pub fn pump_sends(&mut self, ep: &mut Endpoint<A>, now: Instant, addrs: &[A])
+    where
+        A: PeerAddr,
+    {
+        if self.any_in_flight().is_some() {
+            self.reap(|m| ep.is_pending(m));
+        }
+        while let Some((dest, len)) = self.peek_sendable() {
+            if !ep.has_room(len as u64) {
+                return;
+            }
+            let mut s = self.take_sendable(dest).expect("peeked");
+            let bytes = std::mem::take(&mut s.bytes);
+            match ep.send_vec(now, COMM_COMMAND, addrs[dest], bytes, Options::NONE) {
+                Ok(msg) => self.handed(&s, msg),
+                // The peer's sequence now has a gap: nothing more can be
+                // delivered to it in order.
+                Err(e) => self.fail_peer(dest, format!("CTP refused a fragment: {e}")),
+            }
+        }
+    }
+
+    /// True if fragments wait or are in flight (`pump_sends` has work).
+    pub fn has_work_for_ctp(&self) -> bool {
+        self.pending_fragments > 0 || self.any_in_flight().is_some()
+    }
+
+    /// True if some fragment is handed to CTP and unconfirmed.
+    pub fn any_in_flight(&self) -> Option<MsgId> {
+        self.tx
+            .iter()
+            .flatten()
+            .find_map(|t| t.in_flight.front().map(|f| f.1))
+    }
+
+    /// A fragment a blocked sender can wait for: the oldest in flight to a
+    /// peer with fragments waiting for the window (else any in flight while
+    /// fragments wait for CTP's storage); `None` if nothing waits.
+    pub fn blocked_in_flight(&self) -> Option<MsgId> {
+        let mut waiting = false;
+        for t in self.tx.iter().flatten() {
+            if !t.pending.is_empty() {
+                waiting = true;
+                if !t.window_open(self.cfg.window_fragments.max(1)) {
+                    return t.in_flight.front().map(|f| f.1);
+                }
+            }
+        }
+        if waiting {
+            self.any_in_flight()
+        } else {
+            None
+        }
+    }
+
+    /// The status of the first message a receive for `(source, tag)` would
+    /// take now (point-to-point context).
+    pub fn probe(&self, source: SourceSel, tag: TagSel) -> Option<Status> {
+        self.p2p.probe(source, tag).map(|(e, len)| Status {
+            source: e.source,
+            tag: e.tag,
+            len,
+        })
+    }
+
+    /// The next collective's tag.
+    pub fn next_coll_tag(&mut self) -> Tag {
+        let t = self.coll_seq;
+        self.coll_seq = (self.coll_seq + 1) & MAX_TAG;
+        t
+    }
+
+    /// The length of the next fragment that the window lets go, and its
+    /// peer (round robin over peers).
+    pub fn peek_sendable(&mut self) -> Option<(usize, usize)> {
+        let window = self.cfg.window_fragments.max(1);
+        for k in 0..self.size {
+            let dest = (self.rr + k) % self.size;
+            if let Some(tx) = &self.tx[dest] {
+                if tx.window_open(window) {
+                    let f = tx.pending.front().expect("window_open needs one");
+                    return Some((dest, f.bytes.len()));
+                }
+            }
+        }
+        None
+    }
+
+    /// Takes the next fragment for `dest` (after `peek_sendable`).
+    pub fn take_sendable(&mut self, dest: usize) -> Option<Sendable> {
+        let f = self.tx[dest].as_mut()?.pending.pop_front()?;
+        self.pending_fragments -= 1;
+        self.rr = (dest + 1) % self.size;
+        Some(Sendable {
+            dest,
+            seq: f.seq,
+            bytes: f.bytes,
+            req: f.req,
+        })
+    }
+
+    /// A fragment was handed to CTP as `msg`.
+    pub fn handed(&mut self, s: &Sendable, msg: MsgId) {
+        self.stats.fragments_sent += 1;
+        if let Some(tx) = self.tx[s.dest].as_mut() {
+            tx.in_flight.push_back((s.seq, msg));
+        }
+        if let Some(ReqState::Send { left, .. }) = self.requests.get_mut(&s.req) {
+            *left = left.saturating_sub(1);
+        }
+    }
+
+    /// Is request `id` complete?
+    pub fn is_complete(&self, id: u64) -> Result<bool, CommError> {
+        self.requests
+            .get(&id)
+            .map(|r| r.is_complete())
+            .ok_or(CommError::UnknownRequest(id))
+    }
+
+    /// Removes complete request `id` and returns its state.
+    pub fn take_complete(&mut self, id: u64) -> Option<ReqState> {
+        if self.requests.get(&id)?.is_complete() {
+            self.requests.remove(&id)
+        } else {
+            None
+        }
+    }
+
+    /// Drops request `id`'s state (a send's fragments still go).
+    pub fn forget(&mut self, id: u64) {
+        self.requests.remove(&id);
+    }
+
+    /// Cancels receive `id` if still posted (MPI_Cancel, MPI 4.0 section
+    /// 3.8.4); true if cancelled (the request is gone).
+    pub fn cancel_recv(&mut self, id: u64) -> bool {
+        let coll = match self.requests.get(&id) {
+            Some(ReqState::Recv {
+                coll, done: None, ..
+            }) => *coll,
+            _ => return false,
+        };
+        let m = if coll { &mut self.coll } else { &mut self.p2p };
+        if m.cancel(&id) {
+            self.requests.remove(&id);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The source a receive request names (for error messages).
+    pub fn describe(&self, id: u64) -> String {
+        match self.requests.get(&id) {
+            Some(ReqState::Send { dest, tag, len, .. }) => {
+                format!("send of {len} bytes to rank {dest} tag {tag}")
+            }
+            Some(ReqState::Recv { source, .. }) => format!("receive from {source:?}"),
+            None => format!("request {id}"),
+        }
+    }
+
+    /// Counters with the matching engines' and queues' current sizes.
+    pub fn snapshot(&self) -> CommStats {
+        let mut s = self.stats;
+        s.unexpected = self.p2p.unexpected_len() + self.coll.unexpected_len();
+        s.unexpected_bytes = self.p2p.unexpected_bytes() + self.coll.unexpected_bytes();
+        s.posted = self.p2p.posted_len() + self.coll.posted_len();
+        s.held = self.held.len();
+        s.pending_fragments = self.pending_fragments;
+        s.reorder_buffered = self.rx.iter().flatten().map(|r| r.buffered()).sum();
+        s.reorder_buffered_bytes = self.rx.iter().flatten().map(|r| r.buffered_bytes()).sum();
+        s.out_of_order_fragments = self.rx.iter().flatten().map(|r| r.early_total()).sum();
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(n: u64) -> MsgId {
+        n
+    }
+
+    /// The window bounds the span of sequence numbers in flight: with
+    /// fragment 0 unconfirmed, fragment `window` must wait even when all
+    /// between were confirmed (CTP confirms out of order).
+    #[test]
+    fn window_is_a_span_from_the_oldest_unconfirmed_fragment() {
+        let cfg = CommConfig {
+            window_fragments: 4,
+            ..CommConfig::default()
+        };
+        let mut st = State::new(0, &[1u8, 2], cfg).unwrap();
+        let reqs: Vec<u64> = (0..6)
+            .map(|_| st.isend(1, 0, &[b"x"], false).unwrap())
+            .collect();
+        let mut handed = Vec::new();
+        while let Some((dest, _)) = st.peek_sendable() {
+            let s = st.take_sendable(dest).unwrap();
+            st.handed(&s, msg(s.seq));
+            handed.push(s.seq);
+        }
+        assert_eq!(handed, vec![0, 1, 2, 3]);
+        assert_eq!(st.blocked_in_flight(), Some(msg(0)));
+        // 1..=3 confirmed, 0 not: still nothing may go.
+        st.reap(|m| m == msg(0));
+        assert_eq!(st.peek_sendable(), None);
+        assert_eq!(st.blocked_in_flight(), Some(msg(0)));
+        // 0 confirmed: 4 and 5 go.
+        st.reap(|_| false);
+        let mut more = Vec::new();
+        while let Some((dest, _)) = st.peek_sendable() {
+            let s = st.take_sendable(dest).unwrap();
+            st.handed(&s, msg(s.seq));
+            more.push(s.seq);
+        }
+        assert_eq!(more, vec![4, 5]);
+        assert!(reqs.iter().all(|r| st.is_complete(*r).unwrap()));
+    }
+
+    #[test]
+    fn fragments_carry_the_gathered_parts_in_order() {
+        let cfg = CommConfig {
+            fragment_bytes: 3,
+            ..CommConfig::default()
+        };
+        let mut st = State::new(0, &[1u8, 2], cfg).unwrap();
+        st.isend(1, 7, &[b"ab", b"", b"cdefg"], false).unwrap();
+        let mut rx = PeerRx::new(8, 100);
+        let mut out = Vec::new();
+        let mut n = 0;
+        while let Some((dest, _)) = st.peek_sendable() {
+            let s = st.take_sendable(dest).unwrap();
+            let (h, p) = Header::decode(&s.bytes).unwrap();
+            rx.accept(h, p, &mut out).unwrap();
+            st.handed(&s, msg(s.seq));
+            n += 1;
+        }
+        assert_eq!(n, 3);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].tag, &out[0].data[..]), (7, &b"abcdefg"[..]));
+    }
+}
