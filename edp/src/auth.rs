@@ -160,6 +160,13 @@ impl AuthKey {
         }
     }
 
+    /// A value that tells keys apart without revealing them: the key's
+    /// tag of a fixed string. [`crate::runtime::Runtime::shared`] keys its
+    /// registry with it, so that two keys never share one runtime.
+    pub(crate) fn fingerprint(&self) -> [u8; 16] {
+        self.tag(&[b"clusternet runtime registry"], 0)
+    }
+
     fn tag(&self, pieces: &[&[u8]], counter: u64) -> [u8; 16] {
         let mut h = SipHasher24::new_with_key(&self.0);
         for p in pieces {

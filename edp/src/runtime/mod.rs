@@ -145,7 +145,16 @@ impl Runtime {
     ///
     /// Errors: as [`Runtime::open`].
     pub fn shared(iface: &str, config: &RuntimeConfig) -> io::Result<Runtime> {
-        let key = (netns_id(), iface.to_string(), format!("{:?}", config));
+        // The config's Debug form hides the key (AuthKey(..)): the key's
+        // fingerprint joins the registry key, so that sockets under two
+        // different keys (or a key from the environment that changed) never
+        // share a runtime and its first key.
+        let auth = config.link.auth.resolve()?.map(|k| k.fingerprint());
+        let key = (
+            netns_id(),
+            iface.to_string(),
+            format!("{:?} {:?}", config, auth),
+        );
         let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
         if let Some(d) = reg.get(&key).and_then(Weak::upgrade) {
             let info = {
