@@ -41,8 +41,8 @@ pub struct Config {
     /// baseline, which naks at once (§2 (3)).
     pub nak_delay_max: Duration,
     /// Ts, how long a missing packet named in a NAK (ours or overheard) is
-    /// not named again (paper §3.1: an overheard nak[2,4,5] turns ours from
-    /// nak[2,4,5] into nak[1,5]). After Ts (plus a fresh random delay) a
+    /// not named again (paper §3.1: an overheard nak\[2,4,5\] turns ours from
+    /// nak\[2,4,5\] into nak\[1,5\]). After Ts (plus a fresh random delay) a
     /// packet still missing is naked again: its retransmission was lost.
     /// Notes: about Tw. Default 1 ms. Must be > 0.
     pub suppression: Duration,

@@ -17,7 +17,7 @@
 //!   a duplicate ACK_REQ packet already consumed is acknowledged again (the
 //!   source resent it: our ACK was lost);
 //! - a NAK overheard from another member suppresses the entries of E it
-//!   lists for Ts (FIX: nak[2,4,5] becomes nak[1,5], §3.1);
+//!   lists for Ts (FIX: nak\[2,4,5\] becomes nak\[1,5\], §3.1);
 //! - Tr expiry: the unsuppressed entries of E are multicast as one NAK
 //!   (as many as fit a frame) and suppressed for Ts (NAK, §3.2 receiver
 //!   (3)); Tr is re-armed after the earliest suppression ends plus a fresh

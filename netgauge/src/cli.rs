@@ -303,7 +303,11 @@ Examples:
   # ESP against kernel UDP and TCP, results as CSV
   nodeB$ netgauge -I eth0 -R 02:00:00:00:00:0a --remote-ip 10.0.0.10 -m esp,udp,tcp --csv out.csv
   # 1 % injected loss on the Ethernet modes
-  netgauge --local -m edp,esp --loss 1";
+  netgauge --local -m edp,esp --loss 1
+  # without privileges: our frames in UDP datagrams (loopback, or two hosts)
+  netgauge --local --link udp -m edp,esp,ctp-edp,udp
+  nodeA$ netgauge -a --link udp -m esp --link-peer nodeB:19471
+  nodeB$ netgauge --link udp -m esp -R nodeA";
 
 /// netgauge: latency and throughput of EDP, ESP, CTP, kernel UDP and TCP on
 /// one Ethernet link.
@@ -470,7 +474,7 @@ pub struct Args {
     /// The link edp, esp and ctp-edp run on: `packet` (AF_PACKET on -I
     /// IFACE; needs CAP_NET_RAW) or `udp` (our Ethernet frames carried whole
     /// in UDP datagrams, `edp::link::UdpLink`: no privilege, crosses
-    /// routers). With udp, -R is the server's UDP address HOST[:PORT] (port
+    /// routers). With udp, -R is the server's UDP address HOST\[:PORT\] (port
     /// default -P) and each end's MAC is derived from its UDP address
     /// (`edp::link::udp::derived_mac`).
     #[arg(long = "link", value_enum, default_value = "packet")]
@@ -504,7 +508,7 @@ pub struct Args {
     pub busy_poll: bool,
 
     /// How our modes (eth, edp, esp, ctp) wait for data, on both ends:
-    /// busy (spin), block (sleep in the kernel at once), adaptive[:US]
+    /// busy (spin), block (sleep in the kernel at once), adaptive\[:US\]
     /// (spin up to US microseconds, then sleep; default adaptive with the
     /// runtime's 50 us). udp and tcp block unless --busy-poll; udp-bp and
     /// tcp-bp block with SO_BUSY_POLL.

@@ -12,7 +12,7 @@
 //! the leader is done it hands the role to a follower.
 //!
 //! Protocol deadlines (retransmissions, delayed ACKs, keepalives, lingering
-//! closes) belong to the service thread ([`super::service`]), so a sleeping
+//! closes) belong to the service thread (`runtime::service`), so a sleeping
 //! leader's ppoll carries only its caller's own timeout: measured on KVM,
 //! arming and cancelling a short hrtimer per wait reprograms the virtual
 //! LAPIC timer each time (64-byte ESP ping-pong p50 16 us against 8.7 us

@@ -14,7 +14,7 @@
 //! - [`engine`]: the link, the slots, timers and the transmit batch;
 //! - [`driver`]: waiting (busy, blocking, adaptive), the leader/followers
 //!   scheme, readiness for parked threads and `mio`;
-//! - [`service`]: the deadline and idle-progress thread;
+//! - `service`: the deadline and idle-progress thread;
 //! - [`responder`]: echo replies and RSTs for the host;
 //! - [`socket`]: the [`Socket`] trait protocol sockets implement.
 //!

@@ -11,7 +11,7 @@
 //! owned through `edp::ports` leases (exclusive across processes, released
 //! when the process dies); `connect` takes an ephemeral port; an accepted
 //! connection shares its listener's lease. Segments that no socket claims
-//! draw RST from the runtime's host responder role ([`rst`]).
+//! draw RST from the runtime's host responder role (`socket::rst`).
 //!
 //! Progress: the calling thread drives the runtime while it waits (a read,
 //! a write into a full buffer, `accept`, `close`), following the stream's

@@ -38,9 +38,9 @@ impl Default for SimOptions {
 }
 
 /// Driver-side control of a sim segment (a pair or a switch), from
-/// [`SimLink::control`]. Cheap to clone, `Send + Sync`.
+/// `SimLink::control`. Cheap to clone, `Send + Sync`.
 ///
-/// Port indices are those of [`SimLink::index`]: 0 and 1 for a pair.
+/// Port indices are those of `SimLink::index`: 0 and 1 for a pair.
 #[derive(Clone)]
 pub struct SimControl {
     pub(super) segment: Arc<Mutex<Segment>>,
@@ -95,7 +95,7 @@ impl SimControl {
     }
 
     /// Replaces the faults of frames `port` sends, mid-run (see
-    /// [`FaultInjector::reconfigure`]); the seed is derived per port as at
+    /// `FaultInjector::reconfigure`); the seed is derived per port as at
     /// creation. Counters and the FIFO order of frames in flight are kept.
     ///
     /// Errors: `InvalidInput` for a port out of range or an invalid config
