@@ -92,8 +92,9 @@ pub fn announcement(args: &Args, modes: &[Mode], ifaces: &[Iface]) -> String {
             }
         );
     }
-    let ethernet = modes.iter().any(|m| m.is_ethernet());
-    let ip_only = modes.iter().all(|m| !m.is_ethernet());
+    let ethernet =
+        modes.iter().any(|m| m.is_ethernet()) && args.link == crate::cli::LinkKind::Packet;
+    let ip_only = modes.iter().all(|m| !m.is_ethernet()) || args.link == crate::cli::LinkKind::Udp;
     // The address to give: the MAC of the server's interface for Ethernet
     // modes (all modes then need it), else its first IPv4 address.
     let first = ifaces.iter().find(|i| {
@@ -132,6 +133,16 @@ pub fn announcement(args: &Args, modes: &[Mode], ifaces: &[Iface]) -> String {
                 .unwrap_or_else(|| "<server IP>".into());
             cmd.push_str(&format!(" --remote-ip {ip}"));
         }
+    }
+    if args.link == crate::cli::LinkKind::Udp {
+        // The client's UDP link must be one of --link-peer's addresses.
+        let peers = args.link_peers.join(", ");
+        cmd = format!(
+            "netgauge --link udp -m {} -R {remote} -P {}   (from one of: {peers}; a client binds port {} unless --link-bind)",
+            names.join(","),
+            args.port,
+            args.port.wrapping_add(1)
+        );
     }
     let _ = writeln!(s, "# on the client: {cmd}");
     s
