@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building, testing and `netgauge --local` need on a fresh
 # Debian/Ubuntu machine: a Rust toolchain (rustup, if cargo is missing),
-# iproute2 (ip netns, veth), util-linux (unshare), libcap2-bin (setcap),
+# iproute2 (ip netns, veth), util-linux (unshare, setpriv), libcap2-bin (setcap),
 # tshark (the Wireshark dissector's tests; not setuid: see below), Open MPI
 # and libclang (netgauge's mpi feature).
 # Does nothing for what is already there.
@@ -9,7 +9,7 @@ set -euo pipefail
 
 missing=()
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
-command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+{ command -v unshare && command -v setpriv; } >/dev/null 2>&1 || missing+=(util-linux)
 command -v setcap >/dev/null 2>&1 || missing+=(libcap2-bin)
 command -v cc >/dev/null 2>&1 || missing+=(gcc)
 command -v tshark >/dev/null 2>&1 || missing+=(tshark)
