@@ -21,3 +21,6 @@ cargo test --workspace --release "$@"
 # netgauge's MPI launch (feature mpi, Open MPI from install-deps.sh).
 cargo clippy -p netgauge --features mpi --all-targets --quiet -- -D warnings
 cargo test --release -p netgauge --features mpi --test mpi "$@"
+# comm's MPI bootstrap under mpirun (feature mpi).
+cargo clippy -p comm --features mpi --all-targets --quiet -- -D warnings
+cargo test --release -p comm --features mpi --test mpi_bootstrap "$@"

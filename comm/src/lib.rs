@@ -13,11 +13,16 @@
 //!   send/recv with requests, vectored sends, messages of any size, and
 //!   collectives (barrier, bcast, reduce/allreduce of sums, gather/allgather).
 //!
+//! - `bootstrap` (feature `mpi`): ranks from an MPI launcher (mpirun, srun),
+//!   addresses exchanged with one MPI_Allgather.
+//!
 //! Not built yet (issue 12): the ULFC flow-control API per peer, failure
-//! detection by EDP echo, MPI/srun bootstrap, the C ABI, benchmarks.
+//! detection by EDP echo, the C ABI, benchmarks.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "mpi")]
+pub mod bootstrap;
 pub mod matching;
 pub(crate) mod reorder;
 pub mod wire;
