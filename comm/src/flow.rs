@@ -177,6 +177,11 @@ impl Grants {
         }
     }
 
+    /// True if grants wait to be sent.
+    pub fn has_grants(&self) -> bool {
+        self.peers.iter().any(|p| p.dirty && !p.suspended)
+    }
+
     /// The grants to send now: (peer, grant number, window in bytes).
     pub fn take_grants(&mut self) -> Vec<(usize, u64, u64)> {
         let mut out = Vec::new();

@@ -13,7 +13,12 @@
 //!   send/recv with requests, vectored sends, messages of any size, and
 //!   collectives (barrier, bcast, reduce/allreduce of sums, gather/allgather).
 //!
-//! Not built yet (issue 12): the ULFC flow-control API per peer, failure
+//! - [`flow`] and [`control`]: the user-level flow-control and
+//!   connection-control API (ULFC) per peer: receiver grants whose sum
+//!   never exceeds the receive budget, `dest_buf`, `through`, `rapid`,
+//!   `disconnect` / `reconnect`, `state`, implicit disconnect and recovery.
+//!
+//! Not built yet (issue 12): sequence reset (ULFC `SEQ_RESET`), failure
 //! detection by EDP echo, MPI/srun bootstrap, the C ABI, benchmarks.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -21,6 +26,9 @@
 pub mod matching;
 pub(crate) mod reorder;
 pub mod wire;
+
+pub mod control;
+pub mod flow;
 
 mod collective;
 mod communicator;
@@ -36,6 +44,8 @@ mod sim_tests;
 pub use collective::SumElement;
 pub use communicator::Communicator;
 pub use config::CommConfig;
+pub use control::Mode;
+pub use flow::PeerState;
 pub use error::CommError;
 pub use matching::{SourceSel, Tag, TagSel, ANY_SOURCE, ANY_TAG, MAX_TAG};
 pub use request::{Completion, Request, Status};
