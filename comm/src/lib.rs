@@ -40,6 +40,8 @@ mod stats;
 
 #[cfg(test)]
 mod sim_tests;
+#[cfg(test)]
+mod ulfc_sim_tests;
 
 pub use collective::SumElement;
 pub use communicator::Communicator;
