@@ -221,11 +221,10 @@ impl Grants {
         let (nr, nt) = (count(Mode::Rapid), count(Mode::Through));
         let nn = n - nr - nt;
         rest -= nr * rapid;
-        let (normal, through) = if nt > 0 {
-            let normal = MIN_WINDOW_BYTES.min(rest / n);
-            (normal, (rest - nn * normal) / nt)
-        } else {
-            (rest / nn.max(1), 0)
+        let normal_if_through = MIN_WINDOW_BYTES.min(rest / n);
+        let (normal, through) = match (rest - nn * normal_if_through).checked_div(nt) {
+            Some(through) => (normal_if_through, through),
+            None => (rest / nn.max(1), 0),
         };
         for &i in &active {
             t[i] = match self.peers[i].mode {
@@ -245,7 +244,12 @@ impl Grants {
         for (i, (p, &target)) in self.peers.iter_mut().zip(&t).enumerate() {
             p.target = target;
             if target < p.granted && !p.suspended {
-                tracing::debug!(peer = i, from = p.granted, to = target, "comm: lowering a grant");
+                tracing::debug!(
+                    peer = i,
+                    from = p.granted,
+                    to = target,
+                    "comm: lowering a grant"
+                );
                 p.granted = target;
                 p.dirty = true;
             }
@@ -406,10 +410,7 @@ mod tests {
         // Peers 2 and 3 are lowered; peer 1 cannot be raised yet.
         assert_eq!(
             out.iter().map(|o| (o.0, o.2)).collect::<Vec<_>>(),
-            vec![
-                (2, MIN_WINDOW_BYTES),
-                (3, MIN_WINDOW_BYTES)
-            ]
+            vec![(2, MIN_WINDOW_BYTES), (3, MIN_WINDOW_BYTES)]
         );
         assert_eq!(g.reserved_total(), 3 << 20);
         for (p, seq, win) in out {

@@ -30,7 +30,13 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    pub fn new(link: SimLink, rank: usize, hosts: &[EdpAddr], cfg: CommConfig, t0: Instant) -> Node {
+    pub fn new(
+        link: SimLink,
+        rank: usize,
+        hosts: &[EdpAddr],
+        cfg: CommConfig,
+        t0: Instant,
+    ) -> Node {
         let ecfg = EdpConfig {
             runtime: RuntimeConfig {
                 progress: Progress::Callers,

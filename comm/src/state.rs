@@ -22,11 +22,11 @@ use crate::stats::CommStats;
 use crate::wire::{Header, COMM_COMMAND, FLAG_LAST, HEADER_LEN};
 use crate::CommError;
 
-#[path = "state_ulfc.rs"]
-mod ulfc;
 #[cfg(test)]
 #[path = "state_tests.rs"]
 mod tests;
+#[path = "state_ulfc.rs"]
+mod ulfc;
 
 /// Bit of the context id marking collective traffic.
 pub(crate) const COLLECTIVE_CONTEXT: u16 = 0x8000;
@@ -94,9 +94,7 @@ impl PeerTx {
         if chunk == 0 && remaining > 0 {
             return None;
         }
-        self.win
-            .fits((HEADER_LEN + chunk) as u64)
-            .then_some(chunk)
+        self.win.fits((HEADER_LEN + chunk) as u64).then_some(chunk)
     }
 }
 
@@ -605,7 +603,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// fragments wait for CTP's storage); `None` if nothing waits.
     pub fn blocked_in_flight(&self) -> Option<MsgId> {
         let mut waiting = false;
-        let (frag, span) = (self.cfg.fragment_bytes.max(1), self.cfg.window_fragments.max(1));
+        let (frag, span) = (
+            self.cfg.fragment_bytes.max(1),
+            self.cfg.window_fragments.max(1),
+        );
         for t in self.tx.iter() {
             if !t.pending.is_empty() {
                 waiting = true;
@@ -643,7 +644,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// The length of the next fragment that the window lets go, and its
     /// peer (round robin over peers).
     pub fn peek_sendable(&mut self) -> Option<(usize, usize)> {
-        let (frag, span) = (self.cfg.fragment_bytes.max(1), self.cfg.window_fragments.max(1));
+        let (frag, span) = (
+            self.cfg.fragment_bytes.max(1),
+            self.cfg.window_fragments.max(1),
+        );
         for k in 0..self.size {
             let dest = (self.rr + k) % self.size;
             if let Some(chunk) = self.tx[dest].next_chunk(frag, span) {
@@ -655,7 +659,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
 
     /// Cuts and takes the next fragment for `dest` (after `peek_sendable`).
     pub fn take_sendable(&mut self, dest: usize) -> Option<Sendable> {
-        let (frag, span) = (self.cfg.fragment_bytes.max(1), self.cfg.window_fragments.max(1));
+        let (frag, span) = (
+            self.cfg.fragment_bytes.max(1),
+            self.cfg.window_fragments.max(1),
+        );
         let tx = &mut self.tx[dest];
         let chunk = tx.next_chunk(frag, span)?;
         let m = tx.pending.front_mut().expect("next_chunk needs one");
@@ -775,4 +782,3 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         s
     }
 }
-

@@ -7,9 +7,9 @@ use std::hash::Hash;
 
 use super::{State, CONTROL_QUEUE_PER_PEER};
 use crate::control::{Control, Mode};
-use crate::flow::PeerState;
 #[cfg(test)]
 use crate::flow::Grants;
+use crate::flow::PeerState;
 use crate::CommError;
 
 impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
@@ -78,7 +78,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     pub(super) fn heard_from(&mut self, rank: usize) {
         if self.tx[rank].win.implicit.take().is_some() {
             self.stats.implicit_recoveries += 1;
-            tracing::info!(rank = self.rank, peer = rank, "comm: peer answers again: reconnected");
+            tracing::info!(
+                rank = self.rank,
+                peer = rank,
+                "comm: peer answers again: reconnected"
+            );
         }
     }
 
@@ -179,5 +183,4 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.tx[peer].win.explicit = false;
         Ok(())
     }
-
 }

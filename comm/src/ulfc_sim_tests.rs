@@ -57,7 +57,11 @@ fn run(
             .unwrap_or(now + Duration::from_millis(10))
             .clamp(now, now + Duration::from_millis(10));
         assert!(t < end, "not done within {limit:?} of virtual time");
-        clock.advance_to(if t > now { t } else { now + Duration::from_micros(1) });
+        clock.advance_to(if t > now {
+            t
+        } else {
+            now + Duration::from_micros(1)
+        });
     }
 }
 
@@ -68,7 +72,9 @@ fn body(src: usize, i: usize, len: usize) -> Vec<u8> {
 fn received(n: &mut Node, from: usize) -> Vec<Vec<u8>> {
     let mut got = Vec::new();
     loop {
-        let id = n.st.irecv(SourceSel::Rank(from), TagSel::Any, false).unwrap();
+        let id =
+            n.st.irecv(SourceSel::Rank(from), TagSel::Any, false)
+                .unwrap();
         match n.st.take_complete(id) {
             Some(r) => match r.finish().unwrap() {
                 Completion::Received(_, d) => got.push(d),
@@ -115,7 +121,11 @@ fn grant_invariant_holds_under_load_with_through_and_rapid() {
         let mut total = 0;
         for (s, n) in nodes.iter().enumerate().skip(1) {
             let f = n.st.in_flight_bytes(0);
-            assert!(f <= g.reserved(s), "sender {s}: {f} bytes unconfirmed, {} reserved", g.reserved(s));
+            assert!(
+                f <= g.reserved(s),
+                "sender {s}: {f} bytes unconfirmed, {} reserved",
+                g.reserved(s)
+            );
             assert!(f <= n.st.dest_buf(0).unwrap() || n.st.dest_buf(0).unwrap() < share);
             total += f;
         }
@@ -123,16 +133,24 @@ fn grant_invariant_holds_under_load_with_through_and_rapid() {
         max_in_flight_total = max_in_flight_total.max(total);
         steps += 1;
     };
-    let mut got = vec![0usize; N];
-    run(&clock, &hosts, &mut nodes, &[0, 1, 2, 3, 4], Duration::from_secs(3600), check, |nodes| {
-        for (s, g) in got.iter_mut().enumerate().skip(1) {
-            for d in received(&mut nodes[0], s) {
-                assert_eq!(d, body(s, *g, LEN), "from {s} #{g}");
-                *g += 1;
+    let mut got = [0usize; N];
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0, 1, 2, 3, 4],
+        Duration::from_secs(3600),
+        check,
+        |nodes| {
+            for (s, g) in got.iter_mut().enumerate().skip(1) {
+                for d in received(&mut nodes[0], s) {
+                    assert_eq!(d, body(s, *g, LEN), "from {s} #{g}");
+                    *g += 1;
+                }
             }
-        }
-        got.iter().skip(1).all(|&g| g == PER)
-    });
+            got.iter().skip(1).all(|&g| g == PER)
+        },
+    );
     // through raised 1's window above the default share and lowered the
     // others'; rapid gave 2 the small window.
     let w: Vec<u64> = (1..N).map(|s| nodes[s].st.dest_buf(0).unwrap()).collect();
@@ -141,10 +159,13 @@ fn grant_invariant_holds_under_load_with_through_and_rapid() {
     assert_eq!(w[3], MIN_WINDOW_BYTES, "{w:?}");
     assert_eq!(w[0], budget - 8 * 1024 - 2 * MIN_WINDOW_BYTES, "{w:?}");
     assert!(w[0] > share);
-    for s in 1..N {
-        assert_eq!(nodes[s].st.peer_state(0).unwrap(), PeerState::Connected);
+    for n in &nodes[1..] {
+        assert_eq!(n.st.peer_state(0).unwrap(), PeerState::Connected);
     }
-    assert!(max_in_flight_total > share, "the load never filled more than one share");
+    assert!(
+        max_in_flight_total > share,
+        "the load never filled more than one share"
+    );
     eprintln!("ulfc sim: {steps} checks, most in flight toward rank 0: {max_in_flight_total} of {budget} bytes");
 }
 
@@ -161,30 +182,61 @@ fn disconnect_fails_writes_and_reconnect_delivers_the_rest_exactly_once() {
         nodes[0].st.isend(1, 3, &[&body(0, i, LEN)], false).unwrap();
     }
     nodes[0].st.disconnect(1).unwrap();
-    assert_eq!(nodes[0].st.peer_state(1).unwrap(), PeerState::ExplicitDisconnect);
+    assert_eq!(
+        nodes[0].st.peer_state(1).unwrap(),
+        PeerState::ExplicitDisconnect
+    );
     let e = nodes[0].st.isend(1, 3, &[b"late"], false).unwrap_err();
     assert!(matches!(e, CommError::Disconnected { rank: 1 }), "{e}");
     assert!(e.to_string().contains("reconnect"), "{e}");
     // A second of virtual time: nothing new goes.
     let mut got = Vec::new();
     let t = clock.now() + Duration::from_secs(1);
-    run(&clock, &hosts, &mut nodes, &[0, 1], Duration::from_secs(10), |_| {}, |nodes| {
-        got.extend(received(&mut nodes[1], 0));
-        clock.now() >= t
-    });
-    assert!(got.len() < MSGS / 2, "{} delivered while disconnected", got.len());
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0, 1],
+        Duration::from_secs(10),
+        |_| {},
+        |nodes| {
+            got.extend(received(&mut nodes[1], 0));
+            clock.now() >= t
+        },
+    );
+    assert!(
+        got.len() < MSGS / 2,
+        "{} delivered while disconnected",
+        got.len()
+    );
     assert_eq!(nodes[0].st.in_flight_bytes(1), 0);
     nodes[0].st.reconnect(1).unwrap();
-    run(&clock, &hosts, &mut nodes, &[0, 1], Duration::from_secs(600), |_| {}, |nodes| {
-        got.extend(received(&mut nodes[1], 0));
-        got.len() >= MSGS && nodes[0].st.in_flight_bytes(1) == 0
-    });
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0, 1],
+        Duration::from_secs(600),
+        |_| {},
+        |nodes| {
+            got.extend(received(&mut nodes[1], 0));
+            got.len() >= MSGS && nodes[0].st.in_flight_bytes(1) == 0
+        },
+    );
     // A little longer: no duplicate follows.
     let t = clock.now() + Duration::from_secs(1);
-    run(&clock, &hosts, &mut nodes, &[0, 1], Duration::from_secs(10), |_| {}, |nodes| {
-        got.extend(received(&mut nodes[1], 0));
-        clock.now() >= t
-    });
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0, 1],
+        Duration::from_secs(10),
+        |_| {},
+        |nodes| {
+            got.extend(received(&mut nodes[1], 0));
+            clock.now() >= t
+        },
+    );
     assert_eq!(got.len(), MSGS);
     for (i, d) in got.iter().enumerate() {
         assert_eq!(d, &body(0, i, LEN), "message #{i}");
@@ -198,29 +250,55 @@ fn a_silent_peer_is_implicitly_disconnected_and_recovers_when_it_answers() {
     let (clock, hosts, mut nodes) = cluster(2, CommConfig::default(), FaultConfig::default());
     // Connect first.
     nodes[0].st.isend(1, 0, &[b"hello"], false).unwrap();
-    run(&clock, &hosts, &mut nodes, &[0, 1], Duration::from_secs(10), |_| {}, |n| {
-        n[0].st.peer_state(1).unwrap() == PeerState::Connected
-    });
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0, 1],
+        Duration::from_secs(10),
+        |_| {},
+        |n| n[0].st.peer_state(1).unwrap() == PeerState::Connected,
+    );
     assert_eq!(received(&mut nodes[1], 0), vec![b"hello".to_vec()]);
     // Rank 1 goes silent (not stepped): CTP's "not confirmed" comes.
     nodes[0].st.isend(1, 0, &[b"while silent"], false).unwrap();
-    run(&clock, &hosts, &mut nodes, &[0], Duration::from_secs(600), |_| {}, |n| {
-        n[0].st.peer_state(1).unwrap() == PeerState::ImplicitDisconnect
-    });
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0],
+        Duration::from_secs(600),
+        |_| {},
+        |n| n[0].st.peer_state(1).unwrap() == PeerState::ImplicitDisconnect,
+    );
     let e = nodes[0].st.isend(1, 0, &[b"refused"], false).unwrap_err();
     assert!(matches!(e, CommError::PeerFailed { rank: 1, .. }), "{e}");
     // Explicit wins over implicit until reconnect.
     nodes[0].st.disconnect(1).unwrap();
-    assert_eq!(nodes[0].st.peer_state(1).unwrap(), PeerState::ExplicitDisconnect);
+    assert_eq!(
+        nodes[0].st.peer_state(1).unwrap(),
+        PeerState::ExplicitDisconnect
+    );
     nodes[0].st.reconnect(1).unwrap();
-    assert_eq!(nodes[0].st.peer_state(1).unwrap(), PeerState::ImplicitDisconnect);
+    assert_eq!(
+        nodes[0].st.peer_state(1).unwrap(),
+        PeerState::ImplicitDisconnect
+    );
     // Rank 1 answers again: CTP's resend is confirmed, the state recovers
     // by itself and the message kept is delivered once.
     let mut got = Vec::new();
-    run(&clock, &hosts, &mut nodes, &[0, 1], Duration::from_secs(600), |_| {}, |n| {
-        got.extend(received(&mut n[1], 0));
-        n[0].st.peer_state(1).unwrap() == PeerState::Connected && !got.is_empty()
-    });
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0, 1],
+        Duration::from_secs(600),
+        |_| {},
+        |n| {
+            got.extend(received(&mut n[1], 0));
+            n[0].st.peer_state(1).unwrap() == PeerState::Connected && !got.is_empty()
+        },
+    );
     assert_eq!(got, vec![b"while silent".to_vec()]);
     assert_eq!(nodes[0].st.stats.implicit_recoveries, 1);
     nodes[0].st.isend(1, 0, &[b"after"], false).unwrap();

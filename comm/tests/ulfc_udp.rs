@@ -41,7 +41,9 @@ fn disconnect_then_reconnect_delivers_exactly_once() {
     let mut comms = ranks(2, cfg);
     let c1 = comms.pop().unwrap();
     let c0 = comms.pop().unwrap();
-    let reqs: Vec<_> = (0..MSGS).map(|i| c0.isend(1, 9, &body(i)).unwrap()).collect();
+    let reqs: Vec<_> = (0..MSGS)
+        .map(|i| c0.isend(1, 9, &body(i)).unwrap())
+        .collect();
     c0.disconnect(1).unwrap();
     // One fragment per message (3024 bytes fit the 8192-byte window).
     let handed = c0.stats().fragments_sent as usize;
@@ -56,8 +58,16 @@ fn disconnect_then_reconnect_delivers_exactly_once() {
     while c1.iprobe(0, ANY_TAG).unwrap().is_some() {
         got.push(c1.recv(0, ANY_TAG).unwrap().1);
     }
-    assert_eq!(c0.stats().fragments_sent as usize, handed, "fragments went while disconnected");
-    assert!(got.len() <= handed, "{} messages arrived, {handed} handed", got.len());
+    assert_eq!(
+        c0.stats().fragments_sent as usize,
+        handed,
+        "fragments went while disconnected"
+    );
+    assert!(
+        got.len() <= handed,
+        "{} messages arrived, {handed} handed",
+        got.len()
+    );
     c0.reconnect(1).unwrap();
     c0.wait_all(reqs).unwrap();
     while got.len() < MSGS {
