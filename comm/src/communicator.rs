@@ -664,6 +664,26 @@ impl<T: Transport> Communicator<T> {
         Ok(())
     }
 
+    /// Restarts the numbering of our messages to `peer` (the paper's
+    /// sequence reset; `SEQ_RESET`): `peer` drops what it holds of our
+    /// unfinished messages and expects our next message as the first. Use
+    /// it after this rank restarted, toward each peer before sending, so
+    /// that peers that knew the previous process accept the new one's
+    /// messages; the next message to `peer` waits until the reset is
+    /// confirmed.
+    ///
+    /// Errors: [`CommError::InvalidRank`], [`CommError::Disconnected`],
+    /// [`CommError::ResetBusy`] while messages to `peer` are queued or
+    /// unconfirmed (call [`Communicator::flush`] first),
+    /// [`CommError::SendQueueFull`].
+    pub fn reset_seq(&self, peer: usize) -> Result<(), CommError> {
+        let mut st = self.lock();
+        self.progress_locked(&mut st)?;
+        st.reset_seq(peer)?;
+        self.push_sends(&mut st);
+        Ok(())
+    }
+
     /// `peer`'s connection state (the paper's `datagram_state`), after one
     /// progress step.
     ///

@@ -11,7 +11,7 @@
 //! | 0 | 1 | version, [`CONTROL_VERSION`] |
 //! | 1 | 1 | kind ([`Control`]) |
 //! | 2 | 2 | context id of the communicator |
-//! | 4 | 8 | grant sequence number (`WinGrant`, `Applied`), else 0 |
+//! | 4 | 8 | grant sequence number (`WinGrant`, `Applied`), the next fragment's sequence number (`SeqReset`), else 0 |
 //! | 12 | 8 | window, bytes (`WinGrant`), or the mode (`WinReq`: 0 normal, 1 through, 2 rapid), else 0 |
 //!
 //! Kinds, from the notes' table, plus one of ours:
@@ -25,7 +25,9 @@
 //!   and has at most its window unconfirmed, so the receiver may give the
 //!   share a lowered grant freed to other peers (see `flow.rs`).
 //!
-//! `SEQ_RESET` is not built (see the crate documentation).
+//! - `SEQ_RESET` (6): the sender's next fragment has sequence number
+//!   `seq`; the receiver drops what it holds of the sender's unfinished
+//!   messages and expects `seq` (the paper's sequence reset, L132).
 //! A message that fails to decode is counted as malformed and dropped.
 
 use crate::wire::WireError;
@@ -72,6 +74,11 @@ pub enum Control {
         /// The grant applied.
         seq: u64,
     },
+    /// My next fragment to you has sequence number `seq`.
+    SeqReset {
+        /// The next fragment's sequence number.
+        seq: u64,
+    },
 }
 
 impl Control {
@@ -91,6 +98,7 @@ impl Control {
             ),
             Control::Disconnect => (4, 0, 0),
             Control::Applied { seq } => (5, seq, 0),
+            Control::SeqReset { seq } => (6, seq, 0),
         };
         let mut d = [0; CONTROL_LEN];
         d[0] = CONTROL_VERSION;
@@ -126,6 +134,7 @@ impl Control {
             }),
             4 => Control::Disconnect,
             5 => Control::Applied { seq: a },
+            6 => Control::SeqReset { seq: a },
             k => return Err(WireError::Flags(k)),
         };
         Ok((c, context))
@@ -149,6 +158,7 @@ mod tests {
             Control::WinReq(Mode::Rapid),
             Control::Disconnect,
             Control::Applied { seq: 9 },
+            Control::SeqReset { seq: 0 },
         ];
         for c in all {
             let d = c.encode(0x0102);
@@ -160,7 +170,7 @@ mod tests {
         v[0] = 9;
         assert_eq!(Control::decode(&v), Err(WireError::Version(9)));
         let mut k = d;
-        k[1] = 6;
+        k[1] = 7;
         assert!(Control::decode(&k).is_err());
         let mut m = Control::WinReq(Mode::Rapid).encode(1);
         m[19] = 3;

@@ -48,6 +48,17 @@ pub enum CommError {
         /// The disconnected rank.
         rank: usize,
     },
+    /// A sequence reset while messages to the peer are queued or
+    /// unconfirmed.
+    #[error("sequence reset toward rank {rank} refused: {pending} messages queued and {in_flight} fragments unconfirmed; wait for the sends to complete (Communicator::flush) first")]
+    ResetBusy {
+        /// The peer.
+        rank: usize,
+        /// Messages queued for it.
+        pending: usize,
+        /// Fragments handed to CTP and unconfirmed.
+        in_flight: usize,
+    },
     /// `CommConfig::max_pending_fragments` fragments already wait for the window.
     #[error("{pending} fragments already wait for the send window (CommConfig::max_pending_fragments): wait for earlier sends first")]
     SendQueueFull {

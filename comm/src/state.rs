@@ -77,12 +77,19 @@ struct PeerTx {
     /// Control messages handed to CTP and unconfirmed.
     ctl_in_flight: Vec<MsgId>,
     win: SendWindow,
+    /// A sequence reset is queued or unconfirmed (its CTP message once
+    /// handed): no fragment goes until the peer's endpoint has it, so the
+    /// peer sees it before the first renumbered fragment.
+    reset: Option<Option<MsgId>>,
 }
 
 impl PeerTx {
     /// The payload length of the next fragment if both windows let it go.
     fn next_chunk(&self, frag: usize, span: usize) -> Option<usize> {
         let m = self.pending.front()?;
+        if self.reset.is_some() {
+            return None;
+        }
         if let Some(&(oldest, _, _)) = self.in_flight.front() {
             if self.next_seq >= oldest + span as u64 {
                 return None;
@@ -164,6 +171,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                     in_flight: VecDeque::new(),
                     ctl_in_flight: Vec::new(),
                     win: SendWindow::new(share),
+                    reset: None,
                 })
                 .collect(),
             grants,
@@ -528,6 +536,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             });
             let before = tx.ctl_in_flight.len();
             tx.ctl_in_flight.retain(|m| is_pending(*m));
+            if let Some(Some(m)) = tx.reset {
+                if !is_pending(m) {
+                    tx.reset = None;
+                }
+            }
             confirmed |= freed > 0 || tx.ctl_in_flight.len() < before;
             if freed > 0 {
                 if let Some(seq) = tx.win.release(freed) {
@@ -560,7 +573,13 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             self.ctl_out.pop_front();
             let bytes = c.encode(context).to_vec();
             match ep.send_vec(now, CONTROL_COMMAND, addrs[dest], bytes, Options::NONE) {
-                Ok(m) => self.tx[dest].ctl_in_flight.push(m),
+                Ok(m) => {
+                    let tx = &mut self.tx[dest];
+                    tx.ctl_in_flight.push(m);
+                    if matches!(c, Control::SeqReset { .. }) {
+                        tx.reset = Some(Some(m));
+                    }
+                }
                 Err(e) => tracing::warn!(dest, error = %e, "comm: CTP refused a control message"),
             }
         }

@@ -10,6 +10,7 @@ use crate::control::{Control, Mode};
 #[cfg(test)]
 use crate::flow::Grants;
 use crate::flow::PeerState;
+use crate::reorder::PeerRx;
 use crate::CommError;
 
 impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
@@ -42,6 +43,18 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             Control::WinReq(m) => self.grants.on_request(src, m),
             Control::Disconnect => self.grants.on_disconnect(src),
             Control::Applied { seq } => self.grants.on_applied(src, seq),
+            Control::SeqReset { seq } => {
+                if let Some(rx) = self.rx[src].as_mut() {
+                    let dropped = rx.reset(seq);
+                    self.stats.refused_fragments += dropped as u64;
+                    tracing::info!(rank = self.rank, src, seq, dropped, "comm: sequence reset");
+                } else if seq != 0 {
+                    let (w, max) = (self.cfg.window_fragments, self.cfg.max_message_bytes);
+                    let mut rx = PeerRx::new(w, max);
+                    rx.reset(seq);
+                    self.rx[src] = Some(rx);
+                }
+            }
         }
     }
 
@@ -181,6 +194,44 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.queue_control(peer, Control::Connect)?;
         tracing::info!(rank = self.rank, peer, "comm: reconnect");
         self.tx[peer].win.explicit = false;
+        Ok(())
+    }
+
+    /// Restarts the numbering of our fragments to `peer` at 0 (the paper's
+    /// sequence reset, L132; `SEQ_RESET`): `peer` drops what it holds of
+    /// our unfinished messages and expects 0. For a rank that restarted
+    /// (a new process counts from 0 while its peers expect more), called
+    /// toward each peer before sending. Our next fragment to `peer` waits
+    /// until `peer`'s endpoint has confirmed the reset, so it cannot
+    /// overtake it.
+    ///
+    /// Errors: [`CommError::InvalidRank`], [`CommError::Disconnected`],
+    /// [`CommError::ResetBusy`] while messages to `peer` are queued or
+    /// unconfirmed, [`CommError::SendQueueFull`].
+    pub fn reset_seq(&mut self, peer: usize) -> Result<(), CommError> {
+        self.check_rank(peer)?;
+        if peer == self.rank {
+            return Ok(());
+        }
+        let tx = &self.tx[peer];
+        if tx.win.explicit {
+            return Err(CommError::Disconnected { rank: peer });
+        }
+        if !tx.pending.is_empty() || !tx.in_flight.is_empty() {
+            return Err(CommError::ResetBusy {
+                rank: peer,
+                pending: tx.pending.len(),
+                in_flight: tx.in_flight.len(),
+            });
+        }
+        self.queue_control(peer, Control::SeqReset { seq: 0 })?;
+        let tx = &mut self.tx[peer];
+        tx.next_seq = 0;
+        tx.reset = Some(None);
+        if tx.win.contact() {
+            self.stats.connections += 1;
+            self.ctl_out.push_back((peer, Control::Connect));
+        }
         Ok(())
     }
 }

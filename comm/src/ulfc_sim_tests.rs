@@ -303,3 +303,55 @@ fn a_silent_peer_is_implicitly_disconnected_and_recovers_when_it_answers() {
     assert_eq!(nodes[0].st.stats.implicit_recoveries, 1);
     nodes[0].st.isend(1, 0, &[b"after"], false).unwrap();
 }
+
+#[test]
+fn sequence_reset_renumbers_and_the_peer_follows() {
+    let (clock, hosts, mut nodes) = cluster(
+        2,
+        CommConfig::default(),
+        FaultConfig::seeded(9).with_loss(0.05),
+    );
+    let mut got = Vec::new();
+    for i in 0..3 {
+        nodes[0]
+            .st
+            .isend(1, 0, &[&body(0, i, 2000)], false)
+            .unwrap();
+    }
+    let e = nodes[0].st.reset_seq(1).unwrap_err();
+    assert!(matches!(e, CommError::ResetBusy { rank: 1, .. }), "{e}");
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0, 1],
+        Duration::from_secs(600),
+        |_| {},
+        |n| {
+            got.extend(received(&mut n[1], 0));
+            got.len() == 3 && n[0].st.in_flight_bytes(1) == 0
+        },
+    );
+    nodes[0].st.reset_seq(1).unwrap();
+    for i in 3..6 {
+        nodes[0]
+            .st
+            .isend(1, 0, &[&body(0, i, 2000)], false)
+            .unwrap();
+    }
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0, 1],
+        Duration::from_secs(600),
+        |_| {},
+        |n| {
+            got.extend(received(&mut n[1], 0));
+            got.len() >= 6 && n[0].st.in_flight_bytes(1) == 0
+        },
+    );
+    let want: Vec<Vec<u8>> = (0..6).map(|i| body(0, i, 2000)).collect();
+    assert_eq!(got, want);
+    assert_eq!(nodes[1].st.stats.refused_fragments, 0);
+}
