@@ -26,8 +26,10 @@ pub struct CommConfig {
     /// ahead of the next one it expects, and its reorder buffer for the peer
     /// holds at most this many; a fragment beyond is counted and dropped
     /// (`CommStats::refused_fragments`). All ranks must use the same value
-    /// (a receiver's must be at least its senders'). Default 64 (64 MiB per
-    /// peer at the default fragment size).
+    /// (a receiver's must be at least its senders'). Default 64. The bytes
+    /// unconfirmed toward a peer are bounded as well, by the window the
+    /// peer grants (`recv_budget_bytes`, ULFC): a fragment is cut when it
+    /// goes, at most `fragment_bytes` and at most what that window allows.
     pub window_fragments: usize,
     /// This rank's receive budget, bytes: the sum of the windows it grants
     /// its peers never exceeds it (ULFC, the paper's `SO_RCVBUF`; `flow.rs`).
