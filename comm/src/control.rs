@@ -28,6 +28,7 @@
 //! - `SEQ_RESET` (6): the sender's next fragment has sequence number
 //!   `seq`; the receiver drops what it holds of the sender's unfinished
 //!   messages and expects `seq` (the paper's sequence reset, L132).
+//!
 //! A message that fails to decode is counted as malformed and dropped.
 
 use crate::wire::WireError;
