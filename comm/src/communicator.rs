@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 use ctp::{CtpConfig, CtpSocket, Delivery, EdpAddr, EdpTransport, Transport, UdpTransport};
 
 use crate::config::CommConfig;
+use crate::control::Mode;
+use crate::flow::PeerState;
 use crate::matching::{SourceSel, Tag, TagSel};
 use crate::request::{Completion, Request, Status};
 use crate::state::State;
@@ -580,6 +582,116 @@ impl<T: Transport> Communicator<T> {
             ),
             after,
         }
+    }
+
+    /// The window `peer` granted us, bytes: how much we may have
+    /// unconfirmed toward it (the paper's `datagram_getdestbuf`; ULFC,
+    /// `notes-mak-ulfc.md`). Before `peer`'s first grant, the default share
+    /// `recv_budget_bytes / (size - 1)`; 0 for ourselves.
+    ///
+    /// Errors: [`CommError::InvalidRank`].
+    pub fn dest_buf(&self, peer: usize) -> Result<usize, CommError> {
+        let mut st = self.lock();
+        self.progress_locked(&mut st)?;
+        Ok(st.dest_buf(peer)? as usize)
+    }
+
+    /// Asks `peer` for throughput priority (the paper's `datagram_through`):
+    /// `peer` grants us the largest window it can, lowering its other
+    /// peers' windows to `flow::MIN_WINDOW_BYTES` (each only once that peer
+    /// has applied the lower grant, so the sum of its grants stays within
+    /// its budget). [`Communicator::dest_buf`] shows the result once the
+    /// grant arrives. Departure: the paper's "fewer ACKs" has no
+    /// counterpart, CTP confirms every packet.
+    ///
+    /// Errors: [`CommError::InvalidRank`], [`CommError::Disconnected`],
+    /// [`CommError::SendQueueFull`] (16 control messages already queued).
+    pub fn through(&self, peer: usize) -> Result<(), CommError> {
+        self.request_mode(peer, Mode::Through)
+    }
+
+    /// Asks `peer` for response priority (the paper's `datagram_rapid`): a
+    /// small window, `CommConfig::rapid_window_bytes`, so our messages to it
+    /// wait behind few of ours. The paper's "ACK every packet" is what CTP
+    /// always does (it confirms each packet at once, no delayed ACK), so no
+    /// CTP option is needed.
+    ///
+    /// Errors: as [`Communicator::through`].
+    pub fn rapid(&self, peer: usize) -> Result<(), CommError> {
+        self.request_mode(peer, Mode::Rapid)
+    }
+
+    /// Asks `peer` for the default priority again (an equal share of its
+    /// budget; not in the paper).
+    ///
+    /// Errors: as [`Communicator::through`].
+    pub fn normal(&self, peer: usize) -> Result<(), CommError> {
+        self.request_mode(peer, Mode::Normal)
+    }
+
+    fn request_mode(&self, peer: usize, mode: Mode) -> Result<(), CommError> {
+        let mut st = self.lock();
+        st.request_mode(peer, mode)?;
+        self.push_sends(&mut st);
+        Ok(())
+    }
+
+    /// Explicitly suspends the connection to `peer` (the paper's
+    /// `datagram_disconnect`): from now on every write to `peer` fails at
+    /// once with [`CommError::Disconnected`]; messages accepted before are
+    /// kept (those already handed to CTP are still delivered) and the rest
+    /// go after [`Communicator::reconnect`], each exactly once. `peer` is
+    /// told (`DISCONNECT`) and grants us nothing more until then. Only
+    /// `reconnect` ends it (it wins over an implicit disconnect).
+    ///
+    /// Errors: [`CommError::InvalidRank`], [`CommError::SendQueueFull`].
+    pub fn disconnect(&self, peer: usize) -> Result<(), CommError> {
+        let mut st = self.lock();
+        st.disconnect(peer)?;
+        self.push_sends(&mut st);
+        Ok(())
+    }
+
+    /// Ends an explicit disconnect from `peer` (the paper's
+    /// `datagram_reconnect`): sends `CONNECT`, and the messages kept go.
+    /// Does nothing on a connected peer.
+    ///
+    /// Errors: [`CommError::InvalidRank`], [`CommError::SendQueueFull`].
+    pub fn reconnect(&self, peer: usize) -> Result<(), CommError> {
+        let mut st = self.lock();
+        st.reconnect(peer)?;
+        self.push_sends(&mut st);
+        Ok(())
+    }
+
+    /// Restarts the numbering of our messages to `peer` (the paper's
+    /// sequence reset; `SEQ_RESET`): `peer` drops what it holds of our
+    /// unfinished messages and expects our next message as the first. Use
+    /// it after this rank restarted, toward each peer before sending, so
+    /// that peers that knew the previous process accept the new one's
+    /// messages; the next message to `peer` waits until the reset is
+    /// confirmed.
+    ///
+    /// Errors: [`CommError::InvalidRank`], [`CommError::Disconnected`],
+    /// [`CommError::ResetBusy`] while messages to `peer` are queued or
+    /// unconfirmed (call [`Communicator::flush`] first),
+    /// [`CommError::SendQueueFull`].
+    pub fn reset_seq(&self, peer: usize) -> Result<(), CommError> {
+        let mut st = self.lock();
+        self.progress_locked(&mut st)?;
+        st.reset_seq(peer)?;
+        self.push_sends(&mut st);
+        Ok(())
+    }
+
+    /// `peer`'s connection state (the paper's `datagram_state`), after one
+    /// progress step.
+    ///
+    /// Errors: [`CommError::InvalidRank`], transport errors.
+    pub fn state(&self, peer: usize) -> Result<PeerState, CommError> {
+        let mut st = self.lock();
+        self.progress_locked(&mut st)?;
+        st.peer_state(peer)
     }
 
     /// Sends on the collective context (for `collective.rs`).

@@ -26,9 +26,24 @@ pub struct CommConfig {
     /// ahead of the next one it expects, and its reorder buffer for the peer
     /// holds at most this many; a fragment beyond is counted and dropped
     /// (`CommStats::refused_fragments`). All ranks must use the same value
-    /// (a receiver's must be at least its senders'). Default 64 (64 MiB per
-    /// peer at the default fragment size).
+    /// (a receiver's must be at least its senders'). Default 64. The bytes
+    /// unconfirmed toward a peer are bounded as well, by the window the
+    /// peer grants (`recv_budget_bytes`, ULFC): a fragment is cut when it
+    /// goes, at most `fragment_bytes` and at most what that window allows.
     pub window_fragments: usize,
+    /// This rank's receive budget, bytes: the sum of the windows it grants
+    /// its peers never exceeds it (ULFC, the paper's `SO_RCVBUF`; `flow.rs`).
+    /// Default 4 MiB = `ctp::socket::UDP_SOCKET_BUFFER`, the `SO_RCVBUF`
+    /// CTP's UDP transport asks the kernel for (the kernel may cap it at
+    /// `net.core.rmem_max`: set this to what `sysctl` allows, or raise
+    /// `rmem_max`); over EDP the runtime's receive ring is 8 MiB
+    /// (`edp::runtime::DEFAULT_RX_RING`), so the default is within it too.
+    /// Each peer starts with `recv_budget_bytes / (size - 1)`, which must be
+    /// at least `flow::MIN_WINDOW_BYTES` (4096). All ranks must use the same.
+    pub recv_budget_bytes: u64,
+    /// The window a peer gets after it asked for response priority
+    /// (`rapid`), bytes (at least `flow::MIN_WINDOW_BYTES`). Default 64 KiB.
+    pub rapid_window_bytes: u64,
     /// Largest message sent or accepted, bytes. A larger send fails with
     /// [`CommError::TooLarge`](crate::CommError::TooLarge); a received
     /// header announcing more is counted and dropped. Default 4 GiB.
@@ -65,6 +80,8 @@ impl Default for CommConfig {
             context: 1,
             fragment_bytes: 1 << 20,
             window_fragments: 64,
+            recv_budget_bytes: ctp::socket::UDP_SOCKET_BUFFER as u64,
+            rapid_window_bytes: 64 << 10,
             max_message_bytes: 4 << 30,
             max_pending_fragments: 1 << 16,
             max_requests: 1 << 16,

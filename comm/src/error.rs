@@ -28,15 +28,36 @@ pub enum CommError {
         /// The limit, bytes.
         max: u64,
     },
-    /// The peer failed: CTP could not deliver to it ("not confirmed", CTP
-    /// spec), so messages to it may be lost and receives naming it cannot
-    /// complete. Sequence reset and rejoining are not built yet (issue 12).
+    /// The peer failed or is implicitly disconnected: CTP got no
+    /// confirmation from it in time ("not confirmed", CTP spec). Writes to it
+    /// and receives naming it fail while it lasts; messages accepted before
+    /// are kept and still delivered, and the state ends by itself when the
+    /// peer answers again (ULFC implicit disconnect, `flow.rs`). A fragment
+    /// CTP refused outright fails the peer for good.
     #[error("rank {rank} failed: {reason}")]
     PeerFailed {
         /// The failed rank.
         rank: usize,
         /// What CTP reported.
         reason: String,
+    },
+    /// The peer is explicitly disconnected (ULFC `disconnect`): writes to
+    /// it fail until `reconnect`; messages accepted before are kept.
+    #[error("rank {rank} is disconnected (Communicator::disconnect): call reconnect({rank}) before writing to it; messages accepted before are kept and sent after reconnect")]
+    Disconnected {
+        /// The disconnected rank.
+        rank: usize,
+    },
+    /// A sequence reset while messages to the peer are queued or
+    /// unconfirmed.
+    #[error("sequence reset toward rank {rank} refused: {pending} messages queued and {in_flight} fragments unconfirmed; wait for the sends to complete (Communicator::flush) first")]
+    ResetBusy {
+        /// The peer.
+        rank: usize,
+        /// Messages queued for it.
+        pending: usize,
+        /// Fragments handed to CTP and unconfirmed.
+        in_flight: usize,
     },
     /// `CommConfig::max_pending_fragments` fragments already wait for the window.
     #[error("{pending} fragments already wait for the send window (CommConfig::max_pending_fragments): wait for earlier sends first")]

@@ -13,11 +13,16 @@
 //!   send/recv with requests, vectored sends, messages of any size, and
 //!   collectives (barrier, bcast, reduce/allreduce of sums, gather/allgather).
 //!
+//! - [`flow`] and [`control`]: the user-level flow-control and
+//!   connection-control API (ULFC) per peer: receiver grants whose sum
+//!   never exceeds the receive budget, `dest_buf`, `through`, `rapid`,
+//!   `disconnect` / `reconnect`, `state`, sequence reset, implicit
+//!   disconnect and recovery.
 //! - `bootstrap` (feature `mpi`): ranks from an MPI launcher (mpirun, srun),
 //!   addresses exchanged with one MPI_Allgather.
 //!
-//! Not built yet (issue 12): the ULFC flow-control API per peer, failure
-//! detection by EDP echo, the C ABI, benchmarks.
+//! The C ABI is the `comm-ffi` crate. Not built yet (issue 12): failure
+//! detection by EDP echo probes, bcast over MAK, OSU-style benchmarks.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -26,6 +31,9 @@ pub mod bootstrap;
 pub mod matching;
 pub(crate) mod reorder;
 pub mod wire;
+
+pub mod control;
+pub mod flow;
 
 mod collective;
 mod communicator;
@@ -37,11 +45,15 @@ mod stats;
 
 #[cfg(test)]
 mod sim_tests;
+#[cfg(test)]
+mod ulfc_sim_tests;
 
 pub use collective::SumElement;
 pub use communicator::Communicator;
 pub use config::CommConfig;
+pub use control::Mode;
 pub use error::CommError;
+pub use flow::PeerState;
 pub use matching::{SourceSel, Tag, TagSel, ANY_SOURCE, ANY_TAG, MAX_TAG};
 pub use request::{Completion, Request, Status};
 pub use stats::CommStats;

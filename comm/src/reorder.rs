@@ -105,6 +105,18 @@ impl PeerRx {
         }
     }
 
+    /// Forgets everything and expects `seq` next (a sequence reset,
+    /// ULFC `SEQ_RESET`); returns the fragments dropped (buffered early, or
+    /// of a message being joined).
+    pub fn reset(&mut self, seq: u64) -> usize {
+        let dropped = self.early.len() + usize::from(self.partial.is_some());
+        self.next = seq;
+        self.early.clear();
+        self.early_bytes = 0;
+        self.partial = None;
+        dropped
+    }
+
     /// The next expected sequence number.
     #[cfg(test)]
     pub fn next_seq(&self) -> u64 {

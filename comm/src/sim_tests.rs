@@ -20,17 +20,23 @@ use crate::request::{Completion, ReqState};
 use crate::state::State;
 use crate::CommConfig;
 
-const PORT: u16 = 1600;
+pub(crate) const PORT: u16 = 1600;
 
-struct Node {
-    ep: Endpoint<EdpAddr>,
+pub(crate) struct Node {
+    pub ep: Endpoint<EdpAddr>,
     tr: EdpSocket,
-    st: State<EdpAddr>,
+    pub st: State<EdpAddr>,
     buf: Vec<u8>,
 }
 
 impl Node {
-    fn new(link: SimLink, rank: usize, hosts: &[EdpAddr], cfg: CommConfig, t0: Instant) -> Node {
+    pub fn new(
+        link: SimLink,
+        rank: usize,
+        hosts: &[EdpAddr],
+        cfg: CommConfig,
+        t0: Instant,
+    ) -> Node {
         let ecfg = EdpConfig {
             runtime: RuntimeConfig {
                 progress: Progress::Callers,
@@ -58,7 +64,7 @@ impl Node {
 
     /// One step at `now`: receive, timers, deliveries into the state, the
     /// state's fragments into the endpoint, transmit.
-    fn step(&mut self, now: Instant, hosts: &[EdpAddr]) {
+    pub fn step(&mut self, now: Instant, hosts: &[EdpAddr]) {
         loop {
             match self.tr.recv_from(&mut self.buf) {
                 Ok((n, mac, port)) => self.ep.handle_datagram(now, (mac, port), &self.buf[..n]),
@@ -86,7 +92,7 @@ impl Node {
         }
     }
 
-    fn next_event(&mut self) -> Option<Instant> {
+    pub fn next_event(&mut self) -> Option<Instant> {
         let link_at = self
             .tr
             .runtime()

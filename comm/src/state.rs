@@ -13,6 +13,8 @@ use ctp::{Delivery, Endpoint, ErrorInfo, ErrorType, MsgId, Options, PeerAddr, Re
 use rustc_hash::FxHashMap;
 
 use crate::config::CommConfig;
+use crate::control::{Control, CONTROL_COMMAND, CONTROL_LEN};
+use crate::flow::{Grants, SendWindow};
 use crate::matching::{Envelope, Matched, Matcher, SourceSel, Tag, TagSel, MAX_TAG};
 use crate::reorder::{Complete, PeerRx};
 use crate::request::{ReqState, Status};
@@ -20,42 +22,86 @@ use crate::stats::CommStats;
 use crate::wire::{Header, COMM_COMMAND, FLAG_LAST, HEADER_LEN};
 use crate::CommError;
 
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;
+#[path = "state_ulfc.rs"]
+mod ulfc;
+
 /// Bit of the context id marking collective traffic.
 pub(crate) const COLLECTIVE_CONTEXT: u16 = 0x8000;
 
-/// A fragment waiting for the window: its sequence number, header and
-/// bytes, and the request to credit when it is handed to CTP.
+/// Most control messages queued for CTP (user requests: `through`,
+/// `rapid`, `disconnect`, `reconnect`), per peer; beyond it the call fails
+/// with `CommError::SendQueueFull`.
+const CONTROL_QUEUE_PER_PEER: usize = 16;
+
+/// A message waiting for the window: its bytes behind `HEADER_LEN` bytes
+/// of room for the header (so a message sent in one fragment is not
+/// copied again), how much of it is cut into fragments already, and the
+/// request to credit when its last fragment is handed to CTP.
 #[derive(Debug)]
-struct OutFragment {
-    seq: u64,
-    bytes: Vec<u8>,
+struct OutMessage {
+    context: u16,
+    tag: Tag,
+    buf: Vec<u8>,
+    off: usize,
     req: u64,
+    /// Fragment slots counted in `State::pending_fragments` (at the
+    /// configured fragment size).
+    slots: usize,
 }
 
-/// The send side of a peer, created on the first send to it (lazy
-/// connection, thesis ch. 6).
+impl OutMessage {
+    fn len(&self) -> usize {
+        self.buf.len() - HEADER_LEN
+    }
+}
+
+/// The send side of a peer (lazy connection on first send, thesis ch. 6).
 ///
-/// The window is a span of sequence numbers, not a count: a fragment is
-/// handed to CTP only while its sequence number is less than the oldest
-/// unconfirmed one's plus `window_fragments`. CTP confirms out of order, so
-/// counting unconfirmed fragments would let the span (and the receiver's
-/// reorder buffer) grow without bound behind one slow fragment.
-#[derive(Debug, Default)]
+/// Two windows hold a fragment back: the ULFC window in bytes
+/// ([`SendWindow`], granted by the peer, `flow.rs`) and a span of sequence
+/// numbers: a fragment is handed to CTP only while its sequence number is
+/// less than the oldest unconfirmed one's plus `window_fragments`. CTP
+/// confirms out of order, so counting unconfirmed fragments would let the
+/// span (and the receiver's reorder buffer) grow without bound behind one
+/// slow fragment. Fragments are cut when they go, at most
+/// `fragment_bytes` and at most what the byte window allows.
+#[derive(Debug)]
 struct PeerTx {
     next_seq: u64,
-    pending: VecDeque<OutFragment>,
-    /// (sequence number, CTP message), in sequence order.
-    in_flight: VecDeque<(u64, MsgId)>,
+    pending: VecDeque<OutMessage>,
+    /// (sequence number, CTP message, bytes), in sequence order.
+    in_flight: VecDeque<(u64, MsgId, u64)>,
+    /// Control messages handed to CTP and unconfirmed.
+    ctl_in_flight: Vec<MsgId>,
+    win: SendWindow,
+    /// A sequence reset is queued or unconfirmed (its CTP message once
+    /// handed): no fragment goes until the peer's endpoint has it, so the
+    /// peer sees it before the first renumbered fragment.
+    reset: Option<Option<MsgId>>,
 }
 
 impl PeerTx {
-    /// True if the window lets the next pending fragment go.
-    fn window_open(&self, window: usize) -> bool {
-        match (self.pending.front(), self.in_flight.front()) {
-            (None, _) => false,
-            (Some(_), None) => true,
-            (Some(p), Some(&(oldest, _))) => p.seq < oldest + window as u64,
+    /// The payload length of the next fragment if both windows let it go.
+    fn next_chunk(&self, frag: usize, span: usize) -> Option<usize> {
+        let m = self.pending.front()?;
+        if self.reset.is_some() {
+            return None;
         }
+        if let Some(&(oldest, _, _)) = self.in_flight.front() {
+            if self.next_seq >= oldest + span as u64 {
+                return None;
+            }
+        }
+        let remaining = m.len() - m.off;
+        let room = (self.win.window as usize).saturating_sub(HEADER_LEN);
+        let chunk = remaining.min(frag).min(room);
+        if chunk == 0 && remaining > 0 {
+            return None;
+        }
+        self.win.fits((HEADER_LEN + chunk) as u64).then_some(chunk)
     }
 }
 
@@ -65,7 +111,10 @@ pub(crate) struct Sendable {
     pub dest: usize,
     pub seq: u64,
     pub bytes: Vec<u8>,
+    /// Wire length, bytes (kept when `bytes` moves to CTP).
+    pub len: u64,
     pub req: u64,
+    pub last: bool,
 }
 
 /// See the module documentation.
@@ -75,7 +124,9 @@ pub(crate) struct State<A> {
     pub size: usize,
     pub cfg: CommConfig,
     by_addr: FxHashMap<A, usize>,
-    tx: Vec<Option<PeerTx>>,
+    tx: Vec<PeerTx>,
+    grants: Grants,
+    ctl_out: VecDeque<(usize, Control)>,
     rx: Vec<Option<PeerRx>>,
     failed: Vec<Option<String>>,
     p2p: Matcher<u64>,
@@ -106,11 +157,25 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 )));
             }
         }
+        let grants = Grants::new(rank, size, cfg.recv_budget_bytes, cfg.rapid_window_bytes)
+            .map_err(CommError::Bootstrap)?;
+        let share = Grants::default_share(size, cfg.recv_budget_bytes);
         Ok(Self {
             rank,
             size,
             by_addr,
-            tx: (0..size).map(|_| None).collect(),
+            tx: (0..size)
+                .map(|_| PeerTx {
+                    next_seq: 0,
+                    pending: VecDeque::new(),
+                    in_flight: VecDeque::new(),
+                    ctl_in_flight: Vec::new(),
+                    win: SendWindow::new(share),
+                    reset: None,
+                })
+                .collect(),
+            grants,
+            ctl_out: VecDeque::new(),
             rx: (0..size).map(|_| None).collect(),
             failed: vec![None; size],
             p2p: Matcher::new(cfg.limits),
@@ -136,14 +201,27 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         Ok(())
     }
 
+    /// Receives naming `rank` fail while it failed or is implicitly
+    /// disconnected.
     fn peer_failed(&self, rank: usize) -> Result<(), CommError> {
-        match &self.failed[rank] {
+        match self.failed[rank]
+            .as_ref()
+            .or(self.tx[rank].win.implicit.as_ref())
+        {
             Some(reason) => Err(CommError::PeerFailed {
                 rank,
                 reason: reason.clone(),
             }),
             None => Ok(()),
         }
+    }
+
+    /// Writes to `rank` also fail while it is explicitly disconnected.
+    fn send_allowed(&self, rank: usize) -> Result<(), CommError> {
+        if self.tx[rank].win.explicit {
+            return Err(CommError::Disconnected { rank });
+        }
+        self.peer_failed(rank)
     }
 
     fn new_request(&mut self, r: ReqState) -> Result<u64, CommError> {
@@ -176,7 +254,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 max: self.cfg.max_message_bytes,
             });
         }
-        self.peer_failed(dest)?;
+        if dest != self.rank {
+            self.send_allowed(dest)?;
+        }
         let frag = self.cfg.fragment_bytes.max(1);
         let nfrags = len.div_ceil(frag).max(1);
         if dest != self.rank && self.pending_fragments + nfrags > self.cfg.max_pending_fragments {
@@ -188,7 +268,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             dest,
             tag,
             len,
-            left: if dest == self.rank { 0 } else { nfrags },
+            left: usize::from(dest != self.rank),
             failed: None,
         })?;
         self.stats.messages_sent += 1;
@@ -203,49 +283,28 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             return Ok(req);
         }
         let context = self.context(coll);
-        let peer = self.tx[dest].get_or_insert_with(|| {
+        if self.tx[dest].win.contact() {
             self.stats.connections += 1;
             tracing::debug!(
                 rank = self.rank,
                 dest,
-                "comm: first send to peer (lazy connection)"
+                "comm: first send to peer (lazy connection): CONNECT"
             );
-            PeerTx::default()
-        });
-        // Walk the parts, cutting fragments of `frag` bytes.
-        let mut part = 0;
-        let mut off = 0;
-        for i in 0..nfrags {
-            let this = frag.min(len - i * frag);
-            let h = Header {
-                flags: if i + 1 == nfrags { FLAG_LAST } else { 0 },
-                context,
-                tag,
-                seq: peer.next_seq,
-                len: len as u64,
-            };
-            peer.next_seq += 1;
-            let mut bytes = Vec::with_capacity(HEADER_LEN + this);
-            bytes.extend_from_slice(&h.to_bytes());
-            while bytes.len() < HEADER_LEN + this {
-                let p = parts[part];
-                let take = (p.len() - off).min(HEADER_LEN + this - bytes.len());
-                bytes.extend_from_slice(&p[off..off + take]);
-                off += take;
-                if off == p.len() {
-                    part += 1;
-                    off = 0;
-                }
-            }
-            while part < parts.len() && parts[part].is_empty() {
-                part += 1;
-            }
-            peer.pending.push_back(OutFragment {
-                seq: h.seq,
-                bytes,
-                req,
-            });
+            self.ctl_out.push_back((dest, Control::Connect));
         }
+        let mut buf = Vec::with_capacity(HEADER_LEN + len);
+        buf.resize(HEADER_LEN, 0);
+        for p in parts {
+            buf.extend_from_slice(p);
+        }
+        self.tx[dest].pending.push_back(OutMessage {
+            context,
+            tag,
+            buf,
+            off: 0,
+            req,
+            slots: nfrags,
+        });
         self.pending_fragments += nfrags;
         Ok(req)
     }
@@ -375,7 +434,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     }
 
     fn on_data(&mut self, d: ReceivedData<A>) {
-        if d.command != COMM_COMMAND {
+        if d.command != COMM_COMMAND && d.command != CONTROL_COMMAND {
             self.stats.foreign_command += 1;
             return;
         }
@@ -384,6 +443,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             tracing::debug!(from = ?d.from, "comm: message from an address not in the host list");
             return;
         };
+        if d.command == CONTROL_COMMAND {
+            return self.on_control(src, &d.data);
+        }
         let (h, payload) = match Header::decode(&d.data) {
             Ok(x) => x,
             Err(e) => {
@@ -396,6 +458,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             self.stats.foreign_context += 1;
             return;
         }
+        self.heard_from(src);
         let (window, max) = (self.cfg.window_fragments, self.cfg.max_message_bytes);
         let rx = self.rx[src].get_or_insert_with(|| PeerRx::new(window, max));
         let mut out: Vec<Complete> = Vec::new();
@@ -417,7 +480,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.stats.ctp_errors += 1;
         let rank = e.peer.and_then(|p| self.by_addr.get(&p).copied());
         match (e.kind, rank) {
-            (ErrorType::NotConfirmed, Some(rank)) => self.fail_peer(rank, e.to_string()),
+            (ErrorType::NotConfirmed, Some(rank)) => self.implicit_disconnect(rank, e.to_string()),
             _ => tracing::warn!(error = %e, "comm: CTP error"),
         }
     }
@@ -435,11 +498,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             rank,
             reason: reason.clone(),
         };
-        if let Some(tx) = self.tx[rank].as_mut() {
-            self.pending_fragments -= tx.pending.len();
-            tx.pending.clear();
-            tx.in_flight.clear();
-        }
+        let tx = &mut self.tx[rank];
+        self.pending_fragments -= tx.pending.iter().map(|m| m.slots).sum::<usize>();
+        tx.pending.clear();
+        tx.in_flight.clear();
+        tx.win.in_flight = 0;
         for r in self.requests.values_mut() {
             if let ReqState::Send {
                 dest, left, failed, ..
@@ -458,9 +521,35 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     }
 
     /// Forgets the in-flight fragments CTP no longer holds (confirmed).
+    /// Each confirmation frees window bytes and shows that the peer
+    /// answers (ending an implicit disconnect).
     pub fn reap(&mut self, is_pending: impl Fn(MsgId) -> bool) {
-        for tx in self.tx.iter_mut().flatten() {
-            tx.in_flight.retain(|(_, m)| is_pending(*m));
+        for rank in 0..self.size {
+            let tx = &mut self.tx[rank];
+            let (mut freed, mut confirmed) = (0, false);
+            tx.in_flight.retain(|&(_, m, len)| {
+                let keep = is_pending(m);
+                if !keep {
+                    freed += len;
+                }
+                keep
+            });
+            let before = tx.ctl_in_flight.len();
+            tx.ctl_in_flight.retain(|m| is_pending(*m));
+            if let Some(Some(m)) = tx.reset {
+                if !is_pending(m) {
+                    tx.reset = None;
+                }
+            }
+            confirmed |= freed > 0 || tx.ctl_in_flight.len() < before;
+            if freed > 0 {
+                if let Some(seq) = tx.win.release(freed) {
+                    self.ctl_out.push_back((rank, Control::Applied { seq }));
+                }
+            }
+            if confirmed {
+                self.heard_from(rank);
+            }
         }
     }
 
@@ -474,6 +563,25 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     {
         if self.any_in_flight().is_some() {
             self.reap(|m| ep.is_pending(m));
+        }
+        self.queue_grants();
+        let context = self.context(false);
+        while let Some(&(dest, c)) = self.ctl_out.front() {
+            if !ep.has_room(CONTROL_LEN as u64) {
+                return;
+            }
+            self.ctl_out.pop_front();
+            let bytes = c.encode(context).to_vec();
+            match ep.send_vec(now, CONTROL_COMMAND, addrs[dest], bytes, Options::NONE) {
+                Ok(m) => {
+                    let tx = &mut self.tx[dest];
+                    tx.ctl_in_flight.push(m);
+                    if matches!(c, Control::SeqReset { .. }) {
+                        tx.reset = Some(Some(m));
+                    }
+                }
+                Err(e) => tracing::warn!(dest, error = %e, "comm: CTP refused a control message"),
+            }
         }
         while let Some((dest, len)) = self.peek_sendable() {
             if !ep.has_room(len as u64) {
@@ -492,15 +600,21 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
 
     /// True if fragments wait or are in flight (`pump_sends` has work).
     pub fn has_work_for_ctp(&self) -> bool {
-        self.pending_fragments > 0 || self.any_in_flight().is_some()
+        self.pending_fragments > 0
+            || !self.ctl_out.is_empty()
+            || self.grants.has_grants()
+            || self.any_in_flight().is_some()
     }
 
-    /// True if some fragment is handed to CTP and unconfirmed.
+    /// True if some fragment or control message is handed to CTP and
+    /// unconfirmed.
     pub fn any_in_flight(&self) -> Option<MsgId> {
-        self.tx
-            .iter()
-            .flatten()
-            .find_map(|t| t.in_flight.front().map(|f| f.1))
+        self.tx.iter().find_map(|t| {
+            t.in_flight
+                .front()
+                .map(|f| f.1)
+                .or(t.ctl_in_flight.first().copied())
+        })
     }
 
     /// A fragment a blocked sender can wait for: the oldest in flight to a
@@ -508,10 +622,16 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// fragments wait for CTP's storage); `None` if nothing waits.
     pub fn blocked_in_flight(&self) -> Option<MsgId> {
         let mut waiting = false;
-        for t in self.tx.iter().flatten() {
+        let (frag, span) = (
+            self.cfg.fragment_bytes.max(1),
+            self.cfg.window_fragments.max(1),
+        );
+        for t in self.tx.iter() {
             if !t.pending.is_empty() {
                 waiting = true;
-                if !t.window_open(self.cfg.window_fragments.max(1)) {
+                if t.next_chunk(frag, span).is_none() {
+                    // Nothing in flight: the window waits for a grant or
+                    // a reconnect (a delivery), not a confirmation.
                     return t.in_flight.front().map(|f| f.1);
                 }
             }
@@ -543,40 +663,76 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// The length of the next fragment that the window lets go, and its
     /// peer (round robin over peers).
     pub fn peek_sendable(&mut self) -> Option<(usize, usize)> {
-        let window = self.cfg.window_fragments.max(1);
+        let (frag, span) = (
+            self.cfg.fragment_bytes.max(1),
+            self.cfg.window_fragments.max(1),
+        );
         for k in 0..self.size {
             let dest = (self.rr + k) % self.size;
-            if let Some(tx) = &self.tx[dest] {
-                if tx.window_open(window) {
-                    let f = tx.pending.front().expect("window_open needs one");
-                    return Some((dest, f.bytes.len()));
-                }
+            if let Some(chunk) = self.tx[dest].next_chunk(frag, span) {
+                return Some((dest, HEADER_LEN + chunk));
             }
         }
         None
     }
 
-    /// Takes the next fragment for `dest` (after `peek_sendable`).
+    /// Cuts and takes the next fragment for `dest` (after `peek_sendable`).
     pub fn take_sendable(&mut self, dest: usize) -> Option<Sendable> {
-        let f = self.tx[dest].as_mut()?.pending.pop_front()?;
-        self.pending_fragments -= 1;
+        let (frag, span) = (
+            self.cfg.fragment_bytes.max(1),
+            self.cfg.window_fragments.max(1),
+        );
+        let tx = &mut self.tx[dest];
+        let chunk = tx.next_chunk(frag, span)?;
+        let m = tx.pending.front_mut().expect("next_chunk needs one");
+        let last = m.off + chunk == m.len();
+        let h = Header {
+            flags: if last { FLAG_LAST } else { 0 },
+            context: m.context,
+            tag: m.tag,
+            seq: tx.next_seq,
+            len: m.len() as u64,
+        };
+        tx.next_seq += 1;
+        let req = m.req;
+        let bytes = if m.off == 0 && last {
+            // The whole message in one fragment: the header goes into the
+            // room left for it, no copy.
+            let mut b = std::mem::take(&mut m.buf);
+            h.encode(&mut b);
+            b
+        } else {
+            let mut b = Vec::with_capacity(HEADER_LEN + chunk);
+            b.extend_from_slice(&h.to_bytes());
+            b.extend_from_slice(&m.buf[HEADER_LEN + m.off..HEADER_LEN + m.off + chunk]);
+            b
+        };
+        m.off += chunk;
+        if last {
+            let m = tx.pending.pop_front().expect("front");
+            self.pending_fragments -= m.slots;
+        }
         self.rr = (dest + 1) % self.size;
         Some(Sendable {
             dest,
-            seq: f.seq,
-            bytes: f.bytes,
-            req: f.req,
+            seq: h.seq,
+            len: bytes.len() as u64,
+            bytes,
+            req,
+            last,
         })
     }
 
     /// A fragment was handed to CTP as `msg`.
     pub fn handed(&mut self, s: &Sendable, msg: MsgId) {
         self.stats.fragments_sent += 1;
-        if let Some(tx) = self.tx[s.dest].as_mut() {
-            tx.in_flight.push_back((s.seq, msg));
-        }
-        if let Some(ReqState::Send { left, .. }) = self.requests.get_mut(&s.req) {
-            *left = left.saturating_sub(1);
+        let tx = &mut self.tx[s.dest];
+        tx.in_flight.push_back((s.seq, msg, s.len));
+        tx.win.sent(s.len);
+        if s.last {
+            if let Some(ReqState::Send { left, .. }) = self.requests.get_mut(&s.req) {
+                *left = 0;
+            }
         }
     }
 
@@ -643,74 +799,5 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         s.reorder_buffered_bytes = self.rx.iter().flatten().map(|r| r.buffered_bytes()).sum();
         s.out_of_order_fragments = self.rx.iter().flatten().map(|r| r.early_total()).sum();
         s
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn msg(n: u64) -> MsgId {
-        n
-    }
-
-    /// The window bounds the span of sequence numbers in flight: with
-    /// fragment 0 unconfirmed, fragment `window` must wait even when all
-    /// between were confirmed (CTP confirms out of order).
-    #[test]
-    fn window_is_a_span_from_the_oldest_unconfirmed_fragment() {
-        let cfg = CommConfig {
-            window_fragments: 4,
-            ..CommConfig::default()
-        };
-        let mut st = State::new(0, &[1u8, 2], cfg).unwrap();
-        let reqs: Vec<u64> = (0..6)
-            .map(|_| st.isend(1, 0, &[b"x"], false).unwrap())
-            .collect();
-        let mut handed = Vec::new();
-        while let Some((dest, _)) = st.peek_sendable() {
-            let s = st.take_sendable(dest).unwrap();
-            st.handed(&s, msg(s.seq));
-            handed.push(s.seq);
-        }
-        assert_eq!(handed, vec![0, 1, 2, 3]);
-        assert_eq!(st.blocked_in_flight(), Some(msg(0)));
-        // 1..=3 confirmed, 0 not: still nothing may go.
-        st.reap(|m| m == msg(0));
-        assert_eq!(st.peek_sendable(), None);
-        assert_eq!(st.blocked_in_flight(), Some(msg(0)));
-        // 0 confirmed: 4 and 5 go.
-        st.reap(|_| false);
-        let mut more = Vec::new();
-        while let Some((dest, _)) = st.peek_sendable() {
-            let s = st.take_sendable(dest).unwrap();
-            st.handed(&s, msg(s.seq));
-            more.push(s.seq);
-        }
-        assert_eq!(more, vec![4, 5]);
-        assert!(reqs.iter().all(|r| st.is_complete(*r).unwrap()));
-    }
-
-    #[test]
-    fn fragments_carry_the_gathered_parts_in_order() {
-        let cfg = CommConfig {
-            fragment_bytes: 3,
-            ..CommConfig::default()
-        };
-        let mut st = State::new(0, &[1u8, 2], cfg).unwrap();
-        st.isend(1, 7, &[b"ab", b"", b"cdefg"], false).unwrap();
-        let mut rx = PeerRx::new(8, 100);
-        let mut out = Vec::new();
-        let mut n = 0;
-        while let Some((dest, _)) = st.peek_sendable() {
-            let s = st.take_sendable(dest).unwrap();
-            let (h, p) = Header::decode(&s.bytes).unwrap();
-            rx.accept(h, p, &mut out).unwrap();
-            st.handed(&s, msg(s.seq));
-            n += 1;
-        }
-        assert_eq!(n, 3);
-        assert_eq!(out.len(), 1);
-        assert_eq!((out[0].tag, &out[0].data[..]), (7, &b"abcdefg"[..]));
     }
 }

@@ -31,8 +31,10 @@ pub struct CommStats {
     pub unexpected_overflows: u64,
     /// CTP error deliveries.
     pub ctp_errors: u64,
-    /// Peers marked failed.
+    /// Peers marked failed or implicitly disconnected.
     pub peer_failures: u64,
+    /// Implicit disconnects that ended because the peer answered again.
+    pub implicit_recoveries: u64,
     /// Now: unexpected messages queued (both contexts).
     pub unexpected: usize,
     /// Now: bytes in them.

@@ -1,0 +1,180 @@
+//! The communicator's control messages (flow control and connection
+//! control, `notes-mak-ulfc.md` "ULFC", "Control messages"), carried as CTP
+//! messages of their own command number, [`CONTROL_COMMAND`], so that CTP
+//! confirms and resends them like data and the data header
+//! ([`crate::wire`]) is unchanged.
+//!
+//! Layout, 20 bytes, big-endian:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 1 | version, [`CONTROL_VERSION`] |
+//! | 1 | 1 | kind ([`Control`]) |
+//! | 2 | 2 | context id of the communicator |
+//! | 4 | 8 | grant sequence number (`WinGrant`, `Applied`), the next fragment's sequence number (`SeqReset`), else 0 |
+//! | 12 | 8 | window, bytes (`WinGrant`), or the mode (`WinReq`: 0 normal, 1 through, 2 rapid), else 0 |
+//!
+//! Kinds, from the notes' table, plus one of ours:
+//! - `CONNECT` (1): first contact, and `reconnect`; the receiver answers
+//!   with `WIN_GRANT`;
+//! - `WIN_GRANT` (2): the window the receiver grants the sender, bytes,
+//!   numbered per (receiver, sender) so a late grant is ignored;
+//! - `WIN_REQ` (3): `through` / `rapid` (and back to normal);
+//! - `DISCONNECT` (4): explicit suspend;
+//! - `APPLIED` (5, not in the paper): the sender has applied grant `seq`
+//!   and has at most its window unconfirmed, so the receiver may give the
+//!   share a lowered grant freed to other peers (see `flow.rs`).
+//!
+//! - `SEQ_RESET` (6): the sender's next fragment has sequence number
+//!   `seq`; the receiver drops what it holds of the sender's unfinished
+//!   messages and expects `seq` (the paper's sequence reset, L132).
+//!
+//! A message that fails to decode is counted as malformed and dropped.
+
+use crate::wire::WireError;
+
+/// The CTP command number of control messages: "MC" in ASCII.
+pub const CONTROL_COMMAND: u16 = 0x4d43;
+
+/// Control header version.
+pub const CONTROL_VERSION: u8 = 1;
+
+/// Control message length, bytes.
+pub const CONTROL_LEN: usize = 20;
+
+/// A peer's priority at the receiver (the paper's `through` / `rapid`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    /// An equal share of the receive budget.
+    #[default]
+    Normal,
+    /// The largest window the receiver can give (throughput priority).
+    Through,
+    /// A small window (response priority; `CommConfig::rapid_window_bytes`).
+    Rapid,
+}
+
+/// A decoded control message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// First contact or reconnect: please grant me a window.
+    Connect,
+    /// Grant number `seq`: you may have `window` bytes unconfirmed toward me.
+    WinGrant {
+        /// Grant sequence number (per receiver and sender, from 1).
+        seq: u64,
+        /// Window, bytes.
+        window: u64,
+    },
+    /// Please set my priority to `mode`.
+    WinReq(Mode),
+    /// Explicit suspend: I send you nothing new until I reconnect.
+    Disconnect,
+    /// I applied grant `seq` and have at most its window unconfirmed.
+    Applied {
+        /// The grant applied.
+        seq: u64,
+    },
+    /// My next fragment to you has sequence number `seq`.
+    SeqReset {
+        /// The next fragment's sequence number.
+        seq: u64,
+    },
+}
+
+impl Control {
+    /// Encodes the message for context `context`.
+    pub fn encode(&self, context: u16) -> [u8; CONTROL_LEN] {
+        let (kind, a, b) = match *self {
+            Control::Connect => (1, 0, 0),
+            Control::WinGrant { seq, window } => (2, seq, window),
+            Control::WinReq(m) => (
+                3,
+                0,
+                match m {
+                    Mode::Normal => 0,
+                    Mode::Through => 1,
+                    Mode::Rapid => 2,
+                },
+            ),
+            Control::Disconnect => (4, 0, 0),
+            Control::Applied { seq } => (5, seq, 0),
+            Control::SeqReset { seq } => (6, seq, 0),
+        };
+        let mut d = [0; CONTROL_LEN];
+        d[0] = CONTROL_VERSION;
+        d[1] = kind;
+        d[2..4].copy_from_slice(&context.to_be_bytes());
+        d[4..12].copy_from_slice(&a.to_be_bytes());
+        d[12..20].copy_from_slice(&b.to_be_bytes());
+        d
+    }
+
+    /// Decodes a control message; returns it and its context.
+    ///
+    /// Errors: [`WireError`] for a wrong length ([`WireError::Short`]),
+    /// version, or an unknown kind or mode ([`WireError::Flags`]).
+    pub fn decode(d: &[u8]) -> Result<(Control, u16), WireError> {
+        if d.len() != CONTROL_LEN {
+            return Err(WireError::Short(d.len()));
+        }
+        if d[0] != CONTROL_VERSION {
+            return Err(WireError::Version(d[0]));
+        }
+        let context = u16::from_be_bytes([d[2], d[3]]);
+        let a = u64::from_be_bytes(d[4..12].try_into().expect("8 bytes"));
+        let b = u64::from_be_bytes(d[12..20].try_into().expect("8 bytes"));
+        let c = match d[1] {
+            1 => Control::Connect,
+            2 => Control::WinGrant { seq: a, window: b },
+            3 => Control::WinReq(match b {
+                0 => Mode::Normal,
+                1 => Mode::Through,
+                2 => Mode::Rapid,
+                _ => return Err(WireError::Flags(d[1])),
+            }),
+            4 => Control::Disconnect,
+            5 => Control::Applied { seq: a },
+            6 => Control::SeqReset { seq: a },
+            k => return Err(WireError::Flags(k)),
+        };
+        Ok((c, context))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_messages_roundtrip_and_bad_ones_are_refused() {
+        let all = [
+            Control::Connect,
+            Control::WinGrant {
+                seq: 7,
+                window: 1 << 20,
+            },
+            Control::WinReq(Mode::Normal),
+            Control::WinReq(Mode::Through),
+            Control::WinReq(Mode::Rapid),
+            Control::Disconnect,
+            Control::Applied { seq: 9 },
+            Control::SeqReset { seq: 0 },
+        ];
+        for c in all {
+            let d = c.encode(0x0102);
+            assert_eq!(Control::decode(&d), Ok((c, 0x0102)));
+        }
+        let d = Control::Connect.encode(1);
+        assert_eq!(Control::decode(&d[..19]), Err(WireError::Short(19)));
+        let mut v = d;
+        v[0] = 9;
+        assert_eq!(Control::decode(&v), Err(WireError::Version(9)));
+        let mut k = d;
+        k[1] = 7;
+        assert!(Control::decode(&k).is_err());
+        let mut m = Control::WinReq(Mode::Rapid).encode(1);
+        m[19] = 3;
+        assert!(Control::decode(&m).is_err());
+    }
+}

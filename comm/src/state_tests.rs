@@ -1,0 +1,66 @@
+//! Unit tests of `state.rs`.
+use super::*;
+
+fn msg(n: u64) -> MsgId {
+    n
+}
+
+/// The window bounds the span of sequence numbers in flight: with
+/// fragment 0 unconfirmed, fragment `window` must wait even when all
+/// between were confirmed (CTP confirms out of order).
+#[test]
+fn window_is_a_span_from_the_oldest_unconfirmed_fragment() {
+    let cfg = CommConfig {
+        window_fragments: 4,
+        ..CommConfig::default()
+    };
+    let mut st = State::new(0, &[1u8, 2], cfg).unwrap();
+    let reqs: Vec<u64> = (0..6)
+        .map(|_| st.isend(1, 0, &[b"x"], false).unwrap())
+        .collect();
+    let mut handed = Vec::new();
+    while let Some((dest, _)) = st.peek_sendable() {
+        let s = st.take_sendable(dest).unwrap();
+        st.handed(&s, msg(s.seq));
+        handed.push(s.seq);
+    }
+    assert_eq!(handed, vec![0, 1, 2, 3]);
+    assert_eq!(st.blocked_in_flight(), Some(msg(0)));
+    // 1..=3 confirmed, 0 not: still nothing may go.
+    st.reap(|m| m == msg(0));
+    assert_eq!(st.peek_sendable(), None);
+    assert_eq!(st.blocked_in_flight(), Some(msg(0)));
+    // 0 confirmed: 4 and 5 go.
+    st.reap(|_| false);
+    let mut more = Vec::new();
+    while let Some((dest, _)) = st.peek_sendable() {
+        let s = st.take_sendable(dest).unwrap();
+        st.handed(&s, msg(s.seq));
+        more.push(s.seq);
+    }
+    assert_eq!(more, vec![4, 5]);
+    assert!(reqs.iter().all(|r| st.is_complete(*r).unwrap()));
+}
+
+#[test]
+fn fragments_carry_the_gathered_parts_in_order() {
+    let cfg = CommConfig {
+        fragment_bytes: 3,
+        ..CommConfig::default()
+    };
+    let mut st = State::new(0, &[1u8, 2], cfg).unwrap();
+    st.isend(1, 7, &[b"ab", b"", b"cdefg"], false).unwrap();
+    let mut rx = PeerRx::new(8, 100);
+    let mut out = Vec::new();
+    let mut n = 0;
+    while let Some((dest, _)) = st.peek_sendable() {
+        let s = st.take_sendable(dest).unwrap();
+        let (h, p) = Header::decode(&s.bytes).unwrap();
+        rx.accept(h, p, &mut out).unwrap();
+        st.handed(&s, msg(s.seq));
+        n += 1;
+    }
+    assert_eq!(n, 3);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].tag, &out[0].data[..]), (7, &b"abcdefg"[..]));
+}
