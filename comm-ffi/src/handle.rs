@@ -1,0 +1,190 @@
+//! The safe side of the C ABI: a communicator over CTP on UDP or on EDP,
+//! the calls C reaches, and the mapping of [`CommError`] to the ABI's error
+//! codes. No pointer is touched here (that is `ffi`'s job).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use comm::{CommConfig, CommError, Communicator, SourceSel, Status, TagSel};
+use ctp::{CtpConfig, EdpTransport, UdpTransport};
+use edp::MacAddr;
+
+use crate::ffi;
+
+/// An error on its way to C: an `ffi::COMM_ERR_*` code and the message
+/// `comm_last_error` returns.
+#[derive(Debug)]
+pub(crate) struct FfiError {
+    pub code: i32,
+    pub msg: String,
+    /// A truncated receive's message: (source, tag, length in bytes).
+    pub truncated: Option<(usize, u32, usize)>,
+}
+
+impl FfiError {
+    pub fn arg(msg: impl Into<String>) -> Self {
+        FfiError {
+            code: ffi::COMM_ERR_ARG,
+            msg: msg.into(),
+            truncated: None,
+        }
+    }
+}
+
+impl From<CommError> for FfiError {
+    fn from(e: CommError) -> Self {
+        let code = match &e {
+            CommError::InvalidRank { .. }
+            | CommError::InvalidTag(_)
+            | CommError::TooLarge { .. }
+            | CommError::Bootstrap(_) => ffi::COMM_ERR_ARG,
+            CommError::Truncated { .. } => ffi::COMM_ERR_TRUNCATED,
+            CommError::PeerFailed { .. } => ffi::COMM_ERR_PEER,
+            CommError::TimedOut { .. } => ffi::COMM_ERR_TIMEOUT,
+            CommError::Io(_) => ffi::COMM_ERR_IO,
+            _ => ffi::COMM_ERR_OTHER,
+        };
+        let truncated = match e {
+            CommError::Truncated { len, from, tag, .. } => Some((from, tag, len)),
+            _ => None,
+        };
+        FfiError {
+            code,
+            msg: e.to_string(),
+            truncated,
+        }
+    }
+}
+
+/// A communicator of either carrier.
+pub(crate) enum Handle {
+    Udp(Communicator<UdpTransport>),
+    Edp(Communicator<EdpTransport>),
+}
+
+/// Runs `$e` with `$c` bound to the communicator, whatever its carrier.
+macro_rules! each {
+    ($h:expr, $c:ident => $e:expr) => {
+        match $h {
+            Handle::Udp($c) => $e,
+            Handle::Edp($c) => $e,
+        }
+    };
+}
+
+fn rank_of(rank: i32, size: usize) -> Result<usize, FfiError> {
+    usize::try_from(rank)
+        .ok()
+        .filter(|&r| r < size)
+        .ok_or_else(|| FfiError::arg(format!("rank {rank} is not in 0..{size}")))
+}
+
+impl Handle {
+    /// Rank `rank` of the communicator of `addrs` ("IP:PORT" each, rank i
+    /// at `addrs[i]`) over CTP on UDP.
+    pub fn udp(rank: i32, addrs: &[String]) -> Result<Self, FfiError> {
+        let hosts = addrs
+            .iter()
+            .map(|a| {
+                a.parse::<SocketAddr>()
+                    .map_err(|e| FfiError::arg(format!("address {a:?} is not IP:PORT: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let rank = rank_of(rank, hosts.len())?;
+        Ok(Handle::Udp(Communicator::bind_udp(
+            rank,
+            hosts,
+            CommConfig::default(),
+            CtpConfig::default(),
+        )?))
+    }
+
+    /// Rank `rank` of the communicator of `addrs` ("MAC/PORT" each) over
+    /// CTP on EDP on `iface` (needs CAP_NET_RAW).
+    pub fn edp(iface: &str, rank: i32, addrs: &[String]) -> Result<Self, FfiError> {
+        let hosts = addrs
+            .iter()
+            .map(|a| {
+                let bad = || FfiError::arg(format!("address {a:?} is not MAC/PORT"));
+                let (mac, port) = a.split_once('/').ok_or_else(bad)?;
+                let mac: MacAddr = mac.parse().map_err(|_| bad())?;
+                Ok((mac, port.parse::<u16>().map_err(|_| bad())?))
+            })
+            .collect::<Result<Vec<_>, FfiError>>()?;
+        let rank = rank_of(rank, hosts.len())?;
+        Ok(Handle::Edp(Communicator::bind_edp(
+            iface,
+            rank,
+            hosts,
+            CommConfig::default(),
+            CtpConfig::default(),
+        )?))
+    }
+
+    pub fn rank(&self) -> usize {
+        each!(self, c => c.rank())
+    }
+
+    pub fn size(&self) -> usize {
+        each!(self, c => c.size())
+    }
+
+    pub fn send(&self, dest: i32, tag: i32, data: &[u8]) -> Result<(), FfiError> {
+        let dest = rank_of(dest, self.size())?;
+        let tag =
+            u32::try_from(tag).map_err(|_| FfiError::arg(format!("tag {tag} is negative")))?;
+        Ok(each!(self, c => c.send(dest, tag, data))?)
+    }
+
+    /// Receives into `buf`; `source`/`tag` -1 are the wildcards.
+    pub fn recv(&self, source: i32, tag: i32, buf: &mut [u8]) -> Result<Status, FfiError> {
+        let source = if source == ffi::COMM_ANY_SOURCE {
+            SourceSel::Any
+        } else {
+            SourceSel::Rank(rank_of(source, self.size())?)
+        };
+        let tag = match tag {
+            ffi::COMM_ANY_TAG => TagSel::Any,
+            t => TagSel::Tag(
+                u32::try_from(t).map_err(|_| FfiError::arg(format!("tag {t} is negative")))?,
+            ),
+        };
+        Ok(each!(self, c => c.recv_into(source, tag, buf))?)
+    }
+
+    pub fn barrier(&self) -> Result<(), FfiError> {
+        Ok(each!(self, c => c.barrier())?)
+    }
+
+    /// Broadcasts root's `buf` into every rank's `buf` (all of one length).
+    pub fn bcast(&self, root: i32, buf: &mut [u8]) -> Result<(), FfiError> {
+        let root = rank_of(root, self.size())?;
+        let mut v = buf.to_vec();
+        each!(self, c => c.bcast(root, &mut v))?;
+        if v.len() != buf.len() {
+            return Err(FfiError {
+                code: ffi::COMM_ERR_TRUNCATED,
+                msg: format!(
+                    "bcast from rank {root} carried {} bytes into a buffer of {}",
+                    v.len(),
+                    buf.len()
+                ),
+                truncated: None,
+            });
+        }
+        buf.copy_from_slice(&v);
+        Ok(())
+    }
+
+    pub fn allreduce_i64(&self, v: &mut [i64]) -> Result<(), FfiError> {
+        Ok(each!(self, c => c.allreduce_sum(v))?)
+    }
+
+    pub fn allreduce_f64(&self, v: &mut [f64]) -> Result<(), FfiError> {
+        Ok(each!(self, c => c.allreduce_sum(v))?)
+    }
+
+    pub fn finalize(self, timeout: Duration) -> Result<(), FfiError> {
+        Ok(each!(self, c => c.finalize(timeout))?)
+    }
+}
