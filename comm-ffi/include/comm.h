@@ -35,6 +35,25 @@
 // A bug inside the library (a Rust panic, caught at the boundary).
 #define COMM_ERR_PANIC -7
 
+// The peer was disconnected with `comm_disconnect`: writes fail until
+// `comm_reconnect`.
+#define COMM_ERR_DISCONNECTED -8
+
+// `comm_state`: nothing sent to the peer yet.
+#define COMM_STATE_UNCONNECTED 0
+
+// `comm_state`: first contact sent, no grant yet.
+#define COMM_STATE_CONNECTING 1
+
+// `comm_state`: the peer granted us a window.
+#define COMM_STATE_CONNECTED 2
+
+// `comm_state`: `comm_disconnect` was called.
+#define COMM_STATE_EXPLICIT_DISCONNECT 3
+
+// `comm_state`: messages to the peer went unconfirmed; ends by itself.
+#define COMM_STATE_IMPLICIT_DISCONNECT 4
+
 // `source` of `comm_recv` for any rank (MPI_ANY_SOURCE).
 #define COMM_ANY_SOURCE -1
 
@@ -133,6 +152,59 @@ int comm_allreduce_sum_i64(const struct CommHandle *c, int64_t *values, size_t c
 // # Safety
 // `c` is a live handle; `values` holds `count` writable `double`.
 int comm_allreduce_sum_f64(const struct CommHandle *c, double *values, size_t count);
+
+// ULFC `through`: asks `peer` for the largest window it can grant us
+// (the flow-control library paper; notes-mak-ulfc.md).
+//
+// # Safety
+// `c` is a live handle.
+int comm_through(const struct CommHandle *c, int peer);
+
+// ULFC `rapid`: asks `peer` for a small window (response priority).
+//
+// # Safety
+// `c` is a live handle.
+int comm_rapid(const struct CommHandle *c, int peer);
+
+// Back to an equal share of `peer`'s receive budget (not in the paper).
+//
+// # Safety
+// `c` is a live handle.
+int comm_normal(const struct CommHandle *c, int peer);
+
+// ULFC explicit disconnect: writes to `peer` fail with
+// `COMM_ERR_DISCONNECTED` until `comm_reconnect`; data accepted before is
+// kept and delivered once after it.
+//
+// # Safety
+// `c` is a live handle.
+int comm_disconnect(const struct CommHandle *c, int peer);
+
+// ULFC reconnect after `comm_disconnect`.
+//
+// # Safety
+// `c` is a live handle.
+int comm_reconnect(const struct CommHandle *c, int peer);
+
+// ULFC sequence reset toward `peer` (refused while messages to it are
+// queued or unconfirmed).
+//
+// # Safety
+// `c` is a live handle.
+int comm_reset_seq(const struct CommHandle *c, int peer);
+
+// ULFC `getdestbuf`: the window `peer` granted us, bytes (negative: an
+// error code).
+//
+// # Safety
+// `c` is a live handle.
+int64_t comm_dest_buf(const struct CommHandle *c, int peer);
+
+// ULFC `state`: a `COMM_STATE_*` value, or a negative error code.
+//
+// # Safety
+// `c` is a live handle.
+int comm_state(const struct CommHandle *c, int peer);
 
 // Waits up to `timeout_ms` for this rank's messages to be confirmed and
 // for every rank to arrive (flush, barrier), then frees the handle, also

@@ -20,7 +20,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use crate::handle::{FfiError, Handle};
+use crate::handle::{FfiError, FlowOp, Handle};
 
 /// Success.
 pub const COMM_OK: c_int = 0;
@@ -40,6 +40,19 @@ pub const COMM_ERR_IO: c_int = -5;
 pub const COMM_ERR_OTHER: c_int = -6;
 /// A bug inside the library (a Rust panic, caught at the boundary).
 pub const COMM_ERR_PANIC: c_int = -7;
+/// The peer was disconnected with `comm_disconnect`: writes fail until
+/// `comm_reconnect`.
+pub const COMM_ERR_DISCONNECTED: c_int = -8;
+/// `comm_state`: nothing sent to the peer yet.
+pub const COMM_STATE_UNCONNECTED: c_int = 0;
+/// `comm_state`: first contact sent, no grant yet.
+pub const COMM_STATE_CONNECTING: c_int = 1;
+/// `comm_state`: the peer granted us a window.
+pub const COMM_STATE_CONNECTED: c_int = 2;
+/// `comm_state`: `comm_disconnect` was called.
+pub const COMM_STATE_EXPLICIT_DISCONNECT: c_int = 3;
+/// `comm_state`: messages to the peer went unconfirmed; ends by itself.
+pub const COMM_STATE_IMPLICIT_DISCONNECT: c_int = 4;
 /// `source` of `comm_recv` for any rank (MPI_ANY_SOURCE).
 pub const COMM_ANY_SOURCE: c_int = -1;
 /// `tag` of `comm_recv` for any tag (MPI_ANY_TAG).
@@ -360,6 +373,102 @@ pub unsafe extern "C" fn comm_allreduce_sum_f64(
         h.allreduce_f64(v)?;
         Ok(COMM_OK)
     })
+}
+
+fn flow(c: *const CommHandle, peer: c_int, op: FlowOp) -> c_int {
+    guard(|| {
+        // SAFETY: forwarded contract of the public callers.
+        unsafe { handle(c) }?.flow(peer, op)?;
+        Ok(COMM_OK)
+    })
+}
+
+/// ULFC `through`: asks `peer` for the largest window it can grant us
+/// (the flow-control library paper; notes-mak-ulfc.md).
+///
+/// # Safety
+/// `c` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn comm_through(c: *const CommHandle, peer: c_int) -> c_int {
+    flow(c, peer, FlowOp::Through)
+}
+
+/// ULFC `rapid`: asks `peer` for a small window (response priority).
+///
+/// # Safety
+/// `c` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn comm_rapid(c: *const CommHandle, peer: c_int) -> c_int {
+    flow(c, peer, FlowOp::Rapid)
+}
+
+/// Back to an equal share of `peer`'s receive budget (not in the paper).
+///
+/// # Safety
+/// `c` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn comm_normal(c: *const CommHandle, peer: c_int) -> c_int {
+    flow(c, peer, FlowOp::Normal)
+}
+
+/// ULFC explicit disconnect: writes to `peer` fail with
+/// `COMM_ERR_DISCONNECTED` until `comm_reconnect`; data accepted before is
+/// kept and delivered once after it.
+///
+/// # Safety
+/// `c` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn comm_disconnect(c: *const CommHandle, peer: c_int) -> c_int {
+    flow(c, peer, FlowOp::Disconnect)
+}
+
+/// ULFC reconnect after `comm_disconnect`.
+///
+/// # Safety
+/// `c` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn comm_reconnect(c: *const CommHandle, peer: c_int) -> c_int {
+    flow(c, peer, FlowOp::Reconnect)
+}
+
+/// ULFC sequence reset toward `peer` (refused while messages to it are
+/// queued or unconfirmed).
+///
+/// # Safety
+/// `c` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn comm_reset_seq(c: *const CommHandle, peer: c_int) -> c_int {
+    flow(c, peer, FlowOp::ResetSeq)
+}
+
+/// ULFC `getdestbuf`: the window `peer` granted us, bytes (negative: an
+/// error code).
+///
+/// # Safety
+/// `c` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn comm_dest_buf(c: *const CommHandle, peer: c_int) -> i64 {
+    let mut out = 0i64;
+    let rc = guard(|| {
+        // SAFETY: forwarded contract.
+        out = unsafe { handle(c) }?.dest_buf(peer)? as i64;
+        Ok(COMM_OK)
+    });
+    if rc == COMM_OK {
+        out
+    } else {
+        i64::from(rc)
+    }
+}
+
+/// ULFC `state`: a `COMM_STATE_*` value, or a negative error code.
+///
+/// # Safety
+/// `c` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn comm_state(c: *const CommHandle, peer: c_int) -> c_int {
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { handle(c) }?.state(peer))
 }
 
 /// Waits up to `timeout_ms` for this rank's messages to be confirmed and

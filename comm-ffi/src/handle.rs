@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use comm::{CommConfig, CommError, Communicator, SourceSel, Status, TagSel};
+use comm::{CommConfig, CommError, Communicator, PeerState, SourceSel, Status, TagSel};
 use ctp::{CtpConfig, EdpTransport, UdpTransport};
 use edp::MacAddr;
 
@@ -40,6 +40,7 @@ impl From<CommError> for FfiError {
             | CommError::Bootstrap(_) => ffi::COMM_ERR_ARG,
             CommError::Truncated { .. } => ffi::COMM_ERR_TRUNCATED,
             CommError::PeerFailed { .. } => ffi::COMM_ERR_PEER,
+            CommError::Disconnected { .. } => ffi::COMM_ERR_DISCONNECTED,
             CommError::TimedOut { .. } => ffi::COMM_ERR_TIMEOUT,
             CommError::Io(_) => ffi::COMM_ERR_IO,
             _ => ffi::COMM_ERR_OTHER,
@@ -54,6 +55,17 @@ impl From<CommError> for FfiError {
             truncated,
         }
     }
+}
+
+/// The ULFC calls that take a peer and return nothing.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum FlowOp {
+    Through,
+    Rapid,
+    Normal,
+    Disconnect,
+    Reconnect,
+    ResetSeq,
 }
 
 /// A communicator of either carrier.
@@ -182,6 +194,38 @@ impl Handle {
 
     pub fn allreduce_f64(&self, v: &mut [f64]) -> Result<(), FfiError> {
         Ok(each!(self, c => c.allreduce_sum(v))?)
+    }
+
+    /// The ULFC call `op` on `peer` (notes-mak-ulfc.md, "ULFC").
+    pub fn flow(&self, peer: i32, op: FlowOp) -> Result<(), FfiError> {
+        let p = rank_of(peer, self.size())?;
+        each!(self, c => match op {
+            FlowOp::Through => c.through(p),
+            FlowOp::Rapid => c.rapid(p),
+            FlowOp::Normal => c.normal(p),
+            FlowOp::Disconnect => c.disconnect(p),
+            FlowOp::Reconnect => c.reconnect(p),
+            FlowOp::ResetSeq => c.reset_seq(p),
+        })?;
+        Ok(())
+    }
+
+    /// The window `peer` granted us, bytes.
+    pub fn dest_buf(&self, peer: i32) -> Result<usize, FfiError> {
+        let p = rank_of(peer, self.size())?;
+        Ok(each!(self, c => c.dest_buf(p))?)
+    }
+
+    /// `peer`'s state as the ABI's `COMM_STATE_*` number.
+    pub fn state(&self, peer: i32) -> Result<i32, FfiError> {
+        let p = rank_of(peer, self.size())?;
+        Ok(match each!(self, c => c.state(p))? {
+            PeerState::Unconnected => ffi::COMM_STATE_UNCONNECTED,
+            PeerState::Connecting => ffi::COMM_STATE_CONNECTING,
+            PeerState::Connected => ffi::COMM_STATE_CONNECTED,
+            PeerState::ExplicitDisconnect => ffi::COMM_STATE_EXPLICIT_DISCONNECT,
+            PeerState::ImplicitDisconnect => ffi::COMM_STATE_IMPLICIT_DISCONNECT,
+        })
     }
 
     pub fn finalize(self, timeout: Duration) -> Result<(), FfiError> {

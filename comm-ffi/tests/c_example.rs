@@ -11,9 +11,26 @@ use std::time::{Duration, Instant};
 #[test]
 fn c_pingpong_runs_three_ranks() {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // `cargo test` builds this crate's rlib, not its cdylib: build the
+    // library C links against, in this test's profile and target dir.
     // target/<profile>/deps/c_example-<hash> -> target/<profile>
     let exe = std::env::current_exe().unwrap();
     let libdir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
+    let release = libdir.file_name().is_some_and(|p| p == "release");
+    let mut build = Command::new(env!("CARGO"));
+    build
+        .args(["build", "-p", "comm-ffi", "--lib", "--manifest-path"])
+        .arg(manifest.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", libdir.parent().unwrap());
+    if release {
+        build.arg("--release");
+    }
+    let out = build.output().expect("run cargo build -p comm-ffi");
+    assert!(
+        out.status.success(),
+        "cargo build -p comm-ffi: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         libdir.join("libclusternet_comm.so").exists(),
         "no libclusternet_comm.so in {}",

@@ -106,6 +106,26 @@ int main(int argc, char **argv) {
         }
     }
 
+    /* ULFC: every peer granted us a window; a write after disconnect
+     * fails with its own code until reconnect. */
+    for (int p = 0; p < size; p++) {
+        if (p == rank) continue;
+        if (comm_dest_buf(c, p) <= 0 || comm_state(c, p) < COMM_STATE_UNCONNECTED) {
+            fprintf(stderr, "rank %d: no window from rank %d\n", rank, p);
+            return 1;
+        }
+    }
+    if (size > 1) {
+        int p = (rank + 1) % size;
+        CHECK(comm_disconnect(c, p));
+        if (comm_state(c, p) != COMM_STATE_EXPLICIT_DISCONNECT ||
+            comm_send(c, p, 3, buf, 1) != COMM_ERR_DISCONNECTED) {
+            fprintf(stderr, "rank %d: disconnect did not stop writes\n", rank);
+            return 1;
+        }
+        CHECK(comm_reconnect(c, p));
+    }
+
     CHECK(comm_barrier(c));
     CHECK(comm_finalize(c, 5000));
     printf("rank %d: ok\n", rank);
