@@ -16,7 +16,7 @@
 //! shared packet runtime of `--link packet`.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Mutex;
 
 use ::edp::link::fault::FaultLink;
@@ -33,42 +33,30 @@ pub struct UdpLinkSpec {
     pub peers: Vec<SocketAddr>,
 }
 
-/// Resolves `HOST[:PORT]` (port `default_port` when absent) to one socket
-/// address, preferring IPv4.
+/// Resolves `HOST[:PORT]` (port `default_port` when absent; a bare IPv6
+/// address takes the default port too) to one socket address, the host
+/// through [`crate::hostlist::resolve`] (IPv4 first).
 ///
-/// Errors: `InvalidInput` naming `what` when the name does not resolve.
+/// Errors: `InvalidInput` naming `what` when the port or the name is bad.
 pub fn resolve(s: &str, default_port: u16, what: &str) -> io::Result<SocketAddr> {
-    let with_port = if s.parse::<SocketAddr>().is_ok()
-        || s.rsplit_once(':')
-            .is_some_and(|(h, p)| !h.contains(':') && p.parse::<u16>().is_ok())
-    {
-        s.to_string()
-    } else if s.contains(':') && !s.starts_with('[') {
-        // A bare IPv6 address.
-        format!("[{s}]:{default_port}")
-    } else {
-        format!("{s}:{default_port}")
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let bad = |e: String| io::Error::new(io::ErrorKind::InvalidInput, format!("{what} {s:?}: {e}"));
+    // "host:port" (one colon) or a host alone ("name", "10.0.0.1", "::1").
+    let (host, port) = match s.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (
+            h,
+            p.parse::<u16>()
+                .map_err(|e| bad(format!("port {p:?}: {e}")))?,
+        ),
+        _ => (
+            s.trim_start_matches('[').trim_end_matches(']'),
+            default_port,
+        ),
     };
-    let addrs: Vec<SocketAddr> = with_port
-        .to_socket_addrs()
-        .map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{what} {s:?}: not a HOST[:PORT] that resolves: {e}"),
-            )
-        })?
-        .collect();
-    addrs
-        .iter()
-        .find(|a| a.is_ipv4())
-        .or(addrs.first())
-        .copied()
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{what} {s:?}: no address"),
-            )
-        })
+    let ip = crate::hostlist::resolve(host).map_err(|e| bad(e.to_string()))?;
+    Ok(SocketAddr::new(ip, port))
 }
 
 impl UdpLinkSpec {
