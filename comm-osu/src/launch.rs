@@ -1,0 +1,278 @@
+//! `--local N`: every rank started here, each in its own process, and with
+//! `--ompi` the Open MPI program after them on the same hosts.
+//!
+//! - `--link udp`: the ranks on loopback ports that were free a moment
+//!   before (unprivileged); Open MPI over its TCP BTL on `lo`;
+//! - `--link edp`: a virtual cluster of N namespaces on a bridge
+//!   (`vcluster`), rank r in host r (`ip netns exec`), on its interface;
+//!   Open MPI started by `mpirun` in the namespaces over its TCP BTL on the
+//!   same bridge, reached as in `netgauge --mpirun`
+//!   (netgauge/src/mpi_launch.rs: a veth from here into the bridge, PMIx
+//!   over TCP on the cluster's subnet, rank r entering host r).
+//!
+//! Every process is stopped on drop, SIGINT and SIGTERM (`vcluster::Process`),
+//! and the namespaces are removed with the cluster.
+
+use std::io::Read;
+use std::net::{Ipv4Addr, UdpSocket};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use vcluster::{Cluster, Process, Topology};
+
+use crate::{compare, Args, Link};
+
+/// The shell wrapper that puts MPI rank r into host r's namespace (`$0` is
+/// the namespace prefix); as netgauge/src/mpi_launch.rs.
+const ENTER_RANK_NS: &str = r#"exec ip netns exec "$0${OMPI_COMM_WORLD_RANK:-$PMI_RANK}" "$@""#;
+
+/// Runs every rank of `a`'s benchmark, then Open MPI's with `--ompi`.
+pub fn local(a: &Args, n: usize) -> Result<(), String> {
+    if n < a.bench.min_ranks() {
+        return Err(format!(
+            "{} needs at least {} ranks",
+            a.bench.name(),
+            a.bench.min_ranks()
+        ));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
+    let limit = Duration::from_secs(a.timeout.saturating_mul(20));
+    match a.link {
+        Link::Udp => {
+            let addrs = free_loopback(n)?.join(",");
+            let cmds = (0..n)
+                .map(|r| {
+                    let mut c = Command::new(&exe);
+                    c.args(a.bench_args())
+                        .args(["--link", "udp", "--hosts", &addrs, "--rank"])
+                        .arg(r.to_string());
+                    c
+                })
+                .collect();
+            let ours = run_ranks(cmds, limit)?;
+            print!("{ours}");
+            if let Some(prog) = &a.ompi {
+                let mut m = mpirun(n);
+                m.args(["--mca", "btl_tcp_if_include", "lo"])
+                    .arg(prog)
+                    .args(ompi_args(a));
+                finish_ompi(a, "comm over UDP", &ours, m, limit)?;
+            }
+        }
+        Link::Edp => {
+            let job = Job::build(n)?;
+            let macs: Vec<String> = job.vc.hosts().iter().map(|h| h.mac.to_string()).collect();
+            let macs = macs.join(",");
+            let cmds = job
+                .vc
+                .hosts()
+                .iter()
+                .map(|h| {
+                    let mut c = h.command(&exe);
+                    c.args(a.bench_args())
+                        .args(["--link", "edp", "--iface", &h.iface, "--hosts", &macs])
+                        .args(["--port", &a.port.to_string(), "--rank"])
+                        .arg(h.index.to_string());
+                    c
+                })
+                .collect();
+            let ours = run_ranks(cmds, limit)?;
+            print!("{ours}");
+            if let Some(prog) = &a.ompi {
+                let mut m = mpirun(n);
+                m.env("PMIX_MCA_ptl_tcp_remote_connections", "1")
+                    .env("PMIX_MCA_ptl_tcp_if_include", &job.subnet)
+                    .args(["--mca", "btl_tcp_if_include", &job.subnet])
+                    .args(["--mca", "oob_tcp_if_include", &job.subnet])
+                    .args(["-x", "PMIX_MCA_ptl_tcp_remote_connections"])
+                    .args(["-x", "PMIX_MCA_ptl_tcp_if_include"])
+                    .args(["sh", "-c", ENTER_RANK_NS, &job.ns_prefix, prog])
+                    .args(ompi_args(a));
+                finish_ompi(a, "comm over EDP", &ours, m, limit)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn finish_ompi(
+    a: &Args,
+    label: &str,
+    ours: &str,
+    m: Command,
+    limit: Duration,
+) -> Result<(), String> {
+    let theirs = run_ranks(vec![m], limit).map_err(|e| format!("Open MPI: {e}"))?;
+    print!("{theirs}");
+    print!("{}", compare::table(a.bench, label, ours, &theirs));
+    Ok(())
+}
+
+/// The Open MPI program's arguments: BENCH MIN MAX ITERS WARMUP WINDOW.
+fn ompi_args(a: &Args) -> Vec<String> {
+    vec![
+        a.bench.name().into(),
+        a.sizes.0.to_string(),
+        a.sizes.1.to_string(),
+        a.iterations.to_string(),
+        a.warmup.to_string(),
+        a.window.to_string(),
+    ]
+}
+
+/// `mpirun` for `np` ranks over Open MPI's TCP BTL (idle ranks yield the
+/// CPU, as in netgauge's anchor runs, so that N ranks share 2 cores).
+fn mpirun(np: usize) -> Command {
+    let mut c = Command::new("mpirun");
+    c.args(["--allow-run-as-root", "--oversubscribe", "-np"])
+        .arg(np.to_string())
+        .args(["--mca", "btl", "self,tcp"])
+        .args(["--mca", "mpi_yield_when_idle", "1"]);
+    c
+}
+
+/// `n` loopback `ip:port`s whose ports were free a moment ago.
+fn free_loopback(n: usize) -> Result<Vec<String>, String> {
+    let socks = (0..n)
+        .map(|_| UdpSocket::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("finding free UDP ports: {e}"))?;
+    socks
+        .iter()
+        .map(|s| s.local_addr().map(|a| a.to_string()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())
+}
+
+/// Starts `cmds` (the first one's stdout is captured, the others'
+/// discarded, stderr passed through) and waits for all; returns the first
+/// one's output. A rank that fails or a run longer than `limit` stops
+/// every rank and gives an error.
+fn run_ranks(cmds: Vec<Command>, limit: Duration) -> Result<String, String> {
+    let mut procs = Vec::new();
+    let mut reader = None;
+    for (r, mut c) in cmds.into_iter().enumerate() {
+        c.stdin(Stdio::null())
+            .stdout(if r == 0 {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stderr(Stdio::inherit());
+        let mut p = Process::spawn(&mut c).map_err(|e| e.to_string())?;
+        if r == 0 {
+            let mut out = p.take_stdout().expect("piped");
+            reader = Some(std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = out.read_to_string(&mut s);
+                s
+            }));
+        }
+        procs.push(p);
+    }
+    let start = Instant::now();
+    let mut done = vec![false; procs.len()];
+    while done.iter().any(|d| !d) {
+        for (r, p) in procs.iter_mut().enumerate() {
+            if done[r] {
+                continue;
+            }
+            if let Some(st) = p.try_wait().map_err(|e| e.to_string())? {
+                if !st.success() {
+                    // Dropping `procs` stops the others.
+                    return Err(format!("rank {r} failed ({st})"));
+                }
+                done[r] = true;
+            }
+        }
+        if start.elapsed() > limit {
+            return Err(format!("ranks still running after {limit:?}: stopped"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(reader
+        .map(|t| t.join().unwrap_or_default())
+        .unwrap_or_default())
+}
+
+/// A virtual cluster for `--link edp`, with a veth from this namespace into
+/// its bridge for mpirun's PMIx and out-of-band TCP (as
+/// netgauge/src/mpi_launch.rs's `Job`).
+struct Job {
+    vc: Cluster,
+    root_link: String,
+    subnet: String,
+    ns_prefix: String,
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.root_link])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+impl Job {
+    fn build(n: usize) -> Result<Job, String> {
+        let pid = std::process::id();
+        // A /24 of 198.19.0.0/16 per run (pid-derived, as netgauge's).
+        let third = (pid % 250 + 1) as u8;
+        let subnet = Ipv4Addr::new(198, 19, third, 0);
+        let vc = Cluster::builder("osu")
+            .hosts(n)
+            .topology(Topology::Bridge)
+            .subnet(subnet, 24)
+            .build()
+            .map_err(|e| format!("virtual cluster of {n} hosts (needs root): {e}"))?;
+        let sw = vc
+            .switch_ns()
+            .ok_or("bridged cluster without a switch")?
+            .to_string();
+        let ns_prefix = vc
+            .host(0)
+            .ns
+            .strip_suffix('0')
+            .ok_or("unexpected namespace name")?
+            .to_string();
+        let root_link = format!("osm{}", pid % 1_000_000);
+        let peer = format!("osp{}", pid % 1_000_000);
+        let mtu = vc.mtu().to_string();
+        let job = Job {
+            vc,
+            root_link: root_link.clone(),
+            subnet: format!("{subnet}/24"),
+            ns_prefix,
+        };
+        ip(&[
+            "link", "add", &root_link, "mtu", &mtu, "type", "veth", "peer", "name", &peer, "netns",
+            &sw, "mtu", &mtu,
+        ])?;
+        ip(&["-n", &sw, "link", "set", &peer, "master", "br0", "up"])?;
+        ip(&[
+            "addr",
+            "add",
+            &format!("198.19.{third}.254/24"),
+            "dev",
+            &root_link,
+        ])?;
+        ip(&["link", "set", &root_link, "up"])?;
+        Ok(job)
+    }
+}
+
+fn ip(a: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(a)
+        .output()
+        .map_err(|e| format!("ip: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "ip {}: {}",
+            a.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}
