@@ -21,8 +21,9 @@
 //! - `bootstrap` (feature `mpi`): ranks from an MPI launcher (mpirun, srun),
 //!   addresses exchanged with one MPI_Allgather.
 //!
-//! The C ABI is the `comm-ffi` crate. Not built yet (issue 12): failure
-//! detection by EDP echo probes, bcast over MAK, OSU-style benchmarks.
+//! The C ABI is the `comm-ffi` crate; OSU-style benchmarks are `comm-osu`.
+//! Not built yet (issue 12): failure detection by EDP echo probes, bcast
+//! over MAK.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
