@@ -77,6 +77,24 @@ pub trait Engine: Send + 'static {
 /// `Driver::spin`): a peer stacked on the same CPU gets to run within this.
 const YIELD_EVERY: Duration = Duration::from_micros(5);
 
+/// The one pacing of every spin in this file: yields the CPU when this
+/// thread last yielded [`YIELD_EVERY`] or more before `now`. A spinner that
+/// shares its CPU with its peer (two processes of a ping-pong on a busy
+/// 2-CPU machine) would otherwise hold it for a whole time slice while the
+/// peer cannot answer: measured p50 was the spin budget plus 8 us (ring
+/// spin) and plus 11 us (UdpLink). The kernel's own busy poll stops on
+/// need_resched(); user space yields (one cheap syscall when nobody
+/// waits). Per thread, so spins that return between turns keep their pace.
+fn yield_if_due(now: Instant) {
+    thread_local! {
+        static LAST_YIELD: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+    }
+    if LAST_YIELD.with(|l| l.get().is_none_or(|t| now - t >= YIELD_EVERY)) {
+        std::thread::yield_now();
+        LAST_YIELD.with(|l| l.set(Some(Instant::now())));
+    }
+}
+
 /// When a wait gives up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Deadline {
@@ -605,7 +623,6 @@ impl<E: Engine> Driver<E> {
                 if spinning {
                     let until = spin_until;
                     let mut i = 0u32;
-                    let mut last_yield = Instant::now();
                     while !woken.load(Ordering::Acquire) {
                         std::hint::spin_loop();
                         i = i.wrapping_add(1);
@@ -614,10 +631,7 @@ impl<E: Engine> Driver<E> {
                             if until.is_some_and(|u| now >= u) {
                                 break;
                             }
-                            if now - last_yield >= YIELD_EVERY {
-                                std::thread::yield_now();
-                                last_yield = Instant::now();
-                            }
+                            yield_if_due(now);
                         }
                     }
                 }
@@ -657,27 +671,13 @@ impl<E: Engine> Driver<E> {
     fn spin<'a>(&'a self, mut g: Guard<'a, E>, until: Option<Instant>) -> Guard<'a, E> {
         if g.engine.rx_ready().is_none() {
             // No cheap readiness probe: the next turn polls (a syscall).
-            // Yield every YIELD_EVERY as the probing spin below does: a
-            // UdpLink ping-pong whose two processes shared a CPU of a busy
-            // 2-CPU machine measured p50 = spin budget + 11 us half the
-            // time (61 us with adaptive:50, against 5.5 us otherwise).
-            thread_local! {
-                static LAST_YIELD: std::cell::Cell<Option<Instant>> =
-                    const { std::cell::Cell::new(None) };
-            }
-            let now = Instant::now();
-            if LAST_YIELD.with(|l| l.get().is_none_or(|t| now - t >= YIELD_EVERY)) {
-                std::thread::yield_now();
-                LAST_YIELD.with(|l| l.set(Some(Instant::now())));
-            } else {
-                std::hint::spin_loop();
-            }
+            std::hint::spin_loop();
+            yield_if_due(Instant::now());
             return g;
         }
         let engine_deadline = g.engine.next_deadline();
         let limit = netcore::time::earliest(until, engine_deadline);
         let mut i = 0u32;
-        let mut last_yield = Instant::now();
         loop {
             for _ in 0..64 {
                 if g.engine.rx_ready() == Some(true) {
@@ -701,16 +701,7 @@ impl<E: Engine> Driver<E> {
             if limit.is_some_and(|l| now >= l) {
                 return g;
             }
-            if now - last_yield >= YIELD_EVERY {
-                // A spinner that shares its CPU with its peer (two
-                // processes of a ping-pong on a busy 2-CPU machine) would
-                // otherwise hold it for a whole time slice while the peer
-                // cannot answer: measured p50 = spin budget + 8 us. The
-                // kernel's own busy poll stops on need_resched(); user
-                // space yields (one cheap syscall when nobody waits).
-                std::thread::yield_now();
-                last_yield = Instant::now();
-            }
+            yield_if_due(now);
             if i.is_multiple_of(64) && !g.followers.is_empty() {
                 // Followers may need their frames: turn the loop.
                 return g;
