@@ -77,21 +77,28 @@ pub trait Engine: Send + 'static {
 /// `Driver::spin`): a peer stacked on the same CPU gets to run within this.
 const YIELD_EVERY: Duration = Duration::from_micros(5);
 
-/// The one pacing of every spin in this file: yields the CPU when this
-/// thread last yielded [`YIELD_EVERY`] or more before `now`. A spinner that
-/// shares its CPU with its peer (two processes of a ping-pong on a busy
-/// 2-CPU machine) would otherwise hold it for a whole time slice while the
-/// peer cannot answer: measured p50 was the spin budget plus 8 us (ring
-/// spin) and plus 11 us (UdpLink). The kernel's own busy poll stops on
-/// need_resched(); user space yields (one cheap syscall when nobody
-/// waits). Per thread, so spins that return between turns keep their pace.
-fn yield_if_due(now: Instant) {
-    thread_local! {
-        static LAST_YIELD: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+/// The one pacing of every spin in this file: yields the CPU once
+/// [`YIELD_EVERY`] has passed since the pacer started or last yielded. A
+/// spinner that shares its CPU with its peer (two processes of a ping-pong
+/// on a busy 2-CPU machine) would otherwise hold it for a whole time slice
+/// while the peer cannot answer: measured p50 was the spin budget plus 8 us
+/// (ring spin) and plus 11 us (UdpLink). The kernel's own busy poll stops
+/// on need_resched(); user space yields (one cheap syscall when nobody
+/// waits). A spin that finishes within `YIELD_EVERY` (the usual 2 us
+/// ping-pong) never yields.
+#[derive(Debug, Clone, Copy)]
+struct YieldPacer(Instant);
+
+impl YieldPacer {
+    fn new() -> Self {
+        YieldPacer(Instant::now())
     }
-    if LAST_YIELD.with(|l| l.get().is_none_or(|t| now - t >= YIELD_EVERY)) {
-        std::thread::yield_now();
-        LAST_YIELD.with(|l| l.set(Some(Instant::now())));
+
+    fn tick(&mut self, now: Instant) {
+        if now - self.0 >= YIELD_EVERY {
+            std::thread::yield_now();
+            self.0 = Instant::now();
+        }
     }
 }
 
@@ -623,6 +630,7 @@ impl<E: Engine> Driver<E> {
                 if spinning {
                     let until = spin_until;
                     let mut i = 0u32;
+                    let mut pacer = YieldPacer::new();
                     while !woken.load(Ordering::Acquire) {
                         std::hint::spin_loop();
                         i = i.wrapping_add(1);
@@ -631,7 +639,7 @@ impl<E: Engine> Driver<E> {
                             if until.is_some_and(|u| now >= u) {
                                 break;
                             }
-                            yield_if_due(now);
+                            pacer.tick(now);
                         }
                     }
                 }
@@ -671,13 +679,23 @@ impl<E: Engine> Driver<E> {
     fn spin<'a>(&'a self, mut g: Guard<'a, E>, until: Option<Instant>) -> Guard<'a, E> {
         if g.engine.rx_ready().is_none() {
             // No cheap readiness probe: the next turn polls (a syscall).
+            // This spin returns every turn, so its pacer lives in the
+            // thread across turns.
+            thread_local! {
+                static PACER: std::cell::Cell<YieldPacer> = std::cell::Cell::new(YieldPacer::new());
+            }
             std::hint::spin_loop();
-            yield_if_due(Instant::now());
+            PACER.with(|p| {
+                let mut q = p.get();
+                q.tick(Instant::now());
+                p.set(q);
+            });
             return g;
         }
         let engine_deadline = g.engine.next_deadline();
         let limit = netcore::time::earliest(until, engine_deadline);
         let mut i = 0u32;
+        let mut pacer = YieldPacer::new();
         loop {
             for _ in 0..64 {
                 if g.engine.rx_ready() == Some(true) {
@@ -701,7 +719,7 @@ impl<E: Engine> Driver<E> {
             if limit.is_some_and(|l| now >= l) {
                 return g;
             }
-            yield_if_due(now);
+            pacer.tick(now);
             if i.is_multiple_of(64) && !g.followers.is_empty() {
                 // Followers may need their frames: turn the loop.
                 return g;
