@@ -11,25 +11,6 @@ use serde_json::Value;
 
 const NETGAUGE: &str = env!("CARGO_BIN_EXE_netgauge");
 
-fn can_run(what: &str) -> bool {
-    if !testkit::is_root() {
-        testkit::skip(what, "not root (network namespaces need root)");
-        return false;
-    }
-    true
-}
-
-/// Namespaces built by the netgauge process `pid`.
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir("/run/netns") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&format!("cn{pid}x")))
-        .collect()
-}
-
 /// Runs `netgauge --local --json` with `args`; returns the step records and
 /// checks that the run's namespaces are gone.
 fn run(args: &[&str]) -> Vec<Value> {
@@ -47,7 +28,11 @@ fn run(args: &[&str]) -> Vec<Value> {
         "netgauge {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+    assert!(
+        testkit::namespaces_of(pid).is_empty(),
+        "{:?}",
+        testkit::namespaces_of(pid)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))
@@ -96,7 +81,7 @@ fn check_step(s: &Value, pattern: &str, hosts: u64) {
 
 #[test]
 fn one_to_n_and_n_to_one_on_four_hosts() {
-    if !can_run("one_to_n_and_n_to_one_on_four_hosts") {
+    if !testkit::root_or_skip("one_to_n_and_n_to_one_on_four_hosts") {
         return;
     }
     for pattern in ["1toN", "Nto1"] {
@@ -134,7 +119,7 @@ fn one_to_n_and_n_to_one_on_four_hosts() {
 
 #[test]
 fn ebb_bidir_and_msgrate() {
-    if !can_run("ebb_bidir_and_msgrate") {
+    if !testkit::root_or_skip("ebb_bidir_and_msgrate") {
         return;
     }
     let ebb = run(&[
@@ -202,7 +187,7 @@ fn ebb_bidir_and_msgrate() {
 
 #[test]
 fn eight_hosts() {
-    if !can_run("eight_hosts") {
+    if !testkit::root_or_skip("eight_hosts") {
         return;
     }
     let steps = run(&[
@@ -217,7 +202,7 @@ fn eight_hosts() {
 
 #[test]
 fn ctrl_c_removes_the_n_host_cluster() {
-    if !can_run("ctrl_c_removes_the_n_host_cluster") {
+    if !testkit::root_or_skip("ctrl_c_removes_the_n_host_cluster") {
         return;
     }
     let mut child = Command::new(NETGAUGE)
@@ -232,7 +217,7 @@ fn ctrl_c_removes_the_n_host_cluster() {
     let pid = child.id();
     // Wait until the cluster exists and the clients are running.
     let t0 = Instant::now();
-    while namespaces_of(pid).len() < 5 {
+    while testkit::namespaces_of(pid).len() < 5 {
         assert!(t0.elapsed() < Duration::from_secs(30), "no cluster built");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -244,7 +229,11 @@ fn ctrl_c_removes_the_n_host_cluster() {
     assert!(st.success());
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{status}");
-    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+    assert!(
+        testkit::namespaces_of(pid).is_empty(),
+        "{:?}",
+        testkit::namespaces_of(pid)
+    );
 }
 
 #[test]

@@ -12,25 +12,6 @@ const MCAST: &str = env!("CARGO_BIN_EXE_netgauge-mcast");
 
 const MODES: [&str; 4] = ["mak-iter", "mak-ack", "mak-nak", "mak"];
 
-fn can_run(what: &str) -> bool {
-    if !testkit::is_root() {
-        testkit::skip(what, "not root (network namespaces need root)");
-        return false;
-    }
-    true
-}
-
-/// Namespaces built by the process `pid` (vcluster names them `cn<pid>x..`).
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir("/run/netns") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&format!("cn{pid}x")))
-        .collect()
-}
-
 /// Runs netgauge-mcast with `args` plus `--json --verify`; returns the JSON
 /// records and the text of stdout (tables).
 fn run(args: &[&str]) -> (Vec<Value>, String) {
@@ -49,7 +30,11 @@ fn run(args: &[&str]) -> (Vec<Value>, String) {
         "netgauge-mcast {args:?}: {}\n{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+    assert!(
+        testkit::namespaces_of(pid).is_empty(),
+        "{:?}",
+        testkit::namespaces_of(pid)
+    );
     let recs = stdout
         .lines()
         .filter(|l| l.starts_with('{'))
@@ -66,7 +51,7 @@ fn u(r: &Value, k: &str) -> u64 {
 
 #[test]
 fn latency_two_receivers_every_strategy() {
-    if !can_run("netgauge-mcast latency") {
+    if !testkit::root_or_skip("netgauge-mcast latency") {
         return;
     }
     let count = 30u64;
@@ -114,7 +99,7 @@ fn latency_two_receivers_every_strategy() {
 
 #[test]
 fn stream_under_loss_two_receivers() {
-    if !can_run("netgauge-mcast stream under loss") {
+    if !testkit::root_or_skip("netgauge-mcast stream under loss") {
         return;
     }
     let count = 400u64;

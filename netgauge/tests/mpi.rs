@@ -30,17 +30,6 @@ fn can_run() -> bool {
     true
 }
 
-fn namespaces_of(pid: u32) -> Vec<String> {
-    std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&format!("cn{pid}x")))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn run(args: &[&str]) -> Vec<Value> {
     run_with("--mpirun", args)
 }
@@ -60,7 +49,11 @@ fn run_with(launcher: &str, args: &[&str]) -> Vec<Value> {
         "netgauge {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+    assert!(
+        testkit::namespaces_of(pid).is_empty(),
+        "{:?}",
+        testkit::namespaces_of(pid)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))

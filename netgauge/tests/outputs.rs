@@ -9,20 +9,9 @@ use serde_json::Value;
 
 const NETGAUGE: &str = env!("CARGO_BIN_EXE_netgauge");
 
-fn can_run() -> bool {
-    if !testkit::is_root() {
-        testkit::skip(
-            "netgauge outputs",
-            "not root (network namespaces need root)",
-        );
-        return false;
-    }
-    true
-}
-
 #[test]
 fn csv_raw_samples_and_run_index() {
-    if !can_run() {
+    if !testkit::root_or_skip("netgauge outputs") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("netgauge-outputs-{}", std::process::id()));
@@ -93,7 +82,7 @@ fn csv_raw_samples_and_run_index() {
 
 #[test]
 fn pivoted_table_has_sizes_as_rows_and_modes_as_columns() {
-    if !can_run() {
+    if !testkit::root_or_skip("netgauge outputs") {
         return;
     }
     let out = Command::new(NETGAUGE)
@@ -189,7 +178,7 @@ fn plot_subcommand_draws_saved_json() {
 /// (the first size runs the full count: there is no estimate yet).
 #[test]
 fn time_limit_cuts_iterations() {
-    if !can_run() {
+    if !testkit::root_or_skip("netgauge outputs") {
         return;
     }
     let out = Command::new(NETGAUGE)

@@ -15,14 +15,6 @@ use vcluster::{Cluster, Process};
 
 const NETGAUGE: &str = env!("CARGO_BIN_EXE_netgauge");
 
-fn can_run(what: &str) -> bool {
-    if !testkit::is_root() {
-        testkit::skip(what, "not root (network namespaces need root)");
-        return false;
-    }
-    true
-}
-
 /// The records of a `--json` run (the metadata header object skipped).
 fn json_lines(stdout: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(stdout)
@@ -38,7 +30,7 @@ fn json_lines(stdout: &[u8]) -> Vec<Value> {
 /// aborted with "no data from the peer" after the session timeout.
 #[test]
 fn lost_pings_are_resent_not_fatal() {
-    if !can_run("lost_pings_are_resent_not_fatal") {
+    if !testkit::root_or_skip("lost_pings_are_resent_not_fatal") {
         return;
     }
     let out = Command::new(NETGAUGE)
@@ -81,7 +73,7 @@ fn lost_pings_are_resent_not_fatal() {
 /// mode failed with "needs CAP_NET_RAW".
 #[test]
 fn capabilities_last_until_every_mode_opened() {
-    if !can_run("capabilities_last_until_every_mode_opened") {
+    if !testkit::root_or_skip("capabilities_last_until_every_mode_opened") {
         return;
     }
     let vc = Cluster::builder("ngcaps").hosts(2).build().unwrap();
@@ -184,7 +176,7 @@ fn client_without_server_waits_politely() {
 /// modes.
 #[test]
 fn server_says_what_to_type_and_serves_client_after_client() {
-    if !can_run("server_says_what_to_type_and_serves_client_after_client") {
+    if !testkit::root_or_skip("server_says_what_to_type_and_serves_client_after_client") {
         return;
     }
     let vc = Cluster::builder("nghlist").hosts(2).build().unwrap();

@@ -56,6 +56,29 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// Whether test `test`, which builds network namespaces, may run: true as
+/// root; otherwise [`skip`] (which fails under `CI=true`) and false.
+pub fn root_or_skip(test: &str) -> bool {
+    if !is_root() {
+        skip(test, "not root (network namespaces need root)");
+        return false;
+    }
+    true
+}
+
+/// The network namespaces that process `pid` built and still holds
+/// (vcluster names them `cn<pid>x...`): a test asserts the list is empty
+/// after the process ended, so that clean-up is checked.
+pub fn namespaces_of(pid: u32) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("cn{pid}x")))
+        .collect()
+}
+
 /// The cluster of test `test`: `hosts` hosts (a veth pair for 2, a bridge
 /// for more) with links of `mtu` bytes; or `None` after [`skip`] when this
 /// process may not build it (not root, no `ip netns`, a failing `ip`
