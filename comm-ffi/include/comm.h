@@ -54,6 +54,10 @@
 // `comm_state`: messages to the peer went unconfirmed; ends by itself.
 #define COMM_STATE_IMPLICIT_DISCONNECT 4
 
+// `comm_state`: declared failed (no answer within the failure timeout);
+// ends when a restarted process at its address announces itself.
+#define COMM_STATE_FAILED 5
+
 // `source` of `comm_recv` for any rank (MPI_ANY_SOURCE).
 #define COMM_ANY_SOURCE -1
 

@@ -53,6 +53,9 @@ pub const COMM_STATE_CONNECTED: c_int = 2;
 pub const COMM_STATE_EXPLICIT_DISCONNECT: c_int = 3;
 /// `comm_state`: messages to the peer went unconfirmed; ends by itself.
 pub const COMM_STATE_IMPLICIT_DISCONNECT: c_int = 4;
+/// `comm_state`: declared failed (no answer within the failure timeout);
+/// ends when a restarted process at its address announces itself.
+pub const COMM_STATE_FAILED: c_int = 5;
 /// `source` of `comm_recv` for any rank (MPI_ANY_SOURCE).
 pub const COMM_ANY_SOURCE: c_int = -1;
 /// `tag` of `comm_recv` for any tag (MPI_ANY_TAG).

@@ -225,6 +225,7 @@ impl Handle {
             PeerState::Connected => ffi::COMM_STATE_CONNECTED,
             PeerState::ExplicitDisconnect => ffi::COMM_STATE_EXPLICIT_DISCONNECT,
             PeerState::ImplicitDisconnect => ffi::COMM_STATE_IMPLICIT_DISCONNECT,
+            PeerState::Failed => ffi::COMM_STATE_FAILED,
         })
     }
 

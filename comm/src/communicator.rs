@@ -197,6 +197,7 @@ impl<T: Transport> Communicator<T> {
     }
 
     fn progress_locked(&self, st: &mut State<T::Addr>) -> Result<(), CommError> {
+        st.liveness_tick(Instant::now());
         let mut n = 0;
         while !st.holding() && n < DRAIN_BATCH {
             match self.sock.try_recv_delivery() {
@@ -237,6 +238,7 @@ impl<T: Transport> Communicator<T> {
                     st.on_delivery(d);
                     st.pump_held();
                 }
+                st.liveness_tick(Instant::now());
                 // Done already (a send handed at once, a message that was
                 // queued): no progress step (a system call) needed.
                 if let Some(r) = check(&mut st) {

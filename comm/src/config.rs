@@ -72,6 +72,21 @@ pub struct CommConfig {
     /// TIME-WAIT, RFC 9293 3.6.1, for the last ACK). Default 200 ms: many
     /// resend timeouts on a LAN (CTP's floor is 1 ms).
     pub linger: Duration,
+    /// Failure detection bound (issue 12; LAM's short echo timeout,
+    /// `liveness.rs`): a peer this rank waits on (data toward it, a receive
+    /// naming it, a receive from any source) that answers nothing for this
+    /// long while the rank is inside a call is declared failed: the calls
+    /// waiting on it fail with [`CommError::PeerFailed`](crate::CommError::PeerFailed)
+    /// and its state becomes [`PeerState::Failed`](crate::PeerState::Failed)
+    /// until a restarted process at its address announces itself. Probes
+    /// go after a quarter of it of silence. `None` (or zero) turns
+    /// detection off (a dead peer is then only reported to those sending
+    /// to it, by CTP's "not confirmed" error). Default 3 s: three times
+    /// CTP's error floor (`min_error_delay`, 1 s, chosen so that a loaded
+    /// host's half-second stall is not an error; ctp/PROTOCOL.md "Error
+    /// floor"), since a declared failure is final for the process; short
+    /// against the minutes a TCP connect to a dead host takes.
+    pub failure_timeout: Option<Duration>,
 }
 
 impl Default for CommConfig {
@@ -88,6 +103,7 @@ impl Default for CommConfig {
             limits: MatchLimits::default(),
             wait_timeout: None,
             linger: Duration::from_millis(200),
+            failure_timeout: Some(Duration::from_secs(3)),
         }
     }
 }

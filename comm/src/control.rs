@@ -11,12 +11,12 @@
 //! | 0 | 1 | version, [`CONTROL_VERSION`] |
 //! | 1 | 1 | kind ([`Control`]) |
 //! | 2 | 2 | context id of the communicator |
-//! | 4 | 8 | grant sequence number (`WinGrant`, `Applied`), the next fragment's sequence number (`SeqReset`), else 0 |
+//! | 4 | 8 | grant sequence number (`WinGrant`, `Applied`), the next fragment's sequence number (`SeqReset`), the sender's incarnation (`Connect`, `Probe`), else 0 |
 //! | 12 | 8 | window, bytes (`WinGrant`), or the mode (`WinReq`: 0 normal, 1 through, 2 rapid), else 0 |
 //!
-//! Kinds, from the notes' table, plus one of ours:
+//! Kinds, from the notes' table, plus three of ours:
 //! - `CONNECT` (1): first contact, and `reconnect`; the receiver answers
-//!   with `WIN_GRANT`;
+//!   with `WIN_GRANT`; carries the sender's incarnation (see below);
 //! - `WIN_GRANT` (2): the window the receiver grants the sender, bytes,
 //!   numbered per (receiver, sender) so a late grant is ignored;
 //! - `WIN_REQ` (3): `through` / `rapid` (and back to normal);
@@ -28,6 +28,22 @@
 //! - `SEQ_RESET` (6): the sender's next fragment has sequence number
 //!   `seq`; the receiver drops what it holds of the sender's unfinished
 //!   messages and expects `seq` (the paper's sequence reset, L132).
+//!
+//! - `PROBE` (7, ours): a liveness probe (`liveness.rs`): the peer's CTP
+//!   endpoint confirms it, which shows the process alive; carries the
+//!   sender's incarnation. A rank that gets a probe from a peer it has
+//!   never sent to answers with a probe of its own, so a restarted rank
+//!   makes itself known to the ranks that probe it;
+//! - `EXPEL` (8, ours): "I declared you failed": sent to a rank whose
+//!   traffic arrives after it was declared failed (a stalled process, not
+//!   a restarted one); the receiver fails the sender's rank in turn, so its
+//!   application gets errors instead of silent drops.
+//!
+//! The incarnation is a random nonzero 64-bit number drawn when the
+//! communicator is created: a rank that restarts (a new process at the
+//! same address) announces a new one, and its peers then drop what they
+//! hold of the old process and renumber (the paper's sequence reset, done
+//! by the receiver on its own).
 //!
 //! A message that fails to decode is counted as malformed and dropped.
 
@@ -58,7 +74,11 @@ pub enum Mode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {
     /// First contact or reconnect: please grant me a window.
-    Connect,
+    Connect {
+        /// The sender's incarnation (nonzero; 0 from a sender that does not
+        /// tell).
+        incarnation: u64,
+    },
     /// Grant number `seq`: you may have `window` bytes unconfirmed toward me.
     WinGrant {
         /// Grant sequence number (per receiver and sender, from 1).
@@ -80,13 +100,29 @@ pub enum Control {
         /// The next fragment's sequence number.
         seq: u64,
     },
+    /// Are you alive? (liveness probe; CTP's confirmation answers.)
+    Probe {
+        /// The sender's incarnation.
+        incarnation: u64,
+    },
+    /// You were declared failed by the sender.
+    Expel,
 }
 
 impl Control {
+    /// The sender's incarnation, for the kinds that carry one (`CONNECT`,
+    /// `PROBE`); `None` for the others.
+    pub fn incarnation(&self) -> Option<u64> {
+        match *self {
+            Control::Connect { incarnation } | Control::Probe { incarnation } => Some(incarnation),
+            _ => None,
+        }
+    }
+
     /// Encodes the message for context `context`.
     pub fn encode(&self, context: u16) -> [u8; CONTROL_LEN] {
         let (kind, a, b) = match *self {
-            Control::Connect => (1, 0, 0),
+            Control::Connect { incarnation } => (1, incarnation, 0),
             Control::WinGrant { seq, window } => (2, seq, window),
             Control::WinReq(m) => (
                 3,
@@ -100,6 +136,8 @@ impl Control {
             Control::Disconnect => (4, 0, 0),
             Control::Applied { seq } => (5, seq, 0),
             Control::SeqReset { seq } => (6, seq, 0),
+            Control::Probe { incarnation } => (7, incarnation, 0),
+            Control::Expel => (8, 0, 0),
         };
         let mut d = [0; CONTROL_LEN];
         d[0] = CONTROL_VERSION;
@@ -125,7 +163,7 @@ impl Control {
         let a = u64::from_be_bytes(d[4..12].try_into().expect("8 bytes"));
         let b = u64::from_be_bytes(d[12..20].try_into().expect("8 bytes"));
         let c = match d[1] {
-            1 => Control::Connect,
+            1 => Control::Connect { incarnation: a },
             2 => Control::WinGrant { seq: a, window: b },
             3 => Control::WinReq(match b {
                 0 => Mode::Normal,
@@ -136,6 +174,8 @@ impl Control {
             4 => Control::Disconnect,
             5 => Control::Applied { seq: a },
             6 => Control::SeqReset { seq: a },
+            7 => Control::Probe { incarnation: a },
+            8 => Control::Expel,
             k => return Err(WireError::Flags(k)),
         };
         Ok((c, context))
@@ -149,7 +189,9 @@ mod tests {
     #[test]
     fn control_messages_roundtrip_and_bad_ones_are_refused() {
         let all = [
-            Control::Connect,
+            Control::Connect {
+                incarnation: 0x1122,
+            },
             Control::WinGrant {
                 seq: 7,
                 window: 1 << 20,
@@ -160,18 +202,20 @@ mod tests {
             Control::Disconnect,
             Control::Applied { seq: 9 },
             Control::SeqReset { seq: 0 },
+            Control::Probe { incarnation: 5 },
+            Control::Expel,
         ];
         for c in all {
             let d = c.encode(0x0102);
             assert_eq!(Control::decode(&d), Ok((c, 0x0102)));
         }
-        let d = Control::Connect.encode(1);
+        let d = Control::Connect { incarnation: 1 }.encode(1);
         assert_eq!(Control::decode(&d[..19]), Err(WireError::Short(19)));
         let mut v = d;
         v[0] = 9;
         assert_eq!(Control::decode(&v), Err(WireError::Version(9)));
         let mut k = d;
-        k[1] = 7;
+        k[1] = 9;
         assert!(Control::decode(&k).is_err());
         let mut m = Control::WinReq(Mode::Rapid).encode(1);
         m[19] = 3;

@@ -56,6 +56,12 @@ pub enum PeerState {
     /// CTP reported a message to the peer not confirmed; ends by itself
     /// when the peer answers again (a confirmation or a message from it).
     ImplicitDisconnect,
+    /// Declared failed (no answer to probes within
+    /// `CommConfig::failure_timeout`, an `EXPEL`, or CTP refused a
+    /// fragment): writes to it and receives naming it fail; ends only when
+    /// a new process at its address announces itself (a restarted rank
+    /// rejoins; `liveness.rs`).
+    Failed,
 }
 
 #[derive(Debug, Clone)]

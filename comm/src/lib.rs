@@ -22,8 +22,11 @@
 //!   addresses exchanged with one MPI_Allgather.
 //!
 //! The C ABI is the `comm-ffi` crate; OSU-style benchmarks are `comm-osu`.
-//! Not built yet (issue 12): failure detection by EDP echo probes, bcast
-//! over MAK.
+//! - `liveness` (internal): failure detection by probes within
+//!   `CommConfig::failure_timeout`, and the rejoin of a restarted rank
+//!   (a new incarnation).
+//!
+//! Not built yet (issue 12): bcast over MAK.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -35,6 +38,7 @@ pub mod wire;
 
 pub mod control;
 pub mod flow;
+pub(crate) mod liveness;
 
 mod collective;
 mod communicator;

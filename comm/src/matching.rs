@@ -329,6 +329,11 @@ impl<R: Clone + PartialEq> Matcher<R> {
             .map(|u| (u.envelope, u.data.len()))
     }
 
+    /// The source selectors of the posted receives, in posting order.
+    pub fn posted_sources(&self) -> impl Iterator<Item = SourceSel> + '_ {
+        self.posted.iter().map(|p| p.source)
+    }
+
     /// Removes posted receive `id`; false if it is not posted (already
     /// matched). MPI's `MPI_Cancel` of a receive (section 3.8.4).
     pub fn cancel(&mut self, id: &R) -> bool {

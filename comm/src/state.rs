@@ -15,6 +15,7 @@ use rustc_hash::FxHashMap;
 use crate::config::CommConfig;
 use crate::control::{Control, CONTROL_COMMAND, CONTROL_LEN};
 use crate::flow::{Grants, SendWindow};
+use crate::liveness::Liveness;
 use crate::matching::{Envelope, Matched, Matcher, SourceSel, Tag, TagSel, MAX_TAG};
 use crate::reorder::{Complete, PeerRx};
 use crate::request::{ReqState, Status};
@@ -22,6 +23,8 @@ use crate::stats::CommStats;
 use crate::wire::{Header, COMM_COMMAND, FLAG_LAST, HEADER_LEN};
 use crate::CommError;
 
+#[path = "state_liveness.rs"]
+mod liveness;
 #[cfg(test)]
 #[path = "state_tests.rs"]
 mod tests;
@@ -81,13 +84,53 @@ struct PeerTx {
     /// handed): no fragment goes until the peer's endpoint has it, so the
     /// peer sees it before the first renumbered fragment.
     reset: Option<Option<MsgId>>,
+    /// Whether the peer has our incarnation (`liveness.rs`).
+    intro: Intro,
+}
+
+/// How far the peer is in learning our incarnation: the first control
+/// message to a peer is one that carries it (`CONNECT` or `PROBE`), and
+/// nothing else goes to the peer until its endpoint has confirmed it, so
+/// that no message of ours can overtake it (a restarted rank's first
+/// fragments would otherwise reach a peer that still expects the old
+/// process's sequence numbers). Costs one round trip before the first
+/// message to each peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Intro {
+    /// Nothing sent yet.
+    None,
+    /// Queued in `ctl_out`.
+    Queued,
+    /// Handed to CTP, unconfirmed.
+    InFlight(MsgId),
+    /// Confirmed.
+    Done,
+}
+
+impl PeerTx {
+    fn new(share: u64) -> Self {
+        PeerTx {
+            next_seq: 0,
+            pending: VecDeque::new(),
+            in_flight: VecDeque::new(),
+            ctl_in_flight: Vec::new(),
+            win: SendWindow::new(share),
+            reset: None,
+            intro: Intro::None,
+        }
+    }
+
+    /// Nothing but the introduction may go yet.
+    fn gated(&self) -> bool {
+        matches!(self.intro, Intro::Queued | Intro::InFlight(_))
+    }
 }
 
 impl PeerTx {
     /// The payload length of the next fragment if both windows let it go.
     fn next_chunk(&self, frag: usize, span: usize) -> Option<usize> {
         let m = self.pending.front()?;
-        if self.reset.is_some() {
+        if self.reset.is_some() || self.intro != Intro::Done {
             return None;
         }
         if let Some(&(oldest, _, _)) = self.in_flight.front() {
@@ -141,6 +184,17 @@ pub(crate) struct State<A> {
     rr: usize,
     coll_seq: Tag,
     pub stats: CommStats,
+    /// This process's incarnation (`control.rs`): random, nonzero.
+    incarnation: u64,
+    /// Each peer's incarnation as last announced; for a failed peer, the
+    /// one that failed.
+    peer_incarnation: Vec<Option<u64>>,
+    /// `EXPEL` sent to the (failed) peer since it failed.
+    expelled: Vec<bool>,
+    liveness: Liveness,
+    /// CTP messages to cancel at the next `pump_sends` (toward failed
+    /// peers: no resending to a dead process).
+    to_cancel: Vec<MsgId>,
 }
 
 impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
@@ -164,16 +218,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             rank,
             size,
             by_addr,
-            tx: (0..size)
-                .map(|_| PeerTx {
-                    next_seq: 0,
-                    pending: VecDeque::new(),
-                    in_flight: VecDeque::new(),
-                    ctl_in_flight: Vec::new(),
-                    win: SendWindow::new(share),
-                    reset: None,
-                })
-                .collect(),
+            tx: (0..size).map(|_| PeerTx::new(share)).collect(),
             grants,
             ctl_out: VecDeque::new(),
             rx: (0..size).map(|_| None).collect(),
@@ -187,6 +232,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             rr: 0,
             coll_seq: 0,
             stats: CommStats::default(),
+            incarnation: liveness::new_incarnation(),
+            peer_incarnation: vec![None; size],
+            expelled: vec![false; size],
+            liveness: Liveness::new(size, cfg.failure_timeout),
+            to_cancel: Vec::new(),
             cfg,
         })
     }
@@ -290,7 +340,12 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 dest,
                 "comm: first send to peer (lazy connection): CONNECT"
             );
-            self.ctl_out.push_back((dest, Control::Connect));
+            self.push_ctl(
+                dest,
+                Control::Connect {
+                    incarnation: self.incarnation,
+                },
+            );
         }
         let mut buf = Vec::with_capacity(HEADER_LEN + len);
         buf.resize(HEADER_LEN, 0);
@@ -458,6 +513,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             self.stats.foreign_context += 1;
             return;
         }
+        if self.failed[src].is_some() {
+            return self.from_failed(src);
+        }
         self.heard_from(src);
         let (window, max) = (self.cfg.window_fragments, self.cfg.max_message_bytes);
         let rx = self.rx[src].get_or_insert_with(|| PeerRx::new(window, max));
@@ -485,41 +543,6 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         }
     }
 
-    /// Marks `rank` failed: its queued fragments are dropped, its sends and
-    /// the receives naming it fail.
-    pub fn fail_peer(&mut self, rank: usize, reason: String) {
-        if self.failed[rank].is_some() {
-            return;
-        }
-        tracing::warn!(rank = self.rank, peer = rank, %reason, "comm: peer failed");
-        self.stats.peer_failures += 1;
-        self.failed[rank] = Some(reason.clone());
-        let err = || CommError::PeerFailed {
-            rank,
-            reason: reason.clone(),
-        };
-        let tx = &mut self.tx[rank];
-        self.pending_fragments -= tx.pending.iter().map(|m| m.slots).sum::<usize>();
-        tx.pending.clear();
-        tx.in_flight.clear();
-        tx.win.in_flight = 0;
-        for r in self.requests.values_mut() {
-            if let ReqState::Send {
-                dest, left, failed, ..
-            } = r
-            {
-                if *dest == rank && *left > 0 && failed.is_none() {
-                    *failed = Some(err());
-                }
-            }
-        }
-        let mut gone = self.p2p.cancel_source(rank);
-        gone.extend(self.coll.cancel_source(rank));
-        for req in gone {
-            self.fail_recv(req, err());
-        }
-    }
-
     /// Forgets the in-flight fragments CTP no longer holds (confirmed).
     /// Each confirmation frees window bytes and shows that the peer
     /// answers (ending an implicit disconnect).
@@ -541,10 +564,15 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                     tx.reset = None;
                 }
             }
+            if let Intro::InFlight(m) = tx.intro {
+                if !is_pending(m) {
+                    tx.intro = Intro::Done;
+                }
+            }
             confirmed |= freed > 0 || tx.ctl_in_flight.len() < before;
             if freed > 0 {
                 if let Some(seq) = tx.win.release(freed) {
-                    self.ctl_out.push_back((rank, Control::Applied { seq }));
+                    self.push_ctl(rank, Control::Applied { seq });
                 }
             }
             if confirmed {
@@ -561,16 +589,27 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     where
         A: PeerAddr,
     {
+        for m in self.to_cancel.drain(..) {
+            ep.cancel(m);
+        }
         if self.any_in_flight().is_some() {
             self.reap(|m| ep.is_pending(m));
         }
         self.queue_grants();
         let context = self.context(false);
-        while let Some(&(dest, c)) = self.ctl_out.front() {
+        // In order, except that a peer's messages wait behind its
+        // unconfirmed introduction (`Intro`).
+        let mut i = 0;
+        while let Some(&(dest, c)) = self.ctl_out.get(i) {
+            let intro = c.incarnation().is_some();
+            if self.tx[dest].gated() && !(intro && self.tx[dest].intro == Intro::Queued) {
+                i += 1;
+                continue;
+            }
             if !ep.has_room(CONTROL_LEN as u64) {
                 return;
             }
-            self.ctl_out.pop_front();
+            self.ctl_out.remove(i);
             let bytes = c.encode(context).to_vec();
             match ep.send_vec(now, CONTROL_COMMAND, addrs[dest], bytes, Options::NONE) {
                 Ok(m) => {
@@ -578,6 +617,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                     tx.ctl_in_flight.push(m);
                     if matches!(c, Control::SeqReset { .. }) {
                         tx.reset = Some(Some(m));
+                    }
+                    if intro && tx.intro == Intro::Queued {
+                        tx.intro = Intro::InFlight(m);
                     }
                 }
                 Err(e) => tracing::warn!(dest, error = %e, "comm: CTP refused a control message"),
@@ -629,6 +671,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         for t in self.tx.iter() {
             if !t.pending.is_empty() {
                 waiting = true;
+                if let Intro::InFlight(m) = t.intro {
+                    // Waiting for the introduction's confirmation.
+                    return Some(m);
+                }
                 if t.next_chunk(frag, span).is_none() {
                     // Nothing in flight: the window waits for a grant or
                     // a reconnect (a delivery), not a confirmation.

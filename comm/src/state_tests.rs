@@ -18,6 +18,7 @@ fn window_is_a_span_from_the_oldest_unconfirmed_fragment() {
     let reqs: Vec<u64> = (0..6)
         .map(|_| st.isend(1, 0, &[b"x"], false).unwrap())
         .collect();
+    st.tx[1].intro = Intro::Done;
     let mut handed = Vec::new();
     while let Some((dest, _)) = st.peek_sendable() {
         let s = st.take_sendable(dest).unwrap();
@@ -50,6 +51,7 @@ fn fragments_carry_the_gathered_parts_in_order() {
     };
     let mut st = State::new(0, &[1u8, 2], cfg).unwrap();
     st.isend(1, 7, &[b"ab", b"", b"cdefg"], false).unwrap();
+    st.tx[1].intro = Intro::Done;
     let mut rx = PeerRx::new(8, 100);
     let mut out = Vec::new();
     let mut n = 0;
@@ -63,4 +65,40 @@ fn fragments_carry_the_gathered_parts_in_order() {
     assert_eq!(n, 3);
     assert_eq!(out.len(), 1);
     assert_eq!((out[0].tag, &out[0].data[..]), (7, &b"abcdefg"[..]));
+}
+
+/// A restarted rank's first fragments must not overtake the message that
+/// tells its peers it is a new process: nothing goes to a peer before the
+/// introduction (CONNECT with our incarnation) is confirmed.
+#[test]
+fn nothing_goes_to_a_peer_before_its_introduction_is_confirmed() {
+    let mut st = State::new(0, &[1u8, 2], CommConfig::default()).unwrap();
+    st.isend(1, 0, &[b"x"], false).unwrap();
+    assert_eq!(st.tx[1].intro, Intro::Queued);
+    let inc = st.incarnation;
+    assert_ne!(inc, 0);
+    assert_eq!(
+        st.ctl_out.front(),
+        Some(&(1, Control::Connect { incarnation: inc }))
+    );
+    assert_eq!(st.peek_sendable(), None);
+    // Handed to CTP: a blocked sender waits for its confirmation.
+    st.tx[1].intro = Intro::InFlight(msg(99));
+    st.tx[1].ctl_in_flight.push(msg(99));
+    assert_eq!(st.blocked_in_flight(), Some(msg(99)));
+    assert_eq!(st.peek_sendable(), None);
+    st.reap(|_| false);
+    assert_eq!(st.tx[1].intro, Intro::Done);
+    assert!(st.peek_sendable().is_some());
+    // A control message to a peer not yet introduced goes behind a PROBE
+    // carrying the incarnation.
+    st.push_ctl(0, Control::Expel);
+    let to0: Vec<_> = st.ctl_out.iter().filter(|c| c.0 == 0).collect();
+    assert_eq!(
+        to0,
+        vec![
+            &(0, Control::Probe { incarnation: inc }),
+            &(0, Control::Expel)
+        ]
+    );
 }

@@ -5,7 +5,7 @@
 
 use std::hash::Hash;
 
-use super::{State, CONTROL_QUEUE_PER_PEER};
+use super::{Intro, State, CONTROL_QUEUE_PER_PEER};
 use crate::control::{Control, Mode};
 #[cfg(test)]
 use crate::flow::Grants;
@@ -28,16 +28,36 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 return;
             }
         };
-        self.heard_from(src);
         if src == self.rank {
             return;
         }
+        match c.incarnation() {
+            Some(inc) => {
+                if !self.on_incarnation(src, inc) {
+                    return;
+                }
+            }
+            None if self.failed[src].is_some() => return self.from_failed(src),
+            None => {}
+        }
+        self.heard_from(src);
         tracing::debug!(rank = self.rank, src, ?c, "comm: control message");
         match c {
-            Control::Connect => self.grants.on_connect(src),
+            Control::Connect { .. } => self.grants.on_connect(src),
+            Control::Probe { .. } => {
+                // A peer we never sent to: tell it who we are (a restarted
+                // rank makes itself known this way).
+                if self.tx[src].intro == Intro::None {
+                    let me = Control::Probe {
+                        incarnation: self.incarnation,
+                    };
+                    self.push_ctl(src, me);
+                }
+            }
+            Control::Expel => self.on_expel(src),
             Control::WinGrant { seq, window } => {
                 if let Some(seq) = self.tx[src].win.on_grant(seq, window) {
-                    self.ctl_out.push_back((src, Control::Applied { seq }));
+                    self.push_ctl(src, Control::Applied { seq });
                 }
             }
             Control::WinReq(m) => self.grants.on_request(src, m),
@@ -89,6 +109,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// The peer answered (a message or a confirmation): an implicit
     /// disconnect ends.
     pub(super) fn heard_from(&mut self, rank: usize) {
+        self.liveness.heard(rank);
         if self.tx[rank].win.implicit.take().is_some() {
             self.stats.implicit_recoveries += 1;
             tracing::info!(
@@ -102,8 +123,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// Moves the grants `Grants` has decided into the control queue.
     pub(super) fn queue_grants(&mut self) {
         for (peer, seq, window) in self.grants.take_grants() {
-            self.ctl_out
-                .push_back((peer, Control::WinGrant { seq, window }));
+            self.push_ctl(peer, Control::WinGrant { seq, window });
         }
     }
 
@@ -134,6 +154,8 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.check_rank(peer)?;
         Ok(if peer == self.rank {
             PeerState::Connected
+        } else if self.failed[peer].is_some() {
+            PeerState::Failed
         } else {
             self.tx[peer].win.state()
         })
@@ -144,7 +166,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         if queued >= CONTROL_QUEUE_PER_PEER {
             return Err(CommError::SendQueueFull { pending: queued });
         }
-        self.ctl_out.push_back((peer, c));
+        self.push_ctl(peer, c);
         Ok(())
     }
 
@@ -191,7 +213,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         if !w.explicit && w.implicit.is_none() {
             return Ok(());
         }
-        self.queue_control(peer, Control::Connect)?;
+        let me = Control::Connect {
+            incarnation: self.incarnation,
+        };
+        self.queue_control(peer, me)?;
         tracing::info!(rank = self.rank, peer, "comm: reconnect");
         self.tx[peer].win.explicit = false;
         Ok(())
@@ -230,7 +255,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         tx.reset = Some(None);
         if tx.win.contact() {
             self.stats.connections += 1;
-            self.ctl_out.push_back((peer, Control::Connect));
+            let me = Control::Connect {
+                incarnation: self.incarnation,
+            };
+            self.push_ctl(peer, me);
         }
         Ok(())
     }

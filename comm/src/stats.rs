@@ -35,6 +35,14 @@ pub struct CommStats {
     pub peer_failures: u64,
     /// Implicit disconnects that ended because the peer answered again.
     pub implicit_recoveries: u64,
+    /// Peers the failure detector declared failed (no answer to probes
+    /// within `CommConfig::failure_timeout`).
+    pub detected_failures: u64,
+    /// Failed ranks that came back as a new process (new incarnation).
+    pub rejoins: u64,
+    /// Messages from a process declared failed (counted, dropped; the
+    /// first answered with `EXPEL`).
+    pub from_failed: u64,
     /// Now: unexpected messages queued (both contexts).
     pub unexpected: usize,
     /// Now: bytes in them.

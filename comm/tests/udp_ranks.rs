@@ -8,9 +8,9 @@ mod common;
 
 use std::io::IoSlice;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use comm::{CommConfig, CommError, Communicator, Completion, ANY_SOURCE, ANY_TAG};
+use comm::{CommConfig, CommError, Communicator, Completion, PeerState, ANY_SOURCE, ANY_TAG};
 use common::{all_to_all, run, LIMIT, PER_TAG};
 use ctp::{CtpConfig, CtpSocket, Options, UdpTransport};
 use testkit::pattern::pattern;
@@ -281,25 +281,40 @@ fn bad_arguments_are_refused_with_errors() {
 
 #[test]
 fn a_dead_peer_is_reported() {
-    // Short CTP timeouts so "not confirmed" comes within about 0.3 s.
+    // Short CTP timeouts so "not confirmed" comes within about 0.3 s, and
+    // a short failure bound.
     let mut ctp = CtpConfig::default();
     ctp.protocol.default_timeout = Duration::from_millis(1);
     ctp.protocol.min_error_delay = Duration::from_millis(200);
-    let mut comms = ranks_with(2, cfg(), ctp);
+    let bound = Duration::from_millis(500);
+    let cfg = CommConfig {
+        failure_timeout: Some(bound),
+        ..cfg()
+    };
+    let mut comms = ranks_with(2, cfg, ctp);
     let c1 = comms.pop().unwrap();
     let c0 = comms.pop().unwrap();
     drop(c1);
-    c0.send(1, 0, b"into the void").unwrap();
+    let t0 = Instant::now();
+    let r = c0.isend(1, 0, b"into the void").unwrap();
     let failed = testkit::wait_until(Duration::from_secs(20), || {
         c0.progress().unwrap();
-        c0.stats().peer_failures == 1
+        c0.state(1).unwrap() == PeerState::Failed
     });
     assert!(failed, "no failure reported: {:?}", c0.stats());
+    eprintln!(
+        "rank 1 declared failed after {:?} (bound {bound:?})",
+        t0.elapsed()
+    );
+    let e = c0.wait(r).unwrap_err();
+    assert!(matches!(e, CommError::PeerFailed { rank: 1, .. }), "{e}");
+    assert!(e.to_string().contains("no answer"), "{e}");
     let e = c0.send(1, 0, b"again").unwrap_err();
     assert!(matches!(e, CommError::PeerFailed { rank: 1, .. }), "{e}");
-    assert!(e.to_string().contains("not confirmed"), "{e}");
     let e = c0.recv(1, ANY_TAG).unwrap_err();
     assert!(matches!(e, CommError::PeerFailed { rank: 1, .. }), "{e}");
+    let st = c0.stats();
+    assert_eq!((st.detected_failures, st.rejoins), (1, 0), "{st:?}");
 }
 
 #[test]
