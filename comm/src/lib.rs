@@ -51,6 +51,8 @@ mod stats;
 #[cfg(test)]
 mod sim_tests;
 #[cfg(test)]
+mod liveness_sim_tests;
+#[cfg(test)]
 mod ulfc_sim_tests;
 
 pub use collective::SumElement;

@@ -22,13 +22,15 @@
 //! - a watched peer not heard from (a message, or a confirmation of
 //!   anything sent to it) for `I` is probed, once per silence: CTP resends
 //!   the probe on its own timer until it is confirmed;
-//! - a peer is declared failed when the first probe of its silence has
-//!   gone unanswered for `T - I`. Since the silence itself started at most
-//!   `I` before that probe, a peer that dies while watched is declared
-//!   failed at most `T` (plus one check period, `I / 4`) after its last
-//!   sign of life. A peer unwatched (for instance while the application
-//!   computes without calling the communicator) is never declared failed
-//!   for that time: the first probe starts the count;
+//! - a peer is declared failed once it has been silent for `T` and the
+//!   first probe of its silence has gone unanswered for `T / 2` (many
+//!   resend timeouts on a LAN). A peer that dies while watched is thus
+//!   declared failed `T` after its last sign of life, plus at most one
+//!   check period (`T / 32`). A peer unwatched (for instance while the
+//!   application computes without calling the communicator) is never
+//!   declared failed for that time: its first probe must go unanswered for
+//!   `T / 2` first. A peer never heard from is declared failed `T / 2`
+//!   after its first probe;
 //! - a failed peer is probed every `T` (the previous probe cancelled), so
 //!   that a restarted rank at the same address learns of this rank and
 //!   announces its new incarnation (`PROBE` answered by `PROBE`).
@@ -60,9 +62,6 @@ pub(crate) enum Verdict {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct PeerLive {
-    /// Heard from since the last check (the state learns of answers
-    /// without a clock; the check stamps them).
-    answered: bool,
     last_heard: Option<Instant>,
     /// When the first probe since the peer was last heard went.
     first_probe: Option<Instant>,
@@ -73,6 +72,8 @@ struct PeerLive {
 #[derive(Debug)]
 pub(crate) struct Liveness {
     timeout: Option<Duration>,
+    /// The time of the caller's latest step (`set_now`).
+    now: Option<Instant>,
     next_check: Option<Instant>,
     peers: Vec<PeerLive>,
 }
@@ -82,6 +83,7 @@ impl Liveness {
     pub fn new(size: usize, timeout: Option<Duration>) -> Self {
         Self {
             timeout: timeout.filter(|t| !t.is_zero()),
+            now: None,
             next_check: None,
             peers: vec![PeerLive::default(); size],
         }
@@ -92,11 +94,18 @@ impl Liveness {
         t / 4
     }
 
-    /// `rank` answered (a message or a confirmation); stamped with the
-    /// time of the next check, so an answer counts at most one check
-    /// period late (it only delays a probe).
+    /// The time of the caller's current step: answers (`heard`) are
+    /// stamped with it (the state learns of them without a clock).
+    pub fn set_now(&mut self, now: Instant) {
+        self.now = Some(now);
+    }
+
+    /// `rank` answered (a message or a confirmation), at the time of the
+    /// current step; before any step, at the first check.
     pub fn heard(&mut self, rank: usize) {
-        self.peers[rank].answered = true;
+        let p = &mut self.peers[rank];
+        p.last_heard = self.now.or(p.last_heard);
+        p.first_probe = None;
     }
 
     /// Forgets what was known of `rank` (declared failed, or a new
@@ -105,7 +114,7 @@ impl Liveness {
         self.peers[rank] = PeerLive::default();
     }
 
-    /// True when a check is due at `now` (one every `I / 4`, at least
+    /// True when a check is due at `now` (one every `T / 32`, at least
     /// 1 ms apart).
     pub fn due(&self, now: Instant) -> bool {
         self.timeout.is_some() && self.next_check.is_none_or(|t| now >= t)
@@ -123,12 +132,9 @@ impl Liveness {
             return;
         };
         let i = Self::interval(t);
-        self.next_check = Some(now + (i / 4).max(Duration::from_millis(1)));
+        self.now = Some(now);
+        self.next_check = Some(now + (t / 32).max(Duration::from_millis(1)));
         for (rank, p) in self.peers.iter_mut().enumerate() {
-            if std::mem::take(&mut p.answered) {
-                p.last_heard = Some(now);
-                p.first_probe = None;
-            }
             match watch(rank) {
                 Watch::Idle => {}
                 Watch::Failed => {
@@ -147,8 +153,10 @@ impl Liveness {
                             p.last_probe = Some(now);
                             out.push((rank, Verdict::Probe));
                         }
-                        Some(f) if now >= f + (t - i) => {
-                            let since = p.last_heard.map_or(now - f + i, |h| now - h);
+                        Some(f)
+                            if now >= f + t / 2 && p.last_heard.is_none_or(|h| now >= h + t) =>
+                        {
+                            let since = p.last_heard.map_or(now - f, |h| now - h);
                             out.push((rank, Verdict::Fail(since)));
                         }
                         Some(_) => {}
@@ -171,9 +179,10 @@ mod tests {
     fn a_silent_watched_peer_is_probed_then_failed_within_the_timeout() {
         let t0 = Instant::now();
         let mut l = Liveness::new(2, Some(ms(1000)));
+        l.set_now(t0);
         l.heard(1);
         let mut out = Vec::new();
-        // Heard (stamped now): nothing for rank 1; rank 0 idle.
+        // Heard: nothing for rank 1; rank 0 idle.
         l.check(t0, |r| [Watch::Idle, Watch::Live][r], &mut out);
         assert!(out.is_empty(), "{out:?}");
         l.check(t0 + ms(100), |_| Watch::Live, &mut out);
@@ -184,11 +193,17 @@ mod tests {
         l.check(t0 + ms(250), |r| [Watch::Idle, Watch::Live][r], &mut out);
         assert_eq!(out, vec![(1, Verdict::Probe)]);
         out.clear();
-        // No second probe while the first is outstanding, no failure yet.
+        // No second probe while the first is outstanding, no failure
+        // before T of silence.
         l.check(t0 + ms(999), |r| [Watch::Idle, Watch::Live][r], &mut out);
         assert!(out.is_empty(), "{out:?}");
         l.check(t0 + ms(1000), |r| [Watch::Idle, Watch::Live][r], &mut out);
         assert_eq!(out, vec![(1, Verdict::Fail(ms(1000)))]);
+        out.clear();
+        // Rank 0, never heard, probed at 100: failed once that probe went
+        // unanswered for T/2.
+        l.check(t0 + ms(1000), |r| [Watch::Live, Watch::Failed][r], &mut out);
+        assert_eq!(out, vec![(0, Verdict::Fail(ms(900)))]);
     }
 
     #[test]
@@ -199,20 +214,25 @@ mod tests {
         l.check(t0, |r| [Watch::Idle, Watch::Live][r], &mut out);
         assert_eq!(out, vec![(1, Verdict::Probe)]);
         out.clear();
+        l.set_now(t0 + ms(450));
         l.heard(1);
-        l.check(t0 + ms(700), |r| [Watch::Idle, Watch::Live][r], &mut out);
-        l.check(t0 + ms(800), |r| [Watch::Idle, Watch::Live][r], &mut out);
+        l.check(t0 + ms(600), |r| [Watch::Idle, Watch::Live][r], &mut out);
         assert!(out.is_empty(), "{out:?}");
-        // Past the timeout since the first probe, but answered: a new
-        // probe, no failure.
-        l.check(t0 + ms(1500), |r| [Watch::Idle, Watch::Live][r], &mut out);
+        // Silent again for the interval: a new probe, no failure.
+        l.check(t0 + ms(700), |r| [Watch::Idle, Watch::Live][r], &mut out);
         assert_eq!(out, vec![(1, Verdict::Probe)]);
         out.clear();
+        l.set_now(t0 + ms(800));
         l.heard(1);
-        // Long unwatched (the application computed): no failure, a probe.
-        l.check(t0 + ms(1600), |_| Watch::Idle, &mut out);
+        // Long unwatched (the application computed): a probe, and no
+        // failure until it went unanswered for T/2.
         l.check(t0 + ms(60_000), |r| [Watch::Idle, Watch::Live][r], &mut out);
         assert_eq!(out, vec![(1, Verdict::Probe)]);
+        out.clear();
+        l.check(t0 + ms(60_499), |r| [Watch::Idle, Watch::Live][r], &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        l.check(t0 + ms(60_500), |r| [Watch::Idle, Watch::Live][r], &mut out);
+        assert_eq!(out, vec![(1, Verdict::Fail(ms(59_700)))]);
     }
 
     #[test]

@@ -82,6 +82,7 @@ impl Node {
             }
         }
         self.st.pump_held();
+        self.st.liveness_tick(now);
         self.st.pump_sends(&mut self.ep, now, hosts);
         while let Some(t) = self.ep.poll_transmit(&mut self.buf) {
             match self.tr.send_to(&self.buf[..t.len], t.dest) {
@@ -90,6 +91,21 @@ impl Node {
                 Err(e) => panic!("send: {e}"),
             }
         }
+    }
+
+    /// The process restarts at `now` on the same interface: a new CTP
+    /// endpoint and communicator state (a new incarnation); frames that
+    /// reached the dead process are gone.
+    pub fn restart(&mut self, rank: usize, hosts: &[EdpAddr], cfg: CommConfig, now: Instant) {
+        while self.tr.recv_from(&mut self.buf).is_ok() {}
+        self.ep = Endpoint::new(
+            Config::for_edp_mtu(1500),
+            now,
+            SystemTime::UNIX_EPOCH,
+            rank as u64 + 1001,
+            None,
+        );
+        self.st = State::new(rank, hosts, cfg).unwrap();
     }
 
     pub fn next_event(&mut self) -> Option<Instant> {

@@ -48,6 +48,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// went unanswered (`liveness.rs`), and reprobes failed ones for a
     /// restart.
     pub fn liveness_tick(&mut self, now: Instant) {
+        self.liveness.set_now(now);
         if !self.liveness.due(now) {
             return;
         }

@@ -16,7 +16,7 @@ use crate::request::Completion;
 use crate::sim_tests::{Node, PORT};
 use crate::{CommConfig, CommError};
 
-fn cluster(n: usize, cfg: CommConfig, f: FaultConfig) -> (SimClock, Vec<EdpAddr>, Vec<Node>) {
+pub(crate) fn cluster(n: usize, cfg: CommConfig, f: FaultConfig) -> (SimClock, Vec<EdpAddr>, Vec<Node>) {
     let clock = SimClock::new();
     let t0 = clock.now();
     let links = SimSwitch::new(&clock, n, 1500, f);
@@ -31,7 +31,7 @@ fn cluster(n: usize, cfg: CommConfig, f: FaultConfig) -> (SimClock, Vec<EdpAddr>
 
 /// Steps the nodes in `live` until `done`, calling `check` after every
 /// step; advances the virtual clock to the next event of a live node.
-fn run(
+pub(crate) fn run(
     clock: &SimClock,
     hosts: &[EdpAddr],
     nodes: &mut [Node],
@@ -69,7 +69,7 @@ fn body(src: usize, i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|k| (src * 31 + i * 7 + k) as u8).collect()
 }
 
-fn received(n: &mut Node, from: usize) -> Vec<Vec<u8>> {
+pub(crate) fn received(n: &mut Node, from: usize) -> Vec<Vec<u8>> {
     let mut got = Vec::new();
     loop {
         let id =

@@ -1,0 +1,168 @@
+//! Failure detection on the virtual clock (`edp::link::sim`): a rank that
+//! stops is declared failed by every rank waiting on it within the bound,
+//! and the receives naming it fail; its restart (a new process at the same
+//! address) rejoins and exchanges messages exactly once, with nothing of
+//! the old process's traffic leaking into the new one; a stalled process
+//! that comes back after it was declared failed is expelled (explicit
+//! errors), its late messages counted and dropped.
+
+use std::time::{Duration, Instant};
+
+use edp::link::fault::FaultConfig;
+
+use crate::flow::PeerState;
+use crate::matching::{SourceSel, TagSel};
+use crate::sim_tests::Node;
+use crate::ulfc_sim_tests::{cluster, received, run};
+use crate::{CommConfig, CommError};
+
+/// The failure bound of these tests.
+const T: Duration = Duration::from_secs(1);
+
+fn cfg() -> CommConfig {
+    CommConfig {
+        failure_timeout: Some(T),
+        ..CommConfig::default()
+    }
+}
+
+/// The error a finished receive request `id` of node `n` ended with.
+fn recv_error(n: &mut Node, id: u64) -> CommError {
+    let r = n.st.take_complete(id).expect("the receive finished");
+    r.finish().expect_err("the receive failed")
+}
+
+#[test]
+fn a_killed_rank_is_reported_within_the_bound_and_its_restart_rejoins() {
+    const N: usize = 4;
+    const DEAD: usize = 3;
+    let f = FaultConfig::seeded(3).with_loss(0.01);
+    let (clock, hosts, mut nodes) = cluster(N, cfg(), f);
+    let all: Vec<usize> = (0..N).collect();
+    let survivors: Vec<usize> = (0..DEAD).collect();
+    for s in 0..N {
+        for d in (0..N).filter(|&d| d != s) {
+            let m = format!("{s}->{d}");
+            nodes[s].st.isend(d, 1, &[m.as_bytes()], false).unwrap();
+        }
+    }
+    let ten = Duration::from_secs(10);
+    run(&clock, &hosts, &mut nodes, &all, ten, |_| {}, |n| {
+        n.iter().all(|x| x.st.snapshot().unexpected == N - 1)
+    });
+    for (r, node) in nodes.iter_mut().enumerate() {
+        for s in (0..N).filter(|&s| s != r) {
+            assert_eq!(received(node, s), vec![format!("{s}->{r}").into_bytes()]);
+        }
+    }
+
+    // Rank 3 dies (no longer stepped). The others wait on it: a receive
+    // naming it, and rank 0 sends to it.
+    let t_kill = clock.now();
+    let recvs: Vec<u64> = survivors
+        .iter()
+        .map(|&s| {
+            nodes[s]
+                .st
+                .irecv(SourceSel::Rank(DEAD), TagSel::Any, false)
+                .unwrap()
+        })
+        .collect();
+    nodes[0].st.isend(DEAD, 1, &[b"to the dead"], false).unwrap();
+    let mut seen: Vec<Option<Instant>> = vec![None; N];
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &survivors,
+        ten,
+        |n| {
+            for &s in &survivors {
+                if seen[s].is_none() && n[s].st.peer_state(DEAD).unwrap() == PeerState::Failed {
+                    seen[s] = Some(clock.now());
+                }
+            }
+        },
+        |n| {
+            survivors
+                .iter()
+                .all(|&s| n[s].st.peer_state(DEAD).unwrap() == PeerState::Failed)
+        },
+    );
+    for &s in &survivors {
+        let after = seen[s].unwrap() - t_kill;
+        assert!(
+            after >= T / 2 && after <= T + T / 32 + Duration::from_millis(20),
+            "rank {s} declared rank {DEAD} failed {after:?} after its death (bound {T:?})"
+        );
+        let e = recv_error(&mut nodes[s], recvs[s]);
+        // Rank 0 also sent to it: CTP's "not confirmed" may come first.
+        assert!(
+            matches!(e, CommError::PeerFailed { rank: DEAD, .. })
+                && (s == 0 || e.to_string().contains("no answer")),
+            "rank {s}: {e}"
+        );
+        let e = nodes[s].st.isend(DEAD, 1, &[b"x"], false).unwrap_err();
+        assert!(matches!(e, CommError::PeerFailed { rank: DEAD, .. }), "{e}");
+        assert_eq!(nodes[s].st.snapshot().detected_failures, 1);
+    }
+
+    // A new process at rank 3's address: the survivors' probes reach it,
+    // it announces its incarnation, and they take it back.
+    nodes[DEAD].restart(DEAD, &hosts, cfg(), clock.now());
+    run(&clock, &hosts, &mut nodes, &all, T * 4, |_| {}, |n| {
+        survivors
+            .iter()
+            .all(|&s| n[s].st.peer_state(DEAD).unwrap() != PeerState::Failed)
+    });
+    for &s in &survivors {
+        assert_eq!(nodes[s].st.snapshot().rejoins, 1, "rank {s}");
+    }
+    for &s in &survivors {
+        let m = format!("new {s}");
+        nodes[DEAD].st.isend(s, 2, &[m.as_bytes()], false).unwrap();
+        let m = format!("back {s}");
+        nodes[s].st.isend(DEAD, 2, &[m.as_bytes()], false).unwrap();
+    }
+    run(&clock, &hosts, &mut nodes, &all, ten, |_| {}, |n| {
+        n[DEAD].st.snapshot().unexpected == DEAD
+            && survivors.iter().all(|&s| n[s].st.snapshot().unexpected == 1)
+    });
+    // Exactly once, and nothing sent to the old process reaches the new.
+    for &s in &survivors {
+        assert_eq!(received(&mut nodes[s], DEAD), vec![format!("new {s}").into_bytes()]);
+        assert_eq!(received(&mut nodes[DEAD], s), vec![format!("back {s}").into_bytes()]);
+    }
+}
+
+#[test]
+fn a_stalled_process_declared_failed_is_expelled_when_it_comes_back() {
+    let (clock, hosts, mut nodes) = cluster(2, cfg(), FaultConfig::default());
+    nodes[1].st.isend(0, 0, &[b"hello"], false).unwrap();
+    let ten = Duration::from_secs(10);
+    run(&clock, &hosts, &mut nodes, &[0, 1], ten, |_| {}, |n| {
+        n[0].st.snapshot().unexpected == 1
+    });
+    assert_eq!(received(&mut nodes[0], 1), vec![b"hello".to_vec()]);
+    // Rank 1 stalls while rank 0 waits on it.
+    let r = nodes[0].st.irecv(SourceSel::Rank(1), TagSel::Any, false).unwrap();
+    run(&clock, &hosts, &mut nodes, &[0], ten, |_| {}, |n| {
+        n[0].st.peer_state(1).unwrap() == PeerState::Failed
+    });
+    assert!(matches!(recv_error(&mut nodes[0], r), CommError::PeerFailed { rank: 1, .. }));
+    // It comes back, the same process, and sends.
+    nodes[1].st.isend(0, 0, &[b"late"], false).unwrap();
+    run(&clock, &hosts, &mut nodes, &[0, 1], ten, |_| {}, |n| {
+        n[1].st.peer_state(0).unwrap() == PeerState::Failed
+    });
+    let e = nodes[1].st.isend(0, 0, &[b"again"], false).unwrap_err();
+    assert!(
+        e.to_string().contains("declared this rank failed"),
+        "rank 1 gets told: {e}"
+    );
+    let st0 = nodes[0].st.snapshot();
+    assert!(st0.from_failed >= 1, "{st0:?}");
+    assert_eq!(st0.rejoins, 0);
+    // Nothing of the stale process was delivered.
+    assert_eq!(st0.unexpected, 0, "{st0:?}");
+}
