@@ -49,9 +49,9 @@ mod state;
 mod stats;
 
 #[cfg(test)]
-mod sim_tests;
-#[cfg(test)]
 mod liveness_sim_tests;
+#[cfg(test)]
+mod sim_tests;
 #[cfg(test)]
 mod ulfc_sim_tests;
 

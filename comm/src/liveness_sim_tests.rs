@@ -40,16 +40,22 @@ fn a_killed_rank_is_reported_within_the_bound_and_its_restart_rejoins() {
     let (clock, hosts, mut nodes) = cluster(N, cfg(), f);
     let all: Vec<usize> = (0..N).collect();
     let survivors: Vec<usize> = (0..DEAD).collect();
-    for s in 0..N {
+    for (s, node) in nodes.iter_mut().enumerate() {
         for d in (0..N).filter(|&d| d != s) {
             let m = format!("{s}->{d}");
-            nodes[s].st.isend(d, 1, &[m.as_bytes()], false).unwrap();
+            node.st.isend(d, 1, &[m.as_bytes()], false).unwrap();
         }
     }
     let ten = Duration::from_secs(10);
-    run(&clock, &hosts, &mut nodes, &all, ten, |_| {}, |n| {
-        n.iter().all(|x| x.st.snapshot().unexpected == N - 1)
-    });
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &all,
+        ten,
+        |_| {},
+        |n| n.iter().all(|x| x.st.snapshot().unexpected == N - 1),
+    );
     for (r, node) in nodes.iter_mut().enumerate() {
         for s in (0..N).filter(|&s| s != r) {
             assert_eq!(received(node, s), vec![format!("{s}->{r}").into_bytes()]);
@@ -68,7 +74,10 @@ fn a_killed_rank_is_reported_within_the_bound_and_its_restart_rejoins() {
                 .unwrap()
         })
         .collect();
-    nodes[0].st.isend(DEAD, 1, &[b"to the dead"], false).unwrap();
+    nodes[0]
+        .st
+        .isend(DEAD, 1, &[b"to the dead"], false)
+        .unwrap();
     let mut seen: Vec<Option<Instant>> = vec![None; N];
     run(
         &clock,
@@ -110,11 +119,19 @@ fn a_killed_rank_is_reported_within_the_bound_and_its_restart_rejoins() {
     // A new process at rank 3's address: the survivors' probes reach it,
     // it announces its incarnation, and they take it back.
     nodes[DEAD].restart(DEAD, &hosts, cfg(), clock.now());
-    run(&clock, &hosts, &mut nodes, &all, T * 4, |_| {}, |n| {
-        survivors
-            .iter()
-            .all(|&s| n[s].st.peer_state(DEAD).unwrap() != PeerState::Failed)
-    });
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &all,
+        T * 4,
+        |_| {},
+        |n| {
+            survivors
+                .iter()
+                .all(|&s| n[s].st.peer_state(DEAD).unwrap() != PeerState::Failed)
+        },
+    );
     for &s in &survivors {
         assert_eq!(nodes[s].st.snapshot().rejoins, 1, "rank {s}");
     }
@@ -124,14 +141,30 @@ fn a_killed_rank_is_reported_within_the_bound_and_its_restart_rejoins() {
         let m = format!("back {s}");
         nodes[s].st.isend(DEAD, 2, &[m.as_bytes()], false).unwrap();
     }
-    run(&clock, &hosts, &mut nodes, &all, ten, |_| {}, |n| {
-        n[DEAD].st.snapshot().unexpected == DEAD
-            && survivors.iter().all(|&s| n[s].st.snapshot().unexpected == 1)
-    });
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &all,
+        ten,
+        |_| {},
+        |n| {
+            n[DEAD].st.snapshot().unexpected == DEAD
+                && survivors
+                    .iter()
+                    .all(|&s| n[s].st.snapshot().unexpected == 1)
+        },
+    );
     // Exactly once, and nothing sent to the old process reaches the new.
     for &s in &survivors {
-        assert_eq!(received(&mut nodes[s], DEAD), vec![format!("new {s}").into_bytes()]);
-        assert_eq!(received(&mut nodes[DEAD], s), vec![format!("back {s}").into_bytes()]);
+        assert_eq!(
+            received(&mut nodes[s], DEAD),
+            vec![format!("new {s}").into_bytes()]
+        );
+        assert_eq!(
+            received(&mut nodes[DEAD], s),
+            vec![format!("back {s}").into_bytes()]
+        );
     }
 }
 
@@ -140,21 +173,45 @@ fn a_stalled_process_declared_failed_is_expelled_when_it_comes_back() {
     let (clock, hosts, mut nodes) = cluster(2, cfg(), FaultConfig::default());
     nodes[1].st.isend(0, 0, &[b"hello"], false).unwrap();
     let ten = Duration::from_secs(10);
-    run(&clock, &hosts, &mut nodes, &[0, 1], ten, |_| {}, |n| {
-        n[0].st.snapshot().unexpected == 1
-    });
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0, 1],
+        ten,
+        |_| {},
+        |n| n[0].st.snapshot().unexpected == 1,
+    );
     assert_eq!(received(&mut nodes[0], 1), vec![b"hello".to_vec()]);
     // Rank 1 stalls while rank 0 waits on it.
-    let r = nodes[0].st.irecv(SourceSel::Rank(1), TagSel::Any, false).unwrap();
-    run(&clock, &hosts, &mut nodes, &[0], ten, |_| {}, |n| {
-        n[0].st.peer_state(1).unwrap() == PeerState::Failed
-    });
-    assert!(matches!(recv_error(&mut nodes[0], r), CommError::PeerFailed { rank: 1, .. }));
+    let r = nodes[0]
+        .st
+        .irecv(SourceSel::Rank(1), TagSel::Any, false)
+        .unwrap();
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0],
+        ten,
+        |_| {},
+        |n| n[0].st.peer_state(1).unwrap() == PeerState::Failed,
+    );
+    assert!(matches!(
+        recv_error(&mut nodes[0], r),
+        CommError::PeerFailed { rank: 1, .. }
+    ));
     // It comes back, the same process, and sends.
     nodes[1].st.isend(0, 0, &[b"late"], false).unwrap();
-    run(&clock, &hosts, &mut nodes, &[0, 1], ten, |_| {}, |n| {
-        n[1].st.peer_state(0).unwrap() == PeerState::Failed
-    });
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0, 1],
+        ten,
+        |_| {},
+        |n| n[1].st.peer_state(0).unwrap() == PeerState::Failed,
+    );
     let e = nodes[1].st.isend(0, 0, &[b"again"], false).unwrap_err();
     assert!(
         e.to_string().contains("declared this rank failed"),

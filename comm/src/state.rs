@@ -514,7 +514,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             return;
         }
         if self.failed[src].is_some() {
-            return self.from_failed(src);
+            return self.on_failed_traffic(src);
         }
         self.heard_from(src);
         let (window, max) = (self.cfg.window_fragments, self.cfg.max_message_bytes);

@@ -164,14 +164,14 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         if inc == 0 {
             // A sender that does not tell: only its liveness counts.
             if self.failed[src].is_some() {
-                self.from_failed(src);
+                self.on_failed_traffic(src);
                 return false;
             }
             return true;
         }
         if self.failed[src].is_some() {
             if known == Some(inc) {
-                self.from_failed(src);
+                self.on_failed_traffic(src);
                 return false;
             }
             self.rejoin(src, inc);
@@ -208,7 +208,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// Traffic from a process we declared failed: dropped and counted; the
     /// first one is answered with `EXPEL` so that its application gets
     /// errors rather than silence.
-    pub(super) fn from_failed(&mut self, src: usize) {
+    pub(super) fn on_failed_traffic(&mut self, src: usize) {
         self.stats.from_failed += 1;
         if !std::mem::replace(&mut self.expelled[src], true) {
             tracing::info!(

@@ -32,13 +32,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             return;
         }
         match c.incarnation() {
-            Some(inc) => {
-                if !self.on_incarnation(src, inc) {
-                    return;
-                }
-            }
-            None if self.failed[src].is_some() => return self.from_failed(src),
-            None => {}
+            Some(inc) if !self.on_incarnation(src, inc) => return,
+            None if self.failed[src].is_some() => return self.on_failed_traffic(src),
+            _ => {}
         }
         self.heard_from(src);
         tracing::debug!(rank = self.rank, src, ?c, "comm: control message");

@@ -16,7 +16,11 @@ use crate::request::Completion;
 use crate::sim_tests::{Node, PORT};
 use crate::{CommConfig, CommError};
 
-pub(crate) fn cluster(n: usize, cfg: CommConfig, f: FaultConfig) -> (SimClock, Vec<EdpAddr>, Vec<Node>) {
+pub(crate) fn cluster(
+    n: usize,
+    cfg: CommConfig,
+    f: FaultConfig,
+) -> (SimClock, Vec<EdpAddr>, Vec<Node>) {
     let clock = SimClock::new();
     let t0 = clock.now();
     let links = SimSwitch::new(&clock, n, 1500, f);
