@@ -32,6 +32,16 @@
 //! must therefore use the same `recv_budget_bytes`; a peer that disconnects
 //! explicitly keeps its reservation (its share is not given to others), so
 //! its reconnect needs no shrinking of the others.
+//!
+//! Departure for `rapid` (response priority): the paper makes the rapid
+//! peer's window small and its ACKs frequent. CTP already confirms every
+//! packet at once, and the rapid peer's own window does not decide how long
+//! its message waits at the receiver: the bytes of the *other* peers queued
+//! ahead of it do. So while some peer is rapid, every other peer's window
+//! is capped at the rapid window as well (the rest of the budget stays
+//! unused): a rapid peer's message waits behind at most
+//! `(N - 2) x rapid_window_bytes`, instead of up to the whole budget. Bulk
+//! senders pay for it in throughput while the rapid peer keeps its mode.
 
 use crate::control::Mode;
 
@@ -228,10 +238,15 @@ impl Grants {
         let nn = n - nr - nt;
         rest -= nr * rapid;
         let normal_if_through = MIN_WINDOW_BYTES.min(rest / n);
-        let (normal, through) = match (rest - nn * normal_if_through).checked_div(nt) {
+        let (mut normal, mut through) = match (rest - nn * normal_if_through).checked_div(nt) {
             Some(through) => (normal_if_through, through),
             None => (rest / nn.max(1), 0),
         };
+        if nr > 0 {
+            // Response priority (see the module documentation).
+            normal = normal.min(rapid);
+            through = through.min(rapid);
+        }
         for &i in &active {
             t[i] = match self.peers[i].mode {
                 Mode::Normal => normal,
@@ -447,13 +462,19 @@ mod tests {
     }
 
     #[test]
-    fn rapid_lowers_the_window_and_late_grants_are_ignored() {
+    fn rapid_lowers_the_windows_and_late_grants_are_ignored() {
         let mut g = Grants::new(1, 3, 1 << 20, 64 << 10).unwrap();
         let mut w: Vec<SendWindow> = (0..3).map(|_| SendWindow::new(512 << 10)).collect();
         g.on_request(0, Mode::Rapid);
         step_all(&mut g, &mut w);
+        // The rapid peer and, while it is rapid, the others too.
         assert_eq!(w[0].window, 64 << 10);
-        assert_eq!(w[2].window, (1 << 20) - (64 << 10));
+        assert_eq!(w[2].window, 64 << 10);
+        g.on_request(0, Mode::Normal);
+        step_all(&mut g, &mut w);
+        assert_eq!((w[0].window, w[2].window), (512 << 10, 512 << 10));
+        g.on_request(0, Mode::Rapid);
+        step_all(&mut g, &mut w);
         // A stale grant (number 1) after a newer one changes nothing.
         assert_eq!(w[0].on_grant(1, 1 << 20), None);
         assert_eq!(w[0].window, 64 << 10);

@@ -155,14 +155,29 @@ fn grant_invariant_holds_under_load_with_through_and_rapid() {
             got.iter().skip(1).all(|&g| g == PER)
         },
     );
-    // through raised 1's window above the default share and lowered the
-    // others'; rapid gave 2 the small window.
+    // rapid gave 2 the small window and, while it lasts, capped the
+    // others' (through's too) at it; through lowered the normal ones'.
     let w: Vec<u64> = (1..N).map(|s| nodes[s].st.dest_buf(0).unwrap()).collect();
     assert_eq!(w[1], 8 * 1024, "{w:?}");
     assert_eq!(w[2], MIN_WINDOW_BYTES, "{w:?}");
     assert_eq!(w[3], MIN_WINDOW_BYTES, "{w:?}");
-    assert_eq!(w[0], budget - 8 * 1024 - 2 * MIN_WINDOW_BYTES, "{w:?}");
-    assert!(w[0] > share);
+    assert_eq!(w[0], 8 * 1024, "{w:?}");
+    // 2 back to normal: through raises 1's window above the default share.
+    nodes[2].st.request_mode(0, Mode::Normal).unwrap();
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0, 1, 2, 3, 4],
+        Duration::from_secs(60),
+        |_| {},
+        |nodes| {
+            nodes[1].st.dest_buf(0).unwrap() == budget - 3 * MIN_WINDOW_BYTES
+                && nodes[2].st.dest_buf(0).unwrap() == MIN_WINDOW_BYTES
+        },
+    );
+    let w: Vec<u64> = (1..N).map(|s| nodes[s].st.dest_buf(0).unwrap()).collect();
+    assert!(w[0] > share, "{w:?}");
     for n in &nodes[1..] {
         assert_eq!(n.st.peer_state(0).unwrap(), PeerState::Connected);
     }
