@@ -109,3 +109,73 @@ fn three_namespaces_over_edp() {
         assert_eq!(sum, 6, "rank {r}");
     }
 }
+
+/// ULFC's acceptance test (`notes-mak-ulfc.md`): seven senders flat out
+/// into one receiver, each with every message posted at once; the grants
+/// keep what is unconfirmed toward the receiver within its budget, so its
+/// packet socket never drops a frame (the kernel's `PACKET_STATISTICS`
+/// counter), and every byte arrives once, in order per sender.
+#[test]
+fn seven_senders_flat_out_never_overflow_the_receivers_ring() {
+    const SENDERS: usize = 7;
+    const MSGS: usize = 32;
+    const LEN: usize = 64 << 10;
+    let Some(net) = testkit::setup("comm_7to1", SENDERS + 1, 1500) else {
+        return;
+    };
+    let port = PORT + 1;
+    let hosts: Vec<EdpAddr> = net.hosts().iter().map(|h| (h.mac, port)).collect();
+    let threads: Vec<_> = net
+        .hosts()
+        .iter()
+        .map(|h| {
+            let (iface, rank, hosts) = (h.iface.clone(), h.index, hosts.clone());
+            h.spawn(move || {
+                let ctp = CtpConfig::default();
+                let rt = edp::runtime::Runtime::shared(&iface, &ctp.runtime).unwrap();
+                let sock = CtpSocket::bind_on(&rt, port, ctp).unwrap();
+                let cfg = CommConfig {
+                    wait_timeout: Some(LIMIT),
+                    ..CommConfig::default()
+                };
+                let c = Communicator::new(sock, rank, hosts, cfg).unwrap();
+                let drops0 = rt.kernel_stats().map(|k| k.drops);
+                let mut got = vec![0usize; SENDERS + 1];
+                if rank == 0 {
+                    for _ in 0..SENDERS * MSGS {
+                        let (s, d) = c.recv(comm::ANY_SOURCE, 0u32).unwrap();
+                        let i = got[s.source];
+                        assert!(
+                            d == testkit::pattern::pattern(LEN, (s.source * 1000 + i) as u64),
+                            "message {i} from {} is not the one sent",
+                            s.source
+                        );
+                        got[s.source] += 1;
+                    }
+                } else {
+                    let reqs: Vec<_> = (0..MSGS)
+                        .map(|i| {
+                            let d = testkit::pattern::pattern(LEN, (rank * 1000 + i) as u64);
+                            c.isend(0, 0, &d).unwrap()
+                        })
+                        .collect();
+                    c.wait_all(reqs).unwrap();
+                }
+                c.barrier().unwrap();
+                let drops = rt
+                    .kernel_stats()
+                    .map(|k| k.drops)
+                    .zip(drops0)
+                    .map(|(a, b)| a - b);
+                let refused = c.stats().refused_fragments;
+                c.finalize(LIMIT).unwrap();
+                (got, drops, refused)
+            })
+        })
+        .collect();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let (got, drops, refused) = &results[0];
+    assert_eq!(&got[1..], &[MSGS; SENDERS][..]);
+    assert_eq!(*drops, Some(0), "the receiver's packet socket dropped frames");
+    assert_eq!(*refused, 0);
+}
