@@ -9,9 +9,12 @@
 //!   rounds of one send and one receive;
 //! - bcast: binomial tree from the root, ceil(log2 N) rounds;
 //! - reduce: binomial tree to the root;
-//! - allreduce: binomial-tree reduce to rank 0, then binomial bcast (the
-//!   sum is computed in one fixed order, so every rank gets bit-identical
-//!   floating-point results);
+//! - allreduce: recursive doubling (MPICH's choice for short vectors,
+//!   Thakur et al. section 4.4), ceil(log2 N) rounds of one exchange, with
+//!   the `N - 2^p` extra ranks first folded into a partner; both sides of
+//!   an exchange add the same two partial sums (IEEE addition is
+//!   commutative), so every rank ends with bit-identical floating-point
+//!   results;
 //! - gather: linear to the root; allgather: gather to rank 0, then bcast.
 //!
 //! Departure from the issue: bcast over MAK reliable multicast is not used
@@ -176,32 +179,42 @@ impl<T: Transport> Communicator<T> {
     }
 
     /// Replaces `values` on every rank by the element-wise sum over all
-    /// ranks (MPI_Allreduce with MPI_SUM, section 6.9.6): binomial reduce
-    /// to rank 0, then binomial bcast, so every rank gets the same bits.
-    /// All ranks must pass the same length.
+    /// ranks (MPI_Allreduce with MPI_SUM, section 6.9.6): recursive
+    /// doubling, every rank gets the same bits (see the module
+    /// documentation). All ranks must pass the same length.
     ///
     /// Errors: [`CommError::Collective`] when a rank's length differs;
     /// [`CommError::PeerFailed`], [`CommError::TimedOut`], transport errors.
     pub fn allreduce_sum<E: SumElement>(&self, values: &mut [E]) -> Result<(), CommError> {
-        let rank = self.rank();
+        let (rank, size) = (self.rank(), self.size());
         let tag = self.next_coll_tag();
-        self.reduce_tagged(0, values, tag)?;
-        let mut b = if rank == 0 {
-            encode(values)
+        // The largest power of two <= size; the first 2 * extra ranks pair
+        // up, the even one of each pair handing its values to the odd one.
+        let pof2 = 1usize << (usize::BITS - 1 - size.leading_zeros());
+        let extra = size - pof2;
+        let vrank = if rank < 2 * extra {
+            if rank % 2 == 0 {
+                self.coll_send(rank + 1, tag, &encode(values))?;
+                let b = self.coll_recv(rank + 1, tag)?;
+                return decode_into(values, &b, rank + 1, rank, "allreduce");
+            }
+            let b = self.coll_recv(rank - 1, tag)?;
+            add_from(values, &b, rank - 1, rank)?;
+            rank / 2
         } else {
-            Vec::new()
+            rank - extra
         };
-        self.bcast_tagged(0, &mut b, tag)?;
-        if b.len() != values.len() * E::SIZE {
-            return Err(CommError::Collective(format!(
-                "allreduce: result of {} bytes, rank {rank} holds {} elements of {} bytes",
-                b.len(),
-                values.len(),
-                E::SIZE
-            )));
+        let real = |v: usize| if v < extra { 2 * v + 1 } else { v + extra };
+        let mut mask = 1;
+        while mask < pof2 {
+            let peer = real(vrank ^ mask);
+            self.coll_send(peer, tag, &encode(values))?;
+            let b = self.coll_recv(peer, tag)?;
+            add_from(values, &b, peer, rank)?;
+            mask <<= 1;
         }
-        for (v, c) in values.iter_mut().zip(b.chunks_exact(E::SIZE)) {
-            *v = E::get(c);
+        if rank < 2 * extra {
+            self.coll_send(rank - 1, tag, &encode(values))?;
         }
         Ok(())
     }
@@ -279,6 +292,53 @@ impl<T: Transport> Communicator<T> {
         }
         Ok(out)
     }
+}
+
+/// Adds the elements in `b` (from rank `src`) to `values`.
+fn add_from<E: SumElement>(
+    values: &mut [E],
+    b: &[u8],
+    src: usize,
+    rank: usize,
+) -> Result<(), CommError> {
+    check_len::<E>(values, b, src, rank, "allreduce")?;
+    for (v, c) in values.iter_mut().zip(b.chunks_exact(E::SIZE)) {
+        *v = v.add(E::get(c));
+    }
+    Ok(())
+}
+
+/// Replaces `values` by the elements in `b` (the result, from `src`).
+fn decode_into<E: SumElement>(
+    values: &mut [E],
+    b: &[u8],
+    src: usize,
+    rank: usize,
+    what: &str,
+) -> Result<(), CommError> {
+    check_len::<E>(values, b, src, rank, what)?;
+    for (v, c) in values.iter_mut().zip(b.chunks_exact(E::SIZE)) {
+        *v = E::get(c);
+    }
+    Ok(())
+}
+
+fn check_len<E: SumElement>(
+    values: &[E],
+    b: &[u8],
+    src: usize,
+    rank: usize,
+    what: &str,
+) -> Result<(), CommError> {
+    if b.len() != values.len() * E::SIZE {
+        return Err(CommError::Collective(format!(
+            "{what}: rank {src} sent {} bytes, rank {rank} holds {} elements of {} bytes",
+            b.len(),
+            values.len(),
+            E::SIZE
+        )));
+    }
+    Ok(())
 }
 
 fn encode<E: SumElement>(values: &[E]) -> Vec<u8> {

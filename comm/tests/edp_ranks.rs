@@ -176,6 +176,10 @@ fn seven_senders_flat_out_never_overflow_the_receivers_ring() {
     let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
     let (got, drops, refused) = &results[0];
     assert_eq!(&got[1..], &[MSGS; SENDERS][..]);
-    assert_eq!(*drops, Some(0), "the receiver's packet socket dropped frames");
+    assert_eq!(
+        *drops,
+        Some(0),
+        "the receiver's packet socket dropped frames"
+    );
     assert_eq!(*refused, 0);
 }

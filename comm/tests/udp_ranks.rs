@@ -379,3 +379,30 @@ fn collectives_on_five_ranks() {
         assert_eq!(floats, &vec![5.0, 6.25]);
     }
 }
+
+/// Recursive-doubling allreduce on every size from 1 to 7 ranks (powers of
+/// two and the folded extra ranks): exact integer sums, and floating-point
+/// sums whose order would show in the last bits, identical on every rank.
+#[test]
+fn allreduce_gives_every_rank_the_same_bits_on_1_to_7_ranks() {
+    for n in 1..=7usize {
+        let got = run(ranks(n, cfg()), move |c| {
+            let me = c.rank() as i64;
+            let mut ints = [me, 1, me * me - 7];
+            c.allreduce_sum(&mut ints).unwrap();
+            let sign = if me % 2 == 0 { 1.0 } else { -1.0 };
+            let mut floats = [sign * 1e16 + me as f64 * 0.3, 0.1 * (me + 1) as f64];
+            c.allreduce_sum(&mut floats).unwrap();
+            (ints, floats.map(f64::to_bits))
+        });
+        let m = n as i64;
+        let want = [m * (m - 1) / 2, m, (0..m).map(|r| r * r - 7).sum::<i64>()];
+        for (r, (ints, bits)) in got.iter().enumerate() {
+            assert_eq!(ints, &want, "{n} ranks, rank {r}");
+            assert_eq!(
+                bits, &got[0].1,
+                "{n} ranks: rank {r}'s sums differ from rank 0's"
+            );
+        }
+    }
+}
