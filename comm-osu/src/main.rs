@@ -119,6 +119,11 @@ pub struct Args {
     /// (and --local stops every rank after 20 times this).
     #[arg(long, default_value_t = 60)]
     pub timeout: u64,
+    /// With --link edp: broadcasts over MAK reliable multicast
+    /// (`Communicator::enable_multicast_bcast`, group MAC
+    /// 03:4d:41:4b:00:0c, EDP port --port + 1) instead of a binomial tree.
+    #[arg(long)]
+    pub mcast: bool,
 }
 
 fn parse_range(s: &str) -> Result<(usize, usize), String> {
@@ -149,7 +154,7 @@ impl Args {
 
     /// The arguments that give a rank the same measurement.
     fn bench_args(&self) -> Vec<String> {
-        vec![
+        let mut v = vec![
             self.bench.name().into(),
             "-m".into(),
             format!("{}:{}", self.sizes.0, self.sizes.1),
@@ -163,7 +168,11 @@ impl Args {
             self.timeout.to_string(),
             "--wait".into(),
             self.wait.name().into(),
-        ]
+        ];
+        if self.mcast {
+            v.push("--mcast".into());
+        }
+        v
     }
 }
 
@@ -210,6 +219,10 @@ fn run_rank(a: &Args, rank: usize) -> Result<(), String> {
                 .collect::<Result<Vec<_>, _>>()?;
             let c = Communicator::bind_edp(iface, rank, hosts, cfg, ctp)
                 .map_err(|e| format!("rank {rank}: joining over EDP on {iface}: {e}"))?;
+            if a.mcast {
+                c.enable_multicast_bcast(0x000c, a.port + 1)
+                    .map_err(|e| format!("rank {rank}: joining the MAK group: {e}"))?;
+            }
             bench::run(&c, &p).map_err(|e| format!("rank {rank}: {e}"))?;
             c.finalize(limit)
                 .map_err(|e| format!("rank {rank}: finalize: {e}"))
@@ -219,6 +232,10 @@ fn run_rank(a: &Args, rank: usize) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let a = Args::parse();
+    if a.mcast && a.link != Link::Edp {
+        eprintln!("comm-osu: --mcast needs --link edp (MAK multicast over EDP group MACs)");
+        return ExitCode::FAILURE;
+    }
     let r = match (a.local, a.rank) {
         (Some(n), _) => launch::local(&a, n),
         (None, Some(rank)) => run_rank(&a, rank),

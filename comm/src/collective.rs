@@ -7,7 +7,10 @@
 //! "Optimization of Collective Communication Operations in MPICH", 2005):
 //! - barrier: dissemination (Hensgen, Finkel and Manber 1988), ceil(log2 N)
 //!   rounds of one send and one receive;
-//! - bcast: binomial tree from the root, ceil(log2 N) rounds;
+//! - bcast: over MAK reliable multicast once
+//!   `Communicator::enable_multicast_bcast` was called (`mcast.rs`: the
+//!   root sends once to the group MAC); else a binomial tree from the
+//!   root, ceil(log2 N) rounds;
 //! - reduce: binomial tree to the root;
 //! - allreduce: recursive doubling (MPICH's choice for short vectors,
 //!   Thakur et al. section 4.4), ceil(log2 N) rounds of one exchange, with
@@ -17,9 +20,6 @@
 //!   results;
 //! - gather: linear to the root; allgather: gather to rank 0, then bcast.
 //!
-//! Departure from the issue: bcast over MAK reliable multicast is not used
-//! yet (`mak::socket` is not wired into the communicator); every message is
-//! point to point.
 
 use ctp::Transport;
 
@@ -94,6 +94,17 @@ impl<T: Transport> Communicator<T> {
     /// [`CommError::TimedOut`], transport errors.
     pub fn bcast(&self, root: usize, data: &mut Vec<u8>) -> Result<(), CommError> {
         let tag = self.next_coll_tag();
+        if let Some(m) = self.mcast() {
+            let size = self.size();
+            if root >= size {
+                return Err(CommError::InvalidRank { rank: root, size });
+            }
+            if self.rank() == root {
+                return m.send(data);
+            }
+            *data = m.recv_from(root)?;
+            return Ok(());
+        }
         self.bcast_tagged(root, data, tag)
     }
 

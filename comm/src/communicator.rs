@@ -14,7 +14,7 @@
 
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use ctp::{CtpConfig, CtpSocket, Delivery, EdpAddr, EdpTransport, Transport, UdpTransport};
@@ -23,6 +23,7 @@ use crate::config::CommConfig;
 use crate::control::Mode;
 use crate::flow::PeerState;
 use crate::matching::{SourceSel, Tag, TagSel};
+use crate::mcast::Mcast;
 use crate::request::{Completion, Request, Status};
 use crate::state::State;
 use crate::stats::CommStats;
@@ -59,6 +60,8 @@ pub struct Communicator<T: Transport> {
     sock: CtpSocket<T>,
     hosts: Vec<T::Addr>,
     state: Mutex<State<T::Addr>>,
+    /// `bcast` over MAK, once enabled (`mcast.rs`).
+    mcast: OnceLock<Mcast>,
 }
 
 impl<T: Transport> std::fmt::Debug for Communicator<T> {
@@ -127,6 +130,40 @@ impl Communicator<EdpTransport> {
         }
         Self::new(sock, rank, hosts, cfg)
     }
+
+    /// From now on `bcast` goes over MAK reliable multicast (`mcast.rs`):
+    /// this rank joins MAK group `group` (EDP port `port`, group MAC
+    /// `mak::socket::group_mac(group)`) in the communicator's runtime, as a
+    /// sender and a follower of every other rank. Collective: every rank
+    /// must call it, with the same group and port, before the next
+    /// broadcast (it sends nothing).
+    ///
+    /// Errors: [`CommError::Collective`] if already enabled; those of
+    /// `mak::socket::MakSocket::bind_edp_on` as [`CommError::Io`]
+    /// (`AddrInUse`: the port is taken).
+    pub fn enable_multicast_bcast(&self, group: u16, port: u16) -> Result<(), CommError> {
+        if self.mcast.get().is_some() {
+            return Err(CommError::Collective(
+                "multicast bcast is already enabled on this communicator".into(),
+            ));
+        }
+        let (rank, timeout) = {
+            let st = self.lock();
+            (st.rank, st.cfg.wait_timeout)
+        };
+        let m = Mcast::join(
+            self.sock.runtime(),
+            rank,
+            &self.hosts,
+            group,
+            port,
+            self.sock.wait_policy(),
+            timeout,
+        )?;
+        self.mcast
+            .set(m)
+            .map_err(|_| CommError::Collective("multicast bcast enabled twice at once".into()))
+    }
 }
 
 impl<T: Transport> Communicator<T> {
@@ -155,6 +192,7 @@ impl<T: Transport> Communicator<T> {
             sock,
             hosts,
             state: Mutex::new(state),
+            mcast: OnceLock::new(),
         })
     }
 
@@ -185,6 +223,12 @@ impl<T: Transport> Communicator<T> {
     /// Counters and queue sizes.
     pub fn stats(&self) -> CommStats {
         self.lock().snapshot()
+    }
+
+    /// The counters of the MAK member `bcast` uses, if multicast bcast is
+    /// enabled (`Communicator::enable_multicast_bcast`).
+    pub fn multicast_stats(&self) -> Option<mak::socket::MakStats> {
+        self.mcast.get().map(Mcast::stats)
     }
 
     /// One nonblocking progress step: takes CTP deliveries into matching and
@@ -567,6 +611,14 @@ impl<T: Transport> Communicator<T> {
     /// of [`Communicator::barrier`].
     pub fn finalize(self, timeout: Duration) -> Result<(), CommError> {
         self.flush(timeout)?;
+        if let Some(m) = self.mcast.get() {
+            if !m.flush(timeout)? {
+                return Err(CommError::TimedOut {
+                    what: "flush of this rank's multicast broadcasts".into(),
+                    after: timeout,
+                });
+            }
+        }
         self.barrier()?;
         self.flush(timeout)?;
         let linger = self.lock().cfg.linger;
@@ -719,6 +771,11 @@ impl<T: Transport> Communicator<T> {
 
     /// The next collective's tag (all ranks call collectives in the same
     /// order, MPI 4.0 section 6.12, so their counters agree).
+    /// The MAK member of `bcast`, if enabled.
+    pub(crate) fn mcast(&self) -> Option<&Mcast> {
+        self.mcast.get()
+    }
+
     pub(crate) fn next_coll_tag(&self) -> Tag {
         self.lock().next_coll_tag()
     }

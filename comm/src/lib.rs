@@ -25,8 +25,8 @@
 //! - `liveness` (internal): failure detection by probes within
 //!   `CommConfig::failure_timeout`, and the rejoin of a restarted rank
 //!   (a new incarnation).
-//!
-//! Not built yet (issue 12): bcast over MAK.
+//! - `mcast` (internal): `bcast` over MAK reliable multicast
+//!   (`Communicator::enable_multicast_bcast`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -39,6 +39,7 @@ pub mod wire;
 pub mod control;
 pub mod flow;
 pub(crate) mod liveness;
+pub(crate) mod mcast;
 
 mod collective;
 mod communicator;

@@ -183,3 +183,62 @@ fn seven_senders_flat_out_never_overflow_the_receivers_ring() {
     );
     assert_eq!(*refused, 0);
 }
+
+/// `bcast` over MAK reliable multicast on five namespaces: every rank the
+/// root in turn, sizes from 0 bytes to 1 MiB, interleaved with an
+/// allreduce (point to point) so that a faster rank's next broadcast can
+/// arrive before a slower rank's current one; every rank gets every
+/// broadcast byte-exact, and the data went through the group (each rank's
+/// MAK receivers counted the other roots' frames).
+#[test]
+fn bcast_over_mak_on_five_namespaces() {
+    let Some(net) = testkit::setup("comm_bcast_mak", 5, 1500) else {
+        return;
+    };
+    let port = PORT + 2;
+    let hosts: Vec<EdpAddr> = net.hosts().iter().map(|h| (h.mac, port)).collect();
+    let threads: Vec<_> = net
+        .hosts()
+        .iter()
+        .map(|h| {
+            let (iface, rank, hosts) = (h.iface.clone(), h.index, hosts.clone());
+            h.spawn(move || {
+                let c = Communicator::bind_edp(&iface, rank, hosts, cfg(), CtpConfig::default())
+                    .unwrap();
+                c.enable_multicast_bcast(0x0c0b, port + 100).unwrap();
+                let n = c.size();
+                let mut rounds = 0;
+                for len in [0usize, 100, 100_000, 1 << 20] {
+                    for root in 0..n {
+                        let want = testkit::pattern::pattern(len, (root * 7 + len) as u64);
+                        let mut data = if rank == root {
+                            want.clone()
+                        } else {
+                            Vec::new()
+                        };
+                        c.bcast(root, &mut data).unwrap();
+                        assert!(
+                            data == want,
+                            "rank {rank}: bcast of {len} bytes from {root}"
+                        );
+                        let mut s = [1i64];
+                        c.allreduce_sum(&mut s).unwrap();
+                        assert_eq!(s[0], n as i64);
+                        rounds += 1;
+                    }
+                }
+                let m = c.multicast_stats().unwrap();
+                let frames: u64 = m.receivers.iter().map(|(_, r)| r.data_received).sum();
+                c.finalize(LIMIT).unwrap();
+                (rounds, frames)
+            })
+        })
+        .collect();
+    for (r, t) in threads.into_iter().enumerate() {
+        let (rounds, frames) = t.join().unwrap();
+        assert_eq!(rounds, 20, "rank {r}");
+        // The 1 MiB broadcasts of the four other roots alone are over 2800
+        // frames.
+        assert!(frames > 2800, "rank {r}: {frames} MAK data frames received");
+    }
+}

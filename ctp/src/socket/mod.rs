@@ -275,6 +275,12 @@ impl CtpSocket<EdpTransport> {
     pub fn local_addr(&self) -> io::Result<(String, edp::MacAddr, u16)> {
         self.shared.tr.local_addr()
     }
+
+    /// The I/O runtime the endpoint lives in (for its counters, e.g.
+    /// `Runtime::kernel_stats`, or to bind other sockets beside it).
+    pub fn runtime(&self) -> &Runtime {
+        self.shared.tr.runtime()
+    }
 }
 
 impl<T: Transport> CtpSocket<T> {
@@ -372,6 +378,11 @@ impl<T: Transport> CtpSocket<T> {
         *self.shared.wait.write().unwrap_or_else(|e| e.into_inner()) = wait;
     }
 
+    /// The wait policy of blocking calls.
+    pub fn wait_policy(&self) -> WaitPolicy {
+        *self.shared.wait.read().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Busy-poll mode on or off (off = the default adaptive policy).
     pub fn set_busy_poll(&self, on: bool) {
         self.set_wait_policy(if on {
@@ -379,10 +390,6 @@ impl<T: Transport> CtpSocket<T> {
         } else {
             WaitPolicy::DEFAULT
         });
-    }
-
-    fn wait_policy(&self) -> WaitPolicy {
-        *self.shared.wait.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Drives the engine until `check` on the core returns a value or the
