@@ -13,6 +13,8 @@
 //!   comm-osu bw --local 2 --link edp --ompi target/osu-ompi
 //!     (then the Open MPI program on the same hosts over its TCP BTL, and a
 //!     table of both with the ratio)
+//!   comm-osu bw --local 2 --link edp --mtu 9000 --ompi target/osu-ompi
+//!     (the same on jumbo frames)
 #![forbid(unsafe_code)]
 
 mod bench;
