@@ -246,7 +246,13 @@ fn bandwidth<T: Transport>(
                 reqs.push(c.isend(peer, 100, &buf)?);
             }
         }
-        c.wait_all(reqs)?;
+        // The received buffers go back to CTP's pool for the next round, as
+        // osu_bw receives into one buffer (Communicator::recycle).
+        for done in c.wait_all(reqs)? {
+            if let Some((_, data)) = done.into_received() {
+                c.recycle(data);
+            }
+        }
         // OMB's ack of 4 bytes after each window (osu_bw; osu_bibw has none).
         if !both {
             if me == 0 {

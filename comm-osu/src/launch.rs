@@ -60,7 +60,7 @@ pub fn local(a: &Args, n: usize) -> Result<(), String> {
             }
         }
         Link::Edp => {
-            let job = Job::build(n)?;
+            let job = Job::build(n, a.mtu)?;
             let macs: Vec<String> = job.vc.hosts().iter().map(|h| h.mac.to_string()).collect();
             let macs = macs.join(",");
             let cmds = job
@@ -215,7 +215,7 @@ impl Drop for Job {
 }
 
 impl Job {
-    fn build(n: usize) -> Result<Job, String> {
+    fn build(n: usize, mtu: usize) -> Result<Job, String> {
         let pid = std::process::id();
         // A /24 of 198.19.0.0/16 per run (pid-derived, as netgauge's).
         let third = (pid % 250 + 1) as u8;
@@ -224,6 +224,7 @@ impl Job {
             .hosts(n)
             .topology(Topology::Bridge)
             .subnet(subnet, 24)
+            .mtu(mtu)
             .build()
             .map_err(|e| format!("virtual cluster of {n} hosts (needs root): {e}"))?;
         let sw = vc

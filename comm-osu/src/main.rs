@@ -13,6 +13,8 @@
 //!   comm-osu bw --local 2 --link edp --ompi target/osu-ompi
 //!     (then the Open MPI program on the same hosts over its TCP BTL, and a
 //!     table of both with the ratio)
+//!   comm-osu bw --local 2 --link edp --mtu 9000 --ompi target/osu-ompi
+//!     (the same on jumbo frames)
 #![forbid(unsafe_code)]
 
 mod bench;
@@ -107,6 +109,11 @@ pub struct Args {
     /// in each host of a virtual cluster of N namespaces (root).
     #[arg(long, value_name = "N")]
     pub local: Option<usize>,
+    /// With --local --link edp: MTU of the virtual cluster's links, bytes
+    /// (68..=65535; 9000 for jumbo frames). Both our ranks (CTP packets of
+    /// MTU - 31 data bytes) and Open MPI's TCP use it.
+    #[arg(long, default_value_t = 1500, requires = "local")]
+    pub mtu: usize,
     /// With --local: then run this Open MPI program (benches/osu/osu-ompi.c)
     /// on the same hosts over Open MPI's TCP BTL and print both side by
     /// side with the ratio.

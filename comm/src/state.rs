@@ -293,6 +293,20 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         parts: &[&[u8]],
         coll: bool,
     ) -> Result<u64, CommError> {
+        self.isend_in(dest, tag, parts, coll, Vec::new())
+    }
+
+    /// As [`State::isend`], building the message in `buf` (emptied first):
+    /// a spent buffer of CTP's pool (`ctp::Endpoint::take_buffer`) saves a
+    /// fresh allocation whose pages fault in one by one.
+    pub fn isend_in(
+        &mut self,
+        dest: usize,
+        tag: Tag,
+        parts: &[&[u8]],
+        coll: bool,
+        mut buf: Vec<u8>,
+    ) -> Result<u64, CommError> {
         self.check_rank(dest)?;
         if tag > MAX_TAG {
             return Err(CommError::InvalidTag(tag));
@@ -347,7 +361,8 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 },
             );
         }
-        let mut buf = Vec::with_capacity(HEADER_LEN + len);
+        buf.clear();
+        buf.reserve_exact(HEADER_LEN + len);
         buf.resize(HEADER_LEN, 0);
         for p in parts {
             buf.extend_from_slice(p);
@@ -501,8 +516,8 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         if d.command == CONTROL_COMMAND {
             return self.on_control(src, &d.data);
         }
-        let (h, payload) = match Header::decode(&d.data) {
-            Ok(x) => x,
+        let (h, off) = match Header::decode(&d.data) {
+            Ok((h, payload)) => (h, d.data.len() - payload.len()),
             Err(e) => {
                 self.stats.malformed += 1;
                 tracing::debug!(src, error = %e, "comm: malformed message");
@@ -520,7 +535,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         let (window, max) = (self.cfg.window_fragments, self.cfg.max_message_bytes);
         let rx = self.rx[src].get_or_insert_with(|| PeerRx::new(window, max));
         let mut out: Vec<Complete> = Vec::new();
-        if let Err(e) = rx.accept(h, payload, &mut out) {
+        if let Err(e) = rx.accept_owned(h, d.data, off, &mut out) {
             self.stats.refused_fragments += 1;
             tracing::debug!(src, error = %e, "comm: fragment refused");
         }

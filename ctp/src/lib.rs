@@ -37,6 +37,7 @@
 pub mod deliver;
 pub(crate) mod endpoint;
 pub(crate) mod peer;
+pub(crate) mod pool;
 pub(crate) mod receiver;
 pub(crate) mod sender;
 pub mod socket;
@@ -47,6 +48,7 @@ pub use endpoint::{
     ReceivedData, SendError, Stats, StorageSizes, Transmit,
 };
 pub use peer::{IdStatus, RecvIdList};
+pub use pool::MIN_POOLED;
 pub use sender::Dest;
 pub use socket::{
     CtpConfig, CtpIoStats, CtpSocket, EdpAddr, EdpTransport, Handler, Transport, UdpTransport,

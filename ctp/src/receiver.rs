@@ -41,15 +41,17 @@ pub struct Reassembly {
 }
 
 impl Reassembly {
-    /// An empty reassembly for the message described by `r` (a part of it).
-    /// The caller has checked the memory limits; the buffer's capacity is
-    /// reserved here.
+    /// An empty reassembly for the message described by `r` (a part of it),
+    /// in `spare` if given (a spent buffer of the pool, `pool.rs`; emptied
+    /// here). The caller has checked the memory limits; the buffer's
+    /// capacity is reserved here.
     ///
     /// Errors: `None` if `r.message_size` bytes (or the part bitmap) cannot
     /// be allocated (`try_reserve_exact`: no abort).
-    pub fn new(r: &Repr, now: Instant) -> Option<Self> {
+    pub fn new(r: &Repr, now: Instant, spare: Option<Vec<u8>>) -> Option<Self> {
         let size = usize::try_from(r.message_size).ok()?;
-        let mut buf = Vec::new();
+        let mut buf = spare.unwrap_or_default();
+        buf.clear();
         buf.try_reserve_exact(size).ok()?;
         let words = (r.amount as usize).div_ceil(64);
         let mut got = Vec::new();
@@ -183,7 +185,7 @@ mod tests {
     fn parts_in_any_order_land_in_place_without_reallocation() {
         let t = Instant::now();
         // 10 bytes in parts of 4: 0..4, 4..8, 8..10
-        let mut ra = Reassembly::new(&part(0, 3, 10, 4), t).unwrap();
+        let mut ra = Reassembly::new(&part(0, 3, 10, 4), t, None).unwrap();
         let cap = ra.buf.capacity();
         assert!(cap >= 10);
         assert!(!ra.store(&part(2, 3, 10, 2), b"89", t));
@@ -198,6 +200,6 @@ mod tests {
     fn impossible_size_is_an_error_not_an_abort() {
         let t = Instant::now();
         // 2^48 - 1 bytes: more than any machine here has
-        assert!(Reassembly::new(&part(0, 2, (1 << 48) - 1, 4), t).is_none());
+        assert!(Reassembly::new(&part(0, 2, (1 << 48) - 1, 4), t, None).is_none());
     }
 }

@@ -1460,3 +1460,55 @@ fn forged_flood_memory() {
     );
     assert_eq!(got, vec![b"let me in".to_vec()]);
 }
+
+/// Spent buffers are reused (`Config::max_spare_bytes`): a confirmed
+/// message's buffer serves the next `take_buffer`, a recycled delivery's
+/// the next reassembly, and the messages stay byte-exact (the pool's
+/// limits: `pool.rs` unit tests).
+#[test]
+fn spent_buffers_serve_later_sends_and_reassemblies() {
+    let t0 = Instant::now();
+    let len = ctp::MIN_POOLED + 1000;
+    let msg = |k: u8| {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(k))
+            .collect::<Vec<u8>>()
+    };
+    let (mut a, mut b) = pair(Config::default(), t0);
+    let mut v = a.take_buffer(len).unwrap();
+    v.extend_from_slice(&msg(3));
+    let first = v.as_ptr();
+    a.send_vec(t0, 9, B, v, Options::NONE).unwrap();
+    for (_, p) in drain(&mut a) {
+        b.handle_datagram(t0, A, &p);
+    }
+    let got = match deliveries(&mut b).pop() {
+        Some(Delivery::Data(d)) => d.data,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(got, msg(3));
+    let reassembled = got.as_ptr();
+    let fresh = a.take_buffer(len).unwrap();
+    assert_ne!(fresh.as_ptr(), first, "not confirmed yet: still stored");
+    drop(fresh);
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(t0, B, &c);
+    }
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
+    let v = a.take_buffer(len).unwrap();
+    assert_eq!(v.as_ptr(), first, "the confirmed message's buffer");
+    assert!(v.is_empty() && v.capacity() >= len);
+    // The receiver's recycled delivery holds the next message.
+    b.recycle(got);
+    a.send(t0, 9, B, &msg(5), Options::NONE).unwrap();
+    for (_, p) in drain(&mut a) {
+        b.handle_datagram(t0, A, &p);
+    }
+    match deliveries(&mut b).pop() {
+        Some(Delivery::Data(d)) => {
+            assert_eq!(d.data, msg(5));
+            assert_eq!(d.data.as_ptr(), reassembled, "the recycled buffer");
+        }
+        other => panic!("{other:?}"),
+    }
+}

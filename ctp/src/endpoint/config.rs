@@ -93,6 +93,15 @@ pub struct Config {
     /// more with [`SendError::Full`](super::SendError::Full) (a single larger
     /// message is accepted when the storage is empty). Default 256 MiB.
     pub max_stored_bytes: u64,
+    /// Most bytes of spent large buffers kept for reuse (not in the spec;
+    /// memory management only): the buffers of confirmed sent messages and
+    /// those handed back with `Endpoint::recycle` serve later sends
+    /// (`Endpoint::take_buffer`) and reassemblies of about the same size,
+    /// instead of fresh allocations whose pages fault in one by one
+    /// (`pool.rs`; buffers under 64 KiB are not kept). Default 16 MiB:
+    /// four times comm's default receive budget (4 MiB), so a window of
+    /// 1 MiB messages in flight finds its buffers; 0 disables the pool.
+    pub max_spare_bytes: u64,
     /// Largest message accepted by `send`, bytes (at most 2^48 - 1, spec table 1).
     pub max_message_size: u64,
     /// Memory for large messages being reassembled, bytes, over all peers:
@@ -188,6 +197,7 @@ impl Default for Config {
             window_packets: 1024,
             window_bytes: 1 << 20,
             max_stored_bytes: 256 << 20,
+            max_spare_bytes: 16 << 20,
             max_message_size: MAX_MESSAGE_SIZE,
             max_reassembly_bytes: 1 << 30,
             max_reassembly_bytes_per_peer: 512 << 20,

@@ -41,6 +41,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::pool::BufferPool;
 use crate::receiver::Reassembly;
 use crate::sender::{Dest, PktPhase, SendSession, SentMsg};
 use crate::wire::{Repr, CTP_HEADER_LEN, MAX_PACKET_LEN};
@@ -91,6 +92,8 @@ pub struct Endpoint<P: PeerAddr> {
     unique_index: FxHashMap<(Dest<P>, u16), MsgId>,
     next_key: MsgId,
     stored_bytes: u64,
+    /// Spent large buffers for reuse (`Config::max_spare_bytes`).
+    spare: BufferPool,
     /// Per-packet deadlines (resend, tail probe, error), lazily invalidated:
     /// an entry is live while its packet is in flight with that `due`.
     timers: TimerQueue<(MsgId, u32)>,
@@ -139,6 +142,7 @@ impl<P: PeerAddr> Endpoint<P> {
             MAX_PACKET_LEN - CTP_HEADER_LEN
         );
         let deliveries = DeliveryQueue::new(cfg.max_queued_errors);
+        let spare = BufferPool::new(cfg.max_spare_bytes);
         Self {
             cfg,
             broadcast_addr,
@@ -151,6 +155,7 @@ impl<P: PeerAddr> Endpoint<P> {
             unique_index: FxHashMap::default(),
             next_key: 1,
             stored_bytes: 0,
+            spare,
             timers: TimerQueue::new(),
             recv_ids: RecvSessions::new(),
             reassembly: FxHashMap::default(),

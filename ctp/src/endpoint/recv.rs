@@ -135,7 +135,14 @@ impl<P: PeerAddr> Endpoint<P> {
         let mine = self.reassembly_per_source.get(&src).copied().unwrap_or(0);
         let fits = self.reassembly_bytes.saturating_add(need) <= self.cfg.max_reassembly_bytes
             && mine.saturating_add(need) <= self.cfg.max_reassembly_bytes_per_peer;
-        let ra = if fits { Reassembly::new(r, now) } else { None };
+        let ra = if fits {
+            let spare = usize::try_from(r.message_size)
+                .ok()
+                .and_then(|n| self.spare.take(n));
+            Reassembly::new(r, now, spare)
+        } else {
+            None
+        };
         let Some(ra) = ra else {
             self.stats.refused += 1;
             self.stats.refused_reassembly += 1;

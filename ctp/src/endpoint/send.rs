@@ -78,7 +78,7 @@ impl<P: PeerAddr> Endpoint<P> {
         data: &[u8],
         options: Options,
     ) -> Result<MsgId, SendError> {
-        let mut v = Vec::new();
+        let mut v = self.spare.take(data.len()).unwrap_or_default();
         v.try_reserve_exact(data.len())
             .map_err(|_| SendError::OutOfMemory(data.len() as u64))?;
         v.extend_from_slice(data);
@@ -228,6 +228,28 @@ impl<P: PeerAddr> Endpoint<P> {
                 }
             }
         }
+        self.spare.put(m.data);
+    }
+
+    /// An empty buffer of at least `len` bytes of capacity for a message to
+    /// send with [`send_vec`](Self::send_vec): a spent one of about that
+    /// size if the pool has one (`Config::max_spare_bytes`), else a new one.
+    ///
+    /// Errors: [`SendError::OutOfMemory`] if a new buffer cannot be
+    /// allocated.
+    pub fn take_buffer(&mut self, len: usize) -> Result<Vec<u8>, SendError> {
+        let mut v = self.spare.take(len).unwrap_or_default();
+        v.try_reserve_exact(len)
+            .map_err(|_| SendError::OutOfMemory(len as u64))?;
+        Ok(v)
+    }
+
+    /// Hands back a buffer the application is done with (a delivered
+    /// message's, say) for later sends and reassemblies; kept if it is
+    /// large enough and the pool has room (`Config::max_spare_bytes`),
+    /// else freed.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.spare.put(buf);
     }
 
     /// Releases packets of queued messages into the transmit queue while the
