@@ -46,6 +46,7 @@ mod communicator;
 mod config;
 mod error;
 mod request;
+mod source;
 mod state;
 mod stats;
 

@@ -121,3 +121,45 @@ fn through_and_rapid_change_the_granted_window() {
     let ok = testkit::wait_until(LIMIT, || windows() == want);
     assert!(ok, "windows {:?}", windows());
 }
+
+/// A communicator registered with mio wakes its event loop when a message
+/// for it arrives; the loop's `progress` and `test` then complete the
+/// posted receive.
+#[test]
+fn a_registered_communicator_wakes_a_mio_loop() {
+    use edp::mio::{Events, Interest, Poll, Token};
+    let cfg = CommConfig {
+        wait_timeout: Some(LIMIT),
+        ..CommConfig::default()
+    };
+    let mut comms = ranks(2, cfg);
+    let c1 = comms.pop().unwrap();
+    let mut c0 = comms.pop().unwrap();
+    let mut poll = Poll::new().unwrap();
+    poll.registry()
+        .register(&mut c0, Token(7), Interest::READABLE)
+        .unwrap();
+    let r = c0.irecv(1, 5u32).unwrap();
+    assert!(!c0.test(&r).unwrap());
+    c1.send(0, 5, b"wake up").unwrap();
+    let mut events = Events::with_capacity(4);
+    let start = std::time::Instant::now();
+    loop {
+        poll.poll(&mut events, Some(LIMIT)).unwrap();
+        if events
+            .iter()
+            .any(|e| e.token() == Token(7) && e.is_readable())
+        {
+            break;
+        }
+        assert!(start.elapsed() < LIMIT, "no readable event");
+    }
+    c0.progress().unwrap();
+    assert!(
+        c0.test(&r).unwrap(),
+        "readable, but the receive is not complete"
+    );
+    let (_, data) = c0.wait(r).unwrap().into_received().unwrap();
+    assert_eq!(data, b"wake up");
+    poll.registry().deregister(&mut c0).unwrap();
+}
