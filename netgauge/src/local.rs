@@ -121,7 +121,7 @@ fn run_on(args: &Args, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
             println!("{}", crate::output::json::metadata(hosts, Some(args.mtu)));
         } else {
             println!(
-                "# netgauge --local --link udp: both ends on 127.0.0.1 without privilege; edp, esp, ctp-edp on UDP links \
+                "# netgauge --local --link udp: both ends on 127.0.0.1 without privilege; edp, esp, ctp-edp, comm-edp on UDP links \
                  (server UDP port P, client P+1; MTU {}), udp/tcp on loopback; pattern {}, {} iterations per size, wait {}",
                 args.mtu,
                 args.pattern.name(),
