@@ -943,6 +943,43 @@ mod tests {
         assert!("foo".parse::<ModeArg>().is_err());
     }
 
+    #[test]
+    fn comm_modes_parse_and_resolve_like_ctp() {
+        let parse =
+            |v: &[&str]| Args::parse_from(std::iter::once("netgauge").chain(v.iter().copied()));
+        assert_eq!(
+            parse(&["-m", "comm", "-R", "02:00:00:00:00:01"]).resolve_modes(),
+            vec![Mode::CommEdp]
+        );
+        assert_eq!(
+            parse(&["-m", "comm", "-R", "198.18.0.1"]).resolve_modes(),
+            vec![Mode::CommUdp]
+        );
+        assert_eq!(
+            parse(&["--local", "-m", "comm"]).resolve_modes(),
+            vec![Mode::CommUdp, Mode::CommEdp]
+        );
+        assert_eq!(
+            parse(&["--local", "-m", "comm-edp,ctp-edp,edp"]).resolve_modes(),
+            vec![Mode::CommEdp, Mode::CtpEdp, Mode::Edp]
+        );
+        // Every mode's name parses back to it; "all" holds both.
+        for m in Mode::ALL {
+            assert_eq!(m.name().parse::<ModeArg>(), Ok(ModeArg::One(m)));
+        }
+        assert!(Mode::ALL.contains(&Mode::CommUdp) && Mode::ALL.contains(&Mode::CommEdp));
+        // comm-edp is addressed by MAC and takes --loss; comm-udp does not.
+        assert!(Mode::CommEdp.is_ethernet() && !Mode::CommUdp.is_ethernet());
+        assert!(!Mode::CommEdp.is_lossy() && !Mode::CommUdp.is_lossy());
+        assert!(parse(&["--local", "-m", "comm-edp", "--loss", "1"])
+            .validate()
+            .is_ok());
+        let e = parse(&["--local", "-m", "comm-udp", "--loss", "1"])
+            .validate()
+            .unwrap_err();
+        assert!(e.contains("comm-udp"), "{e}");
+    }
+
     fn parse(v: &[&str]) -> Args {
         Args::parse_from(std::iter::once("netgauge").chain(v.iter().copied()))
     }

@@ -240,8 +240,8 @@ where
         })?;
         let hosts = vec![me, server_seen];
         tracing::info!(?hosts, "netgauge comm: client joined as rank 0");
-        let comm = Communicator::new(sock, CLIENT_RANK, hosts, comm_config(cfg))
-            .map_err(comm_error)?;
+        let comm =
+            Communicator::new(sock, CLIENT_RANK, hosts, comm_config(cfg)).map_err(comm_error)?;
         Ok(Comm {
             comm: Some(comm),
             peer: SERVER_RANK,
@@ -257,8 +257,8 @@ where
         send_raw(&sock, WELCOME_COMMAND, client, client.to_text().as_bytes())?;
         let hosts = vec![client, me];
         tracing::info!(?hosts, "netgauge comm: server joined as rank 1");
-        let comm = Communicator::new(sock, SERVER_RANK, hosts, comm_config(cfg))
-            .map_err(comm_error)?;
+        let comm =
+            Communicator::new(sock, SERVER_RANK, hosts, comm_config(cfg)).map_err(comm_error)?;
         Ok(Comm {
             comm: Some(comm),
             peer: CLIENT_RANK,
