@@ -206,3 +206,45 @@ fn comm_over_udp_link_without_namespaces() {
         check_one_one(r, r["mode"].as_str().unwrap(), 64, 100);
     }
 }
+
+/// `--local -v` over many steps: the server prints a comm and CTP counter
+/// line per step to its stderr (~1.3 KB), more than a pipe holds (64 KiB)
+/// after ~48 steps. --local read that pipe only after the run, so the server
+/// blocked in write(2) at step 49 and the client failed on its timeout
+/// ("receive from Rank(1) did not complete within 10s"; ctp-edp -v the same
+/// from ~90 steps). 93 steps now pass, and every server line arrives.
+#[test]
+fn verbose_server_output_does_not_stall_the_run() {
+    if !testkit::root_or_skip("verbose_server_output_does_not_stall_the_run") {
+        return;
+    }
+    let out = Command::new(NETGAUGE)
+        .args(["--local", "--json", "--timeout", "10", "-v"])
+        .args([
+            "-m", "comm-edp", "-x", "stream", "-s", "8-100", "-g", "64", "-c", "1",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "netgauge failed ({}): {stderr}",
+        out.status
+    );
+    let recs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v.get("metadata").is_none())
+        .collect();
+    // Grade 64 from 8 to 100: every size, 93 steps.
+    assert_eq!(recs.len(), 93, "{recs:?}");
+    for (i, r) in recs.iter().enumerate() {
+        check_stream(r, "comm-edp", 8 + i as u64, 1);
+    }
+    let server_lines = stderr
+        .lines()
+        .filter(|l| l.starts_with("# server comm-edp step "))
+        .count();
+    assert_eq!(server_lines, 93, "{stderr}");
+}
