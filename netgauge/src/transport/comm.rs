@@ -336,3 +336,27 @@ impl<T: Transport> Endpoint for Comm<T> {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handshake_addresses_round_trip_and_reject_garbage() {
+        let udp: SocketAddr = "198.18.0.2:41555".parse().unwrap();
+        assert_eq!(SocketAddr::from_text(&udp.to_text()), Some(udp));
+        let v6: SocketAddr = "[fe80::1]:19470".parse().unwrap();
+        assert_eq!(SocketAddr::from_text(&v6.to_text()), Some(v6));
+        let edp: EdpAddr = ("02:4b:44:00:00:02".parse().unwrap(), 59550);
+        assert_eq!(edp.to_text(), "02:4b:44:00:00:02/59550");
+        assert_eq!(EdpAddr::from_text(&edp.to_text()), Some(edp));
+        for bad in ["", "02:4b:44:00:00:02", "02:4b:44:00:00:02/70000", "x/1"] {
+            assert_eq!(EdpAddr::from_text(bad), None, "{bad}");
+        }
+        assert!(parse_addr::<EdpAddr>(b"\xff/1", "JOIN").is_err());
+        assert_eq!(
+            parse_addr::<SocketAddr>(b"127.0.0.1:5", "WELCOME").unwrap(),
+            "127.0.0.1:5".parse::<SocketAddr>().unwrap()
+        );
+    }
+}
