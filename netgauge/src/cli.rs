@@ -32,11 +32,16 @@ pub enum Mode {
     CtpUdp,
     /// CTP over EDP (`-R MAC`).
     CtpEdp,
+    /// The `comm` crate's 2-rank communicator (tag-matched send/recv) over
+    /// CTP over kernel UDP (`-R IP`).
+    CommUdp,
+    /// The `comm` crate's 2-rank communicator over CTP over EDP (`-R MAC`).
+    CommEdp,
 }
 
 impl Mode {
     /// Every mode, in the order `--local` runs them: the raw floor first.
-    pub const ALL: [Mode; 9] = [
+    pub const ALL: [Mode; 11] = [
         Mode::Eth,
         Mode::Edp,
         Mode::Udp,
@@ -46,6 +51,8 @@ impl Mode {
         Mode::Esp,
         Mode::CtpUdp,
         Mode::CtpEdp,
+        Mode::CommUdp,
+        Mode::CommEdp,
     ];
 
     /// The name used on the command line and in reports.
@@ -60,12 +67,17 @@ impl Mode {
             Mode::Esp => "esp",
             Mode::CtpUdp => "ctp-udp",
             Mode::CtpEdp => "ctp-edp",
+            Mode::CommUdp => "comm-udp",
+            Mode::CommEdp => "comm-edp",
         }
     }
 
     /// True for modes addressed by MAC (`-R` is a MAC address).
     pub fn is_ethernet(self) -> bool {
-        matches!(self, Mode::Eth | Mode::Edp | Mode::Esp | Mode::CtpEdp)
+        matches!(
+            self,
+            Mode::Eth | Mode::Edp | Mode::Esp | Mode::CtpEdp | Mode::CommEdp
+        )
     }
 
     /// True for modes that may lose data (datagram modes): the stream
@@ -150,13 +162,16 @@ impl FromStr for Wait {
     }
 }
 
-/// Parses a comma-separated list of modes; `ctp` picks its carrier from
-/// `-R` later (see [`Args::resolve_modes`]), `all` is every mode.
+/// Parses a comma-separated list of modes; `ctp` and `comm` pick their
+/// carrier from `-R` later (see [`Args::resolve_modes`]), `all` is every
+/// mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModeArg {
     One(Mode),
     /// `ctp` without a carrier: over EDP if `-R` is a MAC, else over UDP.
     Ctp,
+    /// `comm` without a carrier: over EDP if `-R` is a MAC, else over UDP.
+    Comm,
     All,
 }
 
@@ -174,10 +189,14 @@ impl FromStr for ModeArg {
             "ctp" => ModeArg::Ctp,
             "ctp-udp" => ModeArg::One(Mode::CtpUdp),
             "ctp-edp" => ModeArg::One(Mode::CtpEdp),
+            "comm" => ModeArg::Comm,
+            "comm-udp" => ModeArg::One(Mode::CommUdp),
+            "comm-edp" => ModeArg::One(Mode::CommEdp),
             "all" => ModeArg::All,
             other => {
                 return Err(format!(
-                "unknown mode {other:?}: expected eth, edp, udp, udp-bp, tcp, tcp-bp, esp, ctp, ctp-udp, ctp-edp or all"
+                "unknown mode {other:?}: expected eth, edp, udp, udp-bp, tcp, tcp-bp, esp, ctp, ctp-udp, ctp-edp, \
+                 comm, comm-udp, comm-edp or all"
             ))
             }
         })
@@ -185,7 +204,7 @@ impl FromStr for ModeArg {
 }
 
 /// A communication pattern.
-/// The link under edp, esp and ctp-edp (`--link`).
+/// The link under edp, esp, ctp-edp and comm-edp (`--link`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum LinkKind {
@@ -321,7 +340,9 @@ Examples:
 pub struct Args {
     /// Transport(s): eth (raw frames, the floor), edp, udp, udp-bp, tcp,
     /// tcp-bp (kernel sockets with SO_BUSY_POLL), esp, ctp (over EDP with a
-    /// MAC -R, over UDP with an IP -R), ctp-udp, ctp-edp, all.
+    /// MAC -R, over UDP with an IP -R), ctp-udp, ctp-edp, comm (the comm
+    /// crate's communicator over CTP: over EDP with a MAC -R, over UDP with
+    /// an IP -R), comm-udp, comm-edp, all.
     /// Comma-separated; default with --local: all, without udp-bp and
     /// tcp-bp when our side does not spin (--wait block).
     #[arg(short = 'm', long = "mode", value_delimiter = ',')]
@@ -458,12 +479,12 @@ pub struct Args {
     #[arg(long = "start-at", value_name = "UNIX_MS", hide = true)]
     pub start_at_ms: Option<u64>,
 
-    /// Network interface (edp, esp, ctp-edp).
+    /// Network interface (edp, esp, ctp-edp, comm-edp).
     #[arg(short = 'I', long = "interface")]
     pub iface: Option<String>,
 
-    /// Remote: a MAC address for edp/esp/ctp-edp, an IP address for
-    /// udp/tcp/ctp-udp. `--remote-ip` gives the IP when both kinds run.
+    /// Remote: a MAC address for edp/esp/ctp-edp/comm-edp, an IP address
+    /// for udp/tcp/ctp-udp/comm-udp. `--remote-ip` gives the IP when both kinds run.
     #[arg(short = 'R', long = "remote")]
     pub remote: Option<String>,
 
@@ -471,7 +492,7 @@ pub struct Args {
     #[arg(long = "remote-ip")]
     pub remote_ip: Option<String>,
 
-    /// The link edp, esp and ctp-edp run on: `packet` (AF_PACKET on -I
+    /// The link edp, esp, ctp-edp and comm-edp run on: `packet` (AF_PACKET on -I
     /// IFACE; needs CAP_NET_RAW) or `udp` (our Ethernet frames carried whole
     /// in UDP datagrams, `edp::link::UdpLink`: no privilege, crosses
     /// routers). With udp, -R is the server's UDP address HOST\[:PORT\] (port
@@ -614,7 +635,7 @@ impl Args {
     /// The concrete modes to run, in `--local` order, without duplicates.
     ///
     /// `ctp` resolves to ctp-edp when `-R` parses as a MAC, else ctp-udp;
-    /// with `--local` it means both.
+    /// with `--local` it means both; `comm` likewise.
     pub fn resolve_modes(&self) -> Vec<Mode> {
         let remote_is_mac = self
             .remote
@@ -649,6 +670,12 @@ impl Args {
                 }
                 ModeArg::Ctp if remote_is_mac => push(Mode::CtpEdp),
                 ModeArg::Ctp => push(Mode::CtpUdp),
+                ModeArg::Comm if self.local => {
+                    push(Mode::CommUdp);
+                    push(Mode::CommEdp)
+                }
+                ModeArg::Comm if remote_is_mac => push(Mode::CommEdp),
+                ModeArg::Comm => push(Mode::CommUdp),
             }
         }
         out
@@ -836,7 +863,7 @@ impl Args {
         }
         if !self.local && !self.server && !self.mpi && self.remote.is_none() {
             return Err(
-                "the client needs -R: the server's MAC (edp, esp, ctp-edp) or IP (udp, tcp, ctp-udp); \
+                "the client needs -R: the server's MAC (edp, esp, ctp-edp, comm-edp) or IP (udp, tcp, ctp-udp, comm-udp); \
                  start the server with -a, or use --local"
                     .into(),
             );
@@ -914,6 +941,43 @@ mod tests {
             vec![Mode::Edp, Mode::Udp]
         );
         assert!("foo".parse::<ModeArg>().is_err());
+    }
+
+    #[test]
+    fn comm_modes_parse_and_resolve_like_ctp() {
+        let parse =
+            |v: &[&str]| Args::parse_from(std::iter::once("netgauge").chain(v.iter().copied()));
+        assert_eq!(
+            parse(&["-m", "comm", "-R", "02:00:00:00:00:01"]).resolve_modes(),
+            vec![Mode::CommEdp]
+        );
+        assert_eq!(
+            parse(&["-m", "comm", "-R", "198.18.0.1"]).resolve_modes(),
+            vec![Mode::CommUdp]
+        );
+        assert_eq!(
+            parse(&["--local", "-m", "comm"]).resolve_modes(),
+            vec![Mode::CommUdp, Mode::CommEdp]
+        );
+        assert_eq!(
+            parse(&["--local", "-m", "comm-edp,ctp-edp,edp"]).resolve_modes(),
+            vec![Mode::CommEdp, Mode::CtpEdp, Mode::Edp]
+        );
+        // Every mode's name parses back to it; "all" holds both.
+        for m in Mode::ALL {
+            assert_eq!(m.name().parse::<ModeArg>(), Ok(ModeArg::One(m)));
+        }
+        assert!(Mode::ALL.contains(&Mode::CommUdp) && Mode::ALL.contains(&Mode::CommEdp));
+        // comm-edp is addressed by MAC and takes --loss; comm-udp does not.
+        assert!(Mode::CommEdp.is_ethernet() && !Mode::CommUdp.is_ethernet());
+        assert!(!Mode::CommEdp.is_lossy() && !Mode::CommUdp.is_lossy());
+        assert!(parse(&["--local", "-m", "comm-edp", "--loss", "1"])
+            .validate()
+            .is_ok());
+        let e = parse(&["--local", "-m", "comm-udp", "--loss", "1"])
+            .validate()
+            .unwrap_err();
+        assert!(e.contains("comm-udp"), "{e}");
     }
 
     fn parse(v: &[&str]) -> Args {

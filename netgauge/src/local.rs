@@ -121,7 +121,7 @@ fn run_on(args: &Args, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
             println!("{}", crate::output::json::metadata(hosts, Some(args.mtu)));
         } else {
             println!(
-                "# netgauge --local --link udp: both ends on 127.0.0.1 without privilege; edp, esp, ctp-edp on UDP links \
+                "# netgauge --local --link udp: both ends on 127.0.0.1 without privilege; edp, esp, ctp-edp, comm-edp on UDP links \
                  (server UDP port P, client P+1; MTU {}), udp/tcp on loopback; pattern {}, {} iterations per size, wait {}",
                 args.mtu,
                 args.pattern.name(),
@@ -341,6 +341,7 @@ fn run_mode(
         .stderr(Stdio::piped());
     // Killed when dropped (an error path) and on Ctrl-C.
     let mut server = Process::spawn(&mut server)?;
+    let server_stderr = drain_stderr(&mut server);
 
     client
         .args(&common)
@@ -353,6 +354,7 @@ fn run_mode(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut client = Process::spawn(&mut client)?;
+    let client_stderr = drain_stderr(&mut client);
 
     let stdout = client.take_stdout().expect("piped stdout");
     let mut records: Vec<Record> = Vec::new();
@@ -375,13 +377,13 @@ fn run_mode(
         }
     }
     let status = client.wait()?;
-    let client_err = client.read_stderr();
+    let client_err = client_stderr.join();
     if !status.success() {
         let mut msg = format!("client failed ({status}): {}", client_err.trim());
         if server.wait_timeout(Duration::from_millis(100))?.is_none() {
             server.kill();
         }
-        let e = server.read_stderr();
+        let e = server_stderr.join();
         if !e.trim().is_empty() {
             msg.push_str(&format!("; server: {}", e.trim()));
         }
@@ -392,7 +394,7 @@ fn run_mode(
     if status.is_none() {
         server.kill();
     }
-    let server_err = server.read_stderr();
+    let server_err = server_stderr.join();
     match status {
         Some(st) if st.success() => {}
         Some(st) => {
@@ -417,6 +419,32 @@ fn run_mode(
         return Err(io::Error::other("one_one record without latency"));
     }
     Ok(records)
+}
+
+/// A child's piped stderr, read on a thread of its own while the child runs:
+/// a child that writes more than the pipe holds (64 KiB; `-v` prints a line
+/// per step) would otherwise block in write(2) until the run ends, and its
+/// peer time out.
+struct StderrDrain(Option<std::thread::JoinHandle<String>>);
+
+impl StderrDrain {
+    /// Everything the child wrote to stderr, once its stderr closed (the
+    /// child exited or was killed); empty when not piped.
+    fn join(self) -> String {
+        self.0.and_then(|h| h.join().ok()).unwrap_or_default()
+    }
+}
+
+/// Starts reading `p`'s piped stderr (see [`StderrDrain`]).
+fn drain_stderr(p: &mut Process) -> StderrDrain {
+    StderrDrain(p.child_mut().stderr.take().map(|mut e| {
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = Vec::new();
+            let _ = e.read_to_end(&mut buf);
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    }))
 }
 
 /// `--hostnames`: one line per end, netgauge's `--hostnames` listing

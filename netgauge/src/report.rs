@@ -11,7 +11,8 @@ use crate::stats::Summary;
 /// The result of one mode and size: one JSON object.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Record {
-    /// Transport: eth, edp, udp, udp-bp, tcp, tcp-bp, esp, ctp-udp, ctp-edp.
+    /// Transport: eth, edp, udp, udp-bp, tcp, tcp-bp, esp, ctp-udp, ctp-edp,
+    /// comm-udp, comm-edp.
     pub mode: String,
     /// one_one or stream.
     pub pattern: String,

@@ -197,7 +197,8 @@ fn local_one_one_all_modes() {
     // The default list: the raw floor first, and the kernel busy-poll
     // modes since the default wait policy (adaptive) spins.
     let modes = [
-        "eth", "edp", "udp", "udp-bp", "tcp", "tcp-bp", "esp", "ctp-udp", "ctp-edp",
+        "eth", "edp", "udp", "udp-bp", "tcp", "tcp-bp", "esp", "ctp-udp", "ctp-edp", "comm-udp",
+        "comm-edp",
     ];
     let sizes = [1u64, 2, 4, 8, 16, 32, 64, 128, 256];
     assert_eq!(records.len(), modes.len() * sizes.len(), "{records:?}");

@@ -4,13 +4,14 @@
 //! stream transports (TCP, ESP) write and read exact byte counts; datagram
 //! transports (UDP, EDP) carry a message larger than one datagram as a train
 //! of datagrams of at most [`Endpoint::max_datagram`] bytes; CTP sends one
-//! command per message.
+//! command per message; comm one tag-matched communicator message.
 
 use std::io;
 use std::time::{Duration, Instant};
 
 use crate::cli::{Mode, KERNEL_BUSY_POLL_US};
 
+pub mod comm;
 pub mod ctp;
 pub mod edp;
 pub mod esp;
@@ -223,6 +224,7 @@ pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
         Mode::Edp => edp::connect(cfg),
         Mode::Esp => esp::connect(cfg),
         Mode::CtpUdp | Mode::CtpEdp => ctp::connect(cfg),
+        Mode::CommUdp | Mode::CommEdp => comm::connect(cfg),
     }
 }
 
@@ -235,6 +237,7 @@ pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
         Mode::Edp => edp::accept(cfg),
         Mode::Esp => esp::accept(cfg),
         Mode::CtpUdp | Mode::CtpEdp => ctp::accept(cfg),
+        Mode::CommUdp | Mode::CommEdp => comm::accept(cfg),
     }
 }
 
