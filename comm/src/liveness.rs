@@ -31,6 +31,9 @@
 //!   declared failed for that time: its first probe must go unanswered for
 //!   `T / 2` first. A peer never heard from is declared failed `T / 2`
 //!   after its first probe;
+//! - no peer is declared failed while the communicator holds deliveries
+//!   back (its unexpected queue is full, `State::holding`): the peer's
+//!   last messages may wait in CTP's queue, so its silence proves nothing;
 //! - a failed peer is probed every `T` (the previous probe cancelled), so
 //!   that a restarted rank at the same address learns of this rank and
 //!   announces its new incarnation (`PROBE` answered by `PROBE`).

@@ -95,6 +95,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                     tx.intro = Intro::None;
                     self.push_ctl(r, probe);
                 }
+                // While deliveries wait in CTP (the unexpected queue is
+                // full), silence is no evidence: the peer's last messages
+                // may be among them. The count goes on.
+                Verdict::Fail(_) if self.holding() => {}
                 Verdict::Fail(silence) => self.declare_failed(r, silence),
             }
         }
