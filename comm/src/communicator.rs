@@ -416,8 +416,18 @@ impl<T: Transport> Communicator<T> {
         tag: impl Into<TagSel>,
     ) -> Result<Request, CommError> {
         // No progress step here: a message CTP already holds is taken by the
-        // next call (test, wait), and the receive is matched in order then.
-        let id = self.lock().irecv(source.into(), tag.into(), false)?;
+        // next call (test, wait), and the receive is matched in order then;
+        // except for a failed or disconnected source, whose receive fails
+        // at once unless a message of it matches: its last messages may
+        // still wait in CTP.
+        let source = source.into();
+        let mut st = self.lock();
+        if let SourceSel::Rank(r) = source {
+            if st.is_failed(r) {
+                self.progress_locked(&mut st)?;
+            }
+        }
+        let id = st.irecv(source, tag.into(), false)?;
         Ok(Request { id })
     }
 

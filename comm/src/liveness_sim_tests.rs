@@ -223,3 +223,85 @@ fn a_stalled_process_declared_failed_is_expelled_when_it_comes_back() {
     // Nothing of the stale process was delivered.
     assert_eq!(st0.unexpected, 0, "{st0:?}");
 }
+
+#[test]
+fn no_failure_is_declared_while_the_peers_last_messages_are_held_back() {
+    let cfg = CommConfig {
+        limits: crate::matching::MatchLimits {
+            max_unexpected_messages: 1,
+            ..Default::default()
+        },
+        ..cfg()
+    };
+    let (clock, hosts, mut nodes) = cluster(2, cfg.clone(), FaultConfig::default());
+    // Rank 0 waits on rank 1 through a receive of another tag.
+    let waiting = nodes[0]
+        .st
+        .irecv(SourceSel::Rank(1), TagSel::Tag(99), false)
+        .unwrap();
+    for i in 0..3u8 {
+        nodes[1].st.isend(0, 1, &[&[i]], false).unwrap();
+    }
+    let ten = Duration::from_secs(10);
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0, 1],
+        ten,
+        |_| {},
+        |n| n[0].st.holding() && !n[1].st.has_work_for_ctp(),
+    );
+    // Rank 1 exits having sent everything; rank 0 holds its messages back
+    // (one unexpected, one held, one still in CTP) for five bounds.
+    let until = clock.now() + T * 5;
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0],
+        ten,
+        |_| {},
+        |_| clock.now() >= until,
+    );
+    assert_ne!(nodes[0].st.peer_state(1).unwrap(), PeerState::Failed);
+    // The application takes them, all three in order, though rank 1 may
+    // be implicitly disconnected by now (CTP's "not confirmed" for our
+    // probe): what it sent before is still delivered.
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let id = nodes[0]
+            .st
+            .irecv(SourceSel::Rank(1), TagSel::Tag(1), false)
+            .unwrap();
+        let soon = clock.now() + Duration::from_millis(5);
+        run(
+            &clock,
+            &hosts,
+            &mut nodes,
+            &[0],
+            ten,
+            |_| {},
+            |n| clock.now() >= soon || n[0].st.is_complete(id).unwrap(),
+        );
+        match nodes[0].st.take_complete(id).map(|r| r.finish()) {
+            Some(Ok(crate::request::Completion::Received(_, d))) => got.push(d),
+            other => panic!("message {} from rank 1: {other:?}", got.len()),
+        }
+    }
+    assert_eq!(got, vec![vec![0], vec![1], vec![2]]);
+    // Then the silence counts: rank 1 is declared failed.
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0],
+        ten,
+        |_| {},
+        |n| n[0].st.peer_state(1).unwrap() == PeerState::Failed,
+    );
+    assert!(matches!(
+        recv_error(&mut nodes[0], waiting),
+        CommError::PeerFailed { rank: 1, .. }
+    ));
+}

@@ -266,6 +266,12 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         }
     }
 
+    /// True while receives naming `rank` fail (it failed or is implicitly
+    /// disconnected).
+    pub fn is_failed(&self, rank: usize) -> bool {
+        rank < self.size && self.peer_failed(rank).is_err()
+    }
+
     /// Writes to `rank` also fail while it is explicitly disconnected.
     fn send_allowed(&self, rank: usize) -> Result<(), CommError> {
         if self.tx[rank].win.explicit {
@@ -407,12 +413,15 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         match m.post(req, source, tag) {
             Ok(Some(matched)) => self.complete_recv(matched),
             Ok(None) => {
-                // Nothing queued: a receive naming a failed peer cannot complete.
+                // A held message may match it first; else a receive naming
+                // a failed peer cannot complete.
+                self.pump_held();
                 if let SourceSel::Rank(r) = source {
                     if let Err(e) = self.peer_failed(r) {
                         let m = if coll { &mut self.coll } else { &mut self.p2p };
-                        m.cancel(&req);
-                        self.fail_recv(req, e);
+                        if m.cancel(&req) {
+                            self.fail_recv(req, e);
+                        }
                     }
                 }
             }
