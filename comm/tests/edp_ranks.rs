@@ -29,6 +29,26 @@ fn cfg() -> CommConfig {
     }
 }
 
+/// Runs `f(interface, rank, hosts)` for every host of `net` on a thread in
+/// its namespace, rank r on host r, every rank at `(MAC, port)`; returns
+/// the results in rank order.
+fn on_each_host<R: Send + 'static>(
+    net: &vcluster::Cluster,
+    port: u16,
+    f: impl Fn(String, usize, Vec<EdpAddr>) -> R + Send + Sync + Clone + 'static,
+) -> Vec<R> {
+    let hosts: Vec<EdpAddr> = net.hosts().iter().map(|h| (h.mac, port)).collect();
+    let threads: Vec<_> = net
+        .hosts()
+        .iter()
+        .map(|h| {
+            let (iface, rank, hosts, f) = (h.iface.clone(), h.index, hosts.clone(), f.clone());
+            h.spawn(move || f(iface, rank, hosts))
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
 #[test]
 fn lossy_reordering_links_keep_order_per_source_and_tag() {
     let n = 3;
@@ -86,25 +106,16 @@ fn three_namespaces_over_edp() {
     let Some(net) = testkit::setup("comm_edp_ranks3", 3, 1500) else {
         return;
     };
-    let hosts: Vec<EdpAddr> = net.hosts().iter().map(|h| (h.mac, PORT)).collect();
-    let threads: Vec<_> = net
-        .hosts()
-        .iter()
-        .map(|h| {
-            let (iface, rank, hosts) = (h.iface.clone(), h.index, hosts.clone());
-            h.spawn(move || {
-                let c = Communicator::bind_edp(&iface, rank, hosts, cfg(), CtpConfig::default())
-                    .expect("bind the communicator on the namespace's interface");
-                let got = all_to_all(&c);
-                let mut sum = [rank as i64 + 1];
-                c.allreduce_sum(&mut sum).unwrap();
-                c.finalize(LIMIT).unwrap();
-                (got, sum[0])
-            })
-        })
-        .collect();
-    for (r, t) in threads.into_iter().enumerate() {
-        let (got, sum) = t.join().unwrap();
+    let results = on_each_host(&net, PORT, move |iface, rank, hosts| {
+        let c = Communicator::bind_edp(&iface, rank, hosts, cfg(), CtpConfig::default())
+            .expect("bind the communicator on the namespace's interface");
+        let got = all_to_all(&c);
+        let mut sum = [rank as i64 + 1];
+        c.allreduce_sum(&mut sum).unwrap();
+        c.finalize(LIMIT).unwrap();
+        (got, sum[0])
+    });
+    for (r, (got, sum)) in results.into_iter().enumerate() {
         assert_eq!(got, 3 * 4 * PER_TAG, "rank {r}");
         assert_eq!(sum, 6, "rank {r}");
     }
@@ -124,56 +135,47 @@ fn seven_senders_flat_out_never_overflow_the_receivers_ring() {
         return;
     };
     let port = PORT + 1;
-    let hosts: Vec<EdpAddr> = net.hosts().iter().map(|h| (h.mac, port)).collect();
-    let threads: Vec<_> = net
-        .hosts()
-        .iter()
-        .map(|h| {
-            let (iface, rank, hosts) = (h.iface.clone(), h.index, hosts.clone());
-            h.spawn(move || {
-                let ctp = CtpConfig::default();
-                let rt = edp::runtime::Runtime::shared(&iface, &ctp.runtime).unwrap();
-                let sock = CtpSocket::bind_on(&rt, port, ctp).unwrap();
-                let cfg = CommConfig {
-                    wait_timeout: Some(LIMIT),
-                    ..CommConfig::default()
-                };
-                let c = Communicator::new(sock, rank, hosts, cfg).unwrap();
-                let drops0 = rt.kernel_stats().map(|k| k.drops);
-                let mut got = vec![0usize; SENDERS + 1];
-                if rank == 0 {
-                    for _ in 0..SENDERS * MSGS {
-                        let (s, d) = c.recv(comm::ANY_SOURCE, 0u32).unwrap();
-                        let i = got[s.source];
-                        assert!(
-                            d == testkit::pattern::pattern(LEN, (s.source * 1000 + i) as u64),
-                            "message {i} from {} is not the one sent",
-                            s.source
-                        );
-                        got[s.source] += 1;
-                    }
-                } else {
-                    let reqs: Vec<_> = (0..MSGS)
-                        .map(|i| {
-                            let d = testkit::pattern::pattern(LEN, (rank * 1000 + i) as u64);
-                            c.isend(0, 0, &d).unwrap()
-                        })
-                        .collect();
-                    c.wait_all(reqs).unwrap();
-                }
-                c.barrier().unwrap();
-                let drops = rt
-                    .kernel_stats()
-                    .map(|k| k.drops)
-                    .zip(drops0)
-                    .map(|(a, b)| a - b);
-                let refused = c.stats().refused_fragments;
-                c.finalize(LIMIT).unwrap();
-                (got, drops, refused)
-            })
-        })
-        .collect();
-    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let results = on_each_host(&net, port, move |iface, rank, hosts| {
+        let ctp = CtpConfig::default();
+        let rt = edp::runtime::Runtime::shared(&iface, &ctp.runtime).unwrap();
+        let sock = CtpSocket::bind_on(&rt, port, ctp).unwrap();
+        let cfg = CommConfig {
+            wait_timeout: Some(LIMIT),
+            ..CommConfig::default()
+        };
+        let c = Communicator::new(sock, rank, hosts, cfg).unwrap();
+        let drops0 = rt.kernel_stats().map(|k| k.drops);
+        let mut got = vec![0usize; SENDERS + 1];
+        if rank == 0 {
+            for _ in 0..SENDERS * MSGS {
+                let (s, d) = c.recv(comm::ANY_SOURCE, 0u32).unwrap();
+                let i = got[s.source];
+                assert!(
+                    d == testkit::pattern::pattern(LEN, (s.source * 1000 + i) as u64),
+                    "message {i} from {} is not the one sent",
+                    s.source
+                );
+                got[s.source] += 1;
+            }
+        } else {
+            let reqs: Vec<_> = (0..MSGS)
+                .map(|i| {
+                    let d = testkit::pattern::pattern(LEN, (rank * 1000 + i) as u64);
+                    c.isend(0, 0, &d).unwrap()
+                })
+                .collect();
+            c.wait_all(reqs).unwrap();
+        }
+        c.barrier().unwrap();
+        let drops = rt
+            .kernel_stats()
+            .map(|k| k.drops)
+            .zip(drops0)
+            .map(|(a, b)| a - b);
+        let refused = c.stats().refused_fragments;
+        c.finalize(LIMIT).unwrap();
+        (got, drops, refused)
+    });
     let (got, drops, refused) = &results[0];
     assert_eq!(&got[1..], &[MSGS; SENDERS][..]);
     assert_eq!(
@@ -196,46 +198,36 @@ fn bcast_over_mak_on_five_namespaces() {
         return;
     };
     let port = PORT + 2;
-    let hosts: Vec<EdpAddr> = net.hosts().iter().map(|h| (h.mac, port)).collect();
-    let threads: Vec<_> = net
-        .hosts()
-        .iter()
-        .map(|h| {
-            let (iface, rank, hosts) = (h.iface.clone(), h.index, hosts.clone());
-            h.spawn(move || {
-                let c = Communicator::bind_edp(&iface, rank, hosts, cfg(), CtpConfig::default())
-                    .unwrap();
-                c.enable_multicast_bcast(0x0c0b, port + 100).unwrap();
-                let n = c.size();
-                let mut rounds = 0;
-                for len in [0usize, 100, 100_000, 1 << 20] {
-                    for root in 0..n {
-                        let want = testkit::pattern::pattern(len, (root * 7 + len) as u64);
-                        let mut data = if rank == root {
-                            want.clone()
-                        } else {
-                            Vec::new()
-                        };
-                        c.bcast(root, &mut data).unwrap();
-                        assert!(
-                            data == want,
-                            "rank {rank}: bcast of {len} bytes from {root}"
-                        );
-                        let mut s = [1i64];
-                        c.allreduce_sum(&mut s).unwrap();
-                        assert_eq!(s[0], n as i64);
-                        rounds += 1;
-                    }
-                }
-                let m = c.multicast_stats().unwrap();
-                let frames: u64 = m.receivers.iter().map(|(_, r)| r.data_received).sum();
-                c.finalize(LIMIT).unwrap();
-                (rounds, frames)
-            })
-        })
-        .collect();
-    for (r, t) in threads.into_iter().enumerate() {
-        let (rounds, frames) = t.join().unwrap();
+    let results = on_each_host(&net, port, move |iface, rank, hosts| {
+        let c = Communicator::bind_edp(&iface, rank, hosts, cfg(), CtpConfig::default()).unwrap();
+        c.enable_multicast_bcast(0x0c0b, port + 100).unwrap();
+        let n = c.size();
+        let mut rounds = 0;
+        for len in [0usize, 100, 100_000, 1 << 20] {
+            for root in 0..n {
+                let want = testkit::pattern::pattern(len, (root * 7 + len) as u64);
+                let mut data = if rank == root {
+                    want.clone()
+                } else {
+                    Vec::new()
+                };
+                c.bcast(root, &mut data).unwrap();
+                assert!(
+                    data == want,
+                    "rank {rank}: bcast of {len} bytes from {root}"
+                );
+                let mut s = [1i64];
+                c.allreduce_sum(&mut s).unwrap();
+                assert_eq!(s[0], n as i64);
+                rounds += 1;
+            }
+        }
+        let m = c.multicast_stats().unwrap();
+        let frames: u64 = m.receivers.iter().map(|(_, r)| r.data_received).sum();
+        c.finalize(LIMIT).unwrap();
+        (rounds, frames)
+    });
+    for (r, (rounds, frames)) in results.into_iter().enumerate() {
         assert_eq!(rounds, 20, "rank {r}");
         // The 1 MiB broadcasts of the four other roots alone are over 2800
         // frames.

@@ -14,29 +14,11 @@ const NETGAUGE: &str = env!("CARGO_BIN_EXE_netgauge");
 /// Runs `netgauge --local --json` with `args`; returns the step records and
 /// checks that the run's namespaces are gone.
 fn run(args: &[&str]) -> Vec<Value> {
-    let child = Command::new(NETGAUGE)
-        .args(["--local", "--json", "--timeout", "10"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "netgauge {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        testkit::namespaces_of(pid).is_empty(),
-        "{:?}",
-        testkit::namespaces_of(pid)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))
-        .collect()
+    testkit::json_lines(&testkit::run_clean(
+        Command::new(NETGAUGE)
+            .args(["--local", "--json", "--timeout", "10"])
+            .args(args),
+    ))
 }
 
 /// (client, server) of every pair of a step.

@@ -5,7 +5,7 @@
 //! The tests with namespaces need root: elsewhere they print why they skip,
 //! except under CI=true, where they fail.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
@@ -15,31 +15,13 @@ const NETGAUGE: &str = env!("CARGO_BIN_EXE_netgauge");
 /// and left no namespace behind; returns the JSON lines after the metadata
 /// header (records, or multi-host steps).
 fn run(args: &[&str]) -> Vec<Value> {
-    let child = Command::new(NETGAUGE)
-        .args(["--local", "--json", "--timeout", "10"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "netgauge {args:?} failed ({}): {}\nstdout: {stdout}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = testkit::run_clean(
+        Command::new(NETGAUGE)
+            .args(["--local", "--json", "--timeout", "10"])
+            .args(args),
     );
-    assert!(
-        testkit::namespaces_of(pid).is_empty(),
-        "{:?}",
-        testkit::namespaces_of(pid)
-    );
-    stdout
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))
+    testkit::json_lines(&stdout)
+        .into_iter()
         .filter(|v| v.get("metadata").is_none())
         .collect()
 }

@@ -4,7 +4,7 @@
 //! namespaces removed after the run. Needs root: elsewhere the tests print
 //! why they skip, except under CI=true, where they fail.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
@@ -15,32 +15,12 @@ const MODES: [&str; 4] = ["mak-iter", "mak-ack", "mak-nak", "mak"];
 /// Runs netgauge-mcast with `args` plus `--json --verify`; returns the JSON
 /// records and the text of stdout (tables).
 fn run(args: &[&str]) -> (Vec<Value>, String) {
-    let child = Command::new(MCAST)
-        .args(["--json", "--verify", "--timeout-s", "30"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "netgauge-mcast {args:?}: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = testkit::run_clean(
+        Command::new(MCAST)
+            .args(["--json", "--verify", "--timeout-s", "30"])
+            .args(args),
     );
-    assert!(
-        testkit::namespaces_of(pid).is_empty(),
-        "{:?}",
-        testkit::namespaces_of(pid)
-    );
-    let recs = stdout
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))
-        .collect();
-    (recs, stdout)
+    (testkit::json_lines(&stdout), stdout)
 }
 
 fn u(r: &Value, k: &str) -> u64 {

@@ -6,7 +6,7 @@
 //! Open MPI's mpirun (scripts/install-deps.sh).
 #![cfg(feature = "mpi")]
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
@@ -35,29 +35,11 @@ fn run(args: &[&str]) -> Vec<Value> {
 }
 
 fn run_with(launcher: &str, args: &[&str]) -> Vec<Value> {
-    let child = Command::new(NETGAUGE)
-        .args(["--local", launcher, "--json", "--timeout", "10"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "netgauge {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        testkit::namespaces_of(pid).is_empty(),
-        "{:?}",
-        testkit::namespaces_of(pid)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))
-        .collect()
+    testkit::json_lines(&testkit::run_clean(
+        Command::new(NETGAUGE)
+            .args(["--local", launcher, "--json", "--timeout", "10"])
+            .args(args),
+    ))
 }
 
 #[test]

@@ -79,6 +79,43 @@ pub fn namespaces_of(pid: u32) -> Vec<String> {
         .collect()
 }
 
+/// Runs `cmd` to its end with stdout and stderr piped; asserts that it
+/// succeeded (the panic names its arguments, exit status, stderr and
+/// stdout) and that it left no network namespace behind
+/// ([`namespaces_of`]); returns its stdout.
+pub fn run_clean(cmd: &mut std::process::Command) -> String {
+    use std::process::Stdio;
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.get_program()));
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let args: Vec<_> = cmd.get_args().collect();
+    assert!(
+        out.status.success(),
+        "{:?} {args:?} failed ({}): {}\nstdout: {stdout}",
+        cmd.get_program(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left = namespaces_of(pid);
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+    stdout
+}
+
+/// The JSON objects of a `--json` output: every line that starts with `{`,
+/// parsed (a line that does not parse fails the test).
+pub fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON {l:?}: {e}")))
+        .collect()
+}
+
 /// The cluster of test `test`: `hosts` hosts (a veth pair for 2, a bridge
 /// for more) with links of `mtu` bytes; or `None` after [`skip`] when this
 /// process may not build it (not root, no `ip netns`, a failing `ip`

@@ -34,8 +34,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use ::comm::{CommConfig, CommError, Communicator};
-use ::ctp::{CtpConfig, CtpSocket, Delivery, EdpAddr, EdpTransport, Options, Transport};
+use ::ctp::{CtpSocket, Delivery, EdpAddr, Options, Transport};
 
+use super::ctp::{bind_edp, bind_udp_client, bind_udp_server};
 use super::{Endpoint, SessionConfig};
 use crate::cli::Mode;
 
@@ -88,14 +89,6 @@ pub struct Comm<T: Transport> {
     peer: usize,
 }
 
-fn ctp_config(cfg: &SessionConfig) -> CtpConfig {
-    CtpConfig {
-        wait: cfg.wait(),
-        runtime: cfg.runtime(),
-        ..CtpConfig::default()
-    }
-}
-
 /// The communicator's tunables: comm's defaults, with blocking calls bounded
 /// by the session timeout (`--timeout`) instead of waiting forever.
 fn comm_config(cfg: &SessionConfig) -> CommConfig {
@@ -103,10 +96,6 @@ fn comm_config(cfg: &SessionConfig) -> CommConfig {
         wait_timeout: Some(cfg.timeout),
         ..CommConfig::default()
     }
-}
-
-fn bind_edp(cfg: &SessionConfig, port: u16) -> io::Result<CtpSocket<EdpTransport>> {
-    CtpSocket::bind_on(&cfg.open_runtime()?, port, ctp_config(cfg))
 }
 
 /// Client: binds an ephemeral port, joins the server at `-R`/`-P` (IP or
@@ -122,18 +111,8 @@ pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
             Ok(Box::new(Comm::client(sock, peer, cfg)?))
         }
         _ => {
-            let ip = cfg.remote_ip()?;
-            let bind: SocketAddr = if ip.is_ipv4() {
-                ([0, 0, 0, 0], 0).into()
-            } else {
-                "[::]:0".parse().expect("valid address")
-            };
-            let sock = CtpSocket::bind_udp(bind, ctp_config(cfg))?;
-            Ok(Box::new(Comm::client(
-                sock,
-                SocketAddr::new(ip, cfg.port),
-                cfg,
-            )?))
+            let (sock, peer) = bind_udp_client(cfg)?;
+            Ok(Box::new(Comm::client(sock, peer, cfg)?))
         }
     }
 }
@@ -145,11 +124,7 @@ pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
 pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     match cfg.mode {
         Mode::CommEdp => Ok(Box::new(Comm::server(bind_edp(cfg, cfg.port)?, cfg)?)),
-        _ => {
-            let sock =
-                CtpSocket::bind_udp(SocketAddr::from(([0, 0, 0, 0], cfg.port)), ctp_config(cfg))?;
-            Ok(Box::new(Comm::server(sock, cfg)?))
-        }
+        _ => Ok(Box::new(Comm::server(bind_udp_server(cfg)?, cfg)?)),
     }
 }
 

@@ -6,7 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ::ctp::{CtpConfig, CtpSocket, Delivery, EdpTransport, Options, Transport};
+use ::ctp::{CtpConfig, CtpSocket, Delivery, EdpTransport, Options, Transport, UdpTransport};
 
 use super::{Endpoint, SessionConfig};
 use crate::cli::Mode;
@@ -24,7 +24,9 @@ pub struct Ctp<T: Transport> {
     timeout: Duration,
 }
 
-fn config(cfg: &SessionConfig) -> CtpConfig {
+/// The CTP socket configuration of a session (wait policy, runtime);
+/// also the comm modes' (`transport/comm.rs`).
+pub(crate) fn config(cfg: &SessionConfig) -> CtpConfig {
     CtpConfig {
         wait: cfg.wait(),
         runtime: cfg.runtime(),
@@ -32,8 +34,31 @@ fn config(cfg: &SessionConfig) -> CtpConfig {
     }
 }
 
-fn bind_edp(cfg: &SessionConfig, port: u16) -> io::Result<CtpSocket<EdpTransport>> {
+/// A CTP socket over EDP at `port` (0: ephemeral) in the session's runtime.
+pub(crate) fn bind_edp(cfg: &SessionConfig, port: u16) -> io::Result<CtpSocket<EdpTransport>> {
     CtpSocket::bind_on(&cfg.open_runtime()?, port, config(cfg))
+}
+
+/// A client's CTP socket over UDP on an ephemeral port of `-R`'s address
+/// family, and the server's address (`-R`, `-P`).
+pub(crate) fn bind_udp_client(
+    cfg: &SessionConfig,
+) -> io::Result<(CtpSocket<UdpTransport>, SocketAddr)> {
+    let ip = cfg.remote_ip()?;
+    let bind: SocketAddr = if ip.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        "[::]:0".parse().expect("valid address")
+    };
+    Ok((
+        CtpSocket::bind_udp(bind, config(cfg))?,
+        SocketAddr::new(ip, cfg.port),
+    ))
+}
+
+/// A server's CTP socket over UDP at `-P`.
+pub(crate) fn bind_udp_server(cfg: &SessionConfig) -> io::Result<CtpSocket<UdpTransport>> {
+    CtpSocket::bind_udp(SocketAddr::from(([0, 0, 0, 0], cfg.port)), config(cfg))
 }
 
 /// Client: binds an ephemeral port and addresses `-R` (IP or MAC).
@@ -45,14 +70,7 @@ pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
             Ok(Box::new(Ctp::new(sock, Some(peer), cfg)))
         }
         _ => {
-            let ip = cfg.remote_ip()?;
-            let bind: SocketAddr = if ip.is_ipv4() {
-                ([0, 0, 0, 0], 0).into()
-            } else {
-                "[::]:0".parse().expect("valid address")
-            };
-            let sock = CtpSocket::bind_udp(bind, config(cfg))?;
-            let peer = SocketAddr::new(ip, cfg.port);
+            let (sock, peer) = bind_udp_client(cfg)?;
             Ok(Box::new(Ctp::new(sock, Some(peer), cfg)))
         }
     }
@@ -62,11 +80,7 @@ pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
 pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     match cfg.mode {
         Mode::CtpEdp => Ok(Box::new(Ctp::new(bind_edp(cfg, cfg.port)?, None, cfg))),
-        _ => {
-            let sock =
-                CtpSocket::bind_udp(SocketAddr::from(([0, 0, 0, 0], cfg.port)), config(cfg))?;
-            Ok(Box::new(Ctp::new(sock, None, cfg)))
-        }
+        _ => Ok(Box::new(Ctp::new(bind_udp_server(cfg)?, None, cfg))),
     }
 }
 
