@@ -8,7 +8,9 @@
 
 use std::time::{Duration, Instant};
 
+use ctp::EdpAddr;
 use edp::link::fault::FaultConfig;
+use edp::link::sim::SimClock;
 
 use crate::flow::PeerState;
 use crate::matching::{SourceSel, TagSel};
@@ -24,6 +26,18 @@ fn cfg() -> CommConfig {
         failure_timeout: Some(T),
         ..CommConfig::default()
     }
+}
+
+/// `run` without a check after each step.
+fn until(
+    clock: &SimClock,
+    hosts: &[EdpAddr],
+    nodes: &mut [Node],
+    live: &[usize],
+    limit: Duration,
+    done: impl FnMut(&mut [Node]) -> bool,
+) {
+    run(clock, hosts, nodes, live, limit, |_| {}, done)
 }
 
 /// The error a finished receive request `id` of node `n` ended with.
@@ -47,15 +61,9 @@ fn a_killed_rank_is_reported_within_the_bound_and_its_restart_rejoins() {
         }
     }
     let ten = Duration::from_secs(10);
-    run(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &all,
-        ten,
-        |_| {},
-        |n| n.iter().all(|x| x.st.snapshot().unexpected == N - 1),
-    );
+    until(&clock, &hosts, &mut nodes, &all, ten, |n| {
+        n.iter().all(|x| x.st.snapshot().unexpected == N - 1)
+    });
     for (r, node) in nodes.iter_mut().enumerate() {
         for s in (0..N).filter(|&s| s != r) {
             assert_eq!(received(node, s), vec![format!("{s}->{r}").into_bytes()]);
@@ -119,19 +127,11 @@ fn a_killed_rank_is_reported_within_the_bound_and_its_restart_rejoins() {
     // A new process at rank 3's address: the survivors' probes reach it,
     // it announces its incarnation, and they take it back.
     nodes[DEAD].restart(DEAD, &hosts, cfg(), clock.now());
-    run(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &all,
-        T * 4,
-        |_| {},
-        |n| {
-            survivors
-                .iter()
-                .all(|&s| n[s].st.peer_state(DEAD).unwrap() != PeerState::Failed)
-        },
-    );
+    until(&clock, &hosts, &mut nodes, &all, T * 4, |n| {
+        survivors
+            .iter()
+            .all(|&s| n[s].st.peer_state(DEAD).unwrap() != PeerState::Failed)
+    });
     for &s in &survivors {
         assert_eq!(nodes[s].st.snapshot().rejoins, 1, "rank {s}");
     }
@@ -141,20 +141,12 @@ fn a_killed_rank_is_reported_within_the_bound_and_its_restart_rejoins() {
         let m = format!("back {s}");
         nodes[s].st.isend(DEAD, 2, &[m.as_bytes()], false).unwrap();
     }
-    run(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &all,
-        ten,
-        |_| {},
-        |n| {
-            n[DEAD].st.snapshot().unexpected == DEAD
-                && survivors
-                    .iter()
-                    .all(|&s| n[s].st.snapshot().unexpected == 1)
-        },
-    );
+    until(&clock, &hosts, &mut nodes, &all, ten, |n| {
+        n[DEAD].st.snapshot().unexpected == DEAD
+            && survivors
+                .iter()
+                .all(|&s| n[s].st.snapshot().unexpected == 1)
+    });
     // Exactly once, and nothing sent to the old process reaches the new.
     for &s in &survivors {
         assert_eq!(
@@ -188,15 +180,9 @@ fn a_stalled_process_declared_failed_is_expelled_when_it_comes_back() {
         .st
         .irecv(SourceSel::Rank(1), TagSel::Any, false)
         .unwrap();
-    run(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0],
-        ten,
-        |_| {},
-        |n| n[0].st.peer_state(1).unwrap() == PeerState::Failed,
-    );
+    until(&clock, &hosts, &mut nodes, &[0], ten, |n| {
+        n[0].st.peer_state(1).unwrap() == PeerState::Failed
+    });
     assert!(matches!(
         recv_error(&mut nodes[0], r),
         CommError::PeerFailed { rank: 1, .. }
@@ -254,16 +240,10 @@ fn no_failure_is_declared_while_the_peers_last_messages_are_held_back() {
     );
     // Rank 1 exits having sent everything; rank 0 holds its messages back
     // (one unexpected, one held, one still in CTP) for five bounds.
-    let until = clock.now() + T * 5;
-    run(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0],
-        ten,
-        |_| {},
-        |_| clock.now() >= until,
-    );
+    let end = clock.now() + T * 5;
+    until(&clock, &hosts, &mut nodes, &[0], ten, |_| {
+        clock.now() >= end
+    });
     assert_ne!(nodes[0].st.peer_state(1).unwrap(), PeerState::Failed);
     // The application takes them, all three in order, though rank 1 may
     // be implicitly disconnected by now (CTP's "not confirmed" for our
@@ -275,15 +255,9 @@ fn no_failure_is_declared_while_the_peers_last_messages_are_held_back() {
             .irecv(SourceSel::Rank(1), TagSel::Tag(1), false)
             .unwrap();
         let soon = clock.now() + Duration::from_millis(5);
-        run(
-            &clock,
-            &hosts,
-            &mut nodes,
-            &[0],
-            ten,
-            |_| {},
-            |n| clock.now() >= soon || n[0].st.is_complete(id).unwrap(),
-        );
+        until(&clock, &hosts, &mut nodes, &[0], ten, |n| {
+            clock.now() >= soon || n[0].st.is_complete(id).unwrap()
+        });
         match nodes[0].st.take_complete(id).map(|r| r.finish()) {
             Some(Ok(crate::request::Completion::Received(_, d))) => got.push(d),
             other => panic!("message {} from rank 1: {other:?}", got.len()),
@@ -291,15 +265,9 @@ fn no_failure_is_declared_while_the_peers_last_messages_are_held_back() {
     }
     assert_eq!(got, vec![vec![0], vec![1], vec![2]]);
     // Then the silence counts: rank 1 is declared failed.
-    run(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0],
-        ten,
-        |_| {},
-        |n| n[0].st.peer_state(1).unwrap() == PeerState::Failed,
-    );
+    until(&clock, &hosts, &mut nodes, &[0], ten, |n| {
+        n[0].st.peer_state(1).unwrap() == PeerState::Failed
+    });
     assert!(matches!(
         recv_error(&mut nodes[0], waiting),
         CommError::PeerFailed { rank: 1, .. }
