@@ -143,6 +143,17 @@ int comm_barrier(const struct CommHandle *c);
 // `c` is a live handle; `buf` holds `len` writable bytes.
 int comm_bcast(const struct CommHandle *c, int root, void *buf, size_t len);
 
+// From now on `comm_bcast` goes over MAK reliable multicast: this rank
+// joins MAK group `group` (group MAC 03:4d:41:4b:hh:ll) at EDP port
+// `port`. Collective: every rank calls it with the same values before the
+// next broadcast. Returns `COMM_ERR_ARG` for a communicator over UDP,
+// `COMM_ERR_IO` when the port is taken, `COMM_ERR_OTHER` when already
+// enabled.
+//
+// # Safety
+// `c` is a live handle.
+int comm_enable_multicast_bcast(const struct CommHandle *c, uint16_t group, uint16_t port);
+
 // Replaces each of the `count` integers at `values` by its sum over all
 // ranks (MPI_Allreduce with MPI_SUM on MPI_INT64_T; wrapping).
 //

@@ -340,6 +340,28 @@ pub unsafe extern "C" fn comm_bcast(
     })
 }
 
+/// From now on `comm_bcast` goes over MAK reliable multicast: this rank
+/// joins MAK group `group` (group MAC 03:4d:41:4b:hh:ll) at EDP port
+/// `port`. Collective: every rank calls it with the same values before the
+/// next broadcast. Returns `COMM_ERR_ARG` for a communicator over UDP,
+/// `COMM_ERR_IO` when the port is taken, `COMM_ERR_OTHER` when already
+/// enabled.
+///
+/// # Safety
+/// `c` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn comm_enable_multicast_bcast(
+    c: *const CommHandle,
+    group: u16,
+    port: u16,
+) -> c_int {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        unsafe { handle(c) }?.enable_multicast_bcast(group, port)?;
+        Ok(COMM_OK)
+    })
+}
+
 /// Replaces each of the `count` integers at `values` by its sum over all
 /// ranks (MPI_Allreduce with MPI_SUM on MPI_INT64_T; wrapping).
 ///

@@ -229,6 +229,16 @@ impl Handle {
         })
     }
 
+    /// `bcast` over MAK multicast from now on (EDP only).
+    pub fn enable_multicast_bcast(&self, group: u16, port: u16) -> Result<(), FfiError> {
+        match self {
+            Handle::Edp(c) => Ok(c.enable_multicast_bcast(group, port)?),
+            Handle::Udp(_) => Err(FfiError::arg(
+                "multicast bcast needs a communicator over EDP (comm_init_edp)",
+            )),
+        }
+    }
+
     pub fn finalize(self, timeout: Duration) -> Result<(), FfiError> {
         Ok(each!(self, c => c.finalize(timeout))?)
     }

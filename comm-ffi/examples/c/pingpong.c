@@ -69,6 +69,12 @@ int main(int argc, char **argv) {
         }
     }
 
+    /* Multicast bcast needs EDP: over UDP the call is refused, with a message. */
+    if (comm_enable_multicast_bcast(c, 7, 4000) != COMM_ERR_ARG || strstr(comm_last_error(), "EDP") == NULL) {
+        fprintf(stderr, "rank %d: comm_enable_multicast_bcast over UDP was not refused\n", rank);
+        return 1;
+    }
+
     unsigned char block[1000];
     if (rank == 0) for (int i = 0; i < 1000; i++) block[i] = (unsigned char)(i ^ 0x5a);
     else memset(block, 0, sizeof block);
