@@ -6,25 +6,21 @@
 //! - `--link edp`: a virtual cluster of N namespaces on a bridge
 //!   (`vcluster`), rank r in host r (`ip netns exec`), on its interface;
 //!   Open MPI started by `mpirun` in the namespaces over its TCP BTL on the
-//!   same bridge, reached as in `netgauge --mpirun`
-//!   (netgauge/src/mpi_launch.rs: a veth from here into the bridge, PMIx
-//!   over TCP on the cluster's subnet, rank r entering host r).
+//!   same bridge (`vcluster::LaunchCluster`, as `netgauge --mpirun`: a veth
+//!   from here into the bridge, PMIx over TCP on the cluster's subnet,
+//!   rank r entering host r).
 //!
 //! Every process is stopped on drop, SIGINT and SIGTERM (`vcluster::Process`),
 //! and the namespaces are removed with the cluster.
 
 use std::io::Read;
-use std::net::{Ipv4Addr, UdpSocket};
+use std::net::UdpSocket;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use vcluster::{Cluster, Process, Topology};
+use vcluster::{LaunchCluster, Process};
 
 use crate::{compare, Args, Link};
-
-/// The shell wrapper that puts MPI rank r into host r's namespace (`$0` is
-/// the namespace prefix); as netgauge/src/mpi_launch.rs.
-const ENTER_RANK_NS: &str = r#"exec ip netns exec "$0${OMPI_COMM_WORLD_RANK:-$PMI_RANK}" "$@""#;
 
 /// Runs every rank of `a`'s benchmark, then Open MPI's with `--ompi`.
 pub fn local(a: &Args, n: usize) -> Result<(), String> {
@@ -52,7 +48,7 @@ pub fn local(a: &Args, n: usize) -> Result<(), String> {
             let ours = run_ranks(cmds, limit)?;
             print!("{ours}");
             if let Some(prog) = &a.ompi {
-                let mut m = mpirun(n);
+                let mut m = vcluster::mpirun_base(n);
                 m.args(["--mca", "btl_tcp_if_include", "lo"])
                     .arg(prog)
                     .args(ompi_args(a));
@@ -60,11 +56,17 @@ pub fn local(a: &Args, n: usize) -> Result<(), String> {
             }
         }
         Link::Edp => {
-            let job = Job::build(n, a.mtu)?;
-            let macs: Vec<String> = job.vc.hosts().iter().map(|h| h.mac.to_string()).collect();
+            let job = LaunchCluster::build("osu", n, a.mtu, false)
+                .map_err(|e| format!("virtual cluster of {n} hosts (needs root): {e}"))?;
+            let macs: Vec<String> = job
+                .cluster()
+                .hosts()
+                .iter()
+                .map(|h| h.mac.to_string())
+                .collect();
             let macs = macs.join(",");
             let cmds = job
-                .vc
+                .cluster()
                 .hosts()
                 .iter()
                 .map(|h| {
@@ -79,15 +81,7 @@ pub fn local(a: &Args, n: usize) -> Result<(), String> {
             let ours = run_ranks(cmds, limit)?;
             print!("{ours}");
             if let Some(prog) = &a.ompi {
-                let mut m = mpirun(n);
-                m.env("PMIX_MCA_ptl_tcp_remote_connections", "1")
-                    .env("PMIX_MCA_ptl_tcp_if_include", &job.subnet)
-                    .args(["--mca", "btl_tcp_if_include", &job.subnet])
-                    .args(["--mca", "oob_tcp_if_include", &job.subnet])
-                    .args(["-x", "PMIX_MCA_ptl_tcp_remote_connections"])
-                    .args(["-x", "PMIX_MCA_ptl_tcp_if_include"])
-                    .args(["sh", "-c", ENTER_RANK_NS, &job.ns_prefix, prog])
-                    .args(ompi_args(a));
+                let m = job.mpirun(n, prog, &ompi_args(a));
                 finish_ompi(a, "comm over EDP", &ours, m, limit)?;
             }
         }
@@ -118,17 +112,6 @@ fn ompi_args(a: &Args) -> Vec<String> {
         a.warmup.to_string(),
         a.window.to_string(),
     ]
-}
-
-/// `mpirun` for `np` ranks over Open MPI's TCP BTL (idle ranks yield the
-/// CPU, as in netgauge's anchor runs, so that N ranks share 2 cores).
-fn mpirun(np: usize) -> Command {
-    let mut c = Command::new("mpirun");
-    c.args(["--allow-run-as-root", "--oversubscribe", "-np"])
-        .arg(np.to_string())
-        .args(["--mca", "btl", "self,tcp"])
-        .args(["--mca", "mpi_yield_when_idle", "1"]);
-    c
 }
 
 /// `n` loopback `ip:port`s whose ports were free a moment ago.
@@ -193,87 +176,4 @@ fn run_ranks(cmds: Vec<Command>, limit: Duration) -> Result<String, String> {
     Ok(reader
         .map(|t| t.join().unwrap_or_default())
         .unwrap_or_default())
-}
-
-/// A virtual cluster for `--link edp`, with a veth from this namespace into
-/// its bridge for mpirun's PMIx and out-of-band TCP (as
-/// netgauge/src/mpi_launch.rs's `Job`).
-struct Job {
-    vc: Cluster,
-    root_link: String,
-    subnet: String,
-    ns_prefix: String,
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.root_link])
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-impl Job {
-    fn build(n: usize, mtu: usize) -> Result<Job, String> {
-        let pid = std::process::id();
-        // A /24 of 198.19.0.0/16 per run (pid-derived, as netgauge's).
-        let third = (pid % 250 + 1) as u8;
-        let subnet = Ipv4Addr::new(198, 19, third, 0);
-        let vc = Cluster::builder("osu")
-            .hosts(n)
-            .topology(Topology::Bridge)
-            .subnet(subnet, 24)
-            .mtu(mtu)
-            .build()
-            .map_err(|e| format!("virtual cluster of {n} hosts (needs root): {e}"))?;
-        let sw = vc
-            .switch_ns()
-            .ok_or("bridged cluster without a switch")?
-            .to_string();
-        let ns_prefix = vc
-            .host(0)
-            .ns
-            .strip_suffix('0')
-            .ok_or("unexpected namespace name")?
-            .to_string();
-        let root_link = format!("osm{}", pid % 1_000_000);
-        let peer = format!("osp{}", pid % 1_000_000);
-        let mtu = vc.mtu().to_string();
-        let job = Job {
-            vc,
-            root_link: root_link.clone(),
-            subnet: format!("{subnet}/24"),
-            ns_prefix,
-        };
-        ip(&[
-            "link", "add", &root_link, "mtu", &mtu, "type", "veth", "peer", "name", &peer, "netns",
-            &sw, "mtu", &mtu,
-        ])?;
-        ip(&["-n", &sw, "link", "set", &peer, "master", "br0", "up"])?;
-        ip(&[
-            "addr",
-            "add",
-            &format!("198.19.{third}.254/24"),
-            "dev",
-            &root_link,
-        ])?;
-        ip(&["link", "set", &root_link, "up"])?;
-        Ok(job)
-    }
-}
-
-fn ip(a: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(a)
-        .output()
-        .map_err(|e| format!("ip: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "ip {}: {}",
-            a.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(())
 }

@@ -16,148 +16,31 @@
 //! and a table puts its p50 beside ours. Needs root (`ip netns`).
 
 use std::io::{self, BufRead, BufReader};
-use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
 
-use vcluster::{Cluster, Process, Topology};
+use vcluster::{LaunchCluster, Process};
 
 use crate::cli::Args;
 use crate::cluster::StepRecord;
 
-/// The shell wrapper that puts rank r into host r's namespace: `$0` is the
-/// namespace prefix.
-const ENTER_RANK_NS: &str =
-    r#"exec ip netns exec "$0${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-$SLURM_PROCID}}" "$@""#;
-
-/// The launch: cluster, the launcher's port on it, mpirun's arguments.
-struct Job {
-    /// Held for its drop (the namespaces go with it).
-    _vc: Cluster,
-    root_link: String,
-    subnet: String,
-    ns_prefix: String,
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        // Also removed with the switch namespace; explicit for clarity.
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.root_link])
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-impl Job {
-    fn build(args: &Args) -> io::Result<Job> {
-        let pid = std::process::id();
-        // A /24 of 198.19.0.0/16 per run: concurrent runs do not share the
-        // launcher's routes.
-        let third = (pid % 250 + 1) as u8;
-        let subnet = Ipv4Addr::new(198, 19, third, 0);
-        let vc = Cluster::builder("ngmpi")
-            .hosts(args.hosts)
-            .mtu(args.mtu)
-            .topology(Topology::Bridge)
-            .subnet(subnet, 24)
-            .keep(args.keep)
-            .build()?;
-        let sw = vc
-            .switch_ns()
-            .ok_or_else(|| io::Error::other("bridged cluster without a switch"))?
-            .to_string();
-        let root_link = format!("ngm{}", pid % 1_000_000);
-        let peer = format!("ngp{}", pid % 1_000_000);
-        let job = Job {
-            ns_prefix: vc
-                .host(0)
-                .ns
-                .strip_suffix('0')
-                .ok_or_else(|| io::Error::other("unexpected namespace name"))?
-                .to_string(),
-            _vc: vc,
-            root_link: root_link.clone(),
-            subnet: format!("{subnet}/24"),
-        };
-        let mtu = args.mtu.to_string();
-        ip(&[
-            "link", "add", &root_link, "mtu", &mtu, "type", "veth", "peer", "name", &peer, "netns",
-            &sw, "mtu", &mtu,
-        ])?;
-        ip(&["-n", &sw, "link", "set", &peer, "master", "br0", "up"])?;
-        ip(&[
-            "addr",
-            "add",
-            &format!("198.19.{third}.254/24"),
-            "dev",
-            &root_link,
-        ])?;
-        ip(&["link", "set", &root_link, "up"])?;
-        Ok(job)
-    }
-
-    /// `mpirun` for `np` ranks running `program args` in the hosts.
-    fn mpirun(&self, np: usize, program: &str, args: &[String]) -> Command {
-        let mut c = Command::new("mpirun");
-        c.env("PMIX_MCA_ptl_tcp_remote_connections", "1")
-            .env("PMIX_MCA_ptl_tcp_if_include", &self.subnet)
-            .args([
-                "--allow-run-as-root",
-                "--oversubscribe",
-                "-np",
-                &np.to_string(),
-            ])
-            .args(["--mca", "btl", "self,tcp"])
-            // Idle ranks yield the CPU instead of polling at full speed.
-            .args(["--mca", "mpi_yield_when_idle", "1"])
-            .args(["--mca", "btl_tcp_if_include", &self.subnet])
-            .args(["--mca", "oob_tcp_if_include", &self.subnet])
-            .args(["-x", "PMIX_MCA_ptl_tcp_remote_connections"])
-            .args(["-x", "PMIX_MCA_ptl_tcp_if_include"])
-            .args(if std::env::var_os("RUST_LOG").is_some() {
-                &["-x", "RUST_LOG"][..]
-            } else {
-                &[]
-            })
-            .args(["sh", "-c", ENTER_RANK_NS, &self.ns_prefix, program])
-            .args(args)
-            .stdin(Stdio::null());
-        c
-    }
-}
-
-impl Job {
-    /// `srun` for `np` ranks of netgauge: each rank initializes MPI in this
-    /// namespace (PMIx to slurmstepd over loopback), then enters its host
-    /// (`--rank-netns`); ranks talk MPI over shared memory (vader).
-    fn srun(&self, np: usize, exe: &str, args: &[String]) -> Command {
-        let mut c = Command::new("srun");
-        c.env("OMPI_MCA_btl", "self,vader")
-            .args([
-                "-n",
-                &np.to_string(),
-                "--overcommit",
-                "--mpi=pmix",
-                "--kill-on-bad-exit=1",
-            ])
-            .arg(exe)
-            .args(args)
-            .args(["--rank-netns", &self.ns_prefix])
-            .stdin(Stdio::null());
-        c
-    }
-}
-
-fn ip(a: &[&str]) -> io::Result<()> {
-    let out = Command::new("ip").args(a).output()?;
-    if !out.status.success() {
-        return Err(io::Error::other(format!(
-            "ip {}: {}",
-            a.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(())
+/// `srun` for `np` ranks of netgauge: each rank initializes MPI in this
+/// namespace (PMIx to slurmstepd over loopback), then enters its host
+/// (`--rank-netns`); ranks talk MPI over shared memory (vader).
+fn srun(job: &LaunchCluster, np: usize, exe: &str, args: &[String]) -> Command {
+    let mut c = Command::new("srun");
+    c.env("OMPI_MCA_btl", "self,vader")
+        .args([
+            "-n",
+            &np.to_string(),
+            "--overcommit",
+            "--mpi=pmix",
+            "--kill-on-bad-exit=1",
+        ])
+        .arg(exe)
+        .args(args)
+        .args(["--rank-netns", job.ns_prefix()])
+        .stdin(Stdio::null());
+    c
 }
 
 /// The rank arguments: everything of the run but the launch options.
@@ -210,7 +93,7 @@ fn rank_args(args: &Args, json: bool) -> Vec<String> {
 
 /// Runs the launch: netgauge's ranks, then the anchor if asked.
 pub fn run(args: &Args) -> io::Result<()> {
-    let job = Job::build(args)?;
+    let job = LaunchCluster::build("ngmpi", args.hosts, args.mtu, args.keep)?;
     let exe = std::env::current_exe()?;
     let exe = exe
         .to_str()
@@ -221,10 +104,10 @@ pub fn run(args: &Args) -> io::Result<()> {
             "# netgauge --local --hosts {} --{}: namespaces {}0..{}, subnet {}, launcher port {}",
             args.hosts,
             if args.srun { "srun" } else { "mpirun" },
-            job.ns_prefix,
+            job.ns_prefix(),
             args.hosts - 1,
-            job.subnet,
-            job.root_link
+            job.subnet(),
+            job.launcher_link()
         );
     }
     // With an anchor the records are needed for the side-by-side table.
@@ -238,7 +121,7 @@ pub fn run(args: &Args) -> io::Result<()> {
                 "--srun: no working srun; start a local Slurm with scripts/slurm-local.sh start",
             ));
         }
-        job.srun(args.hosts, &exe, &rank_args)
+        srun(&job, args.hosts, &exe, &rank_args)
     } else {
         job.mpirun(args.hosts, &exe, &rank_args)
     };

@@ -48,6 +48,7 @@ mod cluster;
 mod error;
 mod host;
 mod ip;
+mod launcher;
 mod process;
 pub mod userns;
 
@@ -56,5 +57,6 @@ pub use cluster::{Cluster, ClusterBuilder, Topology};
 pub use edp::MacAddr;
 pub use error::{Error, Result};
 pub use host::Host;
+pub use launcher::{mpirun_base, LaunchCluster, ENTER_RANK_NS};
 pub use nix::sys::signal::Signal;
 pub use process::Process;
