@@ -165,15 +165,9 @@ fn a_stalled_process_declared_failed_is_expelled_when_it_comes_back() {
     let (clock, hosts, mut nodes) = cluster(2, cfg(), FaultConfig::default());
     nodes[1].st.isend(0, 0, &[b"hello"], false).unwrap();
     let ten = Duration::from_secs(10);
-    run(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0, 1],
-        ten,
-        |_| {},
-        |n| n[0].st.snapshot().unexpected == 1,
-    );
+    until(&clock, &hosts, &mut nodes, &[0, 1], ten, |n| {
+        n[0].st.snapshot().unexpected == 1
+    });
     assert_eq!(received(&mut nodes[0], 1), vec![b"hello".to_vec()]);
     // Rank 1 stalls while rank 0 waits on it.
     let r = nodes[0]
@@ -229,15 +223,9 @@ fn no_failure_is_declared_while_the_peers_last_messages_are_held_back() {
         nodes[1].st.isend(0, 1, &[&[i]], false).unwrap();
     }
     let ten = Duration::from_secs(10);
-    run(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0, 1],
-        ten,
-        |_| {},
-        |n| n[0].st.holding() && !n[1].st.has_work_for_ctp(),
-    );
+    until(&clock, &hosts, &mut nodes, &[0, 1], ten, |n| {
+        n[0].st.holding() && !n[1].st.has_work_for_ctp()
+    });
     // Rank 1 exits having sent everything; rank 0 holds its messages back
     // (one unexpected, one held, one still in CTP) for five bounds.
     let end = clock.now() + T * 5;

@@ -155,31 +155,22 @@ fn comm_edp_one_to_n() {
 #[test]
 fn comm_over_udp_link_without_namespaces() {
     let port = (31_000 + (std::process::id() % 500) as u16 * 8).to_string();
-    let out = Command::new(NETGAUGE)
-        .args(["--local", "--link", "udp", "--json", "--timeout", "10"])
-        .args([
-            "-m",
-            "comm-udp,comm-edp",
-            "-s",
-            "64",
-            "-c",
-            "100",
-            "-P",
-            &port,
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "netgauge failed ({}): {}\nstdout: {stdout}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = testkit::run_clean(
+        Command::new(NETGAUGE)
+            .args(["--local", "--link", "udp", "--json", "--timeout", "10"])
+            .args([
+                "-m",
+                "comm-udp,comm-edp",
+                "-s",
+                "64",
+                "-c",
+                "100",
+                "-P",
+                &port,
+            ]),
     );
-    let recs: Vec<Value> = stdout
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    let recs: Vec<Value> = testkit::json_lines(&stdout)
+        .into_iter()
         .filter(|v| v.get("metadata").is_none())
         .collect();
     let modes: Vec<&str> = recs.iter().map(|r| r["mode"].as_str().unwrap()).collect();

@@ -61,8 +61,13 @@ fn latency_two_receivers_every_strategy() {
         assert_eq!(u(r, "data"), count * per_msg, "{r}");
         assert_eq!(u(r, "lost_frames"), 0, "{r}");
         match mode {
-            // Every receiver acknowledges every packet.
-            "mak-ack" | "mak-iter" => assert_eq!(u(r, "acks_sent"), 2 * count, "{r}"),
+            // Every receiver acknowledges every packet, and again each
+            // copy the ACK timer Tw sent (a loaded host's late ACK).
+            "mak-ack" | "mak-iter" => {
+                let acks = u(r, "acks_sent");
+                let extra = 2 * u(r, "retx_timeout");
+                assert!(acks >= 2 * count && acks <= 2 * count + extra, "{r}");
+            }
             "mak-nak" => assert_eq!(u(r, "acks_sent"), 0, "{r}"),
             // Latency mode: every message is a last packet, with an ACK request.
             _ => assert!(u(r, "acks_sent") >= 2 * count, "{r}"),
