@@ -806,13 +806,13 @@ impl<T: Transport> Communicator<T> {
         Ok(c.into_received().expect("a receive").1)
     }
 
-    /// The next collective's tag (all ranks call collectives in the same
-    /// order, MPI 4.0 section 6.12, so their counters agree).
     /// The MAK member of `bcast`, if enabled.
     pub(crate) fn mcast(&self) -> Option<&Mcast> {
         self.mcast.get()
     }
 
+    /// The next collective's tag (all ranks call collectives in the same
+    /// order, MPI 4.0 section 6.12, so their counters agree).
     pub(crate) fn next_coll_tag(&self) -> Tag {
         self.lock().next_coll_tag()
     }
