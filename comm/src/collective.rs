@@ -102,7 +102,7 @@ impl<T: Transport> Communicator<T> {
             if self.rank() == root {
                 return m.send(data);
             }
-            *data = m.recv_from(root)?;
+            *data = self.await_multicast(m, root)?;
             return Ok(());
         }
         self.bcast_tagged(root, data, tag)

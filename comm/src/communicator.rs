@@ -811,6 +811,37 @@ impl<T: Transport> Communicator<T> {
         self.mcast.get()
     }
 
+    /// `root`'s next broadcast from the group; meanwhile progress with
+    /// `root` watched by the failure detector, within
+    /// `CommConfig::wait_timeout`.
+    ///
+    /// Errors: [`CommError::PeerFailed`] when `root` fails,
+    /// [`CommError::TimedOut`], those of [`Mcast::recv_from`].
+    pub(crate) fn await_multicast(&self, m: &Mcast, root: usize) -> Result<Vec<u8>, CommError> {
+        let limit = {
+            let mut st = self.lock();
+            st.awaited = Some(root);
+            st.cfg.wait_timeout
+        };
+        let deadline = limit.map(|t| Instant::now() + t);
+        let r = m.recv_from(root, || {
+            let mut st = self.lock();
+            self.progress_locked(&mut st)?;
+            if let Some(e) = st.failure(root) {
+                return Err(e);
+            }
+            match deadline {
+                Some(d) if Instant::now() >= d => Err(CommError::TimedOut {
+                    what: format!("broadcast from rank {root} over multicast"),
+                    after: limit.unwrap_or_default(),
+                }),
+                _ => Ok(()),
+            }
+        });
+        self.lock().awaited = None;
+        r
+    }
+
     /// The next collective's tag (all ranks call collectives in the same
     /// order, MPI 4.0 section 6.12, so their counters agree).
     pub(crate) fn next_coll_tag(&self) -> Tag {

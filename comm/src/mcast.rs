@@ -14,9 +14,11 @@
 //! means the ranks do not call the same collectives, and the broadcast
 //! fails with `CommError::Collective`.
 //!
-//! Not covered by the failure detector (`liveness.rs`): a rank waiting for
-//! a root that died fails after `CommConfig::wait_timeout`, or when MAK
-//! reports the source's stream abandoned.
+//! Failures: a rank waiting for a root's broadcast waits in slices of
+//! [`SLICE`]; between slices the communicator makes progress with the root
+//! watched by the failure detector (`liveness.rs`), so a root that died is
+//! reported as `PeerFailed` within `CommConfig::failure_timeout`, as for a
+//! receive naming it; `CommConfig::wait_timeout` bounds the whole wait.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -30,6 +32,9 @@ use crate::CommError;
 
 /// Most messages kept per source for broadcasts not yet called.
 pub const MAX_STASHED: usize = 64;
+
+/// How long one wait for the group lasts before the caller's check runs.
+pub const SLICE: Duration = Duration::from_millis(10);
 
 /// The communicator's MAK member (see the module documentation).
 pub(crate) struct Mcast {
@@ -80,7 +85,7 @@ impl Mcast {
             ..MakConfig::default()
         };
         let mut sock = MakSocket::bind_edp_on(rt, EdpGroup::new(group, port), spec, cfg)?;
-        sock.set_read_timeout(timeout)?;
+        sock.set_read_timeout(Some(SLICE))?;
         sock.set_write_timeout(timeout)?;
         Ok(Self {
             sock,
@@ -97,19 +102,31 @@ impl Mcast {
         Ok(())
     }
 
-    /// The next message of `root`'s stream.
+    /// The next message of `root`'s stream; `between` runs after every
+    /// [`SLICE`] without it (the caller's progress and failure check: its
+    /// error ends the wait).
     ///
     /// Errors: `CommError::Collective` when more than [`MAX_STASHED`]
-    /// messages of other roots wait; MAK's receive errors (`TimedOut`
-    /// after the wait timeout, `ConnectionAborted` for an abandoned
-    /// stream).
-    pub fn recv_from(&self, root: usize) -> Result<Vec<u8>, CommError> {
+    /// messages of other roots wait; those of `between`; MAK's receive
+    /// errors (`ConnectionAborted` for an abandoned stream).
+    pub fn recv_from(
+        &self,
+        root: usize,
+        mut between: impl FnMut() -> Result<(), CommError>,
+    ) -> Result<Vec<u8>, CommError> {
         let mut stash = self.stash.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(d) = stash[root].pop_front() {
             return Ok(d);
         }
         loop {
-            let m = self.sock.recv()?;
+            let m = match self.sock.recv() {
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    between()?;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             let src = usize::from(m.source.0);
             if src == root {
                 return Ok(m.data);

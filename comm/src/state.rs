@@ -195,6 +195,10 @@ pub(crate) struct State<A> {
     /// CTP messages to cancel at the next `pump_sends` (toward failed
     /// peers: no resending to a dead process).
     to_cancel: Vec<MsgId>,
+    /// A rank waited on outside the matching engines (the root of a
+    /// broadcast over MAK): watched by the failure detector as if a
+    /// receive named it.
+    pub awaited: Option<usize>,
 }
 
 impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
@@ -237,6 +241,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             expelled: vec![false; size],
             liveness: Liveness::new(size, cfg.failure_timeout),
             to_cancel: Vec::new(),
+            awaited: None,
             cfg,
         })
     }
@@ -270,6 +275,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// disconnected).
     pub fn is_failed(&self, rank: usize) -> bool {
         rank < self.size && self.peer_failed(rank).is_err()
+    }
+
+    /// Why receives naming `rank` fail, if they do.
+    pub fn failure(&self, rank: usize) -> Option<CommError> {
+        self.peer_failed(rank).err()
     }
 
     /// Writes to `rank` also fail while it is explicitly disconnected.

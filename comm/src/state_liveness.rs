@@ -53,6 +53,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             return;
         }
         let mut named = vec![false; self.size];
+        if let Some(r) = self.awaited {
+            named[r] = true;
+        }
         let mut any_source = false;
         for s in self.p2p.posted_sources().chain(self.coll.posted_sources()) {
             match s {

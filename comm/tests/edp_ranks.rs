@@ -234,3 +234,51 @@ fn bcast_over_mak_on_five_namespaces() {
         assert!(frames > 2800, "rank {r}: {frames} MAK data frames received");
     }
 }
+
+/// A broadcast over MAK from a root that died: the ranks waiting for it get
+/// `PeerFailed` from the failure detector within its bound, not a hang
+/// (the wait timeout is 20 s, the bound 500 ms).
+#[test]
+fn a_dead_root_fails_a_multicast_bcast_within_the_failure_bound() {
+    let Some(net) = testkit::setup("comm_bcast_dead_root", 3, 1500) else {
+        return;
+    };
+    let bound = std::time::Duration::from_millis(500);
+    let results = on_each_host(&net, PORT + 3, move |iface, rank, hosts| {
+        let cfg = CommConfig {
+            wait_timeout: Some(std::time::Duration::from_secs(20)),
+            failure_timeout: Some(bound),
+            ..CommConfig::default()
+        };
+        let c = Communicator::bind_edp(&iface, rank, hosts, cfg, CtpConfig::default()).unwrap();
+        c.enable_multicast_bcast(0x0c0d, PORT + 103).unwrap();
+        let mut data = if rank == 2 {
+            b"first".to_vec()
+        } else {
+            Vec::new()
+        };
+        c.bcast(2, &mut data).unwrap();
+        assert_eq!(data, b"first");
+        c.barrier().unwrap();
+        if rank == 2 {
+            // Rank 2 dies: its sockets and runtime go, nothing answers.
+            drop(c);
+            return None;
+        }
+        let t = std::time::Instant::now();
+        let e = c.bcast(2, &mut Vec::new()).unwrap_err();
+        Some((e, t.elapsed()))
+    });
+    for (r, res) in results.into_iter().enumerate().take(2) {
+        let (e, after) = res.unwrap();
+        eprintln!("rank {r}: {e} after {after:?}");
+        assert!(
+            matches!(e, comm::CommError::PeerFailed { rank: 2, .. }),
+            "rank {r}: {e}"
+        );
+        assert!(
+            after < bound + std::time::Duration::from_secs(3),
+            "rank {r} waited {after:?} (bound {bound:?})"
+        );
+    }
+}
