@@ -8,14 +8,12 @@
 
 use std::time::{Duration, Instant};
 
-use ctp::EdpAddr;
 use edp::link::fault::FaultConfig;
-use edp::link::sim::SimClock;
 
 use crate::flow::PeerState;
 use crate::matching::{SourceSel, TagSel};
 use crate::sim_tests::Node;
-use crate::ulfc_sim_tests::{cluster, received, run};
+use crate::ulfc_sim_tests::{cluster, received, run, until};
 use crate::{CommConfig, CommError};
 
 /// The failure bound of these tests.
@@ -26,18 +24,6 @@ fn cfg() -> CommConfig {
         failure_timeout: Some(T),
         ..CommConfig::default()
     }
-}
-
-/// `run` without a check after each step.
-fn until(
-    clock: &SimClock,
-    hosts: &[EdpAddr],
-    nodes: &mut [Node],
-    live: &[usize],
-    limit: Duration,
-    done: impl FnMut(&mut [Node]) -> bool,
-) {
-    run(clock, hosts, nodes, live, limit, |_| {}, done)
 }
 
 /// The error a finished receive request `id` of node `n` ended with.

@@ -69,6 +69,18 @@ pub(crate) fn run(
     }
 }
 
+/// `run` without a check after each step.
+pub(crate) fn until(
+    clock: &SimClock,
+    hosts: &[EdpAddr],
+    nodes: &mut [Node],
+    live: &[usize],
+    limit: Duration,
+    done: impl FnMut(&mut [Node]) -> bool,
+) {
+    run(clock, hosts, nodes, live, limit, |_| {}, done)
+}
+
 fn body(src: usize, i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|k| (src * 31 + i * 7 + k) as u8).collect()
 }
@@ -164,13 +176,12 @@ fn grant_invariant_holds_under_load_with_through_and_rapid() {
     assert_eq!(w[0], 8 * 1024, "{w:?}");
     // 2 back to normal: through raises 1's window above the default share.
     nodes[2].st.request_mode(0, Mode::Normal).unwrap();
-    run(
+    until(
         &clock,
         &hosts,
         &mut nodes,
         &[0, 1, 2, 3, 4],
         Duration::from_secs(60),
-        |_| {},
         |nodes| {
             nodes[1].st.dest_buf(0).unwrap() == budget - 3 * MIN_WINDOW_BYTES
                 && nodes[2].st.dest_buf(0).unwrap() == MIN_WINDOW_BYTES
@@ -211,13 +222,12 @@ fn disconnect_fails_writes_and_reconnect_delivers_the_rest_exactly_once() {
     // A second of virtual time: nothing new goes.
     let mut got = Vec::new();
     let t = clock.now() + Duration::from_secs(1);
-    run(
+    until(
         &clock,
         &hosts,
         &mut nodes,
         &[0, 1],
         Duration::from_secs(10),
-        |_| {},
         |nodes| {
             got.extend(received(&mut nodes[1], 0));
             clock.now() >= t
@@ -230,13 +240,12 @@ fn disconnect_fails_writes_and_reconnect_delivers_the_rest_exactly_once() {
     );
     assert_eq!(nodes[0].st.in_flight_bytes(1), 0);
     nodes[0].st.reconnect(1).unwrap();
-    run(
+    until(
         &clock,
         &hosts,
         &mut nodes,
         &[0, 1],
         Duration::from_secs(600),
-        |_| {},
         |nodes| {
             got.extend(received(&mut nodes[1], 0));
             got.len() >= MSGS && nodes[0].st.in_flight_bytes(1) == 0
@@ -244,13 +253,12 @@ fn disconnect_fails_writes_and_reconnect_delivers_the_rest_exactly_once() {
     );
     // A little longer: no duplicate follows.
     let t = clock.now() + Duration::from_secs(1);
-    run(
+    until(
         &clock,
         &hosts,
         &mut nodes,
         &[0, 1],
         Duration::from_secs(10),
-        |_| {},
         |nodes| {
             got.extend(received(&mut nodes[1], 0));
             clock.now() >= t
@@ -269,25 +277,23 @@ fn a_silent_peer_is_implicitly_disconnected_and_recovers_when_it_answers() {
     let (clock, hosts, mut nodes) = cluster(2, CommConfig::default(), FaultConfig::default());
     // Connect first.
     nodes[0].st.isend(1, 0, &[b"hello"], false).unwrap();
-    run(
+    until(
         &clock,
         &hosts,
         &mut nodes,
         &[0, 1],
         Duration::from_secs(10),
-        |_| {},
         |n| n[0].st.peer_state(1).unwrap() == PeerState::Connected,
     );
     assert_eq!(received(&mut nodes[1], 0), vec![b"hello".to_vec()]);
     // Rank 1 goes silent (not stepped): CTP's "not confirmed" comes.
     nodes[0].st.isend(1, 0, &[b"while silent"], false).unwrap();
-    run(
+    until(
         &clock,
         &hosts,
         &mut nodes,
         &[0],
         Duration::from_secs(600),
-        |_| {},
         |n| n[0].st.peer_state(1).unwrap() == PeerState::ImplicitDisconnect,
     );
     let e = nodes[0].st.isend(1, 0, &[b"refused"], false).unwrap_err();
@@ -306,13 +312,12 @@ fn a_silent_peer_is_implicitly_disconnected_and_recovers_when_it_answers() {
     // Rank 1 answers again: CTP's resend is confirmed, the state recovers
     // by itself and the message kept is delivered once.
     let mut got = Vec::new();
-    run(
+    until(
         &clock,
         &hosts,
         &mut nodes,
         &[0, 1],
         Duration::from_secs(600),
-        |_| {},
         |n| {
             got.extend(received(&mut n[1], 0));
             n[0].st.peer_state(1).unwrap() == PeerState::Connected && !got.is_empty()
@@ -339,13 +344,12 @@ fn sequence_reset_renumbers_and_the_peer_follows() {
     }
     let e = nodes[0].st.reset_seq(1).unwrap_err();
     assert!(matches!(e, CommError::ResetBusy { rank: 1, .. }), "{e}");
-    run(
+    until(
         &clock,
         &hosts,
         &mut nodes,
         &[0, 1],
         Duration::from_secs(600),
-        |_| {},
         |n| {
             got.extend(received(&mut n[1], 0));
             got.len() == 3 && n[0].st.in_flight_bytes(1) == 0
@@ -358,13 +362,12 @@ fn sequence_reset_renumbers_and_the_peer_follows() {
             .isend(1, 0, &[&body(0, i, 2000)], false)
             .unwrap();
     }
-    run(
+    until(
         &clock,
         &hosts,
         &mut nodes,
         &[0, 1],
         Duration::from_secs(600),
-        |_| {},
         |n| {
             got.extend(received(&mut n[1], 0));
             got.len() >= 6 && n[0].st.in_flight_bytes(1) == 0
