@@ -7,37 +7,18 @@
 mod common;
 
 use std::io::IoSlice;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use comm::{CommConfig, CommError, Communicator, Completion, PeerState, ANY_SOURCE, ANY_TAG};
-use common::{all_to_all, run, LIMIT, PER_TAG};
-use ctp::{CtpConfig, CtpSocket, Options, UdpTransport};
+use common::{all_to_all, ranks, ranks_with, run, LIMIT, PER_TAG};
+use ctp::{CtpConfig, CtpSocket, Options};
 use testkit::pattern::pattern;
-
-type Comm = Communicator<UdpTransport>;
 
 fn cfg() -> CommConfig {
     CommConfig {
         wait_timeout: Some(LIMIT),
         ..CommConfig::default()
     }
-}
-
-fn ranks_with(n: usize, cfg: CommConfig, ctp: CtpConfig) -> Vec<Comm> {
-    let socks: Vec<_> = (0..n)
-        .map(|_| CtpSocket::bind_udp("127.0.0.1:0", ctp.clone()).unwrap())
-        .collect();
-    let hosts: Vec<SocketAddr> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
-    socks
-        .into_iter()
-        .enumerate()
-        .map(|(r, s)| Communicator::new(s, r, hosts.clone(), cfg.clone()).unwrap())
-        .collect()
-}
-
-fn ranks(n: usize, cfg: CommConfig) -> Vec<Comm> {
-    ranks_with(n, cfg, CtpConfig::default())
 }
 
 #[test]

@@ -5,26 +5,10 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use comm::{CommConfig, CommError, Communicator, PeerState, ANY_TAG};
-use common::LIMIT;
-use ctp::{CtpConfig, CtpSocket, UdpTransport};
-
-type Comm = Communicator<UdpTransport>;
-
-fn ranks(n: usize, cfg: CommConfig) -> Vec<Comm> {
-    let socks: Vec<_> = (0..n)
-        .map(|_| CtpSocket::bind_udp("127.0.0.1:0", CtpConfig::default()).unwrap())
-        .collect();
-    let hosts: Vec<SocketAddr> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
-    socks
-        .into_iter()
-        .enumerate()
-        .map(|(r, s)| Communicator::new(s, r, hosts.clone(), cfg.clone()).unwrap())
-        .collect()
-}
+use comm::{CommConfig, CommError, PeerState, ANY_TAG};
+use common::{ranks, LIMIT};
 
 fn body(i: usize) -> Vec<u8> {
     (0..3000).map(|k| (i * 13 + k) as u8).collect()

@@ -3,14 +3,33 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use comm::{Communicator, Completion, ANY_SOURCE, ANY_TAG};
-use ctp::Transport;
+use comm::{CommConfig, Communicator, Completion, ANY_SOURCE, ANY_TAG};
+use ctp::{CtpConfig, CtpSocket, Transport, UdpTransport};
 use testkit::pattern::pattern;
 
 /// Bound of every blocking call and flush in the tests.
 pub const LIMIT: Duration = Duration::from_secs(60);
+
+/// `n` ranks over CTP on UDP loopback (ephemeral ports), one process.
+pub fn ranks_with(n: usize, cfg: CommConfig, ctp: CtpConfig) -> Vec<Communicator<UdpTransport>> {
+    let socks: Vec<_> = (0..n)
+        .map(|_| CtpSocket::bind_udp("127.0.0.1:0", ctp.clone()).unwrap())
+        .collect();
+    let hosts: Vec<SocketAddr> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
+    socks
+        .into_iter()
+        .enumerate()
+        .map(|(r, s)| Communicator::new(s, r, hosts.clone(), cfg.clone()).unwrap())
+        .collect()
+}
+
+/// [`ranks_with`] with CTP's defaults.
+pub fn ranks(n: usize, cfg: CommConfig) -> Vec<Communicator<UdpTransport>> {
+    ranks_with(n, cfg, CtpConfig::default())
+}
 
 /// Runs `f(comm)` for every rank on its own thread; returns the results
 /// in rank order.
