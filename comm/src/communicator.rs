@@ -242,7 +242,6 @@ impl<T: Transport> Communicator<T> {
     }
 
     fn progress_locked(&self, st: &mut State<T::Addr>) -> Result<(), CommError> {
-        st.liveness_tick(Instant::now());
         let mut n = 0;
         while !st.holding() && n < DRAIN_BATCH {
             match self.sock.try_recv_delivery() {
@@ -256,14 +255,18 @@ impl<T: Transport> Communicator<T> {
         Ok(())
     }
 
-    /// Forgets confirmed fragments and hands CTP those the windows and its
-    /// storage let go (`State::pump_sends`, under one driver lock).
+    /// Runs the failure detector's check if due (`State::liveness_tick`),
+    /// then forgets confirmed fragments and hands CTP those the windows and
+    /// its storage let go (`State::pump_sends`, under one driver lock): one
+    /// clock read for both.
     fn push_sends(&self, st: &mut State<T::Addr>) {
+        let now = Instant::now();
+        st.liveness_tick(now);
         if !st.has_work_for_ctp() {
             return;
         }
         self.sock
-            .with_endpoint(|ep| st.pump_sends(ep, Instant::now(), &self.hosts));
+            .with_endpoint(|ep| st.pump_sends(ep, now, &self.hosts));
     }
 
     /// Drives progress until `check` gives a value, the wait cannot finish
@@ -283,7 +286,6 @@ impl<T: Transport> Communicator<T> {
                     st.on_delivery(d);
                     st.pump_held();
                 }
-                st.liveness_tick(Instant::now());
                 // Done already (a send handed at once, a message that was
                 // queued): no progress step (a system call) needed.
                 if let Some(r) = check(&mut st) {
@@ -423,7 +425,7 @@ impl<T: Transport> Communicator<T> {
         let source = source.into();
         let mut st = self.lock();
         if let SourceSel::Rank(r) = source {
-            if st.is_failed(r) {
+            if st.failure(r).is_some() {
                 self.progress_locked(&mut st)?;
             }
         }

@@ -271,14 +271,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         }
     }
 
-    /// True while receives naming `rank` fail (it failed or is implicitly
-    /// disconnected).
-    pub fn is_failed(&self, rank: usize) -> bool {
-        rank < self.size && self.peer_failed(rank).is_err()
-    }
-
     /// Why receives naming `rank` fail, if they do.
     pub fn failure(&self, rank: usize) -> Option<CommError> {
+        if rank >= self.size {
+            return None;
+        }
         self.peer_failed(rank).err()
     }
 
