@@ -14,7 +14,9 @@
 //!   default window and after `through(0)` (throughput priority).
 //!
 //! Run: `cargo run --release -p comm --example ulfc_priority [SECONDS]`
-//! (each of the five runs lasts SECONDS, default 3). Bounded: every
+//! (each of the five runs lasts SECONDS, default 3; `ULFC_BUDGET=BYTES`
+//! sets every rank's `CommConfig::recv_budget_bytes`, as used to compare
+//! 4, 2 and 1 MiB). Bounded: every
 //! blocking call fails after 30 s, and the cluster is removed on exit.
 
 use std::sync::atomic::{AtomicBool, Ordering};
