@@ -22,7 +22,8 @@
 --      default): CTP when the 25-byte header is self-consistent exactly as
 --      ctp/src/wire.rs parses it, and its packet size equals the EDP payload
 --      length (the CTP packet is the whole EDP payload), or the payload is
---      whole confirmations packed together (CTP over EDP);
+--      whole confirmations packed together, possibly followed by one other
+--      packet last (CTP over EDP);
 --   4. netgauge control messages (40 bytes starting with "NGv1");
 --   5. data.
 --
@@ -301,20 +302,29 @@ local function ctp_inconsistency(tvb, size)
 end
 
 -- True if the bytes of `tvb` from `off` on are whole, consistent CTP
--- confirmations: CTP over EDP packs the confirmations due to one peer behind
--- a first confirmation (ctp/PROTOCOL.md "Confirmations share a frame").
+-- packets, every one but the last a confirmation: CTP over EDP packs the
+-- confirmations due to one peer in front of another confirmation or of a
+-- data packet (ctp/PROTOCOL.md "Confirmations share a frame").
 local function ctp_packed_ok(tvb, off)
     local n = tvb:len()
-    if off >= n or (n - off) % CTP_HLEN ~= 0 then
+    if off >= n then
         return false
     end
     while off < n do
-        local c = tvb(off, CTP_HLEN):tvb()
-        if c(0, 2):le_uint() ~= CTP_HLEN or c(2, 2):le_uint() < 0x8000
-            or unknown_bits(c(24, 1):uint(), 0x1f) ~= 0 or ctp_inconsistency(c, CTP_HLEN) then
+        if n - off < CTP_HLEN then
             return false
         end
-        off = off + CTP_HLEN
+        local size = tvb(off, 2):le_uint()
+        if size < CTP_HLEN or size > n - off then
+            return false
+        end
+        local c = tvb(off, size):tvb()
+        local conf = size == CTP_HLEN and c(2, 2):le_uint() >= 0x8000
+        if (off + size < n and not conf) or unknown_bits(c(24, 1):uint(), 0x1f) ~= 0
+            or ctp_inconsistency(c, size) then
+            return false
+        end
+        off = off + size
     end
     return true
 end
@@ -427,15 +437,28 @@ function p_ctp.dissector(tvb, pinfo, tree)
         info_malformed(pinfo, why)
     end
     if size < n and confirm and size == CTP_HLEN and ctp_packed_ok(tvb, size) then
-        -- Confirmations packed behind this one: one CTP tree each.
-        local first_info = tostring(pinfo.cols.info)
+        -- Packets packed behind this confirmation: one CTP tree each. The
+        -- Info column names a data packet (last) if there is one.
+        local info_text = tostring(pinfo.cols.info)
+        local confs = 0
+        local data_info = nil
         local off = size
         while off < n do
-            p_ctp.dissector(tvb(off, CTP_HLEN):tvb(), pinfo, tree)
-            off = off + CTP_HLEN
+            local s = tvb(off, 2):le_uint()
+            p_ctp.dissector(tvb(off, s):tvb(), pinfo, tree)
+            if s == CTP_HLEN and tvb(off + 2, 2):le_uint() >= 0x8000 then
+                confs = confs + 1
+            else
+                data_info = tostring(pinfo.cols.info)
+            end
+            off = off + s
         end
-        pinfo.cols.info:set(string.format("%s (+%d packed confirmations)", first_info,
-            (n - size) / CTP_HLEN))
+        if data_info then
+            -- The first confirmation counts as packed with the data packet.
+            info_text = data_info
+            confs = confs + 1
+        end
+        pinfo.cols.info:set(string.format("%s (+%d packed confirmations)", info_text, confs))
         return n
     end
     if size < n then

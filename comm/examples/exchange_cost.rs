@@ -43,8 +43,15 @@ fn main() {
                 let peer = 1 - rank;
                 let n = 20000;
                 let mut out = Vec::new();
+                let rt = c.socket().runtime().clone();
+                let frames = |rt: &edp::runtime::Runtime| {
+                    let s = rt.stats();
+                    (s.tx_frames, s.rx_frames)
+                };
+                let mut f0;
                 // ping-pong
                 c.barrier().unwrap();
+                f0 = frames(&rt);
                 let t = Instant::now();
                 for _ in 0..n {
                     if rank == 0 {
@@ -55,46 +62,68 @@ fn main() {
                         c.send(peer, 1, &[0u8; 8]).unwrap();
                     }
                 }
+                let f1 = frames(&rt);
                 out.push((
                     "pingpong half rtt",
                     t.elapsed().as_secs_f64() * 1e6 / (2.0 * n as f64),
+                    (f1.0 - f0.0) as f64 / n as f64,
+                    (f1.1 - f0.1) as f64 / n as f64,
                 ));
                 c.barrier().unwrap();
+                f0 = frames(&rt);
                 let t = Instant::now();
                 for _ in 0..n {
                     c.send(peer, 2, &[0u8; 8]).unwrap();
                     c.recv(peer, 2u32).unwrap();
                 }
+                let f1 = frames(&rt);
                 out.push((
                     "exchange send+recv",
                     t.elapsed().as_secs_f64() * 1e6 / n as f64,
+                    (f1.0 - f0.0) as f64 / n as f64,
+                    (f1.1 - f0.1) as f64 / n as f64,
                 ));
                 c.barrier().unwrap();
+                f0 = frames(&rt);
                 let t = Instant::now();
                 for _ in 0..n {
                     let mut v = [1.0f64];
                     c.allreduce_sum(&mut v).unwrap();
                 }
+                let f1 = frames(&rt);
                 out.push((
                     "allreduce back to back",
                     t.elapsed().as_secs_f64() * 1e6 / n as f64,
+                    (f1.0 - f0.0) as f64 / n as f64,
+                    (f1.1 - f0.1) as f64 / n as f64,
                 ));
                 c.barrier().unwrap();
+                f0 = frames(&rt);
                 let t = Instant::now();
                 for _ in 0..n {
                     c.barrier().unwrap();
                 }
-                out.push(("barrier", t.elapsed().as_secs_f64() * 1e6 / n as f64));
+                let f1 = frames(&rt);
+                out.push((
+                    "barrier",
+                    t.elapsed().as_secs_f64() * 1e6 / n as f64,
+                    (f1.0 - f0.0) as f64 / n as f64,
+                    (f1.1 - f0.1) as f64 / n as f64,
+                ));
                 c.barrier().unwrap();
+                f0 = frames(&rt);
                 let t = Instant::now();
                 for _ in 0..n {
                     let r = c.irecv(peer, 3u32).unwrap();
                     c.send(peer, 3, &[0u8; 8]).unwrap();
                     c.wait(r).unwrap();
                 }
+                let f1 = frames(&rt);
                 out.push((
                     "exchange irecv first",
                     t.elapsed().as_secs_f64() * 1e6 / n as f64,
+                    (f1.0 - f0.0) as f64 / n as f64,
+                    (f1.1 - f0.1) as f64 / n as f64,
                 ));
                 c.finalize(Duration::from_secs(10)).unwrap();
                 (rank, out)
@@ -103,6 +132,8 @@ fn main() {
         .collect();
     for t in th {
         let (r, o) = t.join().unwrap();
-        println!("rank {r}: {o:?}");
+        for (name, us, tx, rx) in o {
+            println!("rank {r}: {name:<24} {us:8.2} us/iter  tx {tx:5.2} rx {rx:5.2} frames/iter");
+        }
     }
 }

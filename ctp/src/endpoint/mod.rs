@@ -120,6 +120,10 @@ pub struct Endpoint<P: PeerAddr> {
     stats: Stats,
 }
 
+/// Most queued confirmations [`Endpoint::take_confirmations_to`] looks at
+/// for one packet (bounds its cost when many peers are owed one).
+pub const PACK_SCAN: usize = 64;
+
 impl<P: PeerAddr> Endpoint<P> {
     /// A new endpoint. `now`/`wall_now` pair the monotonic and wall clocks for
     /// error timestamps; `seed` seeds the random starting ids (spec: "initial
@@ -260,26 +264,33 @@ impl<P: PeerAddr> Endpoint<P> {
     }
 
     /// After [`poll_transmit_gather`](Self::poll_transmit_gather) returned a
-    /// confirmation to `to`: if the next datagram due is another
-    /// confirmation to the same peer (and no data packet waits before it),
-    /// writes its 25-byte header into `hdr` and returns true. A carrier
-    /// that can put several CTP packets in one datagram (CTP over EDP,
-    /// ctp/PROTOCOL.md "Confirmations share a frame") packs them with it;
-    /// over UDP every packet stays its own datagram (wire compatibility).
-    ///
-    /// Panics if `hdr` is shorter than 25 bytes.
-    pub fn poll_confirmation_to(&mut self, to: &P, hdr: &mut [u8]) -> bool {
-        if !self.tx.is_empty() {
-            return false;
-        }
-        match self.tx_conf.front() {
-            Some(Tx::Confirm { to: t, repr }) if t == to => {
-                repr.emit(hdr);
-                self.tx_conf.pop_front();
-                true
+    /// packet to `to`: takes the confirmations queued for the same peer
+    /// (among the first [`PACK_SCAN`] queued) and writes their 25-byte
+    /// headers back to back into `hdrs`, as many as fit; returns the bytes
+    /// written (a multiple of 25). A carrier that can put several CTP
+    /// packets in one datagram (CTP over EDP, ctp/PROTOCOL.md
+    /// "Confirmations share a frame") sends them in front of that packet,
+    /// so a reply carries the confirmation of the request; over UDP every
+    /// packet stays its own datagram (wire compatibility).
+    pub fn take_confirmations_to(&mut self, to: &P, hdrs: &mut [u8]) -> usize {
+        let mut written = 0;
+        let mut i = 0;
+        let mut scanned = 0;
+        while scanned < PACK_SCAN
+            && i < self.tx_conf.len()
+            && written + CTP_HEADER_LEN <= hdrs.len()
+        {
+            scanned += 1;
+            match &self.tx_conf[i] {
+                Tx::Confirm { to: t, repr } if t == to => {
+                    repr.emit(&mut hdrs[written..written + CTP_HEADER_LEN]);
+                    self.tx_conf.remove(i);
+                    written += CTP_HEADER_LEN;
+                }
+                _ => i += 1,
             }
-            _ => false,
         }
+        written
     }
 
     /// The data part `r` of a [`GatherTransmit`]: bytes of the stored

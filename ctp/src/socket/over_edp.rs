@@ -35,8 +35,21 @@ fn packed_after(payload: &[u8]) -> Option<&[u8]> {
     (rest.len() >= CTP_HEADER_LEN && rest[..2] != [0, 0]).then_some(rest)
 }
 
+/// Whether every packet of an EDP payload but the last is a confirmation
+/// (the only packets sent in front of another; see [`packed_after`]).
+fn well_packed(payload: &[u8]) -> bool {
+    let mut p = payload;
+    while let Some(rest) = packed_after(p) {
+        if !is_confirmation(p) {
+            return false;
+        }
+        p = rest;
+    }
+    true
+}
+
 /// Whether `p` starts with a confirmation header: packet size 25 and bit
-/// 15 of the command set (the only packets that share a frame).
+/// 15 of the command set.
 fn is_confirmation(p: &[u8]) -> bool {
     p.len() >= CTP_HEADER_LEN
         && u16::from_le_bytes([p[0], p[1]]) as usize == CTP_HEADER_LEN
@@ -64,20 +77,19 @@ impl Socket for CtpSlot {
             }
         };
         let before = self.core.queued();
+        // Several packets share a frame: confirmations, then at most one
+        // other packet, last (PROTOCOL.md "Confirmations share a frame").
+        // A frame breaking that rule is dropped whole before any of it
+        // changes state.
+        if !well_packed(f.payload) {
+            self.malformed += 1;
+            return;
+        }
         let from = (f.eth.src, f.header.src_port);
-        self.core.ep.handle_datagram(cx.now, from, f.payload);
-        // Confirmations packed behind the first packet (PROTOCOL.md
-        // "Confirmations share a frame"); zero bytes are Ethernet padding.
-        let mut rest = packed_after(f.payload);
-        while let Some(p) = rest {
-            if !is_confirmation(p) {
-                self.malformed += 1;
-                break;
-            }
-            self.core
-                .ep
-                .handle_datagram(cx.now, from, &p[..CTP_HEADER_LEN]);
-            rest = packed_after(p);
+        let mut packet = Some(f.payload);
+        while let Some(p) = packet {
+            self.core.ep.handle_datagram(cx.now, from, p);
+            packet = packed_after(p);
         }
         self.core.after_event();
         if self.core.queued() > before {
@@ -106,18 +118,18 @@ impl Socket for CtpSlot {
             let Some(t) = self.core.ep.poll_transmit_gather(body) else {
                 break;
             };
-            let mut len = t.header_len + t.payload.len();
-            if t.payload.is_empty() && is_confirmation(&body[..len]) {
-                // Further confirmations to the same peer share the frame.
-                while len + CTP_HEADER_LEN <= body.len().min(self.max_frame - HEAD)
-                    && self
-                        .core
-                        .ep
-                        .poll_confirmation_to(&t.dest, &mut body[len..len + CTP_HEADER_LEN])
-                {
-                    len += CTP_HEADER_LEN;
-                }
-            }
+            // The confirmations due to the same peer ride in front of the
+            // packet (PROTOCOL.md "Confirmations share a frame"): written
+            // behind its header, then rotated before it, so the header
+            // stays next to the gathered data part.
+            let hl = t.header_len;
+            let room = (body.len().min(self.max_frame - HEAD)).saturating_sub(hl + t.payload.len());
+            let packed = self
+                .core
+                .ep
+                .take_confirmations_to(&t.dest, &mut body[hl..hl + room]);
+            body[..hl + packed].rotate_left(hl);
+            let len = hl + packed + t.payload.len();
             EthernetRepr {
                 dst: t.dest.0,
                 src: cx.mac,
@@ -322,9 +334,9 @@ mod tests {
         );
     }
 
-    /// What counts as a packed packet: a confirmation header after the
-    /// first packet; zero padding does not, nor does a data packet (which
-    /// `on_frame` counts malformed).
+    /// What counts as a packed packet: a packet behind another; zero
+    /// padding does not. Only confirmations may stand in front of another
+    /// packet: a frame with a data packet before the last is malformed.
     #[test]
     fn packed_confirmations_are_recognised() {
         assert!(packed_after(&[25, 0]).is_none());
@@ -342,5 +354,50 @@ mod tests {
         let mut data = conf;
         data[3] = 0;
         assert!(!is_confirmation(&data));
+        assert!(well_packed(&two));
+        // Confirmations, then a data packet last: one frame.
+        let mut hi = data.to_vec();
+        hi[0] = 27;
+        hi.extend(b"hi");
+        let mut conf_data = two.clone();
+        conf_data.extend(&hi);
+        assert!(well_packed(&conf_data));
+        assert_eq!(packed_after(&two[25..]), None);
+        // A data packet in front of anything: malformed.
+        let mut data_conf = hi.clone();
+        data_conf.extend(conf);
+        assert!(!well_packed(&data_conf));
+        let mut conf_data_conf = conf_data.clone();
+        conf_data_conf.extend(conf);
+        assert!(!well_packed(&conf_data_conf));
+    }
+
+    /// In a ping-pong each reply carries the confirmation of its request in
+    /// the same frame (the request's confirmation is held for the reply;
+    /// PROTOCOL.md "Confirmations share a frame"): one frame per message,
+    /// and every message is still confirmed.
+    #[test]
+    fn a_reply_carries_the_confirmation_of_its_request() {
+        let (a, b, mb, rb) = pair();
+        let ma = a.runtime().mac();
+        let n = 50u64;
+        for i in 0..n {
+            a.send(1, (mb, 8), &i.to_le_bytes(), Options::NONE).unwrap();
+            let d = match b.recv_delivery(PATIENCE).unwrap() {
+                crate::Delivery::Data(d) => d,
+                e => panic!("{e:?}"),
+            };
+            assert_eq!(d.data, i.to_le_bytes());
+            b.send(2, (ma, 7), &d.data, Options::NONE).unwrap();
+            match a.recv_delivery(PATIENCE).unwrap() {
+                crate::Delivery::Data(d) => assert_eq!(d.data, i.to_le_bytes()),
+                e => panic!("{e:?}"),
+            }
+        }
+        assert_eq!(rb.stats().tx_frames, n, "b sent its confirmations apart");
+        assert_eq!(b.stats().confirmations_sent, n);
+        assert_eq!(a.stats().confirmations_received, n);
+        assert_eq!(a.stats().data_packets_resent, 0);
+        assert_eq!(b.stats().malformed, 0);
     }
 }

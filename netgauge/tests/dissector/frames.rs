@@ -446,6 +446,21 @@ pub fn handcrafted_cases() -> Vec<Case> {
             ("ctp.id", s("0x11223344;0x00000063")),
         ],
     ));
+    // ... and in front of a data packet to the same peer, which comes last.
+    let reply = ctp_cmd(8, 100, b"ok", Options::NONE);
+    let mut conf_data = ctp_packet(&first.confirmation(), &[]);
+    conf_data.extend(ctp_packet(&reply, b"ok"));
+    v.push(case(
+        "CTP confirmation packed in front of a data packet",
+        edp_frame(PORT, 49152, &conf_data),
+        &[
+            ("cnedp.len", s(52)),
+            ("ctp.size", s("25;27")),
+            ("ctp.confirmation", s("1;0")),
+            ("ctp.id", s("0x11223344;0x00000064")),
+            ("ctp.datalen", s("0;2")),
+        ],
+    ));
     let part = CtpRepr {
         number: 2,
         amount: 5,

@@ -126,12 +126,16 @@ impl Row {
     fn get(&self, f: &str) -> Option<&str> {
         self.all(f).first().map(String::as_str)
     }
+    /// The last value of `f` (a frame of packed CTP packets lists each
+    /// field once per packet; the data packet, if any, is last).
+    fn last(&self, f: &str) -> Option<&str> {
+        self.all(f).last().map(String::as_str)
+    }
     fn num(&self, f: &str) -> Option<u64> {
-        let s = self.get(f)?;
-        match s.strip_prefix("0x") {
-            Some(h) => u64::from_str_radix(h, 16).ok(),
-            None => s.parse().ok(),
-        }
+        parse_num(self.get(f)?)
+    }
+    fn last_num(&self, f: &str) -> Option<u64> {
+        parse_num(self.last(f)?)
     }
     /// Rejected by the dissector: expert info of group Malformed (which
     /// tshark also marks as `_ws.malformed`) or Checksum.
@@ -375,5 +379,13 @@ fn ethertype_preferences_move_the_protocols() {
             r.get("cnedp.srcport").is_none() && r.get("cnesp.srcport").is_none(),
             "{r:?}"
         );
+    }
+}
+
+/// A tshark field value as a number (decimal or 0x-hex).
+fn parse_num(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
     }
 }

@@ -487,7 +487,8 @@ fn ctp_session() {
     assert!(!ctp.is_empty(), "no CTP packet decoded: {rows:?}");
     for r in &ctp {
         // The CTP packet is the whole EDP payload, or confirmations are
-        // packed together (ctp/PROTOCOL.md "Confirmations share a frame").
+        // packed in front of another packet (ctp/PROTOCOL.md
+        // "Confirmations share a frame").
         let sizes: u64 = r
             .all("ctp.size")
             .iter()
@@ -495,16 +496,25 @@ fn ctp_session() {
             .sum();
         assert_eq!(Some(sizes), r.num("cnedp.len"), "{r:?}");
     }
+    // A data packet is the last packet of its frame; confirmations may
+    // stand in front of it.
     let data: Vec<&Row> = ctp
         .iter()
         .copied()
-        .filter(|r| r.get("ctp.confirmation") == Some("0"))
+        .filter(|r| r.last("ctp.confirmation") == Some("0"))
         .collect();
     let confirmations: Vec<&Row> = ctp
         .iter()
         .copied()
-        .filter(|r| r.get("ctp.confirmation") == Some("1"))
+        .filter(|r| r.all("ctp.confirmation").iter().any(|c| c == "1"))
         .collect();
+    assert!(
+        ctp.iter().all(|r| {
+            let c = r.all("ctp.confirmation");
+            c.iter().rev().skip(1).all(|c| c == "1")
+        }),
+        "a data packet in front of another: {ctp:?}"
+    );
     assert!(!data.is_empty() && !confirmations.is_empty(), "{ctp:?}");
     // Every data packet of the client is confirmed by the server: same
     // command and id, size 25, no message size.
@@ -516,8 +526,9 @@ fn ctp_session() {
         // packet, in order.)
         let confirms = |c: &Row| {
             (0..c.all("ctp.id").len()).any(|i| {
-                c.all("ctp.id")[i] == d.get("ctp.id").unwrap()
-                    && c.all("ctp.command")[i] == d.get("ctp.command").unwrap()
+                c.all("ctp.id")[i] == d.last("ctp.id").unwrap()
+                    && c.all("ctp.command")[i] == d.last("ctp.command").unwrap()
+                    && c.all("ctp.confirmation")[i] == "1"
                     && c.all("ctp.size")[i] == "25"
                     && c.all("ctp.msgsize")[i] == "0"
             })
@@ -530,8 +541,9 @@ fn ctp_session() {
         );
     }
     assert!(
-        data.iter().any(|r| r.num("ctp.datalen") == Some(MSG as u64)
-            && r.num("ctp.msgsize") == Some(MSG as u64)),
+        data.iter()
+            .any(|r| r.last_num("ctp.datalen") == Some(MSG as u64)
+                && r.last_num("ctp.msgsize") == Some(MSG as u64)),
         "a {MSG}-byte command: {data:?}"
     );
     // The client's first packet opens its session with the server.
@@ -540,7 +552,7 @@ fn ctp_session() {
         .find(|r| r.get("eth.src") == Some(client.as_str()))
         .unwrap();
     assert_eq!(
-        first.num("ctp.options").map(|o| o & 0x10),
+        first.last_num("ctp.options").map(|o| o & 0x10),
         Some(0x10),
         "StartSession on the first packet: {first:?}"
     );
@@ -549,10 +561,11 @@ fn ctp_session() {
         "netgauge HELLO inside CTP: {data:?}"
     );
     let mut shown: Vec<&Row> = vec![*first];
-    if let Some(c) = confirmations
-        .iter()
-        .find(|c| c.get("ctp.id") == first.get("ctp.id"))
-    {
+    if let Some(c) = confirmations.iter().find(|c| {
+        c.all("ctp.id")
+            .iter()
+            .any(|i| Some(i.as_str()) == first.last("ctp.id"))
+    }) {
         shown.push(*c);
     }
     show(
