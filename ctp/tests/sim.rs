@@ -191,10 +191,13 @@ fn large_messages_across_loss_reordering_duplication() {
         .with_reorder(0.1, Duration::from_micros(300))
         .with_delay(Duration::from_micros(20), Duration::from_micros(10));
     let (la, lb) = SimLink::pair(&clock, 9000, f.clone(), f.with_seed(8));
-    let mut nodes = vec![
-        Node::new(la, cfg(9000), 1, t0),
-        Node::new(lb, cfg(9000), 2, t0),
-    ];
+    // The eight messages (4.2 MiB) are stored at once, beyond the default
+    // sent storage (4 MiB).
+    let big = Config {
+        max_stored_bytes: 16 << 20,
+        ..cfg(9000)
+    };
+    let mut nodes = vec![Node::new(la, big.clone(), 1, t0), Node::new(lb, big, 2, t0)];
     let dst = nodes[1].addr;
     // ids cross 2^32 - 1 inside the first (3 MiB, 351-packet) message
     nodes[0]
