@@ -306,7 +306,7 @@ fn ten_thousand_mixed_commands_with_five_percent_loss() {
         total += len;
         todo.push_back((i, len));
     }
-    // The application sends as fast as the sent-commands storage (256 MiB)
+    // The application sends as fast as the sent-commands storage (4 MiB)
     // lets it: whenever there is room, at the current virtual time.
     let mut sent = HashMap::new();
     let mut feed = |n: &mut [Node], now: Instant| {
