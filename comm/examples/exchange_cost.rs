@@ -3,13 +3,15 @@
 //! of a ping-pong, an exchange (both send, then both receive: the step of
 //! a recursive-doubling allreduce), the allreduce itself, the barrier, and
 //! the exchange with the receive posted first. Each in us per iteration,
-//! 20000 iterations.
+//! with the frames each rank sent and received per iteration, 20000
+//! iterations.
 //!
-//! An exchange does the work of a whole round trip on each rank: its own
-//! data frame and the peer's, and a CTP confirmation frame for each (CTP
-//! confirms every packet with a frame of its own, spec "Confirmations"),
-//! where TCP's ACK rides on the reply; on a host whose CPUs are the limit,
-//! that is the allreduce's cost (issue 12, docs/measurements).
+//! On a host whose CPUs are the limit, an exchange costs what its frames
+//! cost. CTP confirms every packet (spec "Confirmations"); over EDP the
+//! confirmation rides in front of the next data packet to the same peer
+//! (ctp/PROTOCOL.md "Confirmations share a frame"), so an exchange is one
+//! frame each way, as TCP's ACK rides on the reply. Before that it was two,
+//! and an exchange cost a whole round trip (issue 12, docs/measurements).
 //!
 //! Run: `cargo run --release -p comm --example exchange_cost`
 
@@ -44,16 +46,26 @@ fn main() {
                 let n = 20000;
                 let mut out = Vec::new();
                 let rt = c.socket().runtime().clone();
-                let frames = |rt: &edp::runtime::Runtime| {
-                    let s = rt.stats();
-                    (s.tx_frames, s.rx_frames)
+                // Runs `step` n times after a barrier: (name, us per step,
+                // frames sent and received per step).
+                let mut measure = |name: &'static str, per: f64, step: &mut dyn FnMut()| {
+                    c.barrier().unwrap();
+                    let s0 = rt.stats();
+                    let t = Instant::now();
+                    for _ in 0..n {
+                        step();
+                    }
+                    let us = t.elapsed().as_secs_f64() * 1e6 / (per * n as f64);
+                    let s1 = rt.stats();
+                    let per_step = |a: u64, b: u64| (b - a) as f64 / n as f64;
+                    out.push((
+                        name,
+                        us,
+                        per_step(s0.tx_frames, s1.tx_frames),
+                        per_step(s0.rx_frames, s1.rx_frames),
+                    ));
                 };
-                let mut f0;
-                // ping-pong
-                c.barrier().unwrap();
-                f0 = frames(&rt);
-                let t = Instant::now();
-                for _ in 0..n {
+                measure("pingpong half rtt", 2.0, &mut || {
                     if rank == 0 {
                         c.send(peer, 1, &[0u8; 8]).unwrap();
                         c.recv(peer, 1u32).unwrap();
@@ -61,70 +73,21 @@ fn main() {
                         c.recv(peer, 1u32).unwrap();
                         c.send(peer, 1, &[0u8; 8]).unwrap();
                     }
-                }
-                let f1 = frames(&rt);
-                out.push((
-                    "pingpong half rtt",
-                    t.elapsed().as_secs_f64() * 1e6 / (2.0 * n as f64),
-                    (f1.0 - f0.0) as f64 / n as f64,
-                    (f1.1 - f0.1) as f64 / n as f64,
-                ));
-                c.barrier().unwrap();
-                f0 = frames(&rt);
-                let t = Instant::now();
-                for _ in 0..n {
+                });
+                measure("exchange send+recv", 1.0, &mut || {
                     c.send(peer, 2, &[0u8; 8]).unwrap();
                     c.recv(peer, 2u32).unwrap();
-                }
-                let f1 = frames(&rt);
-                out.push((
-                    "exchange send+recv",
-                    t.elapsed().as_secs_f64() * 1e6 / n as f64,
-                    (f1.0 - f0.0) as f64 / n as f64,
-                    (f1.1 - f0.1) as f64 / n as f64,
-                ));
-                c.barrier().unwrap();
-                f0 = frames(&rt);
-                let t = Instant::now();
-                for _ in 0..n {
+                });
+                measure("allreduce back to back", 1.0, &mut || {
                     let mut v = [1.0f64];
                     c.allreduce_sum(&mut v).unwrap();
-                }
-                let f1 = frames(&rt);
-                out.push((
-                    "allreduce back to back",
-                    t.elapsed().as_secs_f64() * 1e6 / n as f64,
-                    (f1.0 - f0.0) as f64 / n as f64,
-                    (f1.1 - f0.1) as f64 / n as f64,
-                ));
-                c.barrier().unwrap();
-                f0 = frames(&rt);
-                let t = Instant::now();
-                for _ in 0..n {
-                    c.barrier().unwrap();
-                }
-                let f1 = frames(&rt);
-                out.push((
-                    "barrier",
-                    t.elapsed().as_secs_f64() * 1e6 / n as f64,
-                    (f1.0 - f0.0) as f64 / n as f64,
-                    (f1.1 - f0.1) as f64 / n as f64,
-                ));
-                c.barrier().unwrap();
-                f0 = frames(&rt);
-                let t = Instant::now();
-                for _ in 0..n {
+                });
+                measure("barrier", 1.0, &mut || c.barrier().unwrap());
+                measure("exchange irecv first", 1.0, &mut || {
                     let r = c.irecv(peer, 3u32).unwrap();
                     c.send(peer, 3, &[0u8; 8]).unwrap();
                     c.wait(r).unwrap();
-                }
-                let f1 = frames(&rt);
-                out.push((
-                    "exchange irecv first",
-                    t.elapsed().as_secs_f64() * 1e6 / n as f64,
-                    (f1.0 - f0.0) as f64 / n as f64,
-                    (f1.1 - f0.1) as f64 / n as f64,
-                ));
+                });
                 c.finalize(Duration::from_secs(10)).unwrap();
                 (rank, out)
             })

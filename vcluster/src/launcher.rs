@@ -133,14 +133,24 @@ impl LaunchCluster {
     }
 }
 
-/// `mpirun` for `np` ranks as root, oversubscribed, over Open MPI's TCP BTL
-/// (`self,tcp`), idle ranks yielding the CPU (`mpi_yield_when_idle`), so
-/// that N ranks share a few cores; add the program and its arguments.
+/// `mpirun` for `np` ranks as root, oversubscription allowed, over Open
+/// MPI's TCP BTL (`self,tcp`); add the program and its arguments.
+///
+/// Idle ranks yield the CPU (`mpi_yield_when_idle`) only when there are
+/// more ranks than CPUs, as Open MPI decides by itself on an oversubscribed
+/// node: ranks that each have a CPU poll without yielding (Open MPI's
+/// default), so a comparison with our busy-poll mode does not slow Open
+/// MPI down, and ranks sharing CPUs let each other run.
 pub fn mpirun_base(np: usize) -> Command {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut c = Command::new("mpirun");
     c.args(["--allow-run-as-root", "--oversubscribe", "-np"])
         .arg(np.to_string())
         .args(["--mca", "btl", "self,tcp"])
-        .args(["--mca", "mpi_yield_when_idle", "1"]);
+        .args([
+            "--mca",
+            "mpi_yield_when_idle",
+            if np > cpus { "1" } else { "0" },
+        ]);
     c
 }
