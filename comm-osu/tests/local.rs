@@ -49,6 +49,13 @@ fn latency_two_ranks() {
     let mut sizes = vec![0];
     sizes.extend(FROM_ONE);
     check("latency", 2, "OSU MPI Latency Test", "Latency (us)", &sizes);
+    check(
+        "latency-p50",
+        2,
+        "OSU MPI Latency Test, p50",
+        "p50 Latency (us)",
+        &sizes,
+    );
 }
 
 #[test]
