@@ -73,39 +73,19 @@ pub trait Engine: Send + 'static {
     fn has_lingering(&self) -> bool;
 }
 
-/// Shortest stretch a waiting thread spins without yielding its CPU (see
+/// Longest stretch a waiting thread spins without yielding its CPU (see
 /// `Driver::spin`): a peer stacked on the same CPU gets to run within this.
 const YIELD_EVERY: Duration = Duration::from_micros(5);
 
-/// Longest stretch: the stretch doubles after each yield that came back at
-/// once (nobody else wanted the CPU), up to this, and falls back to
-/// [`YIELD_EVERY`] after a yield that let another thread run.
-const YIELD_MAX: Duration = Duration::from_micros(80);
-
-thread_local! {
-    /// This thread's current stretch between yields (see [`YieldPacer`]).
-    static YIELD_PERIOD: std::cell::Cell<Duration> = const { std::cell::Cell::new(YIELD_EVERY) };
-}
-
-/// The one pacing of every spin in this file: yields the CPU once the
-/// thread's stretch has passed since the pacer started or last yielded. A
+/// The one pacing of every spin in this file: yields the CPU once
+/// [`YIELD_EVERY`] has passed since the pacer started or last yielded. A
 /// spinner that shares its CPU with its peer (two processes of a ping-pong
 /// on a busy 2-CPU machine) would otherwise hold it for a whole time slice
 /// while the peer cannot answer: measured p50 was the spin budget plus 8 us
 /// (ring spin) and plus 11 us (UdpLink). The kernel's own busy poll stops
 /// on need_resched(); user space yields (one cheap syscall when nobody
-/// waits).
-///
-/// The stretch adapts: a yield that returns within [`YIELD_EVERY`] found
-/// no other thread to run, and the stretch doubles (up to [`YIELD_MAX`]);
-/// a yield that took longer let someone run, and the stretch is back at
-/// [`YIELD_EVERY`]. With a fixed 5 us stretch, two ranks that each had a
-/// CPU yielded about once per ping-pong (a half round trip of 4-5 us on the
-/// virtual cluster's bridge). Measured (`comm-osu latency-p50 --local 2
-/// --link edp --wait busy -m 8:8 -i 20000`, 4 alternating runs each): p50
-/// 4.20-4.49 us fixed, 4.13-4.42 us adaptive; two processes pinned to one
-/// CPU (`taskset -c 0 netgauge --local --busy-poll -m edp,ctp-edp`): EDP
-/// 10.4-11.1 us either way, so sharing a CPU still yields every 5 us.
+/// waits). A spin that finishes within `YIELD_EVERY` (the usual 2 us
+/// ping-pong) never yields.
 #[derive(Debug, Clone, Copy)]
 struct YieldPacer(Instant);
 
@@ -115,17 +95,9 @@ impl YieldPacer {
     }
 
     fn tick(&mut self, now: Instant) {
-        let period = YIELD_PERIOD.with(std::cell::Cell::get);
-        if now - self.0 >= period {
+        if now - self.0 >= YIELD_EVERY {
             std::thread::yield_now();
-            let after = Instant::now();
-            let next = if after - now < YIELD_EVERY {
-                (period * 2).min(YIELD_MAX)
-            } else {
-                YIELD_EVERY
-            };
-            YIELD_PERIOD.with(|p| p.set(next));
-            self.0 = after;
+            self.0 = Instant::now();
         }
     }
 }
