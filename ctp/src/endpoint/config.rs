@@ -111,8 +111,10 @@ pub struct Config {
     /// (`Endpoint::take_buffer`) and reassemblies of about the same size,
     /// instead of fresh allocations whose pages fault in one by one
     /// (`pool.rs`; buffers under 64 KiB are not kept). Default 16 MiB:
-    /// four times comm's default receive budget (4 MiB), so a window of
-    /// 1 MiB messages in flight finds its buffers; 0 disables the pool.
+    /// four times the sent storage (`max_stored_bytes`, 4 MiB) and eight
+    /// times comm's default receive budget (2 MiB), so the buffers of what
+    /// a sender stores and of a window of 1 MiB messages being reassembled
+    /// are found again; 0 disables the pool.
     pub max_spare_bytes: u64,
     /// Largest message accepted by `send`, bytes (at most 2^48 - 1, spec table 1).
     pub max_message_size: u64,

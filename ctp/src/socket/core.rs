@@ -53,9 +53,10 @@ impl<P: PeerAddr> CtpCore<P> {
     /// After a received packet queued a delivery for the application: hold
     /// what the endpoint has to send (the confirmation) for at most
     /// [`DEFER_MAX`], so the application gets its delivery one system call
-    /// earlier and a reply it sends at once leaves in the same batch as the
-    /// confirmation (the old CTP driver's "deferred confirmations"). The
-    /// application's next call, or the deadline, releases it.
+    /// earlier and a reply it sends at once carries the confirmation (over
+    /// EDP in the same frame, PROTOCOL.md "Confirmations share a frame";
+    /// over UDP in the same batch). The application's next call, or the
+    /// deadline, releases it.
     pub(crate) fn defer(&mut self, now: Instant) {
         if self.deferred_until.is_none() {
             self.deferred_until = Some(now + DEFER_MAX);
