@@ -46,7 +46,7 @@ pub mod socket;
 pub mod wire;
 
 pub use auth::{AuthMethod, AuthPolicy, MethodList};
-pub use config::{CongestionControl, EspConfig, TransportConfig};
+pub use config::{Checksum, CongestionControl, EspConfig, TransportConfig};
 pub use conn::{Connection, ConnectionError, Error, IsnGenerator, State, Stats};
 /// Fault injection settings, re-exported for [`EspConfig::with_fault`].
 pub use edp::link::fault::FaultConfig;

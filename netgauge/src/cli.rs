@@ -536,6 +536,14 @@ pub struct Args {
     #[arg(long = "wait", value_name = "POLICY")]
     pub wait: Option<Wait>,
 
+    /// When ESP computes its checksum (RFC 1071) on the segments it sends:
+    /// `auto` (not where the link guarantees frame integrity, which an
+    /// Ethernet FCS, veth and a UDP link do; on through fault injection),
+    /// `always` or `never`. Received segments are checked whenever they
+    /// carry one.
+    #[arg(long = "esp-checksum", value_name = "MODE", default_value = "auto")]
+    pub esp_checksum: ::esp::Checksum,
+
     /// Open N idle EDP sockets (ephemeral ports) in each netgauge process,
     /// on the measured socket's runtime, for the whole session.
     #[arg(long = "idle-edp", value_name = "N", default_value_t = 0)]

@@ -286,6 +286,10 @@ pub(crate) fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
     ];
     v.push("--wait".into());
     v.push(args.wait().label());
+    if args.esp_checksum != ::esp::Checksum::Auto {
+        v.push("--esp-checksum".into());
+        v.push(args.esp_checksum.to_string());
+    }
     for (flag, n) in [("--idle-edp", args.idle_edp), ("--idle-esp", args.idle_esp)] {
         if n > 0 {
             v.push(flag.into());

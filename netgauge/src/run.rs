@@ -29,6 +29,7 @@ pub fn session_config(args: &Args, mode: Mode) -> SessionConfig {
         timeout: Duration::from_secs_f64(args.timeout_s),
         udp_link: udp_link_spec(args),
         mtu: args.mtu,
+        esp_checksum: args.esp_checksum,
     }
 }
 

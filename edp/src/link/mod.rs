@@ -269,6 +269,21 @@ pub trait Link: Send {
     fn poll_at(&self) -> Option<Instant> {
         None
     }
+
+    /// Whether every frame this link delivers is the frame that was sent
+    /// (or nothing at all): an Ethernet NIC drops frames whose FCS fails
+    /// (IEEE 802.3 CRC-32; the thesis, sec. 4.1, relies on it for EDP and
+    /// ESP), veth copies memory, a UDP link's datagrams carry the UDP
+    /// checksum the kernel verifies. Protocols may then leave their own
+    /// checksum out, as ESP's `Checksum::Auto` (crate `esp`) does.
+    ///
+    /// The default is `false` (a link that does not say is not trusted):
+    /// the fault injector, which flips bits (also when it is configured
+    /// without corruption: `set_faults` may add it later), and the
+    /// simulation links keep it.
+    fn frame_integrity(&self) -> bool {
+        false
+    }
 }
 
 impl<L: Link + ?Sized> Link for Box<L> {
@@ -325,5 +340,8 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn poll_at(&self) -> Option<Instant> {
         (**self).poll_at()
+    }
+    fn frame_integrity(&self) -> bool {
+        (**self).frame_integrity()
     }
 }

@@ -360,6 +360,12 @@ impl AsRawFd for UdpLink {
 }
 
 impl Link for UdpLink {
+    /// Every datagram carries the UDP checksum (Linux computes it on send
+    /// and drops a datagram that fails it on receive, RFC 768).
+    fn frame_integrity(&self) -> bool {
+        true
+    }
+
     fn send(&mut self, frame: &[u8]) -> io::Result<()> {
         let slice = [IoSlice::new(frame)];
         self.send_batch_vectored(&[&slice]).map(|_| ())

@@ -243,3 +243,18 @@ fn derived_macs_are_local_unicast_and_name_address_and_port() {
     let v6 = derived_mac("[fe80::1:2:3]:7".parse().unwrap());
     assert_eq!(v6, MacAddr([0x02, 0x02, 0x00, 0x03, 0, 7]));
 }
+
+#[test]
+fn a_udp_link_guarantees_frame_integrity_and_a_fault_injector_around_it_does_not() {
+    let mut links = mesh(1);
+    let l = links.pop().unwrap();
+    assert!(l.frame_integrity(), "UDP's checksum guards every datagram");
+    let boxed: Box<dyn Link> = Box::new(l);
+    assert!(boxed.frame_integrity(), "Box forwards the answer");
+    let faulty =
+        crate::link::fault::FaultLink::new(boxed, crate::link::fault::FaultConfig::seeded(1));
+    assert!(
+        !faulty.frame_integrity(),
+        "the fault injector may flip bits"
+    );
+}

@@ -319,6 +319,13 @@ impl Runtime {
         self.driver.with_untimed(f)
     }
 
+    /// Whether the runtime's link delivers only frames as they were sent
+    /// ([`Link::frame_integrity`]: true for packet and UDP links, false
+    /// for fault-injecting and simulated ones).
+    pub fn frame_integrity(&self) -> bool {
+        self.with_engine_untimed(|e| e.link().frame_integrity())
+    }
+
     /// Counters of the engine.
     pub fn stats(&self) -> EngineStats {
         self.with_engine_untimed(|e| e.stats())

@@ -250,13 +250,20 @@ impl Connection {
         repr.emit(&mut buf[ETH_HEADER_LEN..]);
         let (a, b) = self.send.payload(s.off, len);
         if self.gather.on {
-            fill_checksum_gather(&mut buf[ETH_HEADER_LEN..start], &[a, b], self.cfg.checksum);
+            fill_checksum_gather(
+                &mut buf[ETH_HEADER_LEN..start],
+                &[a, b],
+                self.cfg.checksum.computed(),
+            );
             self.gather.taken = Some((s.off, len));
             return start;
         }
         buf[start..start + a.len()].copy_from_slice(a);
         buf[start + a.len()..start + len].copy_from_slice(b);
-        fill_checksum(&mut buf[ETH_HEADER_LEN..start + len], self.cfg.checksum);
+        fill_checksum(
+            &mut buf[ETH_HEADER_LEN..start + len],
+            self.cfg.checksum.computed(),
+        );
         start + len
     }
 
@@ -280,7 +287,7 @@ impl Connection {
         buf[start..start + payload.len()].copy_from_slice(payload);
         fill_checksum(
             &mut buf[ETH_HEADER_LEN..start + payload.len()],
-            self.cfg.checksum,
+            self.cfg.checksum.computed(),
         );
         start + payload.len()
     }

@@ -93,6 +93,7 @@ pub(crate) fn prepare(rt: &Runtime, cfg: &EspConfig) -> io::Result<crate::Transp
     }
     let mut t = cfg.transport.clone();
     t.auth = crate::auth::AuthPolicy::Methods(methods);
+    t.checksum = t.checksum.resolve(rt.frame_integrity());
     Ok(t)
 }
 

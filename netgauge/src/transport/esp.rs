@@ -21,11 +21,13 @@ pub struct Esp {
 
 /// The ESP configuration of a session: its wait policy and runtime.
 pub(crate) fn config(cfg: &SessionConfig) -> EspConfig {
-    EspConfig {
+    let mut c = EspConfig {
         wait: cfg.wait(),
         runtime: cfg.runtime(),
         ..EspConfig::default()
-    }
+    };
+    c.transport.checksum = cfg.esp_checksum;
+    c
 }
 
 fn setup(mut stream: EspStream, cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {

@@ -99,6 +99,8 @@ pub struct SessionConfig {
     pub udp_link: Option<udp_link::UdpLinkSpec>,
     /// `--link udp`: the link's MTU (Ethernet payload), bytes.
     pub mtu: usize,
+    /// `--esp-checksum`: when ESP computes its checksum.
+    pub esp_checksum: ::esp::Checksum,
 }
 
 impl SessionConfig {

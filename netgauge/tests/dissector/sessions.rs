@@ -142,13 +142,14 @@ impl Drop for Proc {
 }
 
 /// Runs a netgauge session (server `-m server_mode -a` on host 0, client
-/// `-m client_mode -R <server MAC> -s 1000 -c 4` on host 1) while tshark
-/// captures on both hosts, merges the two captures (mergecap) and decodes
-/// them with `fields`. None when the test is skipped.
+/// `-m client_mode -R <server MAC> -s 1000 -c 4` on host 1, each with its
+/// `extra` arguments) while tshark captures on both hosts, merges the two
+/// captures (mergecap) and decodes them with `fields`. None when the test
+/// is skipped.
 fn captured_session(
     test: &str,
-    server_mode: &str,
-    client_mode: &str,
+    (server_mode, server_extra): (&str, &[&str]),
+    (client_mode, client_extra): (&str, &[&str]),
     fields: &[&str],
 ) -> Option<(Vec<Row>, MacAddr)> {
     let mode = client_mode;
@@ -184,6 +185,7 @@ fn captured_session(
             &port,
         ])
         .args(["--timeout", "10"])
+        .args(server_extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -210,6 +212,7 @@ fn captured_session(
             "1",
         ])
         .args(["--timeout", "10"])
+        .args(client_extra)
         .output()
         .expect("run netgauge client");
     assert!(
@@ -272,7 +275,14 @@ fn esp_session() {
         "netgauge.kind",
         "netgauge.size",
     ];
-    let Some((rows, client_mac)) = captured_session("dissector_esp", "esp", "esp", &fields) else {
+    // The server computes checksums (`always`); the client leaves them out
+    // (`auto` on veth, which cannot corrupt a frame).
+    let Some((rows, client_mac)) = captured_session(
+        "dissector_esp",
+        ("esp", &["--esp-checksum", "always"]),
+        ("esp", &[]),
+        &fields,
+    ) else {
         return;
     };
     let client = client_mac.to_string();
@@ -281,11 +291,18 @@ fn esp_session() {
         .filter(|r| r.get("cnesp.flags").is_some())
         .collect();
     assert!(!esp.is_empty(), "no ESP frame captured: {rows:?}");
-    // netgauge's ESP computes checksums: every segment verifies.
-    for r in &esp {
-        assert_eq!(r.get("cnesp.checksum.status"), Some("1"), "{r:?}");
-    }
     let from_client = |r: &Row| r.get("eth.src") == Some(client.as_str());
+    // Every server segment carries a checksum that verifies (status 1);
+    // every client segment carries none (field 0, status 3: not present).
+    for r in &esp {
+        if from_client(r) {
+            assert_eq!(r.get("cnesp.checksum.status"), Some("3"), "{r:?}");
+            assert_eq!(r.num("cnesp.checksum"), Some(0), "{r:?}");
+        } else {
+            assert_eq!(r.get("cnesp.checksum.status"), Some("1"), "{r:?}");
+            assert_ne!(r.num("cnesp.checksum"), Some(0), "{r:?}");
+        }
+    }
     let flags = |r: &Row| r.num("cnesp.flags").unwrap();
     let at = |r: &Row, f: &str| r.num(f).unwrap();
 
@@ -385,7 +402,9 @@ fn edp_session() {
         "netgauge.size",
         "ctp.command",
     ];
-    let Some((rows, client_mac)) = captured_session("dissector_edp", "edp", "edp", &fields) else {
+    let Some((rows, client_mac)) =
+        captured_session("dissector_edp", ("edp", &[]), ("edp", &[]), &fields)
+    else {
         return;
     };
     let client = client_mac.to_string();
@@ -475,7 +494,8 @@ fn ctp_session() {
     ];
     // The client's `-m ctp` runs over EDP because -R is a MAC; the server,
     // without -R, needs the explicit mode.
-    let Some((rows, client_mac)) = captured_session("dissector_ctp", "ctp-edp", "ctp", &fields)
+    let Some((rows, client_mac)) =
+        captured_session("dissector_ctp", ("ctp-edp", &[]), ("ctp", &[]), &fields)
     else {
         return;
     };

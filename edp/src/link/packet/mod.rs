@@ -689,6 +689,11 @@ impl Link for PacketLink {
         Some(self.fd.as_raw_fd())
     }
 
+    /// Ethernet: the NIC drops a frame whose FCS fails; veth copies memory.
+    fn frame_integrity(&self) -> bool {
+        true
+    }
+
     fn rx_ready(&self) -> Option<bool> {
         self.ring.as_ref().map(RxRing::ready)
     }
