@@ -3,16 +3,18 @@
 //! that does not; `Always` and `Never` override the link. Over an
 //! in-memory link (no root); the frames are read raw at the other end.
 
-use std::io::{self, ErrorKind};
-use std::time::{Duration, Instant};
+use std::io;
 
 use edp::link::fault::FaultConfig;
 use edp::link::sim::{SimClock, SimLink};
 use edp::runtime::Runtime;
-use edp::wire::{EthernetRepr, MacAddr};
+use edp::wire::MacAddr;
 use edp::Link;
-use esp::wire::{emit_esp_frame, EspFrame, EspRepr, Flags, Seq, ETHERTYPE_ESP};
+use esp::wire::{EspFrame, ETHERTYPE_ESP};
 use esp::{Checksum, EspConfig, EspListener};
+
+mod raw_peer;
+use raw_peer::{next_frame, syn_frame};
 
 /// A simulated link that claims frame integrity (as a packet or UDP link
 /// does); the simulation link itself does not.
@@ -54,42 +56,13 @@ fn syn_ack_checksum(trusted: bool, mode: Checksum) -> u16 {
     assert_eq!(rt.frame_integrity(), trusted);
     let _l = EspListener::bind_on(&rt, 80, cfg).unwrap();
 
-    let eth = EthernetRepr {
-        dst: rt.mac(),
-        src: raw.mac(),
-        ethertype: ETHERTYPE_ESP,
-    };
-    let syn = EspRepr {
-        src_port: 41000,
-        dst_port: 80,
-        flags: Flags::SYN,
-        seq: Seq(77),
-        window: 100,
-        ..Default::default()
-    };
-    let mut f = vec![0u8; 200];
-    let n = emit_esp_frame(&mut f, &eth, &syn, &[]).unwrap();
-    raw.send(&f[..n]).unwrap();
-
-    let end = Instant::now() + Duration::from_secs(5);
-    let mut buf = vec![0u8; 2000];
-    loop {
-        rt.drive().unwrap();
-        match raw.recv(&mut buf) {
-            Ok(n) => {
-                // Parsing verifies a checksum that is not 0.
-                let seg = EspFrame::parse(&buf[..n], ETHERTYPE_ESP, 1514).expect("a valid answer");
-                let h = seg.header;
-                assert!(h.flags.syn() && h.flags.ack(), "{h:?}");
-                return u16::from_be_bytes([buf[14 + 18], buf[14 + 19]]);
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                assert!(Instant::now() < end, "no SYN-ACK");
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
+    raw.send(&syn_frame(&raw, rt.mac(), None)).unwrap();
+    let answer = next_frame(&mut raw, || rt.drive().unwrap());
+    // Parsing verifies a checksum that is not 0.
+    let seg = EspFrame::parse(&answer, ETHERTYPE_ESP, 1514).expect("a valid answer");
+    let h = seg.header;
+    assert!(h.flags.syn() && h.flags.ack(), "{h:?}");
+    u16::from_be_bytes([answer[14 + 18], answer[14 + 19]])
 }
 
 #[test]

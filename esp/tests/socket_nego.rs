@@ -4,17 +4,20 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use edp::auth::{AuthKey, AuthSetting, Sealer, Verifier};
 use edp::link::fault::FaultConfig;
 use edp::link::sim::{SimClock, SimLink};
 use edp::runtime::Runtime;
-use edp::wire::{EthernetRepr, ETH_HEADER_LEN};
+use edp::wire::ETH_HEADER_LEN;
 use edp::Link;
 use esp::auth::{AuthMethod, AuthPolicy, MethodList};
-use esp::wire::{emit_esp_frame, EspFrame, EspRepr, Flags, Nego, Seq, ETHERTYPE_ESP, OPT_NEGO};
+use esp::wire::{EspFrame, Flags, Nego, ETHERTYPE_ESP, OPT_NEGO};
 use esp::{EspConfig, EspListener, EspStream};
+
+mod raw_peer;
+use raw_peer::{next_frame, syn_frame};
 
 const PATIENCE: Option<Duration> = Some(Duration::from_secs(30));
 const N: u8 = AuthMethod::NONE.0;
@@ -35,50 +38,11 @@ fn pair() -> (SimLink, SimLink) {
     SimLink::pair(&clock, 1500, FaultConfig::seeded(1), FaultConfig::seeded(2))
 }
 
-/// A SYN frame from `raw` to port 80 of `dst`, offering `nego`.
-fn syn_frame(raw: &SimLink, dst: esp::wire::MacAddr, nego: Option<Nego>) -> Vec<u8> {
-    let eth = EthernetRepr {
-        dst,
-        src: raw.mac(),
-        ethertype: ETHERTYPE_ESP,
-    };
-    let syn = EspRepr {
-        src_port: 41000,
-        dst_port: 80,
-        flags: Flags::SYN,
-        seq: Seq(77),
-        window: 100,
-        nego,
-        ..Default::default()
-    };
-    let mut buf = vec![0u8; 200];
-    let n = emit_esp_frame(&mut buf, &eth, &syn, &[]).unwrap();
-    buf.truncate(n);
-    buf
-}
-
 fn offer(ids: &[u8]) -> Option<Nego> {
     Some(Nego {
         auth: MethodList::from_ids(ids).unwrap(),
         enc: MethodList::one(0),
     })
-}
-
-/// The next frame `raw` receives, waiting up to 5 s while `drive` runs.
-fn next_frame(raw: &mut SimLink, drive: impl Fn()) -> Vec<u8> {
-    let end = Instant::now() + Duration::from_secs(5);
-    let mut buf = vec![0u8; 2000];
-    loop {
-        drive();
-        match raw.recv(&mut buf) {
-            Ok(n) => return buf[..n].to_vec(),
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                assert!(Instant::now() < end, "no answer");
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
 }
 
 #[test]
