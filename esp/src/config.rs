@@ -187,9 +187,10 @@ impl Default for TransportConfig {
     ///   limits the flight.
     /// - `checksum` [`Checksum::Auto`]: off where the link guarantees
     ///   integrity (the thesis's reliance on the Ethernet FCS, sec. 4.1),
-    ///   on over the fault injector, which flips bits. Until session 5 it
-    ///   was always on; that pass over the payload cost ESP 16 % of its
-    ///   bulk throughput at MTU 9000 (`docs/measurements/session5.txt`).
+    ///   on over the fault injector, which flips bits. It used to be always
+    ///   on: ESP's bulk throughput over EDP's at MTU 9000 was 0.67 with it
+    ///   and 0.89 without (medians of three alternating runs,
+    ///   `docs/measurements/session5.txt` sec. 1).
     /// - `backlog` 128, `max_half_open` 64: what a listener holds before
     ///   `accept`.
     /// - `initial_cwnd` 10 segments (RFC 6928), NewReno: slow start and
