@@ -268,7 +268,9 @@ impl EspStream {
     /// [`EspStream::wait`] with a reader's buffer on offer to the runtime:
     /// in-order payload that arrives while nothing is buffered is placed
     /// straight into it ([`ConnSocket`]'s `on_frame_direct`), and `check`
-    /// sees how much was placed.
+    /// sees how much was placed. When bytes were placed, `check` must only
+    /// hand them over (take `filled`), not change the connection: no
+    /// transmit turn follows it then.
     fn wait_direct<T>(
         &self,
         deadline: Deadline,
@@ -292,8 +294,15 @@ impl EspStream {
                         "ESP stream: connection gone",
                     ));
                 };
+                // Bytes the runtime placed in the reader's buffer were
+                // handled in full by the turn that placed them (window and
+                // ACK bookkeeping in the connection, then the runtime's
+                // touch and transmit): handing them over changes nothing,
+                // so the reader returns without another transmit turn (and
+                // clock read) on its path.
+                let placed = d.as_ref().is_some_and(|d| d.filled > 0);
                 let r = check(&mut s.conn, d);
-                if !matches!(r, Ok(None)) {
+                if !placed && !matches!(r, Ok(None)) {
                     // The call changed the connection (data taken, window
                     // opened, bytes queued): send what is due.
                     e.touched(slot, Instant::now())?;
