@@ -571,6 +571,7 @@ impl EdpSocket {
                 t.saturating_duration_since(Instant::now())
                     .max(Duration::from_micros(1)),
             ),
+            Deadline::Within(t) => Some(t.max(Duration::from_micros(1))),
             _ => None,
         };
         self.read_timeout = left;
