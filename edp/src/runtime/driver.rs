@@ -115,8 +115,15 @@ impl YieldPacer {
 /// the clock once per round, and the turn that receives the frame it found
 /// takes that reading as its `now` (no clock read between the frame's
 /// arrival and its handling; a read costs 23 ns on the project's VM). The
-/// reading is then at most one round old: about 0.4 us measured (16 looks
-/// of ~25 ns each), against RTOs of 1 ms and more.
+/// reading is then at most one round old: 1.7 us measured (a look is a
+/// load of the ring slot's status, one of the lock's waiter count and a
+/// PAUSE, 27 ns on the project's AMD EPYC VM). So the RTT samples of a
+/// busy-polled turn may be short by up to that much, and a timer may fire
+/// that much late: far below the 1 ms RTO floor (RFC 6298 rule 2.4) and
+/// CTP's reorder-window and probe-timeout floors. Measured alternatives
+/// (busy-poll p50, same run): 16 looks per round raised EDP's p50 by
+/// 0.03-0.10 us against 64, and 256 (a 6.9 us round, longer than
+/// [`YIELD_EVERY`]) by 0.05-0.07 us.
 const SPIN_ROUND: u32 = 64;
 
 /// When a wait gives up.
