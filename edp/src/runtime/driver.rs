@@ -119,8 +119,9 @@ impl YieldPacer {
 /// load of the ring slot's status, one of the lock's waiter count and a
 /// PAUSE, 27 ns on the project's AMD EPYC VM). So the RTT samples of a
 /// busy-polled turn may be short by up to that much, and a timer may fire
-/// that much late: far below the 1 ms RTO floor (RFC 6298 rule 2.4) and
-/// CTP's reorder-window and probe-timeout floors. Measured alternatives
+/// that much late: far below ESP's 1 ms minimum RTO (`esp::EspConfig`, a
+/// departure from RFC 6298 rule 2.4's 1 s) and CTP's reorder-window and
+/// probe-timeout floors. Measured alternatives
 /// (busy-poll p50, same run): 16 looks per round raised EDP's p50 by
 /// 0.03-0.10 us against 64, and 256 (a 6.9 us round, longer than
 /// [`YIELD_EVERY`]) by 0.05-0.07 us.
