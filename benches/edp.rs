@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 
+use ctp::{CtpConfig, CtpSocket, Options};
 use edp::runtime::{LinkConfig, RuntimeConfig, WaitPolicy, DEFAULT_RX_RING};
 use edp::wire::{emit_edp_frame, EdpFrame, EthernetRepr};
 use edp::{EdpConfig, EdpSocket, MacAddr, ETHERTYPE_EDP};
@@ -354,6 +355,7 @@ fn link_rx(c: &mut Criterion) {
 fn runtime_sim(c: &mut Criterion) {
     use edp::link::fault::FaultConfig;
     use edp::link::sim::{SimClock, SimLink};
+    use edp::runtime::Runtime;
     use edp::Link;
     let clock = SimClock::new();
     let mut g = c.benchmark_group("runtime_sim");
@@ -385,6 +387,27 @@ fn runtime_sim(c: &mut Criterion) {
             black_box(b.recv_from(&mut buf).unwrap());
             b.send_to(&msg, (ma, 7001)).unwrap();
             black_box(a.recv_from(&mut buf).unwrap());
+        })
+    });
+    // CTP over EDP, same shape: each reply carries the confirmation of its
+    // request, so one frame per message as on a veth link.
+    let (la, lb) = SimLink::pair(&clock, 1500, FaultConfig::default(), FaultConfig::default());
+    let (ma, mb) = (la.mac(), lb.mac());
+    let ra = Runtime::with_link(Box::new(la), RuntimeConfig::default()).unwrap();
+    let rb = Runtime::with_link(Box::new(lb), RuntimeConfig::default()).unwrap();
+    let ctp_cfg = CtpConfig {
+        wait: WaitPolicy::BusyPoll,
+        ..CtpConfig::default()
+    };
+    let ca = CtpSocket::bind_on(&ra, 7, ctp_cfg.clone()).unwrap();
+    let cb = CtpSocket::bind_on(&rb, 8, ctp_cfg).unwrap();
+    let patience = Some(Duration::from_secs(10));
+    g.bench_function(BenchmarkId::new("ctp_pingpong", 64), |bch| {
+        bch.iter(|| {
+            ca.send(1, (mb, 8), &msg, Options::NONE).unwrap();
+            black_box(cb.recv_delivery(patience).unwrap());
+            cb.send(2, (ma, 7), &msg, Options::NONE).unwrap();
+            black_box(ca.recv_delivery(patience).unwrap());
         })
     });
     g.finish();

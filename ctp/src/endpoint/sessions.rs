@@ -9,13 +9,19 @@
 //! - the ids held beyond the in-sequence one, over all lists, stay within
 //!   `max_out_of_order_ids_total` (on top of each list's own cap).
 //!
-//! Recency is kept in an activity queue: a session touched at a new instant
-//! appends `(instant, source)`; the entry whose instant equals the session's
-//! `last_active` is live, older ones are skipped when they reach the front
-//! and compacted away once they outnumber the sessions. The front live entry
-//! is the least recently active session (for non-decreasing `now`), and its
-//! instant plus the idle timeout the next expiry: O(1) amortized per packet,
-//! no ordering on addresses needed (a heap would need `P: Ord`).
+//! Recency is kept in an activity queue of `(instant, source)` entries. A
+//! session touched [`ACTIVITY_GRAIN`] or more after its queued entry
+//! appends a new one; the entry whose instant equals the session's
+//! `queued_at` is live, older ones are skipped when they reach the front
+//! and compacted away once they outnumber the sessions. A touch within the
+//! grain only moves `last_active`: most packets cost no queue work and no
+//! hash lookup beyond the session's own. The front live entry is the least
+//! recently active session to within the grain (for non-decreasing `now`),
+//! and its instant plus the idle timeout a lower bound of the next expiry:
+//! when that comes and the session was active since, its entry moves to the
+//! back at `last_active` and the session stays. O(1) amortized per packet,
+//! no ordering on addresses needed (a heap would need `P: Ord`). The next
+//! expiry is cached until the queue's front changes.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -28,10 +34,21 @@ use crate::peer::{IdStatus, RecvIdList};
 /// A source: its address and whether the list is for its broadcasts.
 pub(crate) type Source<P> = (P, bool);
 
+/// Activity closer than this to a session's queued entry does not queue a
+/// new one: eviction picks the least recently active session to within
+/// this, and idle expiry stays exact (it checks `last_active`). 1 ms is
+/// far below the idle timeout (600 s by default) and, in a ping-pong at a
+/// few microseconds per message, leaves one queue entry per few hundred
+/// packets.
+pub(crate) const ACTIVITY_GRAIN: Duration = Duration::from_millis(1);
+
 #[derive(Debug)]
 struct RecvSession {
     ids: RecvIdList,
+    /// The latest packet's instant.
     last_active: Instant,
+    /// The instant of the session's live entry in the activity queue.
+    queued_at: Instant,
 }
 
 /// What [`RecvSessions::open`] did.
@@ -49,6 +66,9 @@ pub(crate) struct RecvSessions<P> {
     map: FxHashMap<Source<P>, RecvSession>,
     order: VecDeque<(Instant, Source<P>)>,
     ids_total: usize,
+    /// The queue's first live entry's instant, while known (`None`: look
+    /// again; `Some(None)`: no session).
+    front: Option<Option<Instant>>,
 }
 
 impl<P: PeerAddr> RecvSessions<P> {
@@ -57,6 +77,7 @@ impl<P: PeerAddr> RecvSessions<P> {
             map: FxHashMap::default(),
             order: VecDeque::new(),
             ids_total: 0,
+            front: None,
         }
     }
 
@@ -94,8 +115,10 @@ impl<P: PeerAddr> RecvSessions<P> {
         if let Some(s) = self.map.get_mut(&src) {
             if now > s.last_active {
                 s.last_active = now;
-                self.order.push_back((now, src));
-                self.compact();
+                if now.saturating_duration_since(s.queued_at) >= ACTIVITY_GRAIN {
+                    s.queued_at = now;
+                    self.push(now, src);
+                }
             }
             return Opened::Existing;
         }
@@ -109,24 +132,35 @@ impl<P: PeerAddr> RecvSessions<P> {
             RecvSession {
                 ids: RecvIdList::new(cap),
                 last_active: now,
+                queued_at: now,
             },
         );
-        self.order.push_back((now, src));
-        self.compact();
+        self.push(now, src);
         Opened::Created { evicted }
     }
 
+    /// Queues the live entry `(at, src)`.
+    fn push(&mut self, at: Instant, src: Source<P>) {
+        if self.order.is_empty() {
+            self.front = None;
+        }
+        self.order.push_back((at, src));
+        self.compact();
+    }
+
     fn is_live(&self, at: Instant, src: &Source<P>) -> bool {
-        self.map.get(src).is_some_and(|s| s.last_active == at)
+        self.map.get(src).is_some_and(|s| s.queued_at == at)
     }
 
     fn remove(&mut self, src: &Source<P>) {
         if let Some(s) = self.map.remove(src) {
             self.ids_total -= s.ids.pending_len();
+            self.front = None;
         }
     }
 
     fn pop_least_recent(&mut self) -> Option<Source<P>> {
+        self.front = None;
         while let Some((at, src)) = self.order.pop_front() {
             if self.is_live(at, &src) {
                 self.remove(&src);
@@ -144,7 +178,8 @@ impl<P: PeerAddr> RecvSessions<P> {
         }
         let map = &self.map;
         self.order
-            .retain(|(at, src)| map.get(src).is_some_and(|s| s.last_active == *at));
+            .retain(|(at, src)| map.get(src).is_some_and(|s| s.queued_at == *at));
+        self.front = None;
     }
 
     /// Drops the sessions idle for `idle` at `now` (none when `idle` is
@@ -154,15 +189,28 @@ impl<P: PeerAddr> RecvSessions<P> {
             return 0;
         }
         let mut n = 0;
+        self.front = None;
         while let Some(&(at, src)) = self.order.front() {
-            if !self.is_live(at, &src) {
+            let Some(last) = self
+                .map
+                .get(&src)
+                .filter(|s| s.queued_at == at)
+                .map(|s| s.last_active)
+            else {
                 self.order.pop_front();
                 continue;
-            }
+            };
             if netcore::time::later(at, idle) > now {
                 break;
             }
             self.order.pop_front();
+            if netcore::time::later(last, idle) > now {
+                // Active since its entry was queued: queued again at its
+                // latest activity.
+                self.map.get_mut(&src).expect("live").queued_at = last;
+                self.order.push_back((last, src));
+                continue;
+            }
             self.remove(&src);
             tracing::debug!(peer = ?src.0, broadcast = src.1, "receiving session expired (idle)");
             n += 1;
@@ -170,19 +218,27 @@ impl<P: PeerAddr> RecvSessions<P> {
         n
     }
 
-    /// When the next session expires (`idle` after the least recent
-    /// activity); discards stale activity entries in front.
+    /// When [`expire`](Self::expire) must run next: `idle` after the
+    /// front live activity entry (a session may turn out active since and
+    /// stay); discards stale activity entries in front. No lookup while
+    /// the front is unchanged.
     pub fn next_expiry(&mut self, idle: Duration) -> Option<Instant> {
         if idle.is_zero() {
             return None;
         }
+        if let Some(front) = self.front {
+            return front.map(|at| netcore::time::later(at, idle));
+        }
+        let mut front = None;
         while let Some(&(at, src)) = self.order.front() {
             if self.is_live(at, &src) {
-                return Some(netcore::time::later(at, idle));
+                front = Some(at);
+                break;
             }
             self.order.pop_front();
         }
-        None
+        self.front = Some(front);
+        front.map(|at| netcore::time::later(at, idle))
     }
 
     /// True if `id` was received from `src` before.
@@ -243,6 +299,43 @@ mod tests {
         assert_eq!(s.next_expiry(idle), Some(ms(110)));
         assert_eq!(s.expire(ms(1000), idle), 2);
         assert_eq!((s.len(), s.next_expiry(idle)), (0, None));
+    }
+
+    /// Activity within the grain queues nothing; a session active since
+    /// its entry was queued is not expired at that entry's deadline but
+    /// at its latest activity's, and eviction still picks the least
+    /// recently active.
+    #[test]
+    fn activity_within_the_grain_moves_expiry_without_queueing() {
+        let t0 = Instant::now();
+        let us = |n| t0 + Duration::from_micros(n);
+        let mut s: RecvSessions<u32> = RecvSessions::new();
+        s.open(us(0), (1, false), 8, 16);
+        s.open(us(10), (2, false), 8, 16);
+        for k in 1..500 {
+            s.open(us(k), (1, false), 8, 16);
+        }
+        assert_eq!(s.order_len(), 2, "touches within the grain queue nothing");
+        let idle = Duration::from_millis(100);
+        // Source 1's entry is the front: the bound is 100 ms after it.
+        assert_eq!(s.next_expiry(idle), Some(us(0) + idle));
+        assert_eq!(s.expire(us(0) + idle, idle), 0, "1 was active at 499 us");
+        assert_eq!(s.next_expiry(idle), Some(us(10) + idle), "2 in front now");
+        assert_eq!(s.expire(us(10) + idle, idle), 1, "2 idle since 10 us");
+        assert_eq!(s.next_expiry(idle), Some(us(499) + idle));
+        assert_eq!(s.expire(us(499) + idle, idle), 1);
+        assert_eq!((s.len(), s.next_expiry(idle)), (0, None));
+        // A touch a grain later queues an entry; the oldest is evicted.
+        s.open(us(0), (1, false), 2, 16);
+        s.open(us(1), (2, false), 2, 16);
+        s.open(t0 + ACTIVITY_GRAIN, (1, false), 2, 16);
+        assert_eq!(s.order_len(), 3);
+        assert_eq!(
+            s.open(t0 + 2 * ACTIVITY_GRAIN, (3, false), 2, 16),
+            Opened::Created {
+                evicted: Some((2, false))
+            }
+        );
     }
 
     #[test]

@@ -149,8 +149,10 @@ impl Socket for CtpSlot {
             });
             tx.commit(HEAD + len - t.payload.len(), gather);
         }
-        // Sending may have moved the endpoint's timers.
-        self.core.after_event();
+        // Taking packets out of the transmit queues moves no timer and
+        // makes no delivery: the deadline cached after the last event
+        // (`after_event`, run by every handle call, frame and timeout that
+        // marks the slot for transmission) stays right.
     }
 
     fn gather(&self, r: GatherRef) -> (&[u8], &[u8]) {
