@@ -5,6 +5,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use slotmap::{KeyData, SlotMap};
+
 use crate::endpoint::MsgId;
 use crate::peer::SendTiming;
 use crate::wire::{Options, Repr, CTP_HEADER_LEN};
@@ -186,6 +188,63 @@ impl<P> SentMsg<P> {
     pub fn wire_len(&self, i: u32) -> usize {
         let (s, e) = self.part(i);
         CTP_HEADER_LEN + (e - s)
+    }
+}
+
+slotmap::new_key_type! {
+    /// A message's slot in a [`SentStore`].
+    struct SentKey;
+}
+
+/// The sent-commands storage (CTP spec v1.2, "Storages"): the messages
+/// awaiting confirmation, in slots. A message's [`MsgId`] is its slot's
+/// key (index and version) as a `u64`: looking it up is an index and a
+/// version compare, no hashing, and a stale id (its message confirmed or
+/// dropped) finds nothing, since a slot's version changes on every reuse
+/// and a slot whose version would wrap is retired (`slotmap`). Ids are
+/// opaque: not sequential, never 0.
+#[derive(Debug)]
+pub(crate) struct SentStore<P> {
+    slots: SlotMap<SentKey, SentMsg<P>>,
+}
+
+impl<P> Default for SentStore<P> {
+    fn default() -> Self {
+        Self {
+            slots: SlotMap::with_key(),
+        }
+    }
+}
+
+impl<P> SentStore<P> {
+    fn key(id: MsgId) -> SentKey {
+        KeyData::from_ffi(id).into()
+    }
+
+    /// Stores `m`; returns its id.
+    pub fn insert(&mut self, m: SentMsg<P>) -> MsgId {
+        self.slots.insert(m).0.as_ffi()
+    }
+
+    pub fn get(&self, id: &MsgId) -> Option<&SentMsg<P>> {
+        self.slots.get(Self::key(*id))
+    }
+
+    pub fn get_mut(&mut self, id: &MsgId) -> Option<&mut SentMsg<P>> {
+        self.slots.get_mut(Self::key(*id))
+    }
+
+    pub fn remove(&mut self, id: &MsgId) -> Option<SentMsg<P>> {
+        self.slots.remove(Self::key(*id))
+    }
+
+    pub fn contains_key(&self, id: &MsgId) -> bool {
+        self.slots.contains_key(Self::key(*id))
+    }
+
+    /// Messages stored.
+    pub fn len(&self) -> usize {
+        self.slots.len()
     }
 }
 

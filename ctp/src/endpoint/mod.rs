@@ -43,7 +43,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::pool::BufferPool;
 use crate::receiver::Reassembly;
-use crate::sender::{Dest, PktPhase, SendSession, SentMsg};
+use crate::sender::{Dest, PktPhase, SendSession, SentStore};
 use crate::wire::{Repr, CTP_HEADER_LEN, MAX_PACKET_LEN};
 
 mod config;
@@ -87,10 +87,9 @@ pub struct Endpoint<P: PeerAddr> {
     span: tracing::Span,
     // --- sending (send.rs, loss.rs) ---
     send_sessions: FxHashMap<Dest<P>, SendSession>,
-    sent: FxHashMap<MsgId, SentMsg<P>>,
+    sent: SentStore<P>,
     sent_index: FxHashMap<(Dest<P>, u32), MsgId>,
     unique_index: FxHashMap<(Dest<P>, u16), MsgId>,
-    next_key: MsgId,
     stored_bytes: u64,
     /// Spent large buffers for reuse (`Config::max_spare_bytes`).
     spare: BufferPool,
@@ -154,10 +153,9 @@ impl<P: PeerAddr> Endpoint<P> {
             rng: ChaCha8Rng::seed_from_u64(seed),
             span: tracing::debug_span!("ctp_endpoint", seed),
             send_sessions: FxHashMap::default(),
-            sent: FxHashMap::default(),
+            sent: SentStore::default(),
             sent_index: FxHashMap::default(),
             unique_index: FxHashMap::default(),
-            next_key: 1,
             stored_bytes: 0,
             spare,
             timers: TimerQueue::new(),

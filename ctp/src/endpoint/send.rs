@@ -55,12 +55,12 @@ impl<P: PeerAddr> Endpoint<P> {
     /// (spec: "initial value of ID ... pseudorandom") and the default
     /// timeout.
     pub(super) fn session(&mut self, dest: Dest<P>) -> &mut SendSession {
-        let rng = &mut self.rng;
-        let timeout = self.cfg.default_timeout;
-        self.send_sessions.entry(dest).or_insert_with(|| {
-            tracing::debug!(?dest, "sending session created");
-            SendSession::new(rng.next_u32(), timeout)
-        })
+        session_of(
+            &mut self.send_sessions,
+            &mut self.rng,
+            self.cfg.default_timeout,
+            dest,
+        )
     }
 
     /// Sends `data` as command `command` to `peer` (copying it). Options as in
@@ -143,15 +143,17 @@ impl<P: PeerAddr> Endpoint<P> {
                 self.remove_msg(old);
             }
         }
-        let key = self.next_key;
-        self.next_key += 1;
-        let sess = self.session(dest);
+        let sess = session_of(
+            &mut self.send_sessions,
+            &mut self.rng,
+            self.cfg.default_timeout,
+            dest,
+        );
         let first_id = sess.next_id;
         sess.next_id = first_id.wrapping_add(count);
         let start_session = !sess.started;
         sess.started = true;
-        sess.queue.push_back(key);
-        let msg = SentMsg {
+        let key = self.sent.insert(SentMsg {
             dest,
             command,
             options,
@@ -165,9 +167,9 @@ impl<P: PeerAddr> Endpoint<P> {
             next_unsent: 0,
             unconfirmed: count,
             errored: false,
-        };
+        });
+        sess.queue.push_back(key);
         self.stored_bytes += size;
-        self.sent.insert(key, msg);
         self.sent_index.insert((dest, first_id), key);
         if options.contains(Options::UNIQUE_COMMAND) {
             self.unique_index.insert((dest, command), key);
@@ -322,4 +324,20 @@ impl<P: PeerAddr> Endpoint<P> {
         }
         self.compact_send_order(dest);
     }
+}
+
+/// The sending session of `dest` in `sessions`, created with a random
+/// starting id from `rng` (spec: "initial value of ID ... pseudorandom")
+/// and `timeout` (a function of the fields it borrows, so a caller can
+/// hold it beside the other storages).
+fn session_of<'a, P: PeerAddr>(
+    sessions: &'a mut rustc_hash::FxHashMap<Dest<P>, SendSession>,
+    rng: &mut rand_chacha::ChaCha8Rng,
+    timeout: Duration,
+    dest: Dest<P>,
+) -> &'a mut SendSession {
+    sessions.entry(dest).or_insert_with(|| {
+        tracing::debug!(?dest, "sending session created");
+        SendSession::new(rng.next_u32(), timeout)
+    })
 }

@@ -50,7 +50,7 @@ fn gathered_payload_is_the_stored_message() {
     };
     let mut e: Endpoint<u8> = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, 1, None);
     let key = e.send(t0, 1, 2, b"0123456789", Options::NONE).unwrap();
-    let base = e.sent[&key].data.as_ptr();
+    let base = e.sent.get(&key).expect("stored").data.as_ptr();
     let mut hdr = [0u8; crate::wire::CTP_HEADER_LEN];
     let mut offsets = Vec::new();
     while let Some(t) = e.poll_transmit_gather(&mut hdr) {
