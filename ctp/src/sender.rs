@@ -3,8 +3,10 @@
 //! and the sending half of a session (next id, timeout, window, send order).
 
 use std::collections::VecDeque;
+use std::hash::Hash;
 use std::time::{Duration, Instant};
 
+use rustc_hash::FxHashMap;
 use slotmap::{KeyData, SlotMap};
 
 use crate::endpoint::MsgId;
@@ -116,6 +118,8 @@ pub struct SentMsg<P> {
     pub command: u16,
     /// Options as the application gave them (StartSession is per packet).
     pub options: Options,
+    /// The destination's sending session.
+    pub session: SessionId,
     /// Id of packet 0; packet `n` has id `first_id + n` (wrapping).
     pub first_id: u32,
     /// Wire packet count: 1 for a normal command, >= 2 for a large one.
@@ -245,6 +249,63 @@ impl<P> SentStore<P> {
     /// Messages stored.
     pub fn len(&self) -> usize {
         self.slots.len()
+    }
+}
+
+/// A sending session's place in [`SendSessions`] (sessions are never
+/// removed, so it stays valid for the endpoint's life).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SessionId(u32);
+
+/// The sending sessions, one per destination: found by destination through
+/// a hash map when a message is sent or a confirmation arrives, then by the
+/// [`SessionId`] its messages carry, without hashing again.
+#[derive(Debug)]
+pub(crate) struct SendSessions<P> {
+    index: FxHashMap<Dest<P>, SessionId>,
+    list: Vec<SendSession>,
+}
+
+impl<P> Default for SendSessions<P> {
+    fn default() -> Self {
+        Self {
+            index: FxHashMap::default(),
+            list: Vec::new(),
+        }
+    }
+}
+
+impl<P: Copy + Eq + Hash> SendSessions<P> {
+    /// The session of `dest`, created by `make` if it has none.
+    pub fn id_of(&mut self, dest: Dest<P>, make: impl FnOnce() -> SendSession) -> SessionId {
+        if let Some(&id) = self.index.get(&dest) {
+            return id;
+        }
+        let id = SessionId(u32::try_from(self.list.len()).expect("fewer than 2^32 sessions"));
+        self.list.push(make());
+        self.index.insert(dest, id);
+        id
+    }
+
+    pub fn get(&self, dest: &Dest<P>) -> Option<&SendSession> {
+        self.index.get(dest).map(|id| &self.list[id.0 as usize])
+    }
+
+    pub fn get_mut(&mut self, dest: &Dest<P>) -> Option<&mut SendSession> {
+        self.index.get(dest).map(|id| &mut self.list[id.0 as usize])
+    }
+
+    pub fn contains_key(&self, dest: &Dest<P>) -> bool {
+        self.index.contains_key(dest)
+    }
+
+    /// Sessions.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn at_mut(&mut self, id: SessionId) -> &mut SendSession {
+        &mut self.list[id.0 as usize]
     }
 }
 

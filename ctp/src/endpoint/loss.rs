@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use super::{Config, Endpoint, ErrorType, MsgId, PeerAddr, Tx};
-use crate::sender::{Dest, PktPhase, PktState};
+use crate::sender::{Dest, PktPhase, PktState, SessionId};
 use crate::wire::{Options, Repr};
 use netcore::time::later;
 
@@ -34,6 +34,7 @@ impl<P: PeerAddr> Endpoint<P> {
             return;
         }
         let wire = m.wire_len(r.number);
+        let session = m.session;
         let group = &self.group;
         let p = m.pkt_mut(r.number);
         if p.phase != PktPhase::InFlight {
@@ -45,10 +46,9 @@ impl<P: PeerAddr> Endpoint<P> {
             self.stats.stale_confirmations += 1;
             return;
         }
-        if let Some(s) = self.send_sessions.get_mut(&dest) {
-            // the destination works (live-link resend cap)
-            s.timing.last_confirm = Some(now);
-        }
+        let s = self.send_sessions.at_mut(session);
+        // the destination works (live-link resend cap)
+        s.timing.last_confirm = Some(now);
         if bcast && !group.is_empty() {
             let Some(pos) = group.iter().position(|g| *g == from) else {
                 self.stats.stale_confirmations += 1;
@@ -65,7 +65,8 @@ impl<P: PeerAddr> Endpoint<P> {
         m.unconfirmed -= 1;
         let done = m.unconfirmed == 0;
         let mut first_sample = false;
-        if let Some(s) = self.send_sessions.get_mut(&dest) {
+        {
+            let s = self.send_sessions.at_mut(session);
             s.in_flight_pkts -= 1;
             s.in_flight_bytes -= wire;
             if let (Some(sample), true) = (sample, self.cfg.adaptive_timeout) {
@@ -93,10 +94,10 @@ impl<P: PeerAddr> Endpoint<P> {
             self.remove_msg(key);
         }
         if first_sample {
-            self.rebase_in_flight(now, dest);
+            self.rebase_in_flight(now, session);
         }
-        self.detect_losses(now, dest, first_seq);
-        self.release(now, dest);
+        self.detect_losses(now, session, first_seq);
+        self.release(now, session);
     }
 
     /// The first measurement replaced `default_timeout` (spec: the default
@@ -107,10 +108,8 @@ impl<P: PeerAddr> Endpoint<P> {
     /// min_error_delay)` — as RFC 6298 5.3 restarts the timer with the
     /// current RTO. Without this a burst sent to a fresh peer before its
     /// first confirmation waited 100 ms for any loss at its tail.
-    fn rebase_in_flight(&mut self, now: Instant, dest: Dest<P>) {
-        let Some(s) = self.send_sessions.get_mut(&dest) else {
-            return;
-        };
+    fn rebase_in_flight(&mut self, now: Instant, session: SessionId) {
+        let s = self.send_sessions.at_mut(session);
         let t = s.timing.timeout();
         if t.is_zero() || s.timing.is_fixed() {
             return;
@@ -140,13 +139,11 @@ impl<P: PeerAddr> Endpoint<P> {
     /// confirmation answers, it was sent no earlier than that); packets to
     /// `dest` whose latest transmission came before it and still unconfirmed
     /// are resent after the reorder window, unless their timer comes sooner.
-    fn detect_losses(&mut self, now: Instant, dest: Dest<P>, seq: u64) {
+    fn detect_losses(&mut self, now: Instant, session: SessionId, seq: u64) {
         if !self.cfg.early_resend {
             return;
         }
-        let Some(s) = self.send_sessions.get_mut(&dest) else {
-            return;
-        };
+        let s = self.send_sessions.at_mut(session);
         if seq < s.rack_seq {
             return;
         }
@@ -180,7 +177,6 @@ impl<P: PeerAddr> Endpoint<P> {
             tracing::trace!(
                 msg = key,
                 packet = idx,
-                ?dest,
                 "presumed lost (RACK): early resend"
             );
         }
@@ -190,10 +186,8 @@ impl<P: PeerAddr> Endpoint<P> {
     /// confirmed or sent again since, once it holds many more entries than
     /// packets in flight (resends to a peer that confirms nothing would
     /// otherwise grow it without bound). Amortized O(1) per transmission.
-    pub(super) fn compact_send_order(&mut self, dest: Dest<P>) {
-        let Some(s) = self.send_sessions.get_mut(&dest) else {
-            return;
-        };
+    pub(super) fn compact_send_order(&mut self, session: SessionId) {
+        let s = self.send_sessions.at_mut(session);
         if s.sent_order.len() <= 2 * s.in_flight_pkts + 64 {
             return;
         }
@@ -217,6 +211,7 @@ impl<P: PeerAddr> Endpoint<P> {
         let Some(m) = self.sent.get_mut(&key) else {
             return true;
         };
+        let session = m.session;
         let p = m.pkt_mut(i);
         p.error_at = None;
         let transmissions = p.transmissions;
@@ -248,7 +243,7 @@ impl<P: PeerAddr> Endpoint<P> {
         }
         if del {
             self.remove_msg(key);
-            self.release(now, dest);
+            self.release(now, session);
         }
         del
     }

@@ -43,7 +43,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::pool::BufferPool;
 use crate::receiver::Reassembly;
-use crate::sender::{Dest, PktPhase, SendSession, SentStore};
+use crate::sender::{Dest, PktPhase, SendSessions, SentStore};
 use crate::wire::{Repr, CTP_HEADER_LEN, MAX_PACKET_LEN};
 
 mod config;
@@ -86,7 +86,7 @@ pub struct Endpoint<P: PeerAddr> {
     rng: ChaCha8Rng,
     span: tracing::Span,
     // --- sending (send.rs, loss.rs) ---
-    send_sessions: FxHashMap<Dest<P>, SendSession>,
+    send_sessions: SendSessions<P>,
     sent: SentStore<P>,
     sent_index: FxHashMap<(Dest<P>, u32), MsgId>,
     unique_index: FxHashMap<(Dest<P>, u16), MsgId>,
@@ -152,7 +152,7 @@ impl<P: PeerAddr> Endpoint<P> {
             wall_base: (now, wall_now),
             rng: ChaCha8Rng::seed_from_u64(seed),
             span: tracing::debug_span!("ctp_endpoint", seed),
-            send_sessions: FxHashMap::default(),
+            send_sessions: SendSessions::default(),
             sent: SentStore::default(),
             sent_index: FxHashMap::default(),
             unique_index: FxHashMap::default(),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 
 use super::{Endpoint, MsgId, PeerAddr, SendError, Tx};
-use crate::sender::{Dest, PktPhase, PktState, SendSession, SentMsg};
+use crate::sender::{Dest, PktPhase, PktState, SendSession, SentMsg, SessionId};
 use crate::wire::{Options, MAX_COMMAND, MAX_MESSAGE_SIZE};
 use netcore::time::later;
 
@@ -55,12 +55,18 @@ impl<P: PeerAddr> Endpoint<P> {
     /// (spec: "initial value of ID ... pseudorandom") and the default
     /// timeout.
     pub(super) fn session(&mut self, dest: Dest<P>) -> &mut SendSession {
-        session_of(
-            &mut self.send_sessions,
-            &mut self.rng,
-            self.cfg.default_timeout,
-            dest,
-        )
+        let id = self.session_id(dest);
+        self.send_sessions.at_mut(id)
+    }
+
+    /// [`session`](Self::session) by its id.
+    fn session_id(&mut self, dest: Dest<P>) -> SessionId {
+        let rng = &mut self.rng;
+        let timeout = self.cfg.default_timeout;
+        self.send_sessions.id_of(dest, || {
+            tracing::debug!(?dest, "sending session created");
+            SendSession::new(rng.next_u32(), timeout)
+        })
     }
 
     /// Sends `data` as command `command` to `peer` (copying it). Options as in
@@ -143,18 +149,15 @@ impl<P: PeerAddr> Endpoint<P> {
                 self.remove_msg(old);
             }
         }
-        let sess = session_of(
-            &mut self.send_sessions,
-            &mut self.rng,
-            self.cfg.default_timeout,
-            dest,
-        );
+        let session = self.session_id(dest);
+        let sess = self.send_sessions.at_mut(session);
         let first_id = sess.next_id;
         sess.next_id = first_id.wrapping_add(count);
         let start_session = !sess.started;
         sess.started = true;
         let key = self.sent.insert(SentMsg {
             dest,
+            session,
             command,
             options,
             first_id,
@@ -174,7 +177,7 @@ impl<P: PeerAddr> Endpoint<P> {
         if options.contains(Options::UNIQUE_COMMAND) {
             self.unique_index.insert((dest, command), key);
         }
-        self.release(now, dest);
+        self.release(now, session);
         Ok(key)
     }
 
@@ -222,12 +225,11 @@ impl<P: PeerAddr> Endpoint<P> {
         if self.unique_index.get(&(m.dest, m.command)) == Some(&key) {
             self.unique_index.remove(&(m.dest, m.command));
         }
-        if let Some(s) = self.send_sessions.get_mut(&m.dest) {
-            for i in 0..m.count() {
-                if m.pkt(i).phase == PktPhase::InFlight {
-                    s.in_flight_pkts -= 1;
-                    s.in_flight_bytes -= m.wire_len(i);
-                }
+        let s = self.send_sessions.at_mut(m.session);
+        for i in 0..m.count() {
+            if m.pkt(i).phase == PktPhase::InFlight {
+                s.in_flight_pkts -= 1;
+                s.in_flight_bytes -= m.wire_len(i);
             }
         }
         self.spare.put(m.data);
@@ -258,10 +260,8 @@ impl<P: PeerAddr> Endpoint<P> {
     /// destination's window allows (round-robin, one packet per message turn),
     /// arming each packet's resend and error timers, and the tail probe of
     /// the last one released.
-    pub(super) fn release(&mut self, now: Instant, dest: Dest<P>) {
-        let Some(sess) = self.send_sessions.get_mut(&dest) else {
-            return;
-        };
+    pub(super) fn release(&mut self, now: Instant, session: SessionId) {
+        let sess = self.send_sessions.at_mut(session);
         let mut newest = None;
         loop {
             if sess.in_flight_pkts >= self.cfg.window_packets
@@ -322,22 +322,6 @@ impl<P: PeerAddr> Endpoint<P> {
                 self.timers.push(p.due, (key, i));
             }
         }
-        self.compact_send_order(dest);
+        self.compact_send_order(session);
     }
-}
-
-/// The sending session of `dest` in `sessions`, created with a random
-/// starting id from `rng` (spec: "initial value of ID ... pseudorandom")
-/// and `timeout` (a function of the fields it borrows, so a caller can
-/// hold it beside the other storages).
-fn session_of<'a, P: PeerAddr>(
-    sessions: &'a mut rustc_hash::FxHashMap<Dest<P>, SendSession>,
-    rng: &mut rand_chacha::ChaCha8Rng,
-    timeout: Duration,
-    dest: Dest<P>,
-) -> &'a mut SendSession {
-    sessions.entry(dest).or_insert_with(|| {
-        tracing::debug!(?dest, "sending session created");
-        SendSession::new(rng.next_u32(), timeout)
-    })
 }

@@ -29,7 +29,7 @@ fn send_order_queue_stays_bounded_for_a_dead_peer() {
             transmissions += 1;
         }
     }
-    let s = &e.send_sessions[&Dest::Peer(2)];
+    let s = e.send_sessions.get(&Dest::Peer(2)).expect("session");
     assert!(transmissions > 10_000, "{transmissions}");
     assert!(
         s.sent_order.len() <= 2 * s.in_flight_pkts + 65,

@@ -61,11 +61,13 @@ impl<P: PeerAddr> Endpoint<P> {
             if removed {
                 continue;
             }
-            let p = self.sent.get_mut(&key).expect("present").pkt_mut(i);
+            let m = self.sent.get_mut(&key).expect("present");
+            let session = m.session;
+            let p = m.pkt_mut(i);
             if p.update_due() {
                 self.timers.push(p.due, (key, i));
             }
-            self.compact_send_order(dest);
+            self.compact_send_order(session);
         }
         if self.next_reassembly_check.is_some_and(|t| t <= now) {
             self.sweep_reassemblies(now);
