@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use super::sessions::{Opened, Source};
+use super::sessions::{Opened, SessionKey, Source};
 use super::{Endpoint, ErrorType, PeerAddr, ReceivedData, Tx};
 use crate::peer::IdStatus;
 use crate::receiver::Reassembly;
@@ -30,26 +30,26 @@ impl<P: PeerAddr> Endpoint<P> {
             }
         }
         let src = (from, bcast);
-        self.open_session(now, src);
+        let session = self.open_session(now, src);
         if r.options.contains(Options::START_SESSION) {
-            self.recv_ids.start_session(&src, r.id);
+            self.recv_ids.start_session(session, r.id);
         }
-        if self.recv_ids.contains(&src, r.id) {
+        if self.recv_ids.contains(session, r.id) {
             self.stats.duplicates_received += 1;
             self.confirm(from, r);
             return;
         }
         if r.amount <= 1 {
-            self.on_command(from, bcast, r, body);
+            self.on_command(session, from, bcast, r, body);
         } else {
-            self.on_part(now, from, bcast, r, body);
+            self.on_part(now, session, from, bcast, r, body);
         }
     }
 
     /// Marks `src` active, creating its receiving session (see
     /// `Config::max_sessions`).
-    fn open_session(&mut self, now: Instant, src: Source<P>) {
-        let opened = self.recv_ids.open(
+    fn open_session(&mut self, now: Instant, src: Source<P>) -> SessionKey {
+        let (key, opened) = self.recv_ids.open(
             now,
             src,
             self.cfg.max_sessions,
@@ -68,11 +68,12 @@ impl<P: PeerAddr> Endpoint<P> {
                 );
             }
         }
+        key
     }
 
     /// A normal command (one packet): delivered if the queue has room,
     /// copied once from the datagram into the delivery.
-    fn on_command(&mut self, from: P, bcast: bool, r: &Repr, body: &[u8]) {
+    fn on_command(&mut self, session: SessionKey, from: P, bcast: bool, r: &Repr, body: &[u8]) {
         if !self.delivery_room(body.len() as u64) {
             return;
         }
@@ -82,7 +83,7 @@ impl<P: PeerAddr> Endpoint<P> {
             self.stats.refused_deliveries += 1;
             return;
         }
-        if !self.record_id(from, bcast, r) {
+        if !self.record_id(session, from, r) {
             return;
         }
         data.extend_from_slice(body);
@@ -93,7 +94,15 @@ impl<P: PeerAddr> Endpoint<P> {
     /// A part of a large message: stored straight into its message's buffer
     /// (reserved on the first part, within the reassembly limits); the
     /// message is delivered when its last part arrives.
-    fn on_part(&mut self, now: Instant, from: P, bcast: bool, r: &Repr, body: &[u8]) {
+    fn on_part(
+        &mut self,
+        now: Instant,
+        session: SessionKey,
+        from: P,
+        bcast: bool,
+        r: &Repr,
+        body: &[u8],
+    ) {
         let lkey = (from, bcast, r.id.wrapping_sub(r.number));
         let mut created = false;
         if !self.reassembly.contains_key(&lkey) {
@@ -113,7 +122,7 @@ impl<P: PeerAddr> Endpoint<P> {
         if ra.remaining == 1 && !self.delivery_room(ra.size) {
             return;
         }
-        if !self.record_id(from, bcast, r) {
+        if !self.record_id(session, from, r) {
             return;
         }
         let ra = self.reassembly.get_mut(&lkey).expect("admitted above");
@@ -256,9 +265,9 @@ impl<P: PeerAddr> Endpoint<P> {
     /// Enters `r.id` in the received-id list of (`from`, `bcast`), which
     /// exists; true when it is new. A duplicate is confirmed again and
     /// counted, a full list refuses the packet (counted).
-    fn record_id(&mut self, from: P, bcast: bool, r: &Repr) -> bool {
+    fn record_id(&mut self, session: SessionKey, from: P, r: &Repr) -> bool {
         let total = self.cfg.max_out_of_order_ids_total;
-        match self.recv_ids.insert(&(from, bcast), r.id, total) {
+        match self.recv_ids.insert(session, r.id, total) {
             IdStatus::New => true,
             IdStatus::Duplicate => {
                 self.stats.duplicates_received += 1;

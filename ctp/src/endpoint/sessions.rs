@@ -22,11 +22,18 @@
 //! back at `last_active` and the session stays. O(1) amortized per packet,
 //! no ordering on addresses needed (a heap would need `P: Ord`). The next
 //! expiry is cached until the queue's front changes.
+//!
+//! Sessions live in slots (`slotmap`), found by source through a hash map
+//! once per packet: [`RecvSessions::open`] returns the slot's
+//! [`SessionKey`], which the packet's further steps (duplicate check, id
+//! record) and the activity queue use without hashing again; a key whose
+//! session was dropped finds nothing.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
+use slotmap::SlotMap;
 
 use super::PeerAddr;
 use crate::peer::{IdStatus, RecvIdList};
@@ -42,8 +49,14 @@ pub(crate) type Source<P> = (P, bool);
 /// packets.
 pub(crate) const ACTIVITY_GRAIN: Duration = Duration::from_millis(1);
 
+slotmap::new_key_type! {
+    /// A receiving session's slot.
+    pub(crate) struct SessionKey;
+}
+
 #[derive(Debug)]
-struct RecvSession {
+struct RecvSession<P> {
+    src: Source<P>,
     ids: RecvIdList,
     /// The latest packet's instant.
     last_active: Instant,
@@ -63,8 +76,9 @@ pub(crate) enum Opened<P> {
 /// The receiving sessions of an endpoint (see the module documentation).
 #[derive(Debug)]
 pub(crate) struct RecvSessions<P> {
-    map: FxHashMap<Source<P>, RecvSession>,
-    order: VecDeque<(Instant, Source<P>)>,
+    index: FxHashMap<Source<P>, SessionKey>,
+    slots: SlotMap<SessionKey, RecvSession<P>>,
+    order: VecDeque<(Instant, SessionKey)>,
     ids_total: usize,
     /// The queue's first live entry's instant, while known (`None`: look
     /// again; `Some(None)`: no session).
@@ -74,7 +88,8 @@ pub(crate) struct RecvSessions<P> {
 impl<P: PeerAddr> RecvSessions<P> {
     pub fn new() -> Self {
         Self {
-            map: FxHashMap::default(),
+            index: FxHashMap::default(),
+            slots: SlotMap::with_key(),
             order: VecDeque::new(),
             ids_total: 0,
             front: None,
@@ -83,7 +98,7 @@ impl<P: PeerAddr> RecvSessions<P> {
 
     /// Sessions open.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.slots.len()
     }
 
     /// Ids held beyond the in-sequence one, over all lists.
@@ -100,71 +115,82 @@ impl<P: PeerAddr> RecvSessions<P> {
 
     /// The sources with a session.
     pub fn sources(&self) -> impl Iterator<Item = &Source<P>> {
-        self.map.keys()
+        self.index.keys()
     }
 
     /// The received-id list of `src`.
     pub fn list(&self, src: &Source<P>) -> Option<&RecvIdList> {
-        self.map.get(src).map(|s| &s.ids)
+        self.index
+            .get(src)
+            .and_then(|&k| self.slots.get(k))
+            .map(|s| &s.ids)
     }
 
     /// Marks `src` active at `now`, creating its session with a list of
     /// `cap` ids when it has none; when `max` sessions are open the least
-    /// recently active one is evicted first.
-    pub fn open(&mut self, now: Instant, src: Source<P>, max: usize, cap: usize) -> Opened<P> {
-        if let Some(s) = self.map.get_mut(&src) {
+    /// recently active one is evicted first. Returns the session's key
+    /// for the packet's further steps.
+    pub fn open(
+        &mut self,
+        now: Instant,
+        src: Source<P>,
+        max: usize,
+        cap: usize,
+    ) -> (SessionKey, Opened<P>) {
+        if let Some(&key) = self.index.get(&src) {
+            let s = &mut self.slots[key];
             if now > s.last_active {
                 s.last_active = now;
                 if now.saturating_duration_since(s.queued_at) >= ACTIVITY_GRAIN {
                     s.queued_at = now;
-                    self.push(now, src);
+                    self.push(now, key);
                 }
             }
-            return Opened::Existing;
+            return (key, Opened::Existing);
         }
-        let evicted = if self.map.len() >= max.max(1) {
+        let evicted = if self.slots.len() >= max.max(1) {
             self.pop_least_recent()
         } else {
             None
         };
-        self.map.insert(
+        let key = self.slots.insert(RecvSession {
             src,
-            RecvSession {
-                ids: RecvIdList::new(cap),
-                last_active: now,
-                queued_at: now,
-            },
-        );
-        self.push(now, src);
-        Opened::Created { evicted }
+            ids: RecvIdList::new(cap),
+            last_active: now,
+            queued_at: now,
+        });
+        self.index.insert(src, key);
+        self.push(now, key);
+        (key, Opened::Created { evicted })
     }
 
-    /// Queues the live entry `(at, src)`.
-    fn push(&mut self, at: Instant, src: Source<P>) {
+    /// Queues the live entry `(at, key)`.
+    fn push(&mut self, at: Instant, key: SessionKey) {
         if self.order.is_empty() {
             self.front = None;
         }
-        self.order.push_back((at, src));
+        self.order.push_back((at, key));
         self.compact();
     }
 
-    fn is_live(&self, at: Instant, src: &Source<P>) -> bool {
-        self.map.get(src).is_some_and(|s| s.queued_at == at)
+    fn is_live(&self, at: Instant, key: SessionKey) -> bool {
+        self.slots.get(key).is_some_and(|s| s.queued_at == at)
     }
 
-    fn remove(&mut self, src: &Source<P>) {
-        if let Some(s) = self.map.remove(src) {
-            self.ids_total -= s.ids.pending_len();
-            self.front = None;
-        }
+    /// Drops session `key`; returns its source.
+    fn remove(&mut self, key: SessionKey) -> Option<Source<P>> {
+        let s = self.slots.remove(key)?;
+        self.index.remove(&s.src);
+        self.ids_total -= s.ids.pending_len();
+        self.front = None;
+        Some(s.src)
     }
 
     fn pop_least_recent(&mut self) -> Option<Source<P>> {
         self.front = None;
-        while let Some((at, src)) = self.order.pop_front() {
-            if self.is_live(at, &src) {
-                self.remove(&src);
-                return Some(src);
+        while let Some((at, key)) = self.order.pop_front() {
+            if self.is_live(at, key) {
+                return self.remove(key);
             }
         }
         None
@@ -173,12 +199,12 @@ impl<P: PeerAddr> RecvSessions<P> {
     /// Drops stale activity entries once they outnumber the sessions
     /// (amortized O(1) per touch).
     fn compact(&mut self) {
-        if self.order.len() <= 2 * self.map.len() + 64 {
+        if self.order.len() <= 2 * self.slots.len() + 64 {
             return;
         }
-        let map = &self.map;
+        let slots = &self.slots;
         self.order
-            .retain(|(at, src)| map.get(src).is_some_and(|s| s.queued_at == *at));
+            .retain(|(at, key)| slots.get(*key).is_some_and(|s| s.queued_at == *at));
         self.front = None;
     }
 
@@ -190,10 +216,10 @@ impl<P: PeerAddr> RecvSessions<P> {
         }
         let mut n = 0;
         self.front = None;
-        while let Some(&(at, src)) = self.order.front() {
+        while let Some(&(at, key)) = self.order.front() {
             let Some(last) = self
-                .map
-                .get(&src)
+                .slots
+                .get(key)
                 .filter(|s| s.queued_at == at)
                 .map(|s| s.last_active)
             else {
@@ -207,12 +233,13 @@ impl<P: PeerAddr> RecvSessions<P> {
             if netcore::time::later(last, idle) > now {
                 // Active since its entry was queued: queued again at its
                 // latest activity.
-                self.map.get_mut(&src).expect("live").queued_at = last;
-                self.order.push_back((last, src));
+                self.slots[key].queued_at = last;
+                self.order.push_back((last, key));
                 continue;
             }
-            self.remove(&src);
-            tracing::debug!(peer = ?src.0, broadcast = src.1, "receiving session expired (idle)");
+            if let Some(src) = self.remove(key) {
+                tracing::debug!(peer = ?src.0, broadcast = src.1, "receiving session expired (idle)");
+            }
             n += 1;
         }
         n
@@ -230,8 +257,8 @@ impl<P: PeerAddr> RecvSessions<P> {
             return front.map(|at| netcore::time::later(at, idle));
         }
         let mut front = None;
-        while let Some(&(at, src)) = self.order.front() {
-            if self.is_live(at, &src) {
+        while let Some(&(at, key)) = self.order.front() {
+            if self.is_live(at, key) {
                 front = Some(at);
                 break;
             }
@@ -241,25 +268,25 @@ impl<P: PeerAddr> RecvSessions<P> {
         front.map(|at| netcore::time::later(at, idle))
     }
 
-    /// True if `id` was received from `src` before.
-    pub fn contains(&self, src: &Source<P>, id: u32) -> bool {
-        self.map.get(src).is_some_and(|s| s.ids.contains(id))
+    /// True if `id` was received in session `key` before.
+    pub fn contains(&self, key: SessionKey, id: u32) -> bool {
+        self.slots.get(key).is_some_and(|s| s.ids.contains(id))
     }
 
-    /// A StartSession packet `id` from `src` (which has a session).
-    pub fn start_session(&mut self, src: &Source<P>, id: u32) {
-        if let Some(s) = self.map.get_mut(src) {
+    /// A StartSession packet `id` in session `key`.
+    pub fn start_session(&mut self, key: SessionKey, id: u32) {
+        if let Some(s) = self.slots.get_mut(key) {
             let before = s.ids.pending_len();
             s.ids.start_session(id);
             self.ids_total = self.ids_total - before + s.ids.pending_len();
         }
     }
 
-    /// Records `id` from `src` (which has a session) within the budget of
-    /// `total` ids over all lists.
-    pub fn insert(&mut self, src: &Source<P>, id: u32, total: usize) -> IdStatus {
+    /// Records `id` in session `key` within the budget of `total` ids over
+    /// all lists (`Full` if the session is gone).
+    pub fn insert(&mut self, key: SessionKey, id: u32, total: usize) -> IdStatus {
         let room = total.saturating_sub(self.ids_total);
-        let Some(s) = self.map.get_mut(src) else {
+        let Some(s) = self.slots.get_mut(key) else {
             return IdStatus::Full;
         };
         let before = s.ids.pending_len();
@@ -280,14 +307,14 @@ mod tests {
         let mut s: RecvSessions<u32> = RecvSessions::new();
         for p in 0..3 {
             assert_eq!(
-                s.open(ms(p as u64), (p, false), 3, 16),
+                s.open(ms(p as u64), (p, false), 3, 16).1,
                 Opened::Created { evicted: None }
             );
         }
         // 0 becomes the most recent; 1 is now the least recent
-        assert_eq!(s.open(ms(10), (0, false), 3, 16), Opened::Existing);
+        assert_eq!(s.open(ms(10), (0, false), 3, 16).1, Opened::Existing);
         assert_eq!(
-            s.open(ms(11), (9, false), 3, 16),
+            s.open(ms(11), (9, false), 3, 16).1,
             Opened::Created {
                 evicted: Some((1, false))
             }
@@ -331,7 +358,7 @@ mod tests {
         s.open(t0 + ACTIVITY_GRAIN, (1, false), 2, 16);
         assert_eq!(s.order_len(), 3);
         assert_eq!(
-            s.open(t0 + 2 * ACTIVITY_GRAIN, (3, false), 2, 16),
+            s.open(t0 + 2 * ACTIVITY_GRAIN, (3, false), 2, 16).1,
             Opened::Created {
                 evicted: Some((2, false))
             }
@@ -352,27 +379,36 @@ mod tests {
     fn id_budget_is_shared_and_released_with_the_session() {
         let t0 = Instant::now();
         let mut s: RecvSessions<u32> = RecvSessions::new();
-        for p in 0..2 {
-            s.open(t0, (p, false), 8, 100);
-            s.start_session(&(p, false), 1);
-            assert_eq!(s.insert(&(p, false), 1, 12), IdStatus::New);
-        }
+        let keys: Vec<SessionKey> = (0..2)
+            .map(|p| {
+                let (k, _) = s.open(t0, (p, false), 8, 100);
+                s.start_session(k, 1);
+                assert_eq!(s.insert(k, 1, 12), IdStatus::New);
+                k
+            })
+            .collect();
         // ids 3, 5, 7, ... are out of order (2, 4, ... missing)
         let mut held = 0;
         for k in 1..=10 {
             for p in 0..2 {
-                if s.insert(&(p, false), 2 * k + 1, 12) == IdStatus::New {
+                if s.insert(keys[p], 2 * k + 1, 12) == IdStatus::New {
                     held += 1;
                 }
             }
         }
         assert_eq!((held, s.ids_total()), (12, 12));
         assert_eq!(
-            s.insert(&(0, false), 2, 12),
+            s.insert(keys[0], 2, 12),
             IdStatus::New,
             "in sequence: no room needed"
         );
         s.open(t0, (7, false), 2, 100); // evicts one of the two
         assert!(s.ids_total() < 12);
+        let gone = if s.list(&(0, false)).is_none() { 0 } else { 1 };
+        assert_eq!(
+            s.insert(keys[gone], 40, 100),
+            IdStatus::Full,
+            "an evicted session's key finds nothing"
+        );
     }
 }

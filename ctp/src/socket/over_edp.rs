@@ -115,20 +115,20 @@ impl Socket for CtpSlot {
             let (head, body) = buf.split_at_mut(HEAD);
             // The CTP header goes behind the EDP header in the batch
             // buffer; the data part is sent from the stored message.
-            let Some(t) = self.core.ep.poll_transmit_gather(body) else {
+            let mut hdr = [0u8; CTP_HEADER_LEN];
+            let Some(t) = self.core.ep.poll_transmit_gather(&mut hdr) else {
                 break;
             };
             // The confirmations due to the same peer ride in front of the
-            // packet (PROTOCOL.md "Confirmations share a frame"): written
-            // behind its header, then rotated before it, so the header
-            // stays next to the gathered data part.
+            // packet (PROTOCOL.md "Confirmations share a frame"), then its
+            // header, next to the gathered data part.
             let hl = t.header_len;
             let room = (body.len().min(self.max_frame - HEAD)).saturating_sub(hl + t.payload.len());
             let packed = self
                 .core
                 .ep
-                .take_confirmations_to(&t.dest, &mut body[hl..hl + room]);
-            body[..hl + packed].rotate_left(hl);
+                .take_confirmations_to(&t.dest, &mut body[..room]);
+            body[packed..packed + hl].copy_from_slice(&hdr[..hl]);
             let len = hl + packed + t.payload.len();
             EthernetRepr {
                 dst: t.dest.0,
