@@ -24,7 +24,11 @@
 //!   A, recv_from on B, back): no kernel, so the time is the stack's own
 //!   (demultiplexing, locking, wait bookkeeping, header build and parse);
 //!   the raw `SimLink` send + recv of the same frames is measured beside
-//!   it (`simlink_raw`);
+//!   it (`simlink_raw`). `ctp_pingpong` and `esp_pingpong` do the same
+//!   with CTP-over-EDP sockets (each reply carries the confirmation of
+//!   its request) and an established ESP stream: their difference to
+//!   `pingpong` is what each protocol's user-space work costs per
+//!   message;
 //!
 //! - after them (unfiltered runs only): min / p50 / p99 of the half
 //!   round-trip for blocking, RX ring, busy poll and ring + busy poll.
@@ -410,6 +414,30 @@ fn runtime_sim(c: &mut Criterion) {
             black_box(ca.recv_delivery(patience).unwrap());
         })
     });
+    // ESP, same shape: a 64-byte write each way on an established stream
+    // (the server accepts on its own thread; both ends are driven from
+    // this one after that).
+    {
+        use std::io::{Read, Write};
+        let (la, lb) = SimLink::pair(&clock, 1500, FaultConfig::default(), FaultConfig::default());
+        let mb = lb.mac();
+        let esp_cfg = esp::EspConfig::default().busy_poll();
+        let server_cfg = esp_cfg.clone();
+        let server = std::thread::spawn(move || {
+            esp::EspStream::accept_link(Box::new(lb), 80, server_cfg, patience).unwrap()
+        });
+        let mut c =
+            esp::EspStream::connect_link(Box::new(la), 40000, (mb, 80), esp_cfg, patience).unwrap();
+        let mut s = server.join().unwrap();
+        g.bench_function(BenchmarkId::new("esp_pingpong", 64), |bch| {
+            bch.iter(|| {
+                c.write_all(&msg).unwrap();
+                s.read_exact(&mut buf[..64]).unwrap();
+                s.write_all(&msg).unwrap();
+                c.read_exact(&mut buf[..64]).unwrap();
+            })
+        });
+    }
     g.finish();
 }
 
