@@ -366,3 +366,53 @@ impl SendSession {
         seq
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(first_id: u32, session: SessionId) -> SentMsg<u8> {
+        let now = Instant::now();
+        SentMsg {
+            dest: Dest::Peer(1),
+            session,
+            command: 1,
+            options: Options::NONE,
+            first_id,
+            amount: 1,
+            part_size: 1000,
+            data: vec![first_id as u8],
+            start_session: false,
+            single: PktState::new(now),
+            many: Vec::new(),
+            next_unsent: 0,
+            unconfirmed: 1,
+            errored: false,
+        }
+    }
+
+    /// A message's id finds it until it is removed, and never again: not
+    /// after its slot is reused by the next message either. Ids are never 0
+    /// (the empty payload reference's tag).
+    #[test]
+    fn a_stale_message_id_finds_nothing_after_its_slot_is_reused() {
+        let mut sessions: SendSessions<u8> = SendSessions::default();
+        let sid = sessions.id_of(Dest::Peer(1), || {
+            SendSession::new(7, std::time::Duration::from_millis(100))
+        });
+        assert_eq!(sessions.id_of(Dest::Peer(1), || unreachable!()), sid);
+        let mut store = SentStore::default();
+        let a = store.insert(msg(10, sid));
+        assert_ne!(a, 0);
+        assert_eq!(store.get(&a).map(|m| m.first_id), Some(10));
+        assert_eq!(store.remove(&a).map(|m| m.first_id), Some(10));
+        let b = store.insert(msg(11, sid));
+        assert_ne!(a, b, "a reused slot has a new id");
+        assert!(!store.contains_key(&a) && store.get(&a).is_none());
+        assert!(store.remove(&a).is_none());
+        assert_eq!(store.get_mut(&b).map(|m| m.first_id), Some(11));
+        assert_eq!(store.len(), 1);
+        assert!(sessions.get(&Dest::Peer(2)).is_none());
+        assert_eq!(sessions.len(), 1);
+    }
+}

@@ -7,7 +7,9 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Instant, SystemTime};
 
-/// Identifies a message given to [`Endpoint::send`](super::Endpoint::send).
+/// Identifies a message given to [`Endpoint::send`](super::Endpoint::send):
+/// opaque, never 0, unique while the endpoint lives (its slot in the
+/// sent-commands storage and that slot's version; not sequential).
 pub type MsgId = u64;
 
 /// A datagram to send: `len` bytes were written to the buffer given to
