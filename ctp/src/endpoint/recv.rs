@@ -262,8 +262,8 @@ impl<P: PeerAddr> Endpoint<P> {
         });
     }
 
-    /// Enters `r.id` in the received-id list of (`from`, `bcast`), which
-    /// exists; true when it is new. A duplicate is confirmed again and
+    /// Enters `r.id` in the received-id list of `session` (the packet's
+    /// source, `from`); true when it is new. A duplicate is confirmed again and
     /// counted, a full list refuses the packet (counted).
     fn record_id(&mut self, session: SessionKey, from: P, r: &Repr) -> bool {
         let total = self.cfg.max_out_of_order_ids_total;
