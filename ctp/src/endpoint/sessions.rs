@@ -9,7 +9,7 @@
 //! - the ids held beyond the in-sequence one, over all lists, stay within
 //!   `max_out_of_order_ids_total` (on top of each list's own cap).
 //!
-//! Recency is kept in an activity queue of `(instant, source)` entries. A
+//! Recency is kept in an activity queue of `(instant, session)` entries. A
 //! session touched [`ACTIVITY_GRAIN`] or more after its queued entry
 //! appends a new one; the entry whose instant equals the session's
 //! `queued_at` is live, older ones are skipped when they reach the front
@@ -390,8 +390,8 @@ mod tests {
         // ids 3, 5, 7, ... are out of order (2, 4, ... missing)
         let mut held = 0;
         for k in 1..=10 {
-            for p in 0..2 {
-                if s.insert(keys[p], 2 * k + 1, 12) == IdStatus::New {
+            for &key in &keys {
+                if s.insert(key, 2 * k + 1, 12) == IdStatus::New {
                     held += 1;
                 }
             }
