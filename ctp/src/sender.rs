@@ -291,10 +291,6 @@ impl<P: Copy + Eq + Hash> SendSessions<P> {
         self.index.get(dest).map(|id| &self.list[id.0 as usize])
     }
 
-    pub fn get_mut(&mut self, dest: &Dest<P>) -> Option<&mut SendSession> {
-        self.index.get(dest).map(|id| &mut self.list[id.0 as usize])
-    }
-
     pub fn contains_key(&self, dest: &Dest<P>) -> bool {
         self.index.contains_key(dest)
     }

@@ -256,11 +256,9 @@ impl<P: PeerAddr> Endpoint<P> {
         let Some(m) = self.sent.get_mut(&key) else {
             return;
         };
+        let s = self.send_sessions.at_mut(m.session);
         let p = m.pkt_mut(i);
         p.probe_at = None;
-        let Some(s) = self.send_sessions.get_mut(&dest) else {
-            return;
-        };
         if s.newest_first_seq == p.first_seq
             && p.transmissions == 1
             && p.resend_at.is_some_and(|t| t > now)
@@ -281,27 +279,25 @@ impl<P: PeerAddr> Endpoint<P> {
         let Some(m) = self.sent.get_mut(&key) else {
             return;
         };
+        let s = self.send_sessions.at_mut(m.session);
         let p = m.pkt_mut(i);
         let (first_sent, base, early) = (p.first_sent, p.base, p.early);
-        let (mut live, mut current) = (false, base);
-        if let Some(s) = self.send_sessions.get_mut(&dest) {
-            if self.cfg.adaptive_timeout && !early {
-                let before = s.timing.timeout();
-                s.timing.expired(first_sent, base, self.cfg.max_timeout);
-                if s.timing.timeout() != before {
-                    tracing::debug!(
-                        ?dest,
-                        timeout_us = s.timing.timeout().as_micros() as u64,
-                        "timeout backed off (no valid sample since the packet was sent)"
-                    );
-                }
+        if self.cfg.adaptive_timeout && !early {
+            let before = s.timing.timeout();
+            s.timing.expired(first_sent, base, self.cfg.max_timeout);
+            if s.timing.timeout() != before {
+                tracing::debug!(
+                    ?dest,
+                    timeout_us = s.timing.timeout().as_micros() as u64,
+                    "timeout backed off (no valid sample since the packet was sent)"
+                );
             }
-            live = s.timing.last_confirm.is_some_and(|c| {
-                c >= first_sent && now.saturating_duration_since(c) <= self.cfg.live_window
-            });
-            current = s.timing.timeout();
-            p.seq = s.note_transmission(key, i);
         }
+        let live = s.timing.last_confirm.is_some_and(|c| {
+            c >= first_sent && now.saturating_duration_since(c) <= self.cfg.live_window
+        });
+        let current = s.timing.timeout();
+        p.seq = s.note_transmission(key, i);
         p.transmissions += 1;
         p.early = false;
         self.tx.push_back(Tx::Data { key, idx: i });
