@@ -263,6 +263,9 @@ impl<P: PeerAddr> Endpoint<P> {
     pub(super) fn release(&mut self, now: Instant, session: SessionId) {
         let sess = self.send_sessions.at_mut(session);
         let mut newest = None;
+        // The last packet's timer entry waits for the tail probe below, so
+        // each packet gets one entry (its `due` already the earliest).
+        let mut unqueued = None;
         loop {
             if sess.in_flight_pkts >= self.cfg.window_packets
                 || (sess.in_flight_pkts > 0 && sess.in_flight_bytes >= self.cfg.window_bytes)
@@ -295,7 +298,9 @@ impl<P: PeerAddr> Endpoint<P> {
                 p.resend_at = (!no_resend).then(|| later(now, timeout));
                 p.error_at = Some(later(now, error_after));
                 p.update_due();
-                self.timers.push(p.due, (key, i));
+                if let Some((k, j, due)) = unqueued.replace((key, i, p.due)) {
+                    self.timers.push(due, (k, j));
+                }
             }
             p.seq = sess.note_transmission(key, i);
             p.first_seq = p.seq;
@@ -319,8 +324,15 @@ impl<P: PeerAddr> Endpoint<P> {
             if p.resend_at.is_some_and(|r| at < r) {
                 p.probe_at = Some(at);
                 p.update_due();
-                self.timers.push(p.due, (key, i));
+                if let Some((k, j, due)) = unqueued.as_mut() {
+                    if (*k, *j) == (key, i) {
+                        *due = p.due;
+                    }
+                }
             }
+        }
+        if let Some((k, j, due)) = unqueued {
+            self.timers.push(due, (k, j));
         }
         self.compact_send_order(session);
     }

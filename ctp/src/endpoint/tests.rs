@@ -59,3 +59,32 @@ fn gathered_payload_is_the_stored_message() {
     }
     assert_eq!(offsets, vec![(0, 4), (4, 4), (8, 2)]);
 }
+
+/// A released packet has one timer entry, whose time is its earliest
+/// deadline: with a measured SRTT the tail probe (RFC 8985 7.2) is set
+/// before the entry is queued, not queued as a second entry.
+#[test]
+fn a_released_packet_queues_one_timer_entry() {
+    let t0 = Instant::now();
+    let mut a: Endpoint<u8> = Endpoint::new(Config::default(), t0, SystemTime::UNIX_EPOCH, 1, None);
+    let mut b: Endpoint<u8> = Endpoint::new(Config::default(), t0, SystemTime::UNIX_EPOCH, 2, None);
+    let mut buf = vec![0u8; a.config().max_packet_len()];
+    // One exchange gives `a` its SRTT for `b`.
+    a.send(t0, 1, 2, b"ping", Options::NONE).unwrap();
+    let t = a.poll_transmit(&mut buf).expect("the ping");
+    let t1 = t0 + Duration::from_micros(50);
+    b.handle_datagram(t1, 1, &buf[..t.len]);
+    let t = b.poll_transmit(&mut buf).expect("its confirmation");
+    let t2 = t0 + Duration::from_micros(100);
+    a.handle_datagram(t2, 2, &buf[..t.len]);
+    assert!(a.peer_srtt(2).is_some(), "sampled");
+    a.poll_timeout(); // drops the confirmed packet's entry
+    assert_eq!(a.timers.len(), 0);
+    let key = a.send(t2, 1, 2, b"tail", Options::NONE).unwrap();
+    let p = a.sent.get(&key).expect("stored").pkt(0);
+    let probe = p.probe_at.expect("tail probe armed");
+    assert!(p.resend_at.is_some_and(|r| probe < r));
+    assert_eq!(p.due, probe);
+    assert_eq!(a.timers.len(), 1, "one entry per packet");
+    assert_eq!(a.poll_timeout(), Some(probe));
+}
