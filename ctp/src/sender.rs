@@ -2,6 +2,7 @@
 //! kept with the state of each of its packets until every packet is confirmed;
 //! and the sending half of a session (next id, timeout, window, send order).
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
@@ -257,20 +258,24 @@ impl<P> SentStore<P> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SessionId(u32);
 
-/// The sending sessions, one per destination: found by destination through
-/// a hash map when a message is sent or a confirmation arrives, then by the
-/// [`SessionId`] its messages carry, without hashing again.
+/// The sending sessions, one per destination: found by destination when a
+/// message is sent or a confirmation arrives (the last one found is
+/// remembered, so traffic with one peer hashes nothing; other lookups go
+/// through a hash map), then by the [`SessionId`] its messages carry.
 #[derive(Debug)]
-pub(crate) struct SendSessions<P> {
+pub(crate) struct SendSessions<P: Copy> {
     index: FxHashMap<Dest<P>, SessionId>,
     list: Vec<SendSession>,
+    /// The destination found last, and its session.
+    last: Cell<Option<(Dest<P>, SessionId)>>,
 }
 
-impl<P> Default for SendSessions<P> {
+impl<P: Copy> Default for SendSessions<P> {
     fn default() -> Self {
         Self {
             index: FxHashMap::default(),
             list: Vec::new(),
+            last: Cell::new(None),
         }
     }
 }
@@ -278,21 +283,38 @@ impl<P> Default for SendSessions<P> {
 impl<P: Copy + Eq + Hash> SendSessions<P> {
     /// The session of `dest`, created by `make` if it has none.
     pub fn id_of(&mut self, dest: Dest<P>, make: impl FnOnce() -> SendSession) -> SessionId {
-        if let Some(&id) = self.index.get(&dest) {
+        if let Some(id) = self.find(&dest) {
             return id;
         }
         let id = SessionId(u32::try_from(self.list.len()).expect("fewer than 2^32 sessions"));
         self.list.push(make());
         self.index.insert(dest, id);
+        self.last.set(Some((dest, id)));
         id
     }
 
+    /// The session of `dest`, if it has one.
+    pub fn find(&self, dest: &Dest<P>) -> Option<SessionId> {
+        if let Some((d, id)) = self.last.get() {
+            if d == *dest {
+                return Some(id);
+            }
+        }
+        let id = *self.index.get(dest)?;
+        self.last.set(Some((*dest, id)));
+        Some(id)
+    }
+
     pub fn get(&self, dest: &Dest<P>) -> Option<&SendSession> {
-        self.index.get(dest).map(|id| &self.list[id.0 as usize])
+        self.find(dest).map(|id| &self.list[id.0 as usize])
     }
 
     pub fn contains_key(&self, dest: &Dest<P>) -> bool {
-        self.index.contains_key(dest)
+        self.find(dest).is_some()
+    }
+
+    pub fn at(&self, id: SessionId) -> &SendSession {
+        &self.list[id.0 as usize]
     }
 
     /// Sessions.
@@ -318,6 +340,9 @@ pub(crate) struct SendSession {
     pub timing: SendTiming,
     /// Messages with packets waiting for the window, served round-robin.
     pub queue: VecDeque<MsgId>,
+    /// The stored messages by the id of their packet 0, in send order (see
+    /// [`SendSession::msg`]).
+    msgs: MsgIndex,
     /// Packets sent and unconfirmed.
     pub in_flight_pkts: usize,
     /// Wire bytes (header + part) sent and unconfirmed.
@@ -345,6 +370,7 @@ impl SendSession {
             started: false,
             timing: SendTiming::new(timeout),
             queue: VecDeque::new(),
+            msgs: MsgIndex::default(),
             in_flight_pkts: 0,
             in_flight_bytes: 0,
             tx_seq: 0,
@@ -354,12 +380,91 @@ impl SendSession {
         }
     }
 
+    /// Records a new message `key` whose packet 0 has id `first_id`: the
+    /// session's next id before the message took its ids.
+    pub fn add_msg(&mut self, first_id: u32, key: MsgId) {
+        self.msgs.push(first_id, key);
+    }
+
+    /// The stored message whose packet 0 has id `first_id` (a confirmation
+    /// names its packet by id and number).
+    pub fn msg(&self, first_id: u32) -> Option<MsgId> {
+        self.msgs.get(first_id)
+    }
+
+    /// Forgets the message whose packet 0 has id `first_id` (it left the
+    /// storage).
+    pub fn remove_msg(&mut self, first_id: u32) {
+        self.msgs.remove(first_id);
+    }
+
     /// Records a transmission of packet `idx` of `key`; returns its sequence number.
     pub fn note_transmission(&mut self, key: MsgId, idx: u32) -> u64 {
         let seq = self.tx_seq;
         self.tx_seq += 1;
         self.sent_order.push_back((seq, key, idx));
         seq
+    }
+}
+
+/// A session's stored messages by the id of their packet 0, in send order.
+/// Ids are given out in order (`next_id` + 1 per packet, wrapping) and
+/// fewer than 2^31 packets are ever outstanding, so the entries are sorted
+/// by their distance from the oldest one's id: a lookup is a binary search
+/// (usually a hit on the first probe: confirmations come in about send
+/// order), with no hashing. A removed message leaves its entry as a
+/// tombstone (id 0: a [`MsgId`] is never 0) until it reaches the front, or
+/// until tombstones are over half of the entries (then they are swept), so
+/// the index holds at most about twice the stored messages.
+#[derive(Debug, Default)]
+struct MsgIndex {
+    entries: VecDeque<(u32, MsgId)>,
+    tombstones: usize,
+}
+
+impl MsgIndex {
+    /// Tombstones tolerated before a sweep, at least.
+    const SWEEP_AT: usize = 64;
+
+    fn push(&mut self, first_id: u32, key: MsgId) {
+        debug_assert!(self.entries.back().is_none_or(|b| {
+            let base = self.entries[0].0;
+            first_id.wrapping_sub(base) > b.0.wrapping_sub(base)
+        }));
+        self.entries.push_back((first_id, key));
+    }
+
+    /// Position of `first_id`'s entry.
+    fn position(&self, first_id: u32) -> Option<usize> {
+        let base = self.entries.front()?.0;
+        let d = first_id.wrapping_sub(base);
+        let i = self.entries.partition_point(|e| e.0.wrapping_sub(base) < d);
+        (self.entries.get(i)?.0 == first_id).then_some(i)
+    }
+
+    fn get(&self, first_id: u32) -> Option<MsgId> {
+        let i = self.position(first_id)?;
+        let key = self.entries[i].1;
+        (key != 0).then_some(key)
+    }
+
+    fn remove(&mut self, first_id: u32) {
+        let Some(i) = self.position(first_id) else {
+            return;
+        };
+        if self.entries[i].1 == 0 {
+            return;
+        }
+        self.entries[i].1 = 0;
+        self.tombstones += 1;
+        while self.entries.front().is_some_and(|e| e.1 == 0) {
+            self.entries.pop_front();
+            self.tombstones -= 1;
+        }
+        if self.tombstones >= Self::SWEEP_AT && 2 * self.tombstones > self.entries.len() {
+            self.entries.retain(|e| e.1 != 0);
+            self.tombstones = 0;
+        }
     }
 }
 
@@ -410,5 +515,44 @@ mod tests {
         assert_eq!(store.len(), 1);
         assert!(sessions.get(&Dest::Peer(2)).is_none());
         assert_eq!(sessions.len(), 1);
+    }
+
+    /// The message index finds each stored message by its first id across
+    /// the id wrap, forgets removed ones, and stays within about twice the
+    /// stored messages while an old message stays unconfirmed.
+    #[test]
+    fn the_message_index_finds_messages_across_the_id_wrap_and_stays_bounded() {
+        let mut ix = MsgIndex::default();
+        let start = u32::MAX - 5;
+        // Messages of 3 packets each: ids start, start+3, ... (wrapping).
+        let first = |n: u32| start.wrapping_add(3 * n);
+        for n in 0..10 {
+            ix.push(first(n), u64::from(n) + 1);
+        }
+        for n in 0..10 {
+            assert_eq!(ix.get(first(n)), Some(u64::from(n) + 1), "message {n}");
+            assert_eq!(ix.get(first(n).wrapping_add(1)), None, "not a first id");
+        }
+        assert_eq!(ix.get(first(10)), None);
+        ix.remove(first(4));
+        assert_eq!(ix.get(first(4)), None);
+        assert_eq!(ix.get(first(5)), Some(6));
+        ix.remove(first(0));
+        assert_eq!(ix.entries.len(), 9, "the front tombstone goes at once");
+        // Message 1 stays; 10000 more come and go behind it.
+        for n in 10..10_010 {
+            ix.push(first(n), u64::from(n) + 1);
+            if n >= 12 {
+                ix.remove(first(n - 2));
+            }
+            assert!(
+                ix.entries.len() <= 2 * 12 + MsgIndex::SWEEP_AT,
+                "{}",
+                ix.entries.len()
+            );
+        }
+        assert_eq!(ix.get(first(1)), Some(2));
+        assert_eq!(ix.get(first(10_009)), Some(10_010));
+        assert_eq!(ix.get(first(100)), None);
     }
 }

@@ -88,7 +88,6 @@ pub struct Endpoint<P: PeerAddr> {
     // --- sending (send.rs, loss.rs) ---
     send_sessions: SendSessions<P>,
     sent: SentStore<P>,
-    sent_index: FxHashMap<(Dest<P>, u32), MsgId>,
     unique_index: FxHashMap<(Dest<P>, u16), MsgId>,
     stored_bytes: u64,
     /// Spent large buffers for reuse (`Config::max_spare_bytes`).
@@ -154,7 +153,6 @@ impl<P: PeerAddr> Endpoint<P> {
             span: tracing::debug_span!("ctp_endpoint", seed),
             send_sessions: SendSessions::default(),
             sent: SentStore::default(),
-            sent_index: FxHashMap::default(),
             unique_index: FxHashMap::default(),
             stored_bytes: 0,
             spare,

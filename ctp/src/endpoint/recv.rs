@@ -301,9 +301,10 @@ impl<P: PeerAddr> Endpoint<P> {
     fn is_own_broadcast(&self, r: &Repr, body: &[u8]) -> bool {
         let first_id = r.id.wrapping_sub(r.number);
         let Some(m) = self
-            .sent_index
-            .get(&(Dest::Broadcast, first_id))
-            .and_then(|k| self.sent.get(k))
+            .send_sessions
+            .get(&Dest::Broadcast)
+            .and_then(|s| s.msg(first_id))
+            .and_then(|k| self.sent.get(&k))
         else {
             return false;
         };

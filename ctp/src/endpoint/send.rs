@@ -45,7 +45,8 @@ impl<P: PeerAddr> Endpoint<P> {
     }
 
     /// Sets the id of the next packet to `dest` (the start is random
-    /// otherwise). For tests of id wraparound; the session's StartSession
+    /// otherwise). For tests of id wraparound, before the first message to
+    /// `dest` (ids must stay in send order); the session's StartSession
     /// flag is unchanged.
     pub fn set_next_id(&mut self, dest: Dest<P>, id: u32) {
         self.session(dest).next_id = id;
@@ -172,8 +173,8 @@ impl<P: PeerAddr> Endpoint<P> {
             errored: false,
         });
         sess.queue.push_back(key);
+        sess.add_msg(first_id, key);
         self.stored_bytes += size;
-        self.sent_index.insert((dest, first_id), key);
         if options.contains(Options::UNIQUE_COMMAND) {
             self.unique_index.insert((dest, command), key);
         }
@@ -221,11 +222,13 @@ impl<P: PeerAddr> Endpoint<P> {
             return;
         };
         self.stored_bytes -= m.data.len() as u64;
-        self.sent_index.remove(&(m.dest, m.first_id));
-        if self.unique_index.get(&(m.dest, m.command)) == Some(&key) {
+        if m.options.contains(Options::UNIQUE_COMMAND)
+            && self.unique_index.get(&(m.dest, m.command)) == Some(&key)
+        {
             self.unique_index.remove(&(m.dest, m.command));
         }
         let s = self.send_sessions.at_mut(m.session);
+        s.remove_msg(m.first_id);
         for i in 0..m.count() {
             if m.pkt(i).phase == PktPhase::InFlight {
                 s.in_flight_pkts -= 1;

@@ -78,7 +78,7 @@ fn a_released_packet_queues_one_timer_entry() {
     let t2 = t0 + Duration::from_micros(100);
     a.handle_datagram(t2, 2, &buf[..t.len]);
     assert!(a.peer_srtt(2).is_some(), "sampled");
-    a.poll_timeout(); // drops the confirmed packet's entry
+    let _ = a.poll_timeout(); // drops the confirmed packet's entry
     assert_eq!(a.timers.len(), 0);
     let key = a.send(t2, 1, 2, b"tail", Options::NONE).unwrap();
     let p = a.sent.get(&key).expect("stored").pkt(0);
