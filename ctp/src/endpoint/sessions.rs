@@ -83,6 +83,10 @@ pub(crate) struct RecvSessions<P> {
     /// The queue's first live entry's instant, while known (`None`: look
     /// again; `Some(None)`: no session).
     front: Option<Option<Instant>>,
+    /// The source `open` found last and its key (checked against the slot
+    /// before use: a removed session's key finds nothing), so a stream
+    /// from one peer hashes nothing.
+    last: Option<(Source<P>, SessionKey)>,
 }
 
 impl<P: PeerAddr> RecvSessions<P> {
@@ -93,6 +97,7 @@ impl<P: PeerAddr> RecvSessions<P> {
             order: VecDeque::new(),
             ids_total: 0,
             front: None,
+            last: None,
         }
     }
 
@@ -137,7 +142,12 @@ impl<P: PeerAddr> RecvSessions<P> {
         max: usize,
         cap: usize,
     ) -> (SessionKey, Opened<P>) {
-        if let Some(&key) = self.index.get(&src) {
+        let found = match self.last {
+            Some((last, key)) if last == src && self.slots.contains_key(key) => Some(key),
+            _ => self.index.get(&src).copied(),
+        };
+        if let Some(key) = found {
+            self.last = Some((src, key));
             let s = &mut self.slots[key];
             if now > s.last_active {
                 s.last_active = now;
@@ -160,6 +170,7 @@ impl<P: PeerAddr> RecvSessions<P> {
             queued_at: now,
         });
         self.index.insert(src, key);
+        self.last = Some((src, key));
         self.push(now, key);
         (key, Opened::Created { evicted })
     }
@@ -326,6 +337,13 @@ mod tests {
         assert_eq!(s.next_expiry(idle), Some(ms(110)));
         assert_eq!(s.expire(ms(1000), idle), 2);
         assert_eq!((s.len(), s.next_expiry(idle)), (0, None));
+        // 9 was found last; its remembered key died with its session.
+        assert_eq!(
+            s.open(ms(1001), (9, false), 3, 16).1,
+            Opened::Created { evicted: None }
+        );
+        assert_eq!(s.open(ms(1002), (9, false), 3, 16).1, Opened::Existing);
+        assert_eq!(s.len(), 1);
     }
 
     /// Activity within the grain queues nothing; a session active since
