@@ -437,6 +437,9 @@ impl MsgIndex {
     /// Position of `first_id`'s entry.
     fn position(&self, first_id: u32) -> Option<usize> {
         let base = self.entries.front()?.0;
+        if base == first_id {
+            return Some(0);
+        }
         let d = first_id.wrapping_sub(base);
         let i = self.entries.partition_point(|e| e.0.wrapping_sub(base) < d);
         (self.entries.get(i)?.0 == first_id).then_some(i)
@@ -452,11 +455,12 @@ impl MsgIndex {
         let Some(i) = self.position(first_id) else {
             return;
         };
-        if self.entries[i].1 == 0 {
-            return;
+        if i == 0 {
+            self.entries.pop_front();
+        } else if self.entries[i].1 != 0 {
+            self.entries[i].1 = 0;
+            self.tombstones += 1;
         }
-        self.entries[i].1 = 0;
-        self.tombstones += 1;
         while self.entries.front().is_some_and(|e| e.1 == 0) {
             self.entries.pop_front();
             self.tombstones -= 1;

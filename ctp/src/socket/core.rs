@@ -8,6 +8,7 @@ use std::time::Instant;
 use edp::runtime::Ready;
 
 use crate::endpoint::{Delivery, Endpoint, PeerAddr};
+use crate::wire::CTP_HEADER_LEN;
 
 /// Deliveries kept for `recv_delivery` at most; while the application does
 /// not take them, further deliveries stay in the endpoint (whose own
@@ -17,6 +18,22 @@ pub const APP_QUEUE_CAP: usize = 1 << 16;
 /// Longest a confirmation is held back behind a delivery the application
 /// has not taken yet (see [`CtpCore::defer`]).
 pub const DEFER_MAX: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// Confirmations held at most (see [`CtpCore::hold`]): a frame's worth
+/// (a 9000-byte frame has room for 359); beyond, the held ones are handed
+/// to the endpoint first.
+pub const HELD_MAX: usize = 360;
+
+/// A confirmation that arrived in front of a data packet, kept for the
+/// endpoint (see [`CtpCore::hold`]).
+#[derive(Debug, Clone, Copy)]
+struct Held<P> {
+    /// When its frame arrived: the endpoint handles it as of then (its RTT
+    /// sample is not lengthened by the hold).
+    at: Instant,
+    from: P,
+    packet: [u8; CTP_HEADER_LEN],
+}
 
 /// Routes a delivery to its subscriber (or the default receiver); gives it
 /// back when nobody subscribed, for the application queue.
@@ -33,6 +50,9 @@ pub struct CtpCore<P: PeerAddr> {
     deadline: Option<Instant>,
     /// Transmission held back until then (see [`CtpCore::defer`]).
     pub(crate) deferred_until: Option<Instant>,
+    /// Received confirmations not yet handed to the endpoint, oldest first
+    /// (see [`CtpCore::hold`]).
+    held: Vec<Held<P>>,
 }
 
 impl<P: PeerAddr> CtpCore<P> {
@@ -43,6 +63,7 @@ impl<P: PeerAddr> CtpCore<P> {
             route: None,
             deadline: None,
             deferred_until: None,
+            held: Vec::new(),
         }
     }
 
@@ -73,6 +94,54 @@ impl<P: PeerAddr> CtpCore<P> {
         self.deferred_until.take().is_some()
     }
 
+    /// The application is back in the library: what was held for its last
+    /// delivery goes on, the transmission ([`release`](Self::release)) and
+    /// the received confirmations ([`settle`](Self::settle)); true if
+    /// either was held (then there may be packets to send).
+    pub(crate) fn resume(&mut self) -> bool {
+        let released = self.release();
+        self.settle() || released
+    }
+
+    /// Keeps a confirmation that came in front of a data packet (over EDP
+    /// they share a frame: PROTOCOL.md "Confirmations share a frame") for
+    /// the endpoint to handle after the data is delivered: the sender's
+    /// bookkeeping (removing the confirmed message, the RTT sample, loss
+    /// detection, releasing what the window lets through) then runs after
+    /// the application has its delivery and, when it replies at once,
+    /// after the reply left, instead of before either. Handed over by
+    /// [`settle`](Self::settle): when the application is back in the
+    /// library (its next call), before the next frame is handled (so the
+    /// endpoint sees confirmations in arrival order), when more than
+    /// [`HELD_MAX`] are held, and at the latest [`DEFER_MAX`] after the
+    /// oldest arrived (a deadline). The endpoint handles each as of its
+    /// arrival time. `packet` must be a whole confirmation (its header);
+    /// false, and nothing held, otherwise.
+    pub(crate) fn hold(&mut self, at: Instant, from: P, packet: &[u8]) -> bool {
+        let Ok(packet) = <[u8; CTP_HEADER_LEN]>::try_from(packet) else {
+            return false;
+        };
+        if self.held.len() >= HELD_MAX {
+            self.settle();
+        }
+        self.held.push(Held { at, from, packet });
+        true
+    }
+
+    /// Hands the held confirmations to the endpoint, in arrival order;
+    /// true if there were any (the endpoint may then have packets to
+    /// send: the window opened).
+    pub(crate) fn settle(&mut self) -> bool {
+        if self.held.is_empty() {
+            return false;
+        }
+        for h in self.held.drain(..) {
+            self.ep.handle_datagram(h.at, h.from, &h.packet);
+        }
+        self.after_event();
+        true
+    }
+
     /// After the endpoint changed: routes new deliveries and refreshes the
     /// cached deadline.
     pub(crate) fn after_event(&mut self) {
@@ -94,6 +163,7 @@ impl<P: PeerAddr> CtpCore<P> {
     /// Fires the endpoint's timers if due, and ends a held transmission
     /// whose time is up.
     pub(crate) fn on_timeout(&mut self, now: Instant) {
+        self.settle();
         if self.deferred_until.is_some_and(|t| t <= now) {
             self.deferred_until = None;
         }
@@ -103,10 +173,14 @@ impl<P: PeerAddr> CtpCore<P> {
         self.after_event();
     }
 
-    /// The next deadline (the endpoint's, or the end of a held
-    /// transmission).
+    /// The next deadline (the endpoint's, the end of a held transmission,
+    /// or the latest time to hand held confirmations over).
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        netcore::time::earliest(self.deadline, self.deferred_until)
+        let held = self.held.first().map(|h| h.at + DEFER_MAX);
+        netcore::time::earliest(
+            netcore::time::earliest(self.deadline, self.deferred_until),
+            held,
+        )
     }
 
     /// The oldest delivery for the application.
@@ -135,5 +209,42 @@ impl<P: PeerAddr> CtpCore<P> {
             r = r | Ready::WRITABLE;
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::endpoint::Config;
+    use crate::wire::Options;
+
+    /// A held confirmation changes nothing until it is handed over; then
+    /// the endpoint handles it as of its arrival (the RTT sample is not
+    /// lengthened by the hold). The latest hand-over is a deadline
+    /// DEFER_MAX after the arrival; a malformed packet is not held.
+    #[test]
+    fn a_held_confirmation_is_handled_as_of_its_arrival_by_the_deadline() {
+        let t0 = Instant::now();
+        let ep = |seed| Endpoint::new(Config::default(), t0, SystemTime::UNIX_EPOCH, seed, None);
+        let mut a: CtpCore<u8> = CtpCore::new(ep(1));
+        let mut b = ep(2);
+        let key = a.ep.send(t0, 1, 2, b"req", Options::NONE).unwrap();
+        let mut buf = vec![0u8; a.ep.config().max_packet_len()];
+        let t = a.ep.poll_transmit(&mut buf).unwrap();
+        b.handle_datagram(t0, 1, &buf[..t.len]);
+        let t = b.poll_transmit(&mut buf).unwrap();
+        assert_eq!(t.len, CTP_HEADER_LEN, "a confirmation");
+        let arrived = t0 + Duration::from_micros(30);
+        assert!(!a.hold(arrived, 2, &buf[..t.len - 1]), "not a whole header");
+        assert!(a.hold(arrived, 2, &buf[..t.len]));
+        assert!(a.ep.is_pending(key), "held: not handled yet");
+        assert_eq!(a.deadline(), Some(arrived + DEFER_MAX));
+        a.on_timeout(arrived + DEFER_MAX);
+        assert!(!a.ep.is_pending(key), "handed over at the deadline");
+        assert_eq!(a.ep.peer_srtt(2), Some(Duration::from_micros(30)));
+        assert!(!a.settle(), "nothing left");
+        assert_ne!(a.deadline(), Some(arrived + DEFER_MAX));
     }
 }

@@ -145,7 +145,7 @@ impl<T: Transport> Drop for Shared<T> {
         let slot = self.tr.slot();
         self.tr.driver().with(|e, now| {
             if let Some(c) = T::core(e, slot) {
-                c.release();
+                c.resume();
             }
             let _ = T::touched(e, slot, now);
         });
@@ -341,7 +341,7 @@ impl<T: Transport> CtpSocket<T> {
         let slot = self.shared.tr.slot();
         self.shared.tr.driver().with(|e, now| {
             let c = T::core(e, slot).expect("a CTP socket's core lives as long as the socket");
-            c.release();
+            c.resume();
             let r = f(c);
             c.after_event();
             let _ = T::touched(e, slot, now);
@@ -413,9 +413,10 @@ impl<T: Transport> CtpSocket<T> {
                 let c = T::core(e, slot).ok_or_else(|| {
                     io::Error::new(io::ErrorKind::NotConnected, "CTP endpoint gone")
                 })?;
-                if std::mem::take(&mut first) && c.release() {
+                if std::mem::take(&mut first) && c.resume() {
                     // Back in the library: what was held for the last
-                    // delivery (its confirmation) goes out now.
+                    // delivery (its confirmation, the confirmations that
+                    // came with it) goes on now.
                     T::touched(e, slot, Instant::now())?;
                     let c = T::core(e, slot).expect("core");
                     return Ok(check(c));
@@ -497,7 +498,7 @@ impl<T: Transport> CtpSocket<T> {
         // Fast path: room now (no wait, no clock beyond one read).
         let fast = self.shared.tr.driver().with(|e, now| {
             let c = T::core(e, slot)?;
-            if !c.ep.has_room(size) {
+            if !c.ep.has_room(size) && !(c.settle() && c.ep.has_room(size)) {
                 return None;
             }
             // The reply leaves together with what was held back for it.
@@ -505,6 +506,7 @@ impl<T: Transport> CtpSocket<T> {
             let r = op(&mut c.ep, now);
             c.after_event();
             let _ = T::touched(e, slot, now);
+            Self::settle_after_send(e, slot, now);
             Some(r)
         });
         if let Some(r) = fast {
@@ -519,6 +521,7 @@ impl<T: Transport> CtpSocket<T> {
                 let r = op(&mut c.ep, now);
                 c.after_event();
                 let _ = T::touched(e, slot, now);
+                Self::settle_after_send(e, slot, now);
                 r
             }),
             Err(_) => Err(self.with_core(|c| SendError::Full {
@@ -526,6 +529,15 @@ impl<T: Transport> CtpSocket<T> {
                 size,
                 limit: c.ep.config().max_stored_bytes,
             })),
+        }
+    }
+
+    /// After a send left: the confirmations that came with the last
+    /// delivery go to the endpoint now (see `CtpCore::hold`), off the
+    /// reply's path, and what they let through is sent.
+    fn settle_after_send(e: &mut T::Engine, slot: SlotId, now: Instant) {
+        if T::core(e, slot).is_some_and(|c| c.settle()) {
+            let _ = T::touched(e, slot, now);
         }
     }
 
@@ -654,11 +666,7 @@ impl<T: Transport> CtpSocket<T> {
 
     /// Storage sizes and deliverer counts (spec `Get...Count`).
     pub fn status(&self) -> StorageSizes {
-        let slot = self.shared.tr.slot();
-        let (mut s, queued) = self.shared.tr.driver().with_untimed(|e| {
-            let c = T::core_ref(e, slot).expect("core");
-            (c.ep.storage_sizes(), c.queued())
-        });
+        let (mut s, queued) = self.with_core(|c| (c.ep.storage_sizes(), c.queued()));
         let (threads, busy, jobs) = self.shared.pool.counts();
         s.deliveries_queued += queued + jobs;
         s.busy_deliverers = busy;
@@ -666,13 +674,10 @@ impl<T: Transport> CtpSocket<T> {
         s
     }
 
-    /// Protocol counters.
+    /// Protocol counters (after handing over what was held for the last
+    /// delivery, like every call: see `CtpCore::hold`).
     pub fn stats(&self) -> Stats {
-        let slot = self.shared.tr.slot();
-        self.shared
-            .tr
-            .driver()
-            .with_untimed(|e| T::core_ref(e, slot).expect("core").ep.stats())
+        self.with_core(|c| c.ep.stats())
     }
 
     /// Transport counters.

@@ -35,17 +35,18 @@ fn packed_after(payload: &[u8]) -> Option<&[u8]> {
     (rest.len() >= CTP_HEADER_LEN && rest[..2] != [0, 0]).then_some(rest)
 }
 
-/// Whether every packet of an EDP payload but the last is a confirmation
-/// (the only packets sent in front of another; see [`packed_after`]).
-fn well_packed(payload: &[u8]) -> bool {
+/// The last packet of an EDP payload, if every packet in front of it is a
+/// confirmation (the only packets sent in front of another; see
+/// [`packed_after`]); `None` for a payload breaking that rule.
+fn last_packet(payload: &[u8]) -> Option<&[u8]> {
     let mut p = payload;
     while let Some(rest) = packed_after(p) {
         if !is_confirmation(p) {
-            return false;
+            return None;
         }
         p = rest;
     }
-    true
+    Some(p)
 }
 
 /// Whether `p` starts with a confirmation header: packet size 25 and bit
@@ -81,15 +82,24 @@ impl Socket for CtpSlot {
         // other packet, last (PROTOCOL.md "Confirmations share a frame").
         // A frame breaking that rule is dropped whole before any of it
         // changes state.
-        if !well_packed(f.payload) {
+        let Some(last) = last_packet(f.payload) else {
             self.malformed += 1;
             return;
-        }
+        };
+        // Confirmations in front of a data packet wait until the data is
+        // delivered (CtpCore::hold).
+        let hold = !is_confirmation(last);
         let from = (f.eth.src, f.header.src_port);
+        // Confirmations held from an earlier frame first (arrival order).
+        self.core.settle();
         let mut packet = Some(f.payload);
         while let Some(p) = packet {
-            self.core.ep.handle_datagram(cx.now, from, p);
-            packet = packed_after(p);
+            let next = packed_after(p);
+            // Every packet but the last is a whole confirmation.
+            if !(hold && next.is_some() && self.core.hold(cx.now, from, &p[..CTP_HEADER_LEN])) {
+                self.core.ep.handle_datagram(cx.now, from, p);
+            }
+            packet = next;
         }
         self.core.after_event();
         if self.core.queued() > before {
@@ -356,22 +366,22 @@ mod tests {
         let mut data = conf;
         data[3] = 0;
         assert!(!is_confirmation(&data));
-        assert!(well_packed(&two));
+        assert_eq!(last_packet(&two), Some(&conf[..]));
         // Confirmations, then a data packet last: one frame.
         let mut hi = data.to_vec();
         hi[0] = 27;
         hi.extend(b"hi");
         let mut conf_data = two.clone();
         conf_data.extend(&hi);
-        assert!(well_packed(&conf_data));
+        assert_eq!(last_packet(&conf_data), Some(&hi[..]));
         assert_eq!(packed_after(&two[25..]), None);
         // A data packet in front of anything: malformed.
         let mut data_conf = hi.clone();
         data_conf.extend(conf);
-        assert!(!well_packed(&data_conf));
+        assert_eq!(last_packet(&data_conf), None);
         let mut conf_data_conf = conf_data.clone();
         conf_data_conf.extend(conf);
-        assert!(!well_packed(&conf_data_conf));
+        assert_eq!(last_packet(&conf_data_conf), None);
     }
 
     /// In a ping-pong each reply carries the confirmation of its request in
