@@ -19,7 +19,6 @@
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -134,9 +133,6 @@ struct Routes<T: Transport> {
 struct Shared<T: Transport> {
     tr: T,
     routes: Arc<RwLock<Routes<T>>>,
-    /// Whether `routes` has any handler (read without the lock on every
-    /// delivery; written under it).
-    routed: Arc<AtomicBool>,
     pool: Arc<DelivererPool>,
     name: String,
     send_timeout: Option<Duration>,
@@ -296,7 +292,6 @@ impl<T: Transport> CtpSocket<T> {
                 by_command: FxHashMap::default(),
                 default: None,
             })),
-            routed: Arc::new(AtomicBool::new(false)),
             pool: DelivererPool::new(cfg.max_deliverers),
             send_timeout: cfg.send_timeout,
             wait: RwLock::new(cfg.wait),
@@ -305,13 +300,8 @@ impl<T: Transport> CtpSocket<T> {
         // drives it); handlers run on the pool with a handle to the socket.
         let weak: Weak<Shared<T>> = Arc::downgrade(&shared);
         let routes = shared.routes.clone();
-        let routed = shared.routed.clone();
         let pool = shared.pool.clone();
         let route = Box::new(move |d: Delivery<T::Addr>| {
-            if !routed.load(Ordering::Acquire) {
-                // No handler: the application queue (no lock taken).
-                return Some(d);
-            }
             let h = {
                 let r = routes.read().unwrap_or_else(|e| e.into_inner());
                 d.command()
@@ -514,8 +504,9 @@ impl<T: Transport> CtpSocket<T> {
             // The reply leaves together with what was held back for it.
             c.release();
             let r = op(&mut c.ep, now);
+            c.after_event();
             let _ = T::touched(e, slot, now);
-            Self::after_send(e, slot, now);
+            Self::settle_after_send(e, slot, now);
             Some(r)
         });
         if let Some(r) = fast {
@@ -528,8 +519,9 @@ impl<T: Transport> CtpSocket<T> {
                 let c = T::core(e, slot).expect("a CTP socket's core lives as long as the socket");
                 c.release();
                 let r = op(&mut c.ep, now);
+                c.after_event();
                 let _ = T::touched(e, slot, now);
-                Self::after_send(e, slot, now);
+                Self::settle_after_send(e, slot, now);
                 r
             }),
             Err(_) => Err(self.with_core(|c| SendError::Full {
@@ -540,19 +532,13 @@ impl<T: Transport> CtpSocket<T> {
         }
     }
 
-    /// After a send's packets left (the send transmits first): the
-    /// bookkeeping that no packet waits for, off the message's path. The
-    /// confirmations that came with the last delivery go to the endpoint
-    /// (see `CtpCore::hold`), the core's deadline is refreshed (the send
-    /// armed timers), and the engine re-reads it and sends what the
-    /// confirmations let through.
-    fn after_send(e: &mut T::Engine, slot: SlotId, now: Instant) {
-        if let Some(c) = T::core(e, slot) {
-            if !c.settle() {
-                c.after_event();
-            }
+    /// After a send left: the confirmations that came with the last
+    /// delivery go to the endpoint now (see `CtpCore::hold`), off the
+    /// reply's path, and what they let through is sent.
+    fn settle_after_send(e: &mut T::Engine, slot: SlotId, now: Instant) {
+        if T::core(e, slot).is_some_and(|c| c.settle()) {
+            let _ = T::touched(e, slot, now);
         }
-        let _ = T::touched(e, slot, now);
     }
 
     /// Registers `handler` for deliveries of `command` (data and errors about it).
@@ -561,29 +547,22 @@ impl<T: Transport> CtpSocket<T> {
         command: u16,
         handler: impl Fn(&CtpSocket<T>, Delivery<T::Addr>) + Send + Sync + 'static,
     ) {
-        self.change_routes(|r| {
-            r.by_command.insert(command, Arc::new(handler));
-        });
-    }
-
-    /// Changes the routes under their lock and notes whether any handler
-    /// is left.
-    fn change_routes(&self, f: impl FnOnce(&mut Routes<T>)) {
-        let mut r = self
-            .shared
+        self.shared
             .routes
             .write()
-            .unwrap_or_else(|e| e.into_inner());
-        f(&mut r);
-        let any = !r.by_command.is_empty() || r.default.is_some();
-        self.shared.routed.store(any, Ordering::Release);
+            .unwrap_or_else(|e| e.into_inner())
+            .by_command
+            .insert(command, Arc::new(handler));
     }
 
     /// Removes the subscriber of `command`.
     pub fn unsubscribe(&self, command: u16) {
-        self.change_routes(|r| {
-            r.by_command.remove(&command);
-        });
+        self.shared
+            .routes
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .by_command
+            .remove(&command);
     }
 
     /// Sets the default receiver: it gets deliveries no subscriber takes
@@ -593,12 +572,20 @@ impl<T: Transport> CtpSocket<T> {
         &self,
         handler: impl Fn(&CtpSocket<T>, Delivery<T::Addr>) + Send + Sync + 'static,
     ) {
-        self.change_routes(|r| r.default = Some(Arc::new(handler)));
+        self.shared
+            .routes
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .default = Some(Arc::new(handler));
     }
 
     /// Removes the default receiver: unclaimed deliveries queue again.
     pub fn clear_default_handler(&self) {
-        self.change_routes(|r| r.default = None);
+        self.shared
+            .routes
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .default = None;
     }
 
     /// Takes the next delivery from the queue (deliveries no subscriber or
