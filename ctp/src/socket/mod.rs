@@ -498,7 +498,9 @@ impl<T: Transport> CtpSocket<T> {
         // Fast path: room now (no wait, no clock beyond one read).
         let fast = self.shared.tr.driver().with(|e, now| {
             let c = T::core(e, slot)?;
-            if !c.ep.has_room(size) && !(c.settle() && c.ep.has_room(size)) {
+            // No room: held confirmations may make some.
+            let room = c.ep.has_room(size) || (c.settle() && c.ep.has_room(size));
+            if !room {
                 return None;
             }
             // The reply leaves together with what was held back for it.
