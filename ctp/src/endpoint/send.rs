@@ -327,10 +327,11 @@ impl<P: PeerAddr> Endpoint<P> {
             if p.resend_at.is_some_and(|r| at < r) {
                 p.probe_at = Some(at);
                 p.update_due();
+                // With a resend time the newest packet has timers: it is the
+                // one whose entry waits.
                 if let Some((k, j, due)) = unqueued.as_mut() {
-                    if (*k, *j) == (key, i) {
-                        *due = p.due;
-                    }
+                    debug_assert_eq!((*k, *j), (key, i));
+                    *due = p.due;
                 }
             }
         }
