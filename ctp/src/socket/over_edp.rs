@@ -312,13 +312,24 @@ mod tests {
         MacAddr,
         Runtime,
     ) {
+        pair_with(CtpConfig::default())
+    }
+
+    fn pair_with(
+        cfg: CtpConfig,
+    ) -> (
+        CtpSocket<EdpTransport>,
+        CtpSocket<EdpTransport>,
+        MacAddr,
+        Runtime,
+    ) {
         let clock = SimClock::new();
         let (la, lb) = SimLink::pair(&clock, 1500, Default::default(), Default::default());
         let mb = edp::Link::mac(&lb);
         let ra = Runtime::with_link(Box::new(la), RuntimeConfig::default()).unwrap();
         let rb = Runtime::with_link(Box::new(lb), RuntimeConfig::default()).unwrap();
-        let a = CtpSocket::bind_on(&ra, 7, CtpConfig::default()).unwrap();
-        let b = CtpSocket::bind_on(&rb, 8, CtpConfig::default()).unwrap();
+        let a = CtpSocket::bind_on(&ra, 7, cfg.clone()).unwrap();
+        let b = CtpSocket::bind_on(&rb, 8, cfg).unwrap();
         (a, b, mb, rb)
     }
 
@@ -390,7 +401,14 @@ mod tests {
     /// and every message is still confirmed.
     #[test]
     fn a_reply_carries_the_confirmation_of_its_request() {
-        let (a, b, mb, rb) = pair();
+        // Timers far beyond any scheduling delay: a test thread descheduled
+        // while the suite runs in parallel must not make a tail probe or a
+        // resend duplicate a packet (the counts below are exact).
+        let mut cfg = CtpConfig::default();
+        cfg.protocol.tail_probe = false;
+        cfg.protocol.default_timeout = Duration::from_secs(10);
+        cfg.protocol.min_timeout = Duration::from_secs(10);
+        let (a, b, mb, rb) = pair_with(cfg);
         let ma = a.runtime().mac();
         let n = 50u64;
         for i in 0..n {
