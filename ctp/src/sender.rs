@@ -313,10 +313,6 @@ impl<P: Copy + Eq + Hash> SendSessions<P> {
         self.find(dest).is_some()
     }
 
-    pub fn at(&self, id: SessionId) -> &SendSession {
-        &self.list[id.0 as usize]
-    }
-
     /// Sessions.
     pub fn len(&self) -> usize {
         self.list.len()

@@ -21,11 +21,7 @@ impl<P: PeerAddr> Endpoint<P> {
             Dest::Peer(from)
         };
         let first_id = r.id.wrapping_sub(r.number);
-        let Some(key) = self
-            .send_sessions
-            .find(&dest)
-            .and_then(|id| self.send_sessions.at(id).msg(first_id))
-        else {
+        let Some(key) = self.send_sessions.get(&dest).and_then(|s| s.msg(first_id)) else {
             self.stats.stale_confirmations += 1;
             return;
         };
