@@ -215,11 +215,14 @@ impl EthEngine {
     }
 
     /// After a handle changed its socket (a send, a read that opened the
-    /// window, a close): readiness, deadline and transmission are updated,
-    /// and what the socket queued is sent.
+    /// window, a close): what the socket queued is sent, then its
+    /// readiness and deadline are updated (after the send: off the path of
+    /// the frame a write just queued).
     pub fn touched(&mut self, id: SlotId, now: Instant) -> io::Result<()> {
-        self.st.touch(id);
-        self.transmit(now)
+        self.st.mark(id);
+        let r = self.transmit(now);
+        self.st.settle(id);
+        r
     }
 
     /// Re-reads the readiness and deadline of `id` after its handle took
@@ -800,9 +803,29 @@ impl State {
         }
     }
 
-    /// After slot `id` changed: readiness (reported once per change),
-    /// deadline, and a place on the transmit list.
+    /// After slot `id` changed: a place on the transmit list
+    /// ([`State::mark`]), then readiness and deadline ([`State::settle`]).
     fn touch(&mut self, id: SlotId) {
+        self.mark(id);
+        self.settle(id);
+    }
+
+    /// Puts slot `id` on the transmit list when it has something to send
+    /// ([`Socket::transmit_due`]).
+    #[inline]
+    fn mark(&mut self, id: SlotId) {
+        let Some(slot) = self.slot_mut(id) else {
+            return;
+        };
+        if !slot.dirty && slot.transmits && slot.socket.transmit_due() {
+            slot.dirty = true;
+            self.dirty.push_back(id);
+        }
+    }
+
+    /// Re-reads slot `id`'s readiness (reported once per change, to its
+    /// parent too) and deadline.
+    fn settle(&mut self, id: SlotId) {
         let Some(slot) = self.slot_mut(id) else {
             return;
         };
@@ -812,15 +835,7 @@ impl State {
         if changed {
             slot.ready = r;
         }
-        let queue = !slot.dirty && slot.transmits;
-        if queue {
-            slot.dirty = true;
-        }
-        let timed = slot.timed;
-        if queue {
-            self.dirty.push_back(id);
-        }
-        if timed {
+        if slot.timed {
             self.retime(id);
         }
         if changed {

@@ -230,6 +230,17 @@ pub trait Socket: Send + 'static {
         false
     }
 
+    /// Whether [`Socket::poll_transmit`] may queue a frame now; asked after
+    /// every event of the socket (a frame, a timer, its handle's call).
+    /// False lets the runtime skip the socket's transmit turn: a stream
+    /// whose ACK is delayed sends nothing after an in-order data segment,
+    /// and its reader returns without the turn. Must be true whenever
+    /// `poll_transmit` would queue something (true does not promise a
+    /// frame). Default true.
+    fn transmit_due(&self) -> bool {
+        true
+    }
+
     /// Called before a caller sleeps in the kernel: send now what would
     /// otherwise wake the sleeper soon (a delayed ACK).
     fn before_sleep(&mut self, now: Instant) {

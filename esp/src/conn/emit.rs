@@ -58,7 +58,14 @@ impl Connection {
 
     #[inline]
     fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        #[cfg(debug_assertions)]
+        let due = self.transmit_due();
         let out = self.next_frame(now, buf);
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            due || out.is_none(),
+            "transmit_due() was false, yet a frame was built: {self:?}"
+        );
         if out.is_some() {
             self.stats.sent += 1;
         }
@@ -93,6 +100,25 @@ impl Connection {
             payload_off,
             payload_len,
         })
+    }
+
+    /// Whether [`poll_transmit`](Self::poll_transmit) may have a frame now:
+    /// false only when nothing is owed (no RST, no ACK due, no probe, no
+    /// segment on the lost list, no unsent byte, no unsent FIN). A driver
+    /// may skip the transmit call after an event that leaves this false
+    /// (an in-order data segment whose ACK is delayed, RFC 1122 sec.
+    /// 4.2.3.2): the timers the call would also have updated (persist,
+    /// keepalive) are updated by every event already. Conservative: true
+    /// does not promise a frame (the window may be closed). Checked
+    /// against `next_frame` on every call in debug builds.
+    #[inline]
+    pub fn transmit_due(&self) -> bool {
+        self.rst_pending.is_some()
+            || self.ack.now
+            || self.probes.now
+            || self.recovery.lost_len() > 0
+            || self.send.unsent() > 0
+            || (self.send.fin_requested && !self.send.fin_sent)
     }
 
     /// `len` bytes of the send buffer from stream offset `off`, as one or

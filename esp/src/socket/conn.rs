@@ -117,6 +117,10 @@ impl Socket for ConnSocket {
                 len: g.payload_len,
             });
             tx.commit(g.header_len, gather);
+            if !self.conn.transmit_due() {
+                // Nothing more owed: no call that would only say so.
+                return;
+            }
         }
     }
 
@@ -148,6 +152,11 @@ impl Socket for ConnSocket {
 
     fn wants_transmit(&self) -> bool {
         self.more
+    }
+
+    /// `Connection::transmit_due`, or a batch that was full.
+    fn transmit_due(&self) -> bool {
+        self.more || self.conn.transmit_due()
     }
 
     fn before_sleep(&mut self, _now: Instant) {
