@@ -264,6 +264,50 @@ fn ack_piggybacks_on_data() {
     assert_eq!(p.a.snd_una(), p.a.snd_nxt());
 }
 
+/// `transmit_due` says when `poll_transmit` may have a frame: after an
+/// in-order segment whose ACK is delayed it is false (a driver skips the
+/// transmit call); a write, the second segment (immediate ACK), the
+/// delayed-ACK timer and a close make it true. (Every `poll_transmit` call
+/// checks that a false `transmit_due` builds no frame, in debug builds.)
+#[test]
+fn transmit_due_follows_what_is_owed() {
+    let mut p = pair();
+    assert!(
+        !p.a.transmit_due() && !p.b.transmit_due(),
+        "idle after the handshake"
+    );
+    p.a.send(b"ping").unwrap();
+    assert!(p.a.transmit_due(), "unsent bytes");
+    let ping = out(&mut p.a, p.t0 + us(100));
+    assert!(!p.a.transmit_due(), "sent, nothing lost");
+    deliver(&mut p.b, p.t0 + us(110), &ping);
+    assert!(!p.b.transmit_due(), "one segment: the ACK waits");
+    p.b.send(b"pong").unwrap();
+    assert!(p.b.transmit_due());
+    assert_eq!(out(&mut p.b, p.t0 + us(111)).len(), 1);
+    assert!(!p.b.transmit_due());
+    // Two segments: the second is acknowledged at once.
+    p.a.send(&[1u8; MSS + 1]).unwrap();
+    let two = out(&mut p.a, p.t0 + us(200));
+    assert_eq!(two.len(), 2);
+    deliver(&mut p.b, p.t0 + us(210), &two[..1]);
+    assert!(!p.b.transmit_due());
+    deliver(&mut p.b, p.t0 + us(211), &two[1..]);
+    assert!(p.b.transmit_due(), "second segment: ACK now");
+    assert_eq!(out(&mut p.b, p.t0 + us(211)).len(), 1);
+    // The delayed-ACK timer.
+    p.a.send(b"x").unwrap();
+    let x = out(&mut p.a, p.t0 + us(300));
+    deliver(&mut p.b, p.t0 + us(310), &x);
+    assert!(!p.b.transmit_due());
+    p.b.handle_timeout(p.t0 + us(410));
+    assert!(p.b.transmit_due(), "delayed ACK due");
+    assert_eq!(out(&mut p.b, p.t0 + us(410)).len(), 1);
+    // A close owes the FIN.
+    p.b.close();
+    assert!(p.b.transmit_due(), "FIN owed");
+}
+
 #[test]
 fn rto_backoff_sequence_then_dead_with_errors_on_both_calls() {
     let mut p = pair();
