@@ -228,7 +228,7 @@ impl EthEngine {
     /// Re-reads the readiness and deadline of `id` after its handle took
     /// data out (no transmission).
     pub fn refresh(&mut self, id: SlotId) {
-        self.st.touch(id);
+        self.st.settle(id);
     }
 
     /// Sends frames given as gathered pieces right away (a datagram

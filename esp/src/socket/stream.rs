@@ -297,7 +297,8 @@ impl EspStream {
                 // Bytes the runtime placed in the reader's buffer were
                 // handled in full by the turn that placed them (window and
                 // ACK bookkeeping in the connection, then the runtime's
-                // touch and transmit): handing them over changes nothing,
+                // touch, and a transmit turn when the connection owed a
+                // frame): handing them over changes nothing,
                 // so the reader returns without another transmit turn (and
                 // clock read) on its path.
                 let placed = d.as_ref().is_some_and(|d| d.filled > 0);
