@@ -3,7 +3,9 @@
 //! A [`Connection`] does no syscalls and reads no clock: time comes in as
 //! `now`, segments come in through [`Connection::handle_segment`] (or
 //! [`Connection::handle_segment_into`], which can place in-order payload
-//! straight into a waiting reader's buffer), timers fire through
+//! straight into a waiting reader's buffer; a driver offers each segment's
+//! bytes to [`Connection::handle_predicted`] first, the fast path of the
+//! expected segment, which takes it without a full parse), timers fire through
 //! [`Connection::handle_timeout`], and frames to send come out of
 //! [`Connection::poll_transmit`] (quinn-proto's shape). The next deadline is
 //! [`Connection::poll_timeout`].
@@ -34,7 +36,8 @@
 //! Files: `state.rs`, `error.rs`, `stats.rs`, `isn.rs`, `timer.rs` (the
 //! public small types), `acceptance.rs` (arrival checks), `send_buffer.rs`
 //! (send data and the peer's window), `recovery.rs` (retransmission queue,
-//! SACK scoreboard, loss episodes), `receive.rs` (receive buffer,
+//! SACK scoreboard, loss episodes), `prediction.rs` (the receive fast path
+//! for the expected segment), `receive.rs` (receive buffer,
 //! reassembly, window, ACKs), `probe.rs` (persist and keepalive), `emit.rs`
 //! (frame building), this file (the connection, its user calls and state
 //! transitions).
@@ -76,6 +79,7 @@ mod emit;
 mod error;
 mod handshake;
 mod isn;
+mod prediction;
 mod probe;
 mod receive;
 mod recovery;

@@ -6,6 +6,7 @@ use std::any::Any;
 use std::time::{Duration, Instant};
 
 use edp::runtime::{Cx, DirectRead, GatherRef, Ready, Socket, TxQueue};
+use edp::wire::ETH_HEADER_LEN;
 
 use crate::conn::{Connection, State};
 use crate::wire::EspFrame;
@@ -51,6 +52,40 @@ impl ConnSocket {
         }
     }
 
+    /// The ESP segment of `frame` when it may take the connection's header
+    /// prediction (`Connection::handle_predicted`): the checks of
+    /// [`EthernetRepr::parse_for`](edp::wire::EthernetRepr::parse_for) and
+    /// of `parse` (at most the largest frame, ESP's ethertype, addressed to
+    /// one station); every other frame goes through `parse`, which counts
+    /// what it drops.
+    #[inline]
+    fn predictable<'f>(&self, frame: &'f [u8]) -> Option<&'f [u8]> {
+        (frame.len() <= self.max_frame
+            && frame.len() >= ETH_HEADER_LEN
+            && frame[0] & 1 == 0 // the I/G bit: not a group address
+            && frame[12..14] == self.ethertype.to_be_bytes())
+        .then(|| &frame[ETH_HEADER_LEN..])
+    }
+
+    /// Hands `frame` to the connection: to the header prediction's fast
+    /// path when it takes the segment, else parsed, to the general path.
+    /// Returns the payload bytes placed in `dst` (a waiting reader's buffer,
+    /// or empty).
+    #[inline]
+    fn deliver(&mut self, cx: &Cx<'_>, frame: &[u8], dst: &mut [u8]) -> usize {
+        if let Some(seg) = self.predictable(frame) {
+            if let Some(n) = self.conn.handle_predicted(cx.now, seg, cx.tag, dst) {
+                return n;
+            }
+        }
+        match self.parse(frame) {
+            Some(f) => self
+                .conn
+                .handle_segment_tagged(cx.now, &f.header, f.payload, cx.tag, dst),
+            None => 0,
+        }
+    }
+
     fn parse<'f>(&mut self, frame: &'f [u8]) -> Option<EspFrame<'f>> {
         match EspFrame::parse(frame, self.ethertype, self.max_frame) {
             Ok(f) if f.eth.dst.is_group() => {
@@ -70,22 +105,14 @@ impl ConnSocket {
 
 impl Socket for ConnSocket {
     fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
-        if let Some(f) = self.parse(frame) {
-            self.conn
-                .handle_segment_tagged(cx.now, &f.header, f.payload, cx.tag, &mut []);
-        }
+        self.deliver(cx, frame, &mut []);
     }
 
     /// A reader is waiting with `direct`: in-order payload goes straight
     /// into its buffer when nothing is buffered (one copy from the ring
     /// slot to the reader, as kernel TCP's copy to user).
     fn on_frame_direct(&mut self, cx: &mut Cx<'_>, frame: &[u8], direct: &mut DirectRead<'_>) {
-        if let Some(f) = self.parse(frame) {
-            let dst = &mut direct.buf[direct.filled..];
-            direct.filled += self
-                .conn
-                .handle_segment_tagged(cx.now, &f.header, f.payload, cx.tag, dst);
-        }
+        direct.filled += self.deliver(cx, frame, &mut direct.buf[direct.filled..]);
     }
 
     /// In SYN_SENT and under method `none` (`Connection::accepts_unverified`).
