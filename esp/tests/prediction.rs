@@ -437,3 +437,63 @@ fn only_established_connections_predict() {
     let mut dst = [0u8; 8];
     assert_eq!(a.handle_segment_into(t0 + us(30), &r, p, &mut dst), 5);
 }
+
+/// A segment `a` would predict: ACK alone, no option, no checksum, at
+/// RCV.NXT, acknowledging SND.NXT, with `payload`.
+fn plausible(a: &Connection, payload: &[u8]) -> Vec<u8> {
+    let mut s = vec![0u8; 20];
+    s[0..2].copy_from_slice(&PB.to_be_bytes());
+    s[2..4].copy_from_slice(&PA.to_be_bytes());
+    s[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
+    s[6] = Flags::ACK.0;
+    s[7] = 20;
+    s[8..12].copy_from_slice(&a.rcv_nxt().0.to_be_bytes());
+    s[12..16].copy_from_slice(&a.snd_nxt().0.to_be_bytes());
+    s[16..18].copy_from_slice(&40u16.to_be_bytes());
+    s.extend_from_slice(payload);
+    s
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, .. Default::default() })]
+    /// Arbitrary bytes (a plausible segment with random bytes overwritten,
+    /// or cut, or lengthened): the fast path either refuses them without a
+    /// change or does exactly what the general path does with them.
+    #[test]
+    fn arbitrary_segments_are_refused_or_handled_as_the_general_path_would(
+        payload_len in 0usize..64,
+        edits in proptest::collection::vec((0usize..84, proptest::prelude::any::<u8>()), 0..4),
+        cut in 0usize..90,
+        reader in 0usize..80,
+    ) {
+        let t0 = Instant::now();
+        let now = t0 + us(30);
+        let setup = || {
+            let (mut a, _) = established(&cfg(), t0);
+            a.send(b"x").unwrap();
+            let _ = out(&mut a, t0 + us(20));
+            a
+        };
+        let (mut fast, mut slow) = (setup(), setup());
+        let mut seg = plausible(&fast, &vec![0x5a; payload_len]);
+        for &(at, v) in &edits {
+            if at < seg.len() {
+                seg[at] = v;
+            }
+        }
+        seg.truncate(cut.max(1));
+        let before = format!("{fast:?} {}", snapshot(&fast));
+        let (mut d1, mut d2) = (vec![0u8; reader], vec![0u8; reader]);
+        match fast.handle_predicted(now, &seg, TagStatus::Off, &mut d1) {
+            None => proptest::prop_assert_eq!(format!("{fast:?} {}", snapshot(&fast)), before),
+            Some(n1) => {
+                let (r, p) = EspRepr::parse(&seg).expect("a predicted segment parses");
+                let n2 = slow.handle_segment_into(now, &r, p, &mut d2);
+                proptest::prop_assert_eq!(n1, n2);
+                proptest::prop_assert_eq!(&d1[..n1], &d2[..n2]);
+                proptest::prop_assert_eq!(snapshot(&fast), snapshot(&slow));
+                proptest::prop_assert_eq!(out(&mut fast, now), out(&mut slow, now));
+            }
+        }
+    }
+}
