@@ -331,10 +331,9 @@ fn predicted_frame(t0: Instant) -> (Connection, Vec<u8>) {
     b.send(b"hello").unwrap();
     let frames = out(&mut b, t0 + us(20));
     assert_eq!(frames.len(), 1);
-    let mut probe_conn = established(&cfg(), t0).0;
+    let mut twin = established(&cfg(), t0).0;
     assert!(
-        probe_conn
-            .handle_predicted(t0 + us(30), &frames[0][ETH..], TagStatus::Off, &mut [])
+        twin.handle_predicted(t0 + us(30), &frames[0][ETH..], TagStatus::Off, &mut [])
             .is_some(),
         "the plain data segment is predicted"
     );
@@ -356,47 +355,35 @@ fn unpredicted_segments_are_refused_untouched() {
     };
     let seq = u32::from_be_bytes(frame[ETH + 8..ETH + 12].try_into().unwrap());
     let ack = u32::from_be_bytes(frame[ETH + 12..ETH + 16].try_into().unwrap());
-    let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
-    let mut f = frame.clone();
-    f[ETH + 6] = (Flags::ACK | Flags::FIN).0;
-    cases.push(("FIN", f));
-    let mut f = frame.clone();
-    f[ETH + 6] = (Flags::ACK | Flags::RST).0;
-    cases.push(("RST", f));
-    let mut f = frame.clone();
-    f[ETH + 6] = (Flags::ACK | Flags::SYN).0;
-    cases.push(("SYN", f));
-    let mut f = frame.clone();
-    f[ETH + 6] = 0;
-    cases.push(("no ACK", f));
-    let mut f = frame.clone();
-    f[ETH + 7] = 24;
-    cases.push(("options", f));
-    let mut f = frame.clone();
-    set_u16(&mut f, 18, 0x1234);
-    cases.push(("checksum to verify", f));
-    let mut f = frame.clone();
-    set_u16(&mut f, 4, 2000);
-    cases.push(("payload beyond the frame", f));
-    let mut f = frame.clone();
-    set_u16(&mut f, 0, PB + 1);
-    cases.push(("other source port", f));
-    let mut f = frame.clone();
-    set_u16(&mut f, 2, PA + 1);
-    cases.push(("other destination port", f));
-    let mut f = frame.clone();
-    set_u32(&mut f, 8, seq.wrapping_add(1));
-    cases.push(("SEG.SEQ after RCV.NXT", f));
-    let mut f = frame.clone();
-    set_u32(&mut f, 8, seq.wrapping_sub(1));
-    cases.push(("SEG.SEQ before RCV.NXT", f));
-    let mut f = frame.clone();
-    set_u32(&mut f, 12, ack.wrapping_add(2));
-    cases.push(("ACK of unsent data", f));
-    let mut f = frame.clone();
-    set_u32(&mut f, 12, ack.wrapping_sub(1));
-    cases.push(("ACK below SND.UNA", f));
-    cases.push(("truncated header", frame[..ETH + 12].to_vec()));
+    let edited = |what, edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut f = frame.clone();
+        edit(&mut f);
+        (what, f)
+    };
+    let cases = [
+        edited("FIN", &|f| f[ETH + 6] = (Flags::ACK | Flags::FIN).0),
+        edited("RST", &|f| f[ETH + 6] = (Flags::ACK | Flags::RST).0),
+        edited("SYN", &|f| f[ETH + 6] = (Flags::ACK | Flags::SYN).0),
+        edited("no ACK", &|f| f[ETH + 6] = 0),
+        edited("options", &|f| f[ETH + 7] = 24),
+        edited("checksum to verify", &|f| set_u16(f, 18, 0x1234)),
+        edited("payload beyond the frame", &|f| set_u16(f, 4, 2000)),
+        edited("other source port", &|f| set_u16(f, 0, PB + 1)),
+        edited("other destination port", &|f| set_u16(f, 2, PA + 1)),
+        edited("SEG.SEQ after RCV.NXT", &|f| {
+            set_u32(f, 8, seq.wrapping_add(1))
+        }),
+        edited("SEG.SEQ before RCV.NXT", &|f| {
+            set_u32(f, 8, seq.wrapping_sub(1))
+        }),
+        edited("ACK of unsent data", &|f| {
+            set_u32(f, 12, ack.wrapping_add(2))
+        }),
+        edited("ACK below SND.UNA", &|f| {
+            set_u32(f, 12, ack.wrapping_sub(1))
+        }),
+        edited("truncated header", &|f| f.truncate(ETH + 12)),
+    ];
     for (what, f) in &cases {
         let before = format!("{a:?} {}", snapshot(&a));
         let mut dst = [0u8; 64];
