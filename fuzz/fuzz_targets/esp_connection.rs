@@ -8,7 +8,10 @@
 //!
 //! B receives with `handle_segment_into` into a reader buffer of an
 //! input-chosen size (0 = plain `handle_segment`), so the zero-copy path
-//! is fuzzed with the rest.
+//! is fuzzed with the rest. As the runtime's `ConnSocket` does, B offers
+//! every frame to header prediction (`handle_predicted`) first; segments
+//! carry no checksum (so the fast path can take them) when the input
+//! chose no corruption, as on a link that guarantees frame integrity.
 //!
 //! Checks: no panic, no livelock at one instant; the bytes B reads (placed
 //! by `handle_segment_into` or returned by `recv`) are always a prefix of
@@ -23,7 +26,8 @@ use edp::link::sim::{next_event, SimClock, SimLink};
 use edp::wire::EthernetRepr;
 use edp::Link;
 use esp::wire::{emit_esp_frame, EspFrame, EspRepr, Flags, Seq, ETHERTYPE_ESP};
-use esp::{Connection, TransportConfig};
+use esp::auth::TagStatus;
+use esp::{Checksum, Connection, TransportConfig};
 use libfuzzer_sys::fuzz_target;
 use testkit::fuzz::{fault_config, FaultSpace};
 
@@ -101,6 +105,12 @@ impl Sim {
             }
             while let Ok(n) = self.lb.recv(&mut self.buf) {
                 moved = true;
+                if let (Some(b), Some(seg)) = (self.b.as_mut(), self.buf[..n].get(14..)) {
+                    if let Some(placed) = b.handle_predicted(now, seg, TagStatus::Off, &mut self.rx) {
+                        check_stream(&mut self.read, self.written, &self.rx[..placed]);
+                        continue;
+                    }
+                }
                 let Ok(f) = EspFrame::parse(&self.buf[..n], ETHERTYPE_ESP, MTU + 14) else {
                     continue;
                 };
@@ -215,13 +225,20 @@ fuzz_target!(|data: &[u8]| {
     let (h, mut ops) = data.split_at(11);
     let seed = u64::from(h[10]);
     let clock = SimClock::new();
-    let (la, lb) = SimLink::pair(
-        &clock,
-        MTU,
+    let (fa, fb) = (
         fault_config(&h[0..5], seed, &FAULTS),
         fault_config(&h[5..10], seed, &FAULTS),
     );
-    let cfg = TransportConfig::default();
+    let clean = fa.corrupt == 0.0 && fb.corrupt == 0.0;
+    let (la, lb) = SimLink::pair(&clock, MTU, fa, fb);
+    let cfg = TransportConfig {
+        checksum: if clean {
+            Checksum::Never
+        } else {
+            Checksum::Always
+        },
+        ..TransportConfig::default()
+    };
     let a = Connection::connect(
         &cfg,
         MTU,
