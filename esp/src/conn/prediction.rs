@@ -19,11 +19,9 @@
 
 use std::time::Instant;
 
-use netcore::frame::{get_u16, get_u32};
-
 use super::{Connection, State};
 use crate::auth::TagStatus;
-use crate::wire::{field, EspRepr, Flags, Seq, ESP_HEADER_LEN};
+use crate::wire::{EspPacket, EspRepr, Flags, ESP_HEADER_LEN};
 
 impl Connection {
     /// Processes `segment` (the ESP header and payload: a frame's bytes
@@ -80,7 +78,8 @@ impl Connection {
     ///   peer's FIN not received (no text after the end of the stream);
     /// - the header is the 20 bytes without options, its checksum field 0
     ///   (nothing to verify: `EspPacket::verify_checksum`), the payload
-    ///   within the segment (`EspPacket::new_checked`), flags exactly ACK
+    ///   within the segment and no undefined flag bit (`EspPacket::new_checked`),
+    ///   flags exactly ACK
     ///   (no RST, SYN or FIN: `EspRepr::parse_packet`'s flag checks and the
     ///   first three checks of `on_synchronized`);
     /// - the ports are this connection's and the tag is verified where the
@@ -91,29 +90,21 @@ impl Connection {
     ///   one older than a window.
     #[inline]
     fn predict(&self, segment: &[u8], tag: TagStatus) -> Option<EspRepr> {
-        if !self.span.is_disabled()
-            || self.state != State::Established
-            || self.recv.fin_received
-            || segment.len() < ESP_HEADER_LEN
-            || segment[field::HLEN] as usize != ESP_HEADER_LEN
-            || Flags(segment[field::FLAGS]) != Flags::ACK
-            || get_u16(segment, field::CHECKSUM) != 0
-        {
+        if !self.span.is_disabled() || self.state != State::Established || self.recv.fin_received {
             return None;
         }
-        let payload_len = get_u16(segment, field::LENGTH);
-        if ESP_HEADER_LEN + payload_len as usize > segment.len()
-            || get_u16(segment, field::SRC_PORT) != self.remote.1
-            || get_u16(segment, field::DST_PORT) != self.local.1
+        // The codec's length checks (`EspPacket::new_checked`), then the
+        // fields it reads.
+        let p = EspPacket::new_checked(segment).ok()?;
+        if p.header_len() != ESP_HEADER_LEN
+            || p.flags() != Flags::ACK
+            || p.checksum() != 0
+            || p.src_port() != self.remote.1
+            || p.dst_port() != self.local.1
             || (self.auth.is_some_and(|m| m.requires_tag()) && tag != TagStatus::Verified)
-        {
-            return None;
-        }
-        let seq = Seq(get_u32(segment, field::SEQ));
-        let ack = Seq(get_u32(segment, field::ACK));
-        if seq != self.recv.nxt
-            || ack.diff(self.recovery.una()) < 0
-            || ack.diff(self.recovery.nxt()) > 0
+            || p.seq() != self.recv.nxt
+            || p.ack().diff(self.recovery.una()) < 0
+            || p.ack().diff(self.recovery.nxt()) > 0
         {
             return None;
         }
@@ -121,10 +112,10 @@ impl Connection {
             src_port: self.remote.1,
             dst_port: self.local.1,
             flags: Flags::ACK,
-            seq,
-            ack,
-            window: get_u16(segment, field::WINDOW),
-            payload_len,
+            seq: p.seq(),
+            ack: p.ack(),
+            window: p.window(),
+            payload_len: p.payload_len(),
             ..Default::default()
         })
     }

@@ -6,7 +6,7 @@ use std::any::Any;
 use std::time::{Duration, Instant};
 
 use edp::runtime::{Cx, DirectRead, GatherRef, Ready, Socket, TxQueue};
-use edp::wire::ETH_HEADER_LEN;
+use edp::wire::EthernetRepr;
 
 use crate::conn::{Connection, State};
 use crate::wire::EspFrame;
@@ -53,18 +53,16 @@ impl ConnSocket {
     }
 
     /// The ESP segment of `frame` when it may take the connection's header
-    /// prediction (`Connection::handle_predicted`): the checks of
-    /// [`EthernetRepr::parse_for`](edp::wire::EthernetRepr::parse_for) and
-    /// of `parse` (at most the largest frame, ESP's ethertype, addressed to
-    /// one station); every other frame goes through `parse`, which counts
-    /// what it drops.
+    /// prediction (`Connection::handle_predicted`): the Ethernet checks of
+    /// `parse` ([`EthernetRepr::parse_for`]: at most the largest frame,
+    /// ESP's ethertype; addressed to one station). Every other frame goes
+    /// through `parse`, which counts what it drops.
     #[inline]
     fn predictable<'f>(&self, frame: &'f [u8]) -> Option<&'f [u8]> {
-        (frame.len() <= self.max_frame
-            && frame.len() >= ETH_HEADER_LEN
-            && frame[0] & 1 == 0 // the I/G bit: not a group address
-            && frame[12..14] == self.ethertype.to_be_bytes())
-        .then(|| &frame[ETH_HEADER_LEN..])
+        match EthernetRepr::parse_for(frame, self.ethertype, self.max_frame) {
+            Ok((eth, segment)) if !eth.dst.is_group() => Some(segment),
+            _ => None,
+        }
     }
 
     /// Hands `frame` to the connection: to the header prediction's fast
