@@ -17,7 +17,9 @@ command -v tshark >/dev/null 2>&1 || missing+=(tshark)
 # its bindings) and its mpirun launch and anchor (scripts/ompi-pingpong).
 command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
 command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)
-ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || missing+=(libclang-dev clang)
+# libclang itself (libclang.so.N or libclang-N.so.N), not libclang-cpp, the C++
+# library an llvm install brings without it (bindgen cannot use that one).
+{ compgen -G '/usr/lib/llvm-*/lib/libclang.so*' || compgen -G '/usr/lib/llvm-*/lib/libclang-[0-9]*.so*'; } >/dev/null || missing+=(libclang-dev clang)
 command -v curl >/dev/null 2>&1 || { command -v cargo >/dev/null 2>&1 || missing+=(curl ca-certificates); }
 
 if [ ${#missing[@]} -gt 0 ]; then
