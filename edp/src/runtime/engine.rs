@@ -70,6 +70,9 @@ pub(crate) struct State {
     pub demux: Demux,
     timers: TimerQueue<SlotId>,
     dirty: VecDeque<SlotId>,
+    /// Slots polled by the transmit turn under way, retimed once its
+    /// frames are out (`EthEngine::transmit`); empty between turns.
+    polled: Vec<SlotId>,
     changed: Vec<(SlotId, Ready)>,
     spawned: Vec<(SlotId, Spawn)>,
     pub tx: TxQueue,
@@ -127,6 +130,7 @@ impl EthEngine {
             demux: Demux::new(),
             timers: TimerQueue::new(),
             dirty: VecDeque::new(),
+            polled: Vec::new(),
             changed: Vec::new(),
             spawned: Vec::new(),
             tx: TxQueue::new(link.max_frame()),
@@ -484,10 +488,14 @@ impl EthEngine {
                     slot.dirty = true;
                     st.dirty.push_back(id);
                 }
-                st.retime(id);
+                // A send arms a retransmission timer: the slot is retimed
+                // once the batch is out, so the timer queue's work is not on
+                // the path to the wire (`retime_polled`).
+                st.polled.push(id);
             }
             let n = st.tx.len();
             if n == 0 {
+                st.retime_polled();
                 return Ok(());
             }
             let full = st.tx.is_full();
@@ -516,6 +524,7 @@ impl EthEngine {
                 |frames| self.link.send_batch_vectored(frames),
                 |i| lost.push(i),
             );
+            self.st.retime_polled();
             for i in lost {
                 self.st.stats.tx_lost += 1;
                 if let Some(owner) = self.st.tx.frames[i].owner {
@@ -851,6 +860,19 @@ impl State {
                 }
             }
         }
+    }
+
+    /// Retimes the slots the transmit turn polled (see `polled`).
+    fn retime_polled(&mut self) {
+        if self.polled.is_empty() {
+            return;
+        }
+        let mut polled = std::mem::take(&mut self.polled);
+        for &id in &polled {
+            self.retime(id);
+        }
+        polled.clear();
+        self.polled = polled;
     }
 
     /// Re-reads the slot's deadline and queues it if it moved earlier.
