@@ -417,7 +417,7 @@ impl<T: Transport> CtpSocket<T> {
                     // Back in the library: what was held for the last
                     // delivery (its confirmation, the confirmations that
                     // came with it) goes on now.
-                    T::touched(e, slot, Instant::now())?;
+                    T::touched(e, slot, edp::time::now())?;
                     let c = T::core(e, slot).expect("core");
                     return Ok(check(c));
                 }

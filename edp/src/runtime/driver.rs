@@ -357,7 +357,7 @@ impl<E: Engine> Driver<E> {
     /// changed (wakes parked threads and mio users, pokes the service
     /// thread for earlier deadlines).
     pub fn with<T>(&self, f: impl FnOnce(&mut E, Instant) -> T) -> T {
-        self.with_untimed(|e| f(e, Instant::now()))
+        self.with_untimed(|e| f(e, crate::time::now()))
     }
 
     /// [`Driver::with`] without reading the clock (a clock read costs
@@ -387,7 +387,7 @@ impl<E: Engine> Driver<E> {
             Leader::Caller { thread, .. } if thread != me => return,
             _ => {}
         }
-        if g.engine.poll(Instant::now(), None).is_ok() {
+        if g.engine.poll(crate::time::now(), None).is_ok() {
             self.notify(g);
         }
     }
@@ -521,7 +521,7 @@ impl<E: Engine> Driver<E> {
             // A nonblocking call: one turn, without taking the leader role
             // (it will not wait, so it does not keep the link: the service
             // thread or a waiting caller does).
-            let now = Instant::now();
+            let now = crate::time::now();
             let r = match g.leader {
                 Leader::Caller { thread, .. } if thread != me => Ok(0),
                 _ => g.engine.poll(now, direct.as_mut().map(|d| (slot, d))),
@@ -539,7 +539,7 @@ impl<E: Engine> Driver<E> {
             };
         }
         loop {
-            let now = spun.take().unwrap_or_else(Instant::now);
+            let now = spun.take().unwrap_or_else(crate::time::now);
             deadline = deadline.fixed(now);
             let leading = match g.leader {
                 Leader::None => true,
@@ -769,7 +769,7 @@ impl<E: Engine> Driver<E> {
                 std::hint::spin_loop();
             }
             i = i.wrapping_add(1);
-            last = Instant::now();
+            last = crate::time::now();
             if limit.is_some_and(|l| last >= l) {
                 return (g, Some(last));
             }

@@ -306,7 +306,7 @@ impl EspStream {
                 if !placed && !matches!(r, Ok(None)) {
                     // The call changed the connection (data taken, window
                     // opened, bytes queued): send what is due.
-                    e.touched(slot, Instant::now())?;
+                    e.touched(slot, edp::time::now())?;
                 }
                 r
             });
