@@ -166,15 +166,27 @@ impl Connection {
     /// floor((recv_buffer - unread bytes) / MSS), at least what was promised.
     #[inline]
     pub(super) fn rcv_window(&self) -> u32 {
-        let free = self.cfg.recv_buffer.saturating_sub(self.recv.len());
-        let w = ((free / self.mss) as u32).min(MAX_WINDOW);
         let promised = self.recv.adv.diff(self.recv.nxt).max(0) as u32;
-        w.max(promised)
+        self.free_window().max(promised)
+    }
+
+    /// floor((recv_buffer - unread bytes) / MSS) in segments, at most
+    /// `MAX_WINDOW`; without a division while nothing is unread (the
+    /// usual case when the reader keeps up).
+    #[inline]
+    fn free_window(&self) -> u32 {
+        match self.recv.len() {
+            0 => self.full_window,
+            unread => {
+                let free = self.cfg.recv_buffer.saturating_sub(unread);
+                ((free / self.mss) as u32).min(MAX_WINDOW)
+            }
+        }
     }
 
     /// The window the SYN advertises: the whole buffer in segments.
     pub(super) fn rcv_window_initial(&self) -> u32 {
-        ((self.cfg.recv_buffer / self.mss) as u32).clamp(1, MAX_WINDOW)
+        self.full_window.max(1)
     }
 
     /// A data segment at `seq` (in the window, at or after RCV.NXT). In
@@ -299,10 +311,9 @@ impl Connection {
         if !self.state.is_synchronized() || self.recv.fin_received {
             return;
         }
-        let free = self.cfg.recv_buffer.saturating_sub(self.recv.len());
-        let w = ((free / self.mss) as u32).min(MAX_WINDOW);
+        let w = self.free_window();
         let edge = self.recv.nxt.add(w);
-        let total = ((self.cfg.recv_buffer / self.mss) as u32).clamp(1, MAX_WINDOW);
+        let total = self.rcv_window_initial();
         let promised = self.recv.adv.diff(self.recv.nxt).max(0) as u32;
         if edge.diff(self.recv.adv) >= (total / 4).max(1) as i32
             || (promised < 2 && w >= 2.min(total)) && edge.diff(self.recv.adv) > 0
