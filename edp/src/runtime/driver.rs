@@ -114,7 +114,8 @@ impl YieldPacer {
 /// Looks at the RX ring per spin round of [`Driver::spin`]: the spin reads
 /// the clock once per round, and the turn that receives the frame it found
 /// takes that reading as its `now` (no clock read between the frame's
-/// arrival and its handling; a read costs 23 ns on the project's VM). The
+/// arrival and its handling; a read, [`crate::time::now`], costs 10 ns on
+/// the project's VM, `Instant::now` 23 ns). The
 /// reading is then at most one round old: 1.7 us measured (a look is a
 /// load of the ring slot's status, one of the lock's waiter count and a
 /// PAUSE, 27 ns on the project's AMD EPYC VM). So the RTT samples of a
