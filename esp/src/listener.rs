@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use crate::auth::{choose, AuthMethod, EncMethod, MethodList, TagStatus};
 use crate::config::TransportConfig;
-use crate::conn::{Connection, IsnGenerator, State, MAX_WINDOW};
+use crate::conn::{window_segments, Connection, IsnGenerator, State};
 use crate::wire::{EspRepr, Flags, MacAddr, Nego, ESP_HEADER_LEN};
 
 pub mod cookie;
@@ -311,7 +311,7 @@ impl<H> Listener<H> {
                 .cookies
                 .make(self.local, remote, syn.seq, method.0, clock_us),
             ack: syn.seq.add(1),
-            window: ((self.cfg.recv_buffer / mss) as u32).clamp(1, MAX_WINDOW) as u16,
+            window: window_segments(self.cfg.recv_buffer, mss).max(1) as u16,
             nego: Some(Nego {
                 auth: MethodList::one(method.0),
                 enc: MethodList::one(EncMethod::NONE.0),

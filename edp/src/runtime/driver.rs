@@ -361,8 +361,9 @@ impl<E: Engine> Driver<E> {
         self.with_untimed(|e| f(e, crate::time::now()))
     }
 
-    /// [`Driver::with`] without reading the clock (a clock read costs
-    /// 20-40 ns in a VM; a datagram send or a stats read needs none).
+    /// [`Driver::with`] without reading the clock (a read,
+    /// [`crate::time::now`], costs ~10 ns; a datagram send or a stats read
+    /// needs none).
     pub fn with_untimed<T>(&self, f: impl FnOnce(&mut E) -> T) -> T {
         let mut g = self.lock();
         let v = f(&mut g.engine);

@@ -98,6 +98,7 @@ use tracing::Span;
 pub use emit::{reset_frame, GatherFrame};
 pub use error::{ConnectionError, Error};
 pub use isn::IsnGenerator;
+pub(crate) use receive::window_segments;
 pub use recovery::{DUP_THRESH, MAX_DUP_THRESH};
 pub use state::State;
 pub use stats::Stats;
@@ -224,7 +225,7 @@ impl Connection {
             local,
             remote,
             mss,
-            full_window: ((cfg.recv_buffer / mss) as u32).min(MAX_WINDOW),
+            full_window: receive::window_segments(cfg.recv_buffer, mss),
             state: State::Closed,
             error: None,
             established_once: false,

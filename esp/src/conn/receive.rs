@@ -161,6 +161,13 @@ pub(crate) struct AckState {
     pub(crate) dsack: Option<Seq>,
 }
 
+/// A receive window of `free` bytes in segments of `mss` bytes:
+/// floor(free / mss), at most [`MAX_WINDOW`] (ESP's window field counts
+/// segments: esp/PROTOCOL.md).
+pub(crate) fn window_segments(free: usize, mss: usize) -> u32 {
+    ((free / mss) as u32).min(MAX_WINDOW)
+}
+
 impl Connection {
     /// Receive window in segments that can be advertised now:
     /// floor((recv_buffer - unread bytes) / MSS), at least what was promised.
@@ -177,10 +184,7 @@ impl Connection {
     fn free_window(&self) -> u32 {
         match self.recv.len() {
             0 => self.full_window,
-            unread => {
-                let free = self.cfg.recv_buffer.saturating_sub(unread);
-                ((free / self.mss) as u32).min(MAX_WINDOW)
-            }
+            unread => window_segments(self.cfg.recv_buffer.saturating_sub(unread), self.mss),
         }
     }
 
