@@ -234,6 +234,9 @@ impl Runtime {
         iface: Option<String>,
         config: RuntimeConfig,
     ) -> io::Result<Runtime> {
+        // The clock's one-time calibration (`crate::time::now`) happens
+        // here, not in the first message's path.
+        let _ = crate::time::now();
         let link_fd = link
             .as_fd()
             .map(|fd| fd.try_clone_to_owned())
