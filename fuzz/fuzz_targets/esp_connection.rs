@@ -23,10 +23,10 @@
 use std::time::Duration;
 
 use edp::link::sim::{next_event, SimClock, SimLink};
-use edp::wire::EthernetRepr;
+use edp::wire::{EthernetRepr, ETH_HEADER_LEN};
 use edp::Link;
-use esp::wire::{emit_esp_frame, EspFrame, EspRepr, Flags, Seq, ETHERTYPE_ESP};
 use esp::auth::TagStatus;
+use esp::wire::{emit_esp_frame, EspFrame, EspRepr, Flags, Seq, ETHERTYPE_ESP};
 use esp::{Checksum, Connection, TransportConfig};
 use libfuzzer_sys::fuzz_target;
 use testkit::fuzz::{fault_config, FaultSpace};
@@ -105,8 +105,10 @@ impl Sim {
             }
             while let Ok(n) = self.lb.recv(&mut self.buf) {
                 moved = true;
-                if let (Some(b), Some(seg)) = (self.b.as_mut(), self.buf[..n].get(14..)) {
-                    if let Some(placed) = b.handle_predicted(now, seg, TagStatus::Off, &mut self.rx) {
+                if let (Some(b), Some(seg)) = (self.b.as_mut(), self.buf[..n].get(ETH_HEADER_LEN..))
+                {
+                    if let Some(placed) = b.handle_predicted(now, seg, TagStatus::Off, &mut self.rx)
+                    {
                         check_stream(&mut self.read, self.written, &self.rx[..placed]);
                         continue;
                     }

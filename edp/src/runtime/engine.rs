@@ -864,15 +864,9 @@ impl State {
 
     /// Retimes the slots the transmit turn polled (see `polled`).
     fn retime_polled(&mut self) {
-        if self.polled.is_empty() {
-            return;
-        }
-        let mut polled = std::mem::take(&mut self.polled);
-        for &id in &polled {
+        while let Some(id) = self.polled.pop() {
             self.retime(id);
         }
-        polled.clear();
-        self.polled = polled;
     }
 
     /// Re-reads the slot's deadline and queues it if it moved earlier.
