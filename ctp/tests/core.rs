@@ -878,7 +878,10 @@ fn early_resend_after_a_later_packet_is_confirmed() {
             assert_eq!(a.stats().early_resends, 1);
             assert_eq!(a.poll_timeout().unwrap() - t1, us(1125), "period stays T");
         } else {
-            assert_eq!(due, us(1000));
+            // The next wake may come early (one timer entry per group of
+            // packets, `TIMER_GROUP` in `ctp/src/sender.rs`), never late; the resend
+            // itself is at T.
+            assert!(due <= us(1000), "{due:?}");
             assert_eq!(resends, vec![(us(1000), 1)]);
             assert_eq!(a.stats().early_resends, 0);
         }

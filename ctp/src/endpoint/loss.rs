@@ -127,9 +127,8 @@ impl<P: PeerAddr> Endpoint<P> {
             let first_sent = p.first_sent;
             p.resend_at = p.resend_at.map(|r| r.min(later(first_sent, t).max(now)));
             p.error_at = p.error_at.map(|e| e.min(later(first_sent, error_after)));
-            let before = p.due;
-            if p.update_due() && p.due != before {
-                self.timers.push(p.due, (key, idx));
+            if p.update_due() {
+                m.arm(idx, key, &mut self.timers);
             }
         }
     }
@@ -173,7 +172,7 @@ impl<P: PeerAddr> Endpoint<P> {
             p.resend_at = Some(at);
             p.early = true;
             p.update_due();
-            self.timers.push(p.due, (key, idx));
+            m.arm(idx, key, &mut self.timers);
             tracing::trace!(
                 msg = key,
                 packet = idx,

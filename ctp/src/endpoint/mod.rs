@@ -92,8 +92,9 @@ pub struct Endpoint<P: PeerAddr> {
     stored_bytes: u64,
     /// Spent large buffers for reuse (`Config::max_spare_bytes`).
     spare: BufferPool,
-    /// Per-packet deadlines (resend, tail probe, error), lazily invalidated:
-    /// an entry is live while its packet is in flight with that `due`.
+    /// Packet deadlines (resend, tail probe, error), one entry per
+    /// (message, group of `TIMER_GROUP` packets), lazily invalidated: an
+    /// entry is live while its group's `group_due` is that time (timers.rs).
     timers: TimerQueue<(MsgId, u32)>,
     // --- receiving (recv.rs, sessions.rs) ---
     recv_ids: RecvSessions<P>,

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 
 use super::{Endpoint, MsgId, PeerAddr, SendError, Tx};
-use crate::sender::{Dest, PktPhase, PktState, SendSession, SentMsg, SessionId};
+use crate::sender::{Dest, PktPhase, PktState, SendSession, SentMsg, SentStore, SessionId};
 use crate::wire::{Options, MAX_COMMAND, MAX_MESSAGE_SIZE};
 use netcore::time::later;
+use netcore::timer::TimerQueue;
 
 impl<P: PeerAddr> Endpoint<P> {
     /// Sets the receivers a broadcast must be confirmed by (at most 64). With
@@ -266,8 +267,8 @@ impl<P: PeerAddr> Endpoint<P> {
     pub(super) fn release(&mut self, now: Instant, session: SessionId) {
         let sess = self.send_sessions.at_mut(session);
         let mut newest = None;
-        // The last packet's timer entry waits for the tail probe below, so
-        // each packet gets one entry (its `due` already the earliest).
+        // The last packet is armed after the tail probe below, so its group's
+        // entry is pushed at its earliest `due`, not once more for the probe.
         let mut unqueued = None;
         loop {
             if sess.in_flight_pkts >= self.cfg.window_packets
@@ -278,6 +279,9 @@ impl<P: PeerAddr> Endpoint<P> {
             let Some(key) = sess.queue.pop_front() else {
                 break;
             };
+            if let Some((k, j)) = unqueued.take() {
+                arm(&mut self.sent, &mut self.timers, k, j);
+            }
             let Some(m) = self.sent.get_mut(&key) else {
                 continue;
             };
@@ -301,9 +305,7 @@ impl<P: PeerAddr> Endpoint<P> {
                 p.resend_at = (!no_resend).then(|| later(now, timeout));
                 p.error_at = Some(later(now, error_after));
                 p.update_due();
-                if let Some((k, j, due)) = unqueued.replace((key, i, p.due)) {
-                    self.timers.push(due, (k, j));
-                }
+                unqueued = Some((key, i));
             }
             p.seq = sess.note_transmission(key, i);
             p.first_seq = p.seq;
@@ -328,16 +330,26 @@ impl<P: PeerAddr> Endpoint<P> {
                 p.probe_at = Some(at);
                 p.update_due();
                 // With a resend time the newest packet has timers: it is the
-                // one whose entry waits.
-                if let Some((k, j, due)) = unqueued.as_mut() {
-                    debug_assert_eq!((*k, *j), (key, i));
-                    *due = p.due;
-                }
+                // one not armed yet.
+                debug_assert_eq!(unqueued, Some((key, i)));
             }
         }
-        if let Some((k, j, due)) = unqueued {
-            self.timers.push(due, (k, j));
+        if let Some((k, j)) = unqueued {
+            arm(&mut self.sent, &mut self.timers, k, j);
         }
         self.compact_send_order(session);
+    }
+}
+
+/// Arms packet `i` of message `key` in the timer queue ([`SentMsg::arm`]),
+/// if the message is still stored.
+fn arm<P: PeerAddr>(
+    sent: &mut SentStore<P>,
+    timers: &mut TimerQueue<(MsgId, u32)>,
+    key: MsgId,
+    i: u32,
+) {
+    if let Some(m) = sent.get_mut(&key) {
+        m.arm(i, key, timers);
     }
 }

@@ -85,6 +85,63 @@ fn a_released_packet_queues_one_timer_entry() {
     let probe = p.probe_at.expect("tail probe armed");
     assert!(p.resend_at.is_some_and(|r| probe < r));
     assert_eq!(p.due, probe);
-    assert_eq!(a.timers.len(), 1, "one entry per packet");
+    assert_eq!(a.timers.len(), 1, "one entry, at the earliest deadline");
     assert_eq!(a.poll_timeout(), Some(probe));
+}
+
+/// A message of 130 packets queues one timer entry per group of
+/// `TIMER_GROUP` packets (3), and when one packet of the middle group is
+/// lost, the timers resend that packet alone, at its own deadline: the
+/// group's entry may wake the endpoint early, never late.
+#[test]
+fn timer_entries_are_per_group_and_fire_only_due_packets() {
+    use crate::sender::TIMER_GROUP;
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 4,
+        tail_probe: false,
+        early_resend: false,
+        ..Config::default()
+    };
+    let mut a: Endpoint<u8> = Endpoint::new(cfg.clone(), t0, SystemTime::UNIX_EPOCH, 1, None);
+    let mut b: Endpoint<u8> = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, 2, None);
+    let n = 2 * TIMER_GROUP + 2;
+    let key = a
+        .send(t0, 1, 2, &vec![7u8; 4 * n as usize], Options::NONE)
+        .unwrap();
+    assert_eq!(a.timers.len(), 3, "one entry per group, not per packet");
+    let lost = TIMER_GROUP + 6;
+    let mut buf = vec![0u8; a.config().max_packet_len()];
+    let mut sent = 0;
+    while let Some(t) = a.poll_transmit(&mut buf) {
+        if sent != lost {
+            b.handle_datagram(t0, 1, &buf[..t.len]);
+        }
+        sent += 1;
+    }
+    assert_eq!(sent, n);
+    let t1 = t0 + Duration::from_micros(100);
+    while let Some(t) = b.poll_transmit(&mut buf) {
+        a.handle_datagram(t1, 2, &buf[..t.len]);
+    }
+    let m = a.sent.get(&key).expect("one packet unconfirmed");
+    assert_eq!(m.unconfirmed, 1);
+    let at = m.pkt(lost).resend_at.expect("resend armed");
+    let mut wakes = 0;
+    let mut now = t1;
+    while a.stats().data_packets_resent == 0 {
+        now = a.poll_timeout().expect("the lost packet's timer");
+        assert!(now <= at, "woke {:?} after the deadline", now - at);
+        a.handle_timeout(now);
+        while a.poll_transmit(&mut buf).is_some() {}
+        wakes += 1;
+        assert!(wakes <= 3, "{wakes} wakes");
+    }
+    assert_eq!(now, at, "resent at its own deadline");
+    assert_eq!(a.stats().data_packets_resent, 1);
+    let m = a.sent.get(&key).expect("still unconfirmed");
+    assert_eq!(m.pkt(lost).transmissions, 2);
+    // At most one live and one stale entry per group (the first
+    // confirmation rebased every packet's deadline, pushing anew).
+    assert!(a.timers.len() <= 6, "{} entries", a.timers.len());
 }

@@ -3,18 +3,23 @@
 //! when to call it next.
 //!
 //! Each packet in flight has up to three deadlines (error, tail probe,
-//! resend); its earliest, `due`, is its entry in a
-//! [`netcore::timer::TimerQueue`] keyed by (message, packet). Re-arming
-//! pushes a new entry; an entry is live while its packet is in flight with
-//! that `due`, so confirmations never search the queue. Besides: the
-//! reassembly idle sweep and the receiving sessions' idle expiry.
+//! resend); its earliest is `due`. The [`netcore::timer::TimerQueue`] holds
+//! one entry per group of [`TIMER_GROUP`] packets of a message, keyed by
+//! (message, group), at the earliest `due` of the group when armed; an
+//! entry is live while its message exists and the group's `group_due` is
+//! that time, so confirmations never search the queue. A live entry fires
+//! the group's due packets and re-arms it at the earliest deadline left.
+//! Besides: the reassembly idle sweep and the receiving sessions' idle
+//! expiry.
 
 use std::time::Instant;
 
 use netcore::time::earliest;
 
 use super::{Endpoint, MsgId, PeerAddr};
-use crate::sender::{Dest, PktPhase};
+use crate::sender::PktPhase;
+#[cfg(doc)]
+use crate::sender::TIMER_GROUP;
 
 /// The timers of one packet, in the order they are handled when several
 /// are due at once.
@@ -38,34 +43,45 @@ impl<P: PeerAddr> Endpoint<P> {
     pub fn handle_timeout(&mut self, now: Instant) {
         let span = self.span.clone();
         let _entered = span.enter();
-        while let Some((due, (key, i))) = self.timers.pop_due(now) {
-            let Some(dest) = self.live_timer(due, key, i) else {
+        while let Some((due, (key, g))) = self.timers.pop_due(now) {
+            let Some(m) = self.sent.get_mut(&key) else {
                 continue;
             };
+            if !m.timer_live(g, due) {
+                continue;
+            }
+            let group = m.group(g);
+            m.pkt_mut(group.start).group_due = None;
+            let (dest, session) = (m.dest, m.session);
             let mut removed = false;
-            for timer in PacketTimer::ALL {
-                if !self.is_expired(timer, key, i, now) {
+            for i in group.clone() {
+                if !self.is_due(key, i, now) {
                     continue;
                 }
-                match timer {
-                    PacketTimer::ErrorDeadline => {
-                        removed = self.on_error_deadline(now, key, i, dest);
+                for timer in PacketTimer::ALL {
+                    if !self.is_expired(timer, key, i, now) {
+                        continue;
                     }
-                    PacketTimer::TailProbe => self.on_tail_probe(now, key, i, dest),
-                    PacketTimer::Resend => self.on_resend(now, key, i, dest),
+                    match timer {
+                        PacketTimer::ErrorDeadline => {
+                            removed = self.on_error_deadline(now, key, i, dest);
+                        }
+                        PacketTimer::TailProbe => self.on_tail_probe(now, key, i, dest),
+                        PacketTimer::Resend => self.on_resend(now, key, i, dest),
+                    }
+                    if removed {
+                        break;
+                    }
                 }
                 if removed {
                     break;
                 }
             }
-            if removed {
-                continue;
-            }
-            let m = self.sent.get_mut(&key).expect("present");
-            let session = m.session;
-            let p = m.pkt_mut(i);
-            if p.update_due() {
-                self.timers.push(p.due, (key, i));
+            if !removed {
+                // Re-arm the group at the earliest deadline of its packets
+                // still in flight (confirmed ones have dropped out).
+                let m = self.sent.get_mut(&key).expect("present");
+                m.rearm_group(g, key, &mut self.timers);
             }
             self.compact_send_order(session);
         }
@@ -83,20 +99,20 @@ impl<P: PeerAddr> Endpoint<P> {
     #[must_use]
     pub fn poll_timeout(&mut self) -> Option<Instant> {
         let sent = &self.sent;
-        let packets = self.timers.peek_live(|due, (key, i)| {
-            sent.get(&key)
-                .is_some_and(|m| m.pkt(i).phase == PktPhase::InFlight && m.pkt(i).due == due)
-        });
+        let packets = self
+            .timers
+            .peek_live(|due, (key, g)| sent.get(&key).is_some_and(|m| m.timer_live(g, due)));
         let sessions = self.recv_ids.next_expiry(self.cfg.session_idle_timeout);
         earliest(earliest(packets, self.next_reassembly_check), sessions)
     }
 
-    /// The destination of packet `i` of `key` if the queue entry `due` is
-    /// still its live timer.
-    fn live_timer(&self, due: Instant, key: MsgId, i: u32) -> Option<Dest<P>> {
-        let m = self.sent.get(&key)?;
-        let p = m.pkt(i);
-        (p.phase == PktPhase::InFlight && p.due == due).then_some(m.dest)
+    /// Whether packet `i` of `key` is in flight with a deadline at or
+    /// before `now`.
+    fn is_due(&self, key: MsgId, i: u32, now: Instant) -> bool {
+        self.sent.get(&key).is_some_and(|m| {
+            let p = m.pkt(i);
+            p.phase == PktPhase::InFlight && p.next_deadline().is_some_and(|t| t <= now)
+        })
     }
 
     fn is_expired(&self, timer: PacketTimer, key: MsgId, i: u32, now: Instant) -> bool {
