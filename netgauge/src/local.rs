@@ -409,8 +409,12 @@ fn run_mode(
         }
         None => tracing::warn!("{} server did not exit after BYE; stopped it", mode.name()),
     }
-    if args.verbose > 0 && !server_err.trim().is_empty() {
-        eprintln!("{}", server_err.trim_end());
+    if args.verbose > 0 {
+        for (end, err) in [("server", &server_err), ("client", &client_err)] {
+            if !err.trim().is_empty() {
+                eprintln!("# {end}'s log:\n{}", err.trim_end());
+            }
+        }
     }
     let expected = crate::cli::size_steps(args.size, args.grade).len();
     if records.len() != expected {
