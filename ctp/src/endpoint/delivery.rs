@@ -36,6 +36,8 @@ pub struct GatherTransmit<P> {
     pub header_len: usize,
     /// The data part, to resolve with `Endpoint::payload`.
     pub payload: PayloadRef,
+    /// The packet is a confirmation (header only).
+    pub confirm: bool,
 }
 
 impl<P> GatherTransmit<P> {

@@ -171,6 +171,7 @@ impl<P: PeerAddr> Endpoint<P> {
             }
             p.resend_at = Some(at);
             p.early = true;
+            self.stats.presumed_lost += 1;
             p.update_due();
             m.arm(idx, key, &mut self.timers);
             tracing::trace!(

@@ -227,6 +227,7 @@ impl<P: PeerAddr> Endpoint<P> {
                         dest: to,
                         header_len: CTP_HEADER_LEN,
                         payload: PayloadRef::EMPTY,
+                        confirm: true,
                     });
                 }
                 Tx::Data { key, idx } => {
@@ -253,6 +254,7 @@ impl<P: PeerAddr> Endpoint<P> {
                             start,
                             end,
                         },
+                        confirm: false,
                     });
                 }
             }

@@ -64,6 +64,11 @@ pub struct Stats {
     /// Resends made before the timer because packets sent later were
     /// confirmed (also counted in `data_packets_resent`).
     pub early_resends: u64,
+    /// Packets presumed lost (RACK, RFC 8985 6.2): a packet sent after them
+    /// was confirmed first, so their resend was brought forward to the
+    /// reorder window; `early_resends` counts those whose confirmation did
+    /// not come within it.
+    pub presumed_lost: u64,
     /// Tail probes sent (also counted in `data_packets_resent`).
     pub tail_probes: u64,
     /// Receiving sessions created.

@@ -129,16 +129,28 @@ impl Socket for CtpSlot {
             let Some(t) = self.core.ep.poll_transmit_gather(&mut hdr) else {
                 break;
             };
-            // The confirmations due to the same peer ride in front of the
-            // packet (PROTOCOL.md "Confirmations share a frame"), then its
-            // header, next to the gathered data part.
+            // The confirmations due to the same peer share the frame
+            // (PROTOCOL.md "Confirmations share a frame"): in front of a
+            // data packet, which must come last (its data part is
+            // gathered); behind a confirmation, so the confirmations keep
+            // the order they were queued in, which is the order the packets
+            // arrived: the sender's early resend (RACK) reads a
+            // confirmation ahead of an earlier one's as a sign of loss.
             let hl = t.header_len;
             let room = (body.len().min(self.max_frame - HEAD)).saturating_sub(hl + t.payload.len());
-            let packed = self
-                .core
-                .ep
-                .take_confirmations_to(&t.dest, &mut body[..room]);
-            body[packed..packed + hl].copy_from_slice(&hdr[..hl]);
+            let packed = if t.confirm {
+                body[..hl].copy_from_slice(&hdr[..hl]);
+                self.core
+                    .ep
+                    .take_confirmations_to(&t.dest, &mut body[hl..hl + room])
+            } else {
+                let packed = self
+                    .core
+                    .ep
+                    .take_confirmations_to(&t.dest, &mut body[..room]);
+                body[packed..packed + hl].copy_from_slice(&hdr[..hl]);
+                packed
+            };
             let len = hl + packed + t.payload.len();
             EthernetRepr {
                 dst: t.dest.0,
@@ -334,7 +346,8 @@ mod tests {
     }
 
     /// The confirmations of a large message's parts leave in a few frames
-    /// (packed per peer), and the sender takes every one of them.
+    /// (packed per peer), in the order the parts arrived, and the sender
+    /// takes every one of them.
     #[test]
     fn confirmations_of_one_peer_share_frames() {
         let (a, b, mb, rb) = pair();
@@ -350,6 +363,9 @@ mod tests {
         assert_eq!(sb.confirmations_sent, parts);
         assert_eq!(sa.confirmations_received, parts);
         assert_eq!(sa.data_packets_resent, 0);
+        // A frame of confirmations lists them in arrival order: none
+        // overtakes an earlier one's and makes its packet presumed lost.
+        assert_eq!(sa.presumed_lost, 0);
         let frames = rb.stats().tx_frames;
         assert!(
             frames < parts / 4,
