@@ -621,7 +621,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         A: PeerAddr,
     {
         for m in self.to_cancel.drain(..) {
-            ep.cancel(m);
+            ep.cancel(now, m);
         }
         if self.any_in_flight().is_some() {
             self.reap(|m| ep.is_pending(m));

@@ -167,6 +167,9 @@ pub struct SentMsg<P> {
     pub next_unsent: u32,
     /// Packets not yet confirmed.
     pub unconfirmed: u32,
+    /// Takes turns in its session's round robin (`SendSession::queue`):
+    /// queued there with packets left to release.
+    pub active: bool,
     /// A "not confirmed" error was already reported for this message.
     pub errored: bool,
 }
@@ -404,8 +407,15 @@ pub(crate) struct SendSession {
     pub started: bool,
     /// The destination's resend timeout `T` and its evidence.
     pub timing: SendTiming,
-    /// Messages with packets waiting for the window, served round-robin.
+    /// Messages with packets waiting for the window, served round-robin:
+    /// single-packet messages, and at most `Config::max_active_large`
+    /// multi-packet ones (`active_large`).
     pub queue: VecDeque<MsgId>,
+    /// Multi-packet messages waiting for a turn in `queue`, in send order
+    /// (entries of messages dropped meanwhile are skipped).
+    pub waiting: VecDeque<MsgId>,
+    /// Multi-packet messages in `queue`.
+    pub active_large: usize,
     /// The stored messages by the id of their packet 0, in send order (see
     /// [`SendSession::msg`]).
     msgs: MsgIndex,
@@ -436,6 +446,8 @@ impl SendSession {
             started: false,
             timing: SendTiming::new(timeout),
             queue: VecDeque::new(),
+            waiting: VecDeque::new(),
+            active_large: 0,
             msgs: MsgIndex::default(),
             in_flight_pkts: 0,
             in_flight_bytes: 0,
@@ -462,6 +474,39 @@ impl SendSession {
     /// storage).
     pub fn remove_msg(&mut self, first_id: u32) {
         self.msgs.remove(first_id);
+    }
+
+    /// Queues the new message `key` of `count` packets for release: a
+    /// single-packet one, or a multi-packet one while fewer than `max` are
+    /// active, takes turns at once; other multi-packet ones wait in send
+    /// order. Returns whether it is active.
+    pub fn enqueue(&mut self, key: MsgId, count: u32, max: usize) -> bool {
+        if count > 1 {
+            if self.active_large >= max {
+                self.waiting.push_back(key);
+                return false;
+            }
+            self.active_large += 1;
+        }
+        self.queue.push_back(key);
+        true
+    }
+
+    /// A multi-packet message left the round robin (released its last
+    /// packet, or was dropped before): the next waiting ones take its place.
+    pub fn retire_large<P>(&mut self, sent: &mut SentStore<P>, max: usize) {
+        self.active_large -= 1;
+        while self.active_large < max {
+            let Some(k) = self.waiting.pop_front() else {
+                break;
+            };
+            let Some(m) = sent.get_mut(&k) else {
+                continue;
+            };
+            m.active = true;
+            self.active_large += 1;
+            self.queue.push_back(k);
+        }
     }
 
     /// Records a transmission of packet `idx` of `key`; returns its sequence number.
@@ -558,6 +603,7 @@ mod tests {
             many: Vec::new(),
             next_unsent: 0,
             unconfirmed: 1,
+            active: true,
             errored: false,
         }
     }

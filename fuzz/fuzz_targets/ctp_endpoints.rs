@@ -255,7 +255,7 @@ fuzz_target!(|data: &[u8]| {
                 // Cancel a message (the sender gives up on it: neither
                 // delivery nor error is then owed).
                 if let Some(s) = sim.sent[from].get_mut(usize::from(arg)) {
-                    if sim.eps[from].cancel(s.msg) {
+                    if sim.eps[from].cancel(sim.clock.now(), s.msg) {
                         s.failed = true;
                     }
                 }

@@ -171,9 +171,12 @@ impl<P: PeerAddr> Endpoint<P> {
             many,
             next_unsent: 0,
             unconfirmed: count,
+            active: true,
             errored: false,
         });
-        sess.queue.push_back(key);
+        if !sess.enqueue(key, count, self.cfg.max_active_large) {
+            self.sent.get_mut(&key).expect("inserted").active = false;
+        }
         sess.add_msg(first_id, key);
         self.stored_bytes += size;
         if options.contains(Options::UNIQUE_COMMAND) {
@@ -191,12 +194,15 @@ impl<P: PeerAddr> Endpoint<P> {
     }
 
     /// Drops a message from the sent-commands storage (no further resends, no
-    /// error). Returns false if it was not there (already confirmed or dropped).
-    pub fn cancel(&mut self, msg: MsgId) -> bool {
-        if !self.sent.contains_key(&msg) {
+    /// error) at `now`; the packets waiting behind it are released into the
+    /// window it held. Returns false if it was not there (already confirmed
+    /// or dropped).
+    pub fn cancel(&mut self, now: Instant, msg: MsgId) -> bool {
+        let Some(session) = self.sent.get(&msg).map(|m| m.session) else {
             return false;
-        }
+        };
         self.remove_msg(msg);
+        self.release(now, session);
         true
     }
 
@@ -230,6 +236,9 @@ impl<P: PeerAddr> Endpoint<P> {
         }
         let s = self.send_sessions.at_mut(m.session);
         s.remove_msg(m.first_id);
+        if m.active && m.count() > 1 {
+            s.retire_large(&mut self.sent, self.cfg.max_active_large);
+        }
         for i in 0..m.count() {
             if m.pkt(i).phase == PktPhase::InFlight {
                 s.in_flight_pkts -= 1;
@@ -317,6 +326,9 @@ impl<P: PeerAddr> Endpoint<P> {
             self.stats.data_packets_sent += 1;
             if m.next_unsent < m.count() {
                 sess.queue.push_back(key);
+            } else if m.count() > 1 {
+                m.active = false;
+                sess.retire_large(&mut self.sent, self.cfg.max_active_large);
             }
         }
         if let (Some((key, i)), Some(srtt), true) =

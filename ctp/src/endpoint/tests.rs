@@ -145,3 +145,76 @@ fn timer_entries_are_per_group_and_fire_only_due_packets() {
     // confirmation rebased every packet's deadline, pushing anew).
     assert!(a.timers.len() <= 6, "{} entries", a.timers.len());
 }
+
+/// Exchanges packets between `a` (sending) and `b` (confirming) until
+/// nothing moves; returns the command numbers of `a`'s data packets in
+/// transmission order. `cancel` drops a message of `a` after `after`
+/// packets were sent.
+fn command_order(
+    a: &mut Endpoint<u8>,
+    b: &mut Endpoint<u8>,
+    t0: Instant,
+    cancel: Option<(usize, MsgId)>,
+) -> Vec<u16> {
+    let mut buf = vec![0u8; a.config().max_packet_len()];
+    let mut order = Vec::new();
+    for round in 0..100u64 {
+        let now = t0 + Duration::from_micros(10 * round);
+        let mut moved = false;
+        while let Some(t) = a.poll_transmit(&mut buf) {
+            let (r, _) = crate::wire::Repr::parse(&buf[..t.len]).expect("valid");
+            order.push(r.command);
+            b.handle_datagram(now, 1, &buf[..t.len]);
+            moved = true;
+            if let Some((after, key)) = cancel {
+                if order.len() == after {
+                    assert!(a.cancel(now, key));
+                }
+            }
+        }
+        while let Some(t) = b.poll_transmit(&mut buf) {
+            a.handle_datagram(now, 2, &buf[..t.len]);
+            moved = true;
+        }
+        if !moved {
+            break;
+        }
+    }
+    order
+}
+
+/// `Config::max_active_large`: with one active multi-packet message per
+/// destination, a second one is released only after every packet of the
+/// first, while a single-packet message sent after both takes its turn at
+/// once; a message dropped before its release ended hands its turn on.
+#[test]
+fn multi_packet_messages_take_turns_at_most_max_active_large_at_once() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 4,
+        window_packets: 2,
+        max_active_large: 1,
+        ..Config::default()
+    };
+    let mut a: Endpoint<u8> = Endpoint::new(cfg.clone(), t0, SystemTime::UNIX_EPOCH, 1, None);
+    let mut b: Endpoint<u8> = Endpoint::new(cfg.clone(), t0, SystemTime::UNIX_EPOCH, 2, None);
+    a.send(t0, 1, 2, &[1u8; 20], Options::NONE).unwrap();
+    a.send(t0, 2, 2, &[2u8; 20], Options::NONE).unwrap();
+    a.send(t0, 3, 2, b"ping", Options::NONE).unwrap();
+    let order = command_order(&mut a, &mut b, t0, None);
+    assert_eq!(order.iter().filter(|&&c| c == 1).count(), 5, "{order:?}");
+    let last_of_1 = order.iter().rposition(|&c| c == 1).unwrap();
+    let first_of_2 = order.iter().position(|&c| c == 2).unwrap();
+    let single = order.iter().position(|&c| c == 3).unwrap();
+    assert!(last_of_1 < first_of_2, "interleaved: {order:?}");
+    assert!(single < last_of_1, "the single packet waited: {order:?}");
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
+
+    let mut a: Endpoint<u8> = Endpoint::new(cfg.clone(), t0, SystemTime::UNIX_EPOCH, 1, None);
+    let mut b: Endpoint<u8> = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, 2, None);
+    let first = a.send(t0, 1, 2, &[1u8; 20], Options::NONE).unwrap();
+    a.send(t0, 2, 2, &[2u8; 20], Options::NONE).unwrap();
+    let order = command_order(&mut a, &mut b, t0, Some((1, first)));
+    assert_eq!(order.iter().filter(|&&c| c == 2).count(), 5, "{order:?}");
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
+}

@@ -337,12 +337,12 @@ impl<T: Transport> CtpSocket<T> {
 
     /// Runs `f` on the engine's core of this socket, then sends what it
     /// queued.
-    fn with_core<R>(&self, f: impl FnOnce(&mut CtpCore<T::Addr>) -> R) -> R {
+    fn with_core<R>(&self, f: impl FnOnce(&mut CtpCore<T::Addr>, Instant) -> R) -> R {
         let slot = self.shared.tr.slot();
         self.shared.tr.driver().with(|e, now| {
             let c = T::core(e, slot).expect("a CTP socket's core lives as long as the socket");
             c.resume();
-            let r = f(c);
+            let r = f(c, now);
             c.after_event();
             let _ = T::touched(e, slot, now);
             r
@@ -352,7 +352,7 @@ impl<T: Transport> CtpSocket<T> {
     /// Runs `f` on the protocol core (e.g. `set_broadcast_group`,
     /// `set_peer_timeout`, `received_ids`).
     pub fn with_endpoint<R>(&self, f: impl FnOnce(&mut Endpoint<T::Addr>) -> R) -> R {
-        self.with_core(|c| f(&mut c.ep))
+        self.with_core(|c, _| f(&mut c.ep))
     }
 
     /// The receivers a broadcast must be confirmed by (at most 64); see
@@ -368,9 +368,10 @@ impl<T: Transport> CtpSocket<T> {
     }
 
     /// Drops message `msg` from the sent-commands storage (no further
-    /// resends, no error). Returns false if it was no longer stored.
+    /// resends, no error); packets of other messages take the window it
+    /// held. Returns false if it was no longer stored.
     pub fn cancel(&self, msg: MsgId) -> bool {
-        self.with_endpoint(|e| e.cancel(msg))
+        self.with_core(|c, now| c.ep.cancel(now, msg))
     }
 
     /// How blocking calls wait (busy-poll, blocking, adaptive).
@@ -526,7 +527,7 @@ impl<T: Transport> CtpSocket<T> {
                 Self::settle_after_send(e, slot, now);
                 r
             }),
-            Err(_) => Err(self.with_core(|c| SendError::Full {
+            Err(_) => Err(self.with_core(|c, _| SendError::Full {
                 stored: c.ep.stored_bytes(),
                 size,
                 limit: c.ep.config().max_stored_bytes,
@@ -668,7 +669,7 @@ impl<T: Transport> CtpSocket<T> {
 
     /// Storage sizes and deliverer counts (spec `Get...Count`).
     pub fn status(&self) -> StorageSizes {
-        let (mut s, queued) = self.with_core(|c| (c.ep.storage_sizes(), c.queued()));
+        let (mut s, queued) = self.with_core(|c, _| (c.ep.storage_sizes(), c.queued()));
         let (threads, busy, jobs) = self.shared.pool.counts();
         s.deliveries_queued += queued + jobs;
         s.busy_deliverers = busy;
@@ -679,7 +680,7 @@ impl<T: Transport> CtpSocket<T> {
     /// Protocol counters (after handing over what was held for the last
     /// delivery, like every call: see `CtpCore::hold`).
     pub fn stats(&self) -> Stats {
-        self.with_core(|c| c.ep.stats())
+        self.with_core(|c, _| c.ep.stats())
     }
 
     /// Transport counters.
