@@ -94,7 +94,10 @@ pub struct Config {
     /// the adaptive timeout expects: at 1 MiB a 64 KiB-message stream over
     /// EDP at MTU 1500 resent 23-28 % of its packets spuriously, at 256 KiB
     /// 1-4 %; its throughput rose 9 % at MTU 1500 and 15-20 % at MTU 9000
-    /// (medians of 3 runs, docs/measurements/session14.txt).
+    /// (medians of 3 runs, docs/measurements/session14.txt). That was
+    /// before `max_active_large`: with it, the same stream resends 0.03-1.2 %
+    /// of its packets at 1 MiB and moves as much at 128 KiB, 256 KiB and
+    /// 1 MiB (docs/measurements/session15.txt).
     pub window_bytes: usize,
     /// Most multi-packet messages per destination whose packets are
     /// released at once, taking turns (one packet per turn) with each other
