@@ -90,14 +90,15 @@ pub struct PktState {
 /// of a 64 KiB-message stream at MTU 1500 (45 packets per message), the
 /// heap's pops were the largest item of the sender's own time, a fifth of
 /// it. A group costs one push and pop per group armed; that stream went
-/// from 5635/5751/5629 to 5977/5881/5827 Mbit/s (docs/measurements/
-/// session15.txt). The price is an early wake: a
-/// packet confirmed before its deadline leaves its group's entry in place
-/// while the message has packets in flight, and when that entry fires the
-/// group is scanned (at most `TIMER_GROUP` packets) and re-armed at the
-/// earliest deadline left. Not in the CTP spec, which keeps one timer per
-/// packet (it has no timer structure to depart from); every packet's
-/// deadlines are kept exactly.
+/// from 5635/5751/5629 to 5977/5881/5827 Mbit/s
+/// (docs/measurements/session15.txt).
+///
+/// The price is an early wake: a packet confirmed before its deadline
+/// leaves its group's entry in place while the message has packets in
+/// flight, and when that entry fires the group is scanned (at most
+/// `TIMER_GROUP` packets) and re-armed at the earliest deadline left. The
+/// CTP spec gives each packet its resend period and says nothing of how
+/// the timers are kept; every packet's deadlines are kept exactly.
 pub const TIMER_GROUP: u32 = 64;
 
 impl PktState {
