@@ -33,6 +33,13 @@ pub enum PktPhase {
     InFlight,
     /// Confirmed by the peer (by every group member, for a broadcast).
     Confirmed,
+    /// Given up: its "not confirmed" error was reported and it is never
+    /// resent (NoResend), so it left the send window; a late confirmation
+    /// still counts. Without this a lost NoResend packet of a message kept
+    /// after its error (no DelAfterError) held its window share forever,
+    /// and a full window of them stopped every later message to the
+    /// destination, before it sent anything that could time out.
+    Abandoned,
 }
 
 /// Per-packet bookkeeping (the `CommandInfo` of the original `SntCommandInfo`).

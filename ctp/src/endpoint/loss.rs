@@ -37,10 +37,14 @@ impl<P: PeerAddr> Endpoint<P> {
         let session = m.session;
         let group = &self.group;
         let p = m.pkt_mut(r.number);
-        if p.phase != PktPhase::InFlight {
-            self.stats.stale_confirmations += 1;
-            return;
-        }
+        let abandoned = match p.phase {
+            PktPhase::InFlight => false,
+            PktPhase::Abandoned => true,
+            PktPhase::Unsent | PktPhase::Confirmed => {
+                self.stats.stale_confirmations += 1;
+                return;
+            }
+        };
         if bcast && self.self_addrs.contains(&from) {
             // our own confirmation of our own broadcast (UDP loops it back)
             self.stats.stale_confirmations += 1;
@@ -60,15 +64,20 @@ impl<P: PeerAddr> Endpoint<P> {
             }
         }
         p.phase = PktPhase::Confirmed;
-        let sample = (p.transmissions == 1).then(|| now.saturating_duration_since(p.first_sent));
+        // An abandoned packet's confirmation comes after its error deadline:
+        // no sample of the path, and it already left the window.
+        let sample = (p.transmissions == 1 && !abandoned)
+            .then(|| now.saturating_duration_since(p.first_sent));
         let first_seq = p.first_seq;
         m.unconfirmed -= 1;
         let done = m.unconfirmed == 0;
         let mut first_sample = false;
         {
             let s = self.send_sessions.at_mut(session);
-            s.in_flight_pkts -= 1;
-            s.in_flight_bytes -= wire;
+            if !abandoned {
+                s.in_flight_pkts -= 1;
+                s.in_flight_bytes -= wire;
+            }
             if let (Some(sample), true) = (sample, self.cfg.adaptive_timeout) {
                 first_sample = s.timing.srtt().is_none();
                 let before = s.timing.timeout();
@@ -212,9 +221,18 @@ impl<P: PeerAddr> Endpoint<P> {
             return true;
         };
         let session = m.session;
+        let wire = m.wire_len(i);
         let p = m.pkt_mut(i);
         p.error_at = None;
         let transmissions = p.transmissions;
+        // Never resent and now reported: it leaves the window.
+        let abandon = p.resend_at.is_none() && p.phase == PktPhase::InFlight;
+        if abandon {
+            p.phase = PktPhase::Abandoned;
+            let s = self.send_sessions.at_mut(session);
+            s.in_flight_pkts -= 1;
+            s.in_flight_bytes -= wire;
+        }
         let first_error = !m.errored;
         m.errored = true;
         let command = m.command;
@@ -243,6 +261,8 @@ impl<P: PeerAddr> Endpoint<P> {
         }
         if del {
             self.remove_msg(key);
+        }
+        if del || abandon {
             self.release(now, session);
         }
         del

@@ -308,7 +308,12 @@ impl<P: PeerAddr> Endpoint<P> {
         else {
             return false;
         };
-        if r.number >= m.count() || m.pkt(r.number).phase != PktPhase::InFlight {
+        if r.number >= m.count()
+            || !matches!(
+                m.pkt(r.number).phase,
+                PktPhase::InFlight | PktPhase::Abandoned
+            )
+        {
             return false;
         }
         let mine = m.repr(r.number);

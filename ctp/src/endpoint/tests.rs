@@ -218,3 +218,70 @@ fn multi_packet_messages_take_turns_at_most_max_active_large_at_once() {
     assert_eq!(order.iter().filter(|&&c| c == 2).count(), 5, "{order:?}");
     assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
 }
+
+/// A NoResend message kept after its "not confirmed" error (no
+/// DelAfterError) gives its lost packets up: they leave the send window,
+/// so a message queued behind a window full of them is still sent and
+/// delivered. Before, nothing further went to that destination and the
+/// queued message never timed out either (found by the ctp_endpoints
+/// fuzz target).
+#[test]
+fn lost_no_resend_packets_leave_the_window_after_their_error() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 4,
+        window_packets: 4,
+        ..Config::default()
+    };
+    let mut a: Endpoint<u8> = Endpoint::new(cfg.clone(), t0, SystemTime::UNIX_EPOCH, 1, None);
+    let mut b: Endpoint<u8> = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, 2, None);
+    a.set_peer_timeout(2, Duration::from_millis(1));
+    a.send(t0, 1, 2, &[1u8; 16], Options::NO_RESEND).unwrap();
+    let mut buf = vec![0u8; a.config().max_packet_len()];
+    let mut lost = Vec::new();
+    while let Some(t) = a.poll_transmit(&mut buf) {
+        lost.push(buf[..t.len].to_vec());
+    }
+    assert_eq!(lost.len(), 4, "the window's worth, all lost");
+    a.send(t0, 2, 2, b"behind", Options::NONE).unwrap();
+    assert!(a.poll_transmit(&mut buf).is_none(), "the window is full");
+    let mut now = t0;
+    let mut got = Vec::new();
+    let mut errors = Vec::new();
+    while now - t0 < Duration::from_secs(5) {
+        let Some(t) = a.poll_timeout() else { break };
+        now = t.max(now);
+        a.handle_timeout(now);
+        while let Some(t) = a.poll_transmit(&mut buf) {
+            b.handle_datagram(now, 1, &buf[..t.len]);
+        }
+        while let Some(t) = b.poll_transmit(&mut buf) {
+            a.handle_datagram(now, 2, &buf[..t.len]);
+        }
+        got.extend(std::iter::from_fn(|| b.poll_delivery()));
+        errors.extend(std::iter::from_fn(|| a.poll_delivery()));
+    }
+    assert!(
+        matches!(errors.as_slice(), [Delivery::Error(e)] if e.kind == ErrorType::NotConfirmed && e.command == Some(1)),
+        "{errors:?}"
+    );
+    assert!(
+        matches!(got.as_slice(), [Delivery::Data(d)] if d.data == b"behind"),
+        "{got:?}"
+    );
+    assert_eq!(
+        a.send_sessions.get(&Dest::Peer(2)).unwrap().in_flight_pkts,
+        0
+    );
+    // The lost packets turn up after all: their confirmations still count
+    // (the message leaves the storage), and the window is not left twice.
+    for p in &lost {
+        b.handle_datagram(now, 1, p);
+    }
+    while let Some(t) = b.poll_transmit(&mut buf) {
+        a.handle_datagram(now, 2, &buf[..t.len]);
+    }
+    let s = a.send_sessions.get(&Dest::Peer(2)).unwrap();
+    assert_eq!((s.in_flight_pkts, s.in_flight_bytes), (0, 0));
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
+}
