@@ -6,6 +6,12 @@ use std::time::{Duration, Instant, SystemTime};
 use super::*;
 use crate::wire::Options;
 
+/// Endpoints 1 and 2 with `cfg`, made at `t0`.
+fn pair(cfg: &Config, t0: Instant) -> (Endpoint<u8>, Endpoint<u8>) {
+    let ep = |seed| Endpoint::new(cfg.clone(), t0, SystemTime::UNIX_EPOCH, seed, None);
+    (ep(1), ep(2))
+}
+
 /// Resends to a peer that confirms nothing do not grow the send-order
 /// queue of early resend without bound.
 #[test]
@@ -66,8 +72,7 @@ fn gathered_payload_is_the_stored_message() {
 #[test]
 fn a_released_packet_queues_one_timer_entry() {
     let t0 = Instant::now();
-    let mut a: Endpoint<u8> = Endpoint::new(Config::default(), t0, SystemTime::UNIX_EPOCH, 1, None);
-    let mut b: Endpoint<u8> = Endpoint::new(Config::default(), t0, SystemTime::UNIX_EPOCH, 2, None);
+    let (mut a, mut b) = pair(&Config::default(), t0);
     let mut buf = vec![0u8; a.config().max_packet_len()];
     // One exchange gives `a` its SRTT for `b`.
     a.send(t0, 1, 2, b"ping", Options::NONE).unwrap();
@@ -103,8 +108,7 @@ fn timer_entries_are_per_group_and_fire_only_due_packets() {
         early_resend: false,
         ..Config::default()
     };
-    let mut a: Endpoint<u8> = Endpoint::new(cfg.clone(), t0, SystemTime::UNIX_EPOCH, 1, None);
-    let mut b: Endpoint<u8> = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, 2, None);
+    let (mut a, mut b) = pair(&cfg, t0);
     let n = 2 * TIMER_GROUP + 2;
     let key = a
         .send(t0, 1, 2, &vec![7u8; 4 * n as usize], Options::NONE)
@@ -196,8 +200,7 @@ fn multi_packet_messages_take_turns_at_most_max_active_large_at_once() {
         max_active_large: 1,
         ..Config::default()
     };
-    let mut a: Endpoint<u8> = Endpoint::new(cfg.clone(), t0, SystemTime::UNIX_EPOCH, 1, None);
-    let mut b: Endpoint<u8> = Endpoint::new(cfg.clone(), t0, SystemTime::UNIX_EPOCH, 2, None);
+    let (mut a, mut b) = pair(&cfg, t0);
     a.send(t0, 1, 2, &[1u8; 20], Options::NONE).unwrap();
     a.send(t0, 2, 2, &[2u8; 20], Options::NONE).unwrap();
     a.send(t0, 3, 2, b"ping", Options::NONE).unwrap();
@@ -210,8 +213,7 @@ fn multi_packet_messages_take_turns_at_most_max_active_large_at_once() {
     assert!(single < last_of_1, "the single packet waited: {order:?}");
     assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
 
-    let mut a: Endpoint<u8> = Endpoint::new(cfg.clone(), t0, SystemTime::UNIX_EPOCH, 1, None);
-    let mut b: Endpoint<u8> = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, 2, None);
+    let (mut a, mut b) = pair(&cfg, t0);
     let first = a.send(t0, 1, 2, &[1u8; 20], Options::NONE).unwrap();
     a.send(t0, 2, 2, &[2u8; 20], Options::NONE).unwrap();
     let order = command_order(&mut a, &mut b, t0, Some((1, first)));
@@ -233,8 +235,7 @@ fn lost_no_resend_packets_leave_the_window_after_their_error() {
         window_packets: 4,
         ..Config::default()
     };
-    let mut a: Endpoint<u8> = Endpoint::new(cfg.clone(), t0, SystemTime::UNIX_EPOCH, 1, None);
-    let mut b: Endpoint<u8> = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, 2, None);
+    let (mut a, mut b) = pair(&cfg, t0);
     a.set_peer_timeout(2, Duration::from_millis(1));
     a.send(t0, 1, 2, &[1u8; 16], Options::NO_RESEND).unwrap();
     let mut buf = vec![0u8; a.config().max_packet_len()];
