@@ -122,10 +122,10 @@ pub struct Config {
     /// waits for room first). Default 4 MiB, Linux's largest default TCP
     /// send buffer (`tcp_wmem`), four send windows.
     ///
-    /// The storage is the sender's backlog: messages waiting for the window
-    /// are served round-robin a packet at a time (PROTOCOL.md "Flow
-    /// control"), so everything stored is in progress at once, and the
-    /// receiver reassembles all of it at once. With 256 MiB (the default
+    /// The storage is the sender's backlog. Before `max_active_large`, the
+    /// messages waiting for the window were all served round-robin a packet
+    /// at a time, so everything stored was in progress at once, and the
+    /// receiver reassembled all of it at once. With 256 MiB (the default
     /// before) a stream of 64 KiB messages kept ~3000 messages in progress
     /// and ran at half the speed (`netgauge --local -x stream -s 65536 -c
     /// 3000 -m edp,ctp-edp,ctp`, one run each, MTU 1500: CTP over EDP 2315
