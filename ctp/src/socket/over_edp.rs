@@ -138,19 +138,13 @@ impl Socket for CtpSlot {
             // confirmation ahead of an earlier one's as a sign of loss.
             let hl = t.header_len;
             let room = (body.len().min(self.max_frame - HEAD)).saturating_sub(hl + t.payload.len());
-            let packed = if t.confirm {
-                body[..hl].copy_from_slice(&hdr[..hl]);
-                self.core
-                    .ep
-                    .take_confirmations_to(&t.dest, &mut body[hl..hl + room])
-            } else {
-                let packed = self
-                    .core
-                    .ep
-                    .take_confirmations_to(&t.dest, &mut body[..room]);
-                body[packed..packed + hl].copy_from_slice(&hdr[..hl]);
-                packed
-            };
+            let behind = if t.confirm { hl } else { 0 };
+            let packed = self
+                .core
+                .ep
+                .take_confirmations_to(&t.dest, &mut body[behind..behind + room]);
+            let at = if t.confirm { 0 } else { packed };
+            body[at..at + hl].copy_from_slice(&hdr[..hl]);
             let len = hl + packed + t.payload.len();
             EthernetRepr {
                 dst: t.dest.0,
