@@ -63,6 +63,6 @@ pub use config::CommConfig;
 pub use control::Mode;
 pub use error::CommError;
 pub use flow::PeerState;
-pub use matching::{SourceSel, Tag, TagSel, ANY_SOURCE, ANY_TAG, MAX_TAG};
+pub use matching::{Selector, SourceSel, Tag, TagEnvelope, TagSel, ANY_SOURCE, ANY_TAG, MAX_TAG};
 pub use request::{Completion, Request, Status};
 pub use stats::CommStats;
