@@ -45,6 +45,7 @@ mod collective;
 mod communicator;
 mod config;
 mod error;
+mod layer;
 mod request;
 mod source;
 mod state;

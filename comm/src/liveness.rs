@@ -117,6 +117,12 @@ impl Liveness {
         self.peers[rank] = PeerLive::default();
     }
 
+    /// When the next check is due (`None`: detection off, or no check
+    /// yet: the first one is due at once).
+    pub fn next_check(&self) -> Option<Instant> {
+        self.timeout.and(self.next_check)
+    }
+
     /// True when a check is due at `now` (one every `T / 32`, at least
     /// 1 ms apart).
     pub fn due(&self, now: Instant) -> bool {

@@ -199,6 +199,16 @@ pub(crate) struct State<A> {
     /// broadcast over MAK): watched by the failure detector as if a
     /// receive named it.
     pub awaited: Option<usize>,
+    /// Each peer's address (rank r at `addrs[r]`).
+    addrs: Vec<A>,
+    /// Something a waiting caller may want happened (a delivery was taken,
+    /// a request completed): reported to the waiting threads by the engine
+    /// (`ctp::UpperLayer::take_news`).
+    pub news: bool,
+    /// Callers blocked in a wait: while there are any, the failure
+    /// detector's checks run on the engine's timer too (`layer.rs`), as
+    /// they do inside every call.
+    pub waiting: usize,
 }
 
 impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
@@ -242,6 +252,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             liveness: Liveness::new(size, cfg.failure_timeout),
             to_cancel: Vec::new(),
             awaited: None,
+            addrs: hosts.to_vec(),
+            news: false,
+            waiting: 0,
             cfg,
         })
     }
@@ -443,6 +456,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     }
 
     fn complete_recv(&mut self, m: Matched<u64>) {
+        self.news = true;
         self.stats.messages_received += 1;
         self.stats.bytes_received += m.data.len() as u64;
         if let Some(ReqState::Recv { done, .. }) = self.requests.get_mut(&m.id) {
@@ -456,6 +470,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     }
 
     fn fail_recv(&mut self, req: u64, e: CommError) {
+        self.news = true;
         if let Some(ReqState::Recv { done, .. }) = self.requests.get_mut(&req) {
             *done = Some(Err(e));
         }
@@ -513,6 +528,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
 
     /// Takes one CTP delivery.
     pub fn on_delivery(&mut self, d: Delivery<A>) {
+        self.news = true;
         match d {
             Delivery::Data(d) => self.on_data(d),
             Delivery::Error(e) => self.on_error(e),
@@ -615,8 +631,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// Forgets confirmed fragments, then hands `ep` the fragments the
     /// windows and its sent-commands storage let go (never waiting: a
     /// fragment that does not fit the storage waits for the next call).
-    /// `addrs[r]` is rank r's address.
-    pub fn pump_sends(&mut self, ep: &mut Endpoint<A>, now: Instant, addrs: &[A])
+    pub fn pump_sends(&mut self, ep: &mut Endpoint<A>, now: Instant)
     where
         A: PeerAddr,
     {
@@ -642,7 +657,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             }
             self.ctl_out.remove(i);
             let bytes = c.encode(context).to_vec();
-            match ep.send_vec(now, CONTROL_COMMAND, addrs[dest], bytes, Options::NONE) {
+            match ep.send_vec(now, CONTROL_COMMAND, self.addrs[dest], bytes, Options::NONE) {
                 Ok(m) => {
                     let tx = &mut self.tx[dest];
                     tx.ctl_in_flight.push(m);
@@ -662,7 +677,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             }
             let mut s = self.take_sendable(dest).expect("peeked");
             let bytes = std::mem::take(&mut s.bytes);
-            match ep.send_vec(now, COMM_COMMAND, addrs[dest], bytes, Options::NONE) {
+            match ep.send_vec(now, COMM_COMMAND, self.addrs[dest], bytes, Options::NONE) {
                 Ok(msg) => self.handed(&s, msg),
                 // The peer's sequence now has a gap: nothing more can be
                 // delivered to it in order.
@@ -809,6 +824,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         if s.last {
             if let Some(ReqState::Send { left, .. }) = self.requests.get_mut(&s.req) {
                 *left = 0;
+                self.news = true;
             }
         }
     }

@@ -43,6 +43,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.ctl_out.push_back((peer, c));
     }
 
+    /// When the failure detector's next check is due, if known.
+    pub fn liveness_next_check(&self) -> Option<Instant> {
+        self.liveness.next_check()
+    }
+
     /// Runs the failure detector if a check is due at `now`: probes the
     /// silent peers something waits on, declares failed those whose probe
     /// went unanswered (`liveness.rs`), and reprobes failed ones for a
@@ -133,6 +138,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         tracing::warn!(rank = self.rank, peer = rank, %reason, "comm: peer failed");
         self.stats.peer_failures += 1;
         self.failed[rank] = Some(reason.clone());
+        self.news = true;
         let err = || CommError::PeerFailed {
             rank,
             reason: reason.clone(),
