@@ -206,26 +206,14 @@ impl<T: Transport> Communicator<T> {
     }
 
     /// One nonblocking turn of the engine with `f` checked before and after
-    /// it (the driver's fast path, then the turn); `None` when it gave
-    /// nothing.
+    /// it; `None` when it gave nothing.
     ///
     /// Errors: link errors.
     fn turn<R>(
         &self,
-        mut f: impl FnMut(&mut State<T::Addr>) -> Option<R>,
+        f: impl FnMut(&mut State<T::Addr>) -> Option<R>,
     ) -> Result<Option<R>, CommError> {
-        match self.sock.wait_upper(
-            Deadline::Now,
-            "comm progress",
-            |st: &mut State<T::Addr>, ep, now| {
-                step(st, ep, now);
-                f(st)
-            },
-        ) {
-            Ok(r) => Ok(Some(r)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-            Err(e) => Err(e.into()),
-        }
+        Ok(crate::layer::turn(&self.sock, f)?)
     }
 
     /// This process's rank, `0..size()` (MPI_Comm_rank).
@@ -279,35 +267,12 @@ impl<T: Transport> Communicator<T> {
         mut check: impl FnMut(&mut State<T::Addr>) -> Option<Result<R, CommError>>,
     ) -> Result<R, CommError> {
         let limit = self.wait_timeout;
-        let mut counted = false;
-        let r = self.sock.wait_upper(
-            Deadline::from_timeout(limit),
-            "comm wait",
-            |st: &mut State<T::Addr>, ep, now| {
-                // Done already (a send handed at once, a message that was
-                // queued): nothing else to do.
-                if let Some(r) = check(st) {
-                    return Some(r);
-                }
-                step(st, ep, now);
-                if let Some(r) = check(st) {
-                    return Some(r);
-                }
-                if st.holding() && st.blocked_in_flight().is_none() {
-                    return Some(Err(st.held_error()));
-                }
-                if !counted {
-                    // Blocked: the failure detector keeps checking on the
-                    // engine's timer while this caller sleeps.
-                    counted = true;
-                    st.waiting += 1;
-                }
-                None
-            },
-        );
-        if counted {
-            self.with(|st, _, _| st.waiting -= 1);
-        }
+        let r = crate::layer::block(&self.sock, limit, "comm wait", |st| {
+            if let Some(r) = check(st) {
+                return Some(r);
+            }
+            (st.holding() && st.blocked_in_flight().is_none()).then(|| Err(st.held_error()))
+        });
         match r {
             Ok(r) => r,
             Err(e) if e.kind() == io::ErrorKind::TimedOut => Err(CommError::TimedOut {
@@ -355,7 +320,7 @@ impl<T: Transport> Communicator<T> {
                 Vec::new()
             };
             let id = st.isend_in(dest, tag, parts, false, buf)?;
-            step(st, ep, now);
+            crate::layer::step(st, ep, now);
             Ok(Request { id })
         })
     }
@@ -600,7 +565,7 @@ impl<T: Transport> Communicator<T> {
             Deadline::from_timeout(Some(timeout)),
             "comm flush",
             |st: &mut State<T::Addr>, ep, now| {
-                step(st, ep, now);
+                crate::layer::step(st, ep, now);
                 (st.snapshot().pending_fragments == 0
                     && ep.storage_sizes().awaiting_confirmation == 0)
                     .then_some(())
@@ -697,7 +662,7 @@ impl<T: Transport> Communicator<T> {
     fn request_mode(&self, peer: usize, mode: Mode) -> Result<(), CommError> {
         self.with(|st, ep, now| {
             st.request_mode(peer, mode)?;
-            step(st, ep, now);
+            crate::layer::step(st, ep, now);
             Ok(())
         })
     }
@@ -714,7 +679,7 @@ impl<T: Transport> Communicator<T> {
     pub fn disconnect(&self, peer: usize) -> Result<(), CommError> {
         self.with(|st, ep, now| {
             st.disconnect(peer)?;
-            step(st, ep, now);
+            crate::layer::step(st, ep, now);
             Ok(())
         })
     }
@@ -727,7 +692,7 @@ impl<T: Transport> Communicator<T> {
     pub fn reconnect(&self, peer: usize) -> Result<(), CommError> {
         self.with(|st, ep, now| {
             st.reconnect(peer)?;
-            step(st, ep, now);
+            crate::layer::step(st, ep, now);
             Ok(())
         })
     }
@@ -748,7 +713,7 @@ impl<T: Transport> Communicator<T> {
         self.progress()?;
         self.with(|st, ep, now| {
             st.reset_seq(peer)?;
-            step(st, ep, now);
+            crate::layer::step(st, ep, now);
             Ok(())
         })
     }
@@ -766,7 +731,7 @@ impl<T: Transport> Communicator<T> {
     pub(crate) fn coll_send(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<(), CommError> {
         let id = self.with(|st, ep, now| {
             let id = st.isend(dest, tag, &[data], true)?;
-            step(st, ep, now);
+            crate::layer::step(st, ep, now);
             Ok::<_, CommError>(id)
         })?;
         self.wait_internal(id).map(|_| ())
@@ -814,16 +779,5 @@ impl<T: Transport> Communicator<T> {
     /// order, MPI 4.0 section 6.12, so their counters agree).
     pub(crate) fn next_coll_tag(&self) -> Tag {
         self.with(|st, _, _| st.next_coll_tag())
-    }
-}
-
-/// The work of every call and wait step on the state: the failure
-/// detector's check if due, held messages into matching, confirmed
-/// fragments forgotten and the next ones handed to CTP.
-fn step<A: ctp::PeerAddr>(st: &mut State<A>, ep: &mut Endpoint<A>, now: Instant) {
-    st.liveness_tick(now);
-    st.pump_held();
-    if st.has_work_for_ctp() {
-        st.pump_sends(ep, now);
     }
 }

@@ -69,3 +69,73 @@ impl<A: PeerAddr> UpperLayer<A> for State<A> {
         self
     }
 }
+
+/// The work of every call and wait step on the state: the failure
+/// detector's check if due, held messages into matching, confirmed
+/// fragments forgotten and the next ones handed to CTP.
+pub(crate) fn step<A: PeerAddr>(st: &mut State<A>, ep: &mut Endpoint<A>, now: Instant) {
+    st.liveness_tick(now);
+    st.pump_held();
+    if st.has_work_for_ctp() {
+        st.pump_sends(ep, now);
+    }
+}
+
+/// Waits through the runtime driver's one wait until `check` (run after
+/// [`step`]) gives a value; while the caller is blocked the failure
+/// detector also runs on the layer's timer (`State::waiting`).
+///
+/// Errors: `TimedOut` after `timeout`; link errors.
+pub(crate) fn block<T: ctp::Transport, R>(
+    sock: &ctp::CtpSocket<T>,
+    timeout: Option<std::time::Duration>,
+    what: &str,
+    mut check: impl FnMut(&mut State<T::Addr>) -> Option<R>,
+) -> std::io::Result<R> {
+    let mut counted = false;
+    let r = sock.wait_upper(
+        edp::runtime::Deadline::from_timeout(timeout),
+        what,
+        |st: &mut State<T::Addr>, ep, now| {
+            // Done already: nothing else to do.
+            if let Some(r) = check(st) {
+                return Some(r);
+            }
+            step(st, ep, now);
+            if let Some(r) = check(st) {
+                return Some(r);
+            }
+            if !counted {
+                counted = true;
+                st.waiting += 1;
+            }
+            None
+        },
+    );
+    if counted {
+        sock.with_upper(|st: &mut State<T::Addr>, _, _| st.waiting -= 1);
+    }
+    r
+}
+
+/// One nonblocking turn of the engine with `check` run before and after
+/// it; `None` when it gave nothing.
+///
+/// Errors: link errors.
+pub(crate) fn turn<T: ctp::Transport, R>(
+    sock: &ctp::CtpSocket<T>,
+    mut check: impl FnMut(&mut State<T::Addr>) -> Option<R>,
+) -> std::io::Result<Option<R>> {
+    match sock.wait_upper(
+        edp::runtime::Deadline::Now,
+        "comm progress",
+        |st: &mut State<T::Addr>, ep, now| {
+            step(st, ep, now);
+            check(st)
+        },
+    ) {
+        Ok(r) => Ok(Some(r)),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
+}

@@ -92,6 +92,11 @@ impl Liveness {
         }
     }
 
+    /// Adds a peer (the next index), never heard from.
+    pub fn add_peer(&mut self) {
+        self.peers.push(PeerLive::default());
+    }
+
     /// The probe interval `I = T / 4`.
     fn interval(t: Duration) -> Duration {
         t / 4

@@ -55,7 +55,8 @@ use rustc_hash::FxHashMap;
 mod mpi;
 
 pub use mpi::{
-    Envelope, Matched, Matcher, Overflow, SourceSel, Tag, TagSel, ANY_SOURCE, ANY_TAG, MAX_TAG,
+    selector, Envelope, Matched, Matcher, Overflow, SourceSel, Tag, TagSel, ANY_SOURCE, ANY_TAG,
+    MAX_TAG,
 };
 
 /// Which messages a receive accepts: a source (`None`: any) and a 64-bit

@@ -12,19 +12,26 @@ use std::time::Instant;
 use ctp::{Delivery, Endpoint, ErrorInfo, ErrorType, MsgId, Options, PeerAddr, ReceivedData};
 use rustc_hash::FxHashMap;
 
+use crate::completion::TaggedCompletion;
 use crate::config::CommConfig;
 use crate::control::{Control, CONTROL_COMMAND, CONTROL_LEN};
 use crate::flow::{Grants, SendWindow};
 use crate::liveness::Liveness;
-use crate::matching::{Envelope, Matched, Matcher, SourceSel, Tag, TagSel, MAX_TAG};
+use crate::matching::{
+    selector, Selector, SourceSel, Tag, TagEnvelope, TagMatched, TagMatcher, TagSel, MAX_TAG,
+};
 use crate::reorder::{Complete, PeerRx};
-use crate::request::{ReqState, Status};
+use crate::request::{ReqState, Status, TaggedOp};
 use crate::stats::CommStats;
 use crate::wire::{Header, COMM_COMMAND, FLAG_LAST, HEADER_LEN};
 use crate::CommError;
 
 #[path = "state_liveness.rs"]
 mod liveness;
+#[path = "state_tagged.rs"]
+mod tagged;
+
+pub use tagged::PeekMode;
 #[cfg(test)]
 #[path = "state_tests.rs"]
 mod tests;
@@ -46,7 +53,8 @@ const CONTROL_QUEUE_PER_PEER: usize = 16;
 #[derive(Debug)]
 struct OutMessage {
     context: u16,
-    tag: Tag,
+    tag: u64,
+    cq_data: Option<u64>,
     buf: Vec<u8>,
     off: usize,
     req: u64,
@@ -172,12 +180,12 @@ pub(crate) struct State<A> {
     ctl_out: VecDeque<(usize, Control)>,
     rx: Vec<Option<PeerRx>>,
     failed: Vec<Option<String>>,
-    p2p: Matcher<u64>,
-    coll: Matcher<u64>,
+    p2p: TagMatcher<u64>,
+    coll: TagMatcher<u64>,
     /// In-order messages the matching engines had no room for; while any is
     /// held no further delivery is taken from CTP (its queue fills and its
     /// senders resend later).
-    held: VecDeque<(bool, Envelope, Vec<u8>)>,
+    held: VecDeque<(bool, TagEnvelope, Vec<u8>)>,
     requests: FxHashMap<u64, ReqState>,
     next_req: u64,
     pending_fragments: usize,
@@ -209,6 +217,20 @@ pub(crate) struct State<A> {
     /// detector's checks run on the engine's timer too (`layer.rs`), as
     /// they do inside every call.
     pub waiting: usize,
+    /// The largest tag a message may carry (MPI's `MAX_TAG`; a tagged
+    /// endpoint's `u64::MAX`): a larger one is malformed.
+    max_tag: u64,
+    /// Peers removed (`remove_peer`): their ids are not reused.
+    removed: Vec<bool>,
+    /// The window every peer starts with, bytes (ULFC's default share).
+    share: u64,
+    /// Completions of tagged operations (`state_tagged.rs`), oldest first.
+    cq: VecDeque<TaggedCompletion>,
+    /// Most completions queued and due (`cq` and `tagged_outstanding`).
+    cq_cap: usize,
+    /// Tagged operations that will make a completion and have not yet:
+    /// with `cq`, bounded by `cq_cap`.
+    tagged_outstanding: usize,
 }
 
 impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
@@ -228,7 +250,21 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         let grants = Grants::new(rank, size, cfg.recv_budget_bytes, cfg.rapid_window_bytes)
             .map_err(CommError::Bootstrap)?;
         let share = Grants::default_share(size, cfg.recv_budget_bytes);
-        Ok(Self {
+        Ok(Self::build(rank, hosts, by_addr, grants, share, cfg))
+    }
+
+    /// The state of `hosts` (`by_addr` their index), this process at
+    /// `rank` (`usize::MAX`: not among them).
+    fn build(
+        rank: usize,
+        hosts: &[A],
+        by_addr: FxHashMap<A, usize>,
+        grants: Grants,
+        share: u64,
+        cfg: CommConfig,
+    ) -> Self {
+        let size = hosts.len();
+        Self {
             rank,
             size,
             by_addr,
@@ -237,8 +273,8 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             ctl_out: VecDeque::new(),
             rx: (0..size).map(|_| None).collect(),
             failed: vec![None; size],
-            p2p: Matcher::new(cfg.limits),
-            coll: Matcher::new(cfg.limits),
+            p2p: TagMatcher::new(cfg.limits),
+            coll: TagMatcher::new(cfg.limits),
             held: VecDeque::new(),
             requests: FxHashMap::default(),
             next_req: 1,
@@ -255,8 +291,14 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             addrs: hosts.to_vec(),
             news: false,
             waiting: 0,
+            max_tag: u64::from(MAX_TAG),
+            removed: vec![false; size],
+            share,
+            cq: VecDeque::new(),
+            cq_cap: 0,
+            tagged_outstanding: 0,
             cfg,
-        })
+        }
     }
 
     fn check_rank(&self, rank: usize) -> Result<(), CommError> {
@@ -265,6 +307,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 rank,
                 size: self.size,
             });
+        }
+        if self.removed[rank] {
+            return Err(CommError::UnknownPeer(rank));
         }
         Ok(())
     }
@@ -331,12 +376,29 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         tag: Tag,
         parts: &[&[u8]],
         coll: bool,
-        mut buf: Vec<u8>,
+        buf: Vec<u8>,
     ) -> Result<u64, CommError> {
-        self.check_rank(dest)?;
         if tag > MAX_TAG {
             return Err(CommError::InvalidTag(tag));
         }
+        self.send_msg(dest, u64::from(tag), None, parts, coll, buf, None)
+    }
+
+    /// Queues a message of the concatenated `parts` to `dest` with a 64-bit
+    /// tag and optional CQ data, built in `buf`; `op` makes it a tagged
+    /// endpoint's send. Returns its request.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn send_msg(
+        &mut self,
+        dest: usize,
+        tag: u64,
+        cq_data: Option<u64>,
+        parts: &[&[u8]],
+        coll: bool,
+        mut buf: Vec<u8>,
+        op: Option<TaggedOp>,
+    ) -> Result<u64, CommError> {
+        self.check_rank(dest)?;
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len as u64 > self.cfg.max_message_bytes {
             return Err(CommError::TooLarge {
@@ -360,16 +422,19 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             len,
             left: usize::from(dest != self.rank),
             failed: None,
+            op,
         })?;
         self.stats.messages_sent += 1;
         self.stats.bytes_sent += len as u64;
         if dest == self.rank {
             let data = parts.concat();
-            let env = Envelope {
+            let env = TagEnvelope {
                 source: self.rank,
                 tag,
+                data: cq_data,
             };
             self.deliver_in_order(coll, env, data);
+            self.finish_tagged(req);
             return Ok(req);
         }
         let context = self.context(coll);
@@ -396,6 +461,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.tx[dest].pending.push_back(OutMessage {
             context,
             tag,
+            cq_data,
             buf,
             off: 0,
             req,
@@ -429,14 +495,26 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             source,
             done: None,
         })?;
+        self.post_recv(req, selector(source, tag), coll)?;
+        Ok(req)
+    }
+
+    /// Posts the receive of request `req` (already in `requests`) for
+    /// `sel`; on error the request is gone.
+    pub(crate) fn post_recv(
+        &mut self,
+        req: u64,
+        sel: Selector,
+        coll: bool,
+    ) -> Result<(), CommError> {
         let m = if coll { &mut self.coll } else { &mut self.p2p };
-        match m.post(req, source, tag) {
+        match m.post(req, sel) {
             Ok(Some(matched)) => self.complete_recv(matched),
             Ok(None) => {
                 // A held message may match it first; else a receive naming
                 // a failed peer cannot complete.
                 self.pump_held();
-                if let SourceSel::Rank(r) = source {
+                if let Some(r) = sel.source {
                     if let Err(e) = self.peer_failed(r) {
                         let m = if coll { &mut self.coll } else { &mut self.p2p };
                         if m.cancel(&req) {
@@ -446,38 +524,47 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 }
             }
             Err(e) => {
-                self.requests.remove(&req);
+                self.forget_tagged(req);
                 return Err(e.into());
             }
         }
         // A held message may match the new receive.
         self.pump_held();
-        Ok(req)
+        Ok(())
     }
 
-    fn complete_recv(&mut self, m: Matched<u64>) {
+    fn complete_recv(&mut self, m: TagMatched<u64>) {
         self.news = true;
         self.stats.messages_received += 1;
         self.stats.bytes_received += m.data.len() as u64;
-        if let Some(ReqState::Recv { done, .. }) = self.requests.get_mut(&m.id) {
-            let status = Status {
-                source: m.envelope.source,
-                tag: m.envelope.tag,
-                len: m.data.len(),
-            };
-            *done = Some(Ok((status, m.data)));
+        match self.requests.get_mut(&m.id) {
+            Some(ReqState::Recv { done, .. }) => {
+                let status = Status {
+                    source: m.envelope.source,
+                    // MPI's contexts carry tags up to MAX_TAG (`on_data`).
+                    tag: m.envelope.tag as Tag,
+                    len: m.data.len(),
+                };
+                *done = Some(Ok((status, m.data)));
+            }
+            Some(ReqState::TaggedRecv { .. }) => {
+                self.complete_tagged_recv(m.id, m.envelope, &m.data)
+            }
+            _ => {}
         }
     }
 
     fn fail_recv(&mut self, req: u64, e: CommError) {
         self.news = true;
-        if let Some(ReqState::Recv { done, .. }) = self.requests.get_mut(&req) {
-            *done = Some(Err(e));
+        match self.requests.get_mut(&req) {
+            Some(ReqState::Recv { done, .. }) => *done = Some(Err(e)),
+            Some(ReqState::TaggedRecv { .. }) => self.fail_tagged_recv(req, e),
+            _ => {}
         }
     }
 
     /// Hands an in-order message to matching, or holds it (see `held`).
-    fn deliver_in_order(&mut self, coll: bool, env: Envelope, data: Vec<u8>) {
+    fn deliver_in_order(&mut self, coll: bool, env: TagEnvelope, data: Vec<u8>) {
         if !self.held.is_empty() {
             self.held.push_back((coll, env, data));
             return;
@@ -498,7 +585,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     pub fn pump_held(&mut self) {
         while let Some((coll, env, data)) = self.held.front() {
             let m = if *coll { &mut self.coll } else { &mut self.p2p };
-            if !m.takes(*env, data.len() as u64) {
+            if !m.takes(env, data.len() as u64) {
                 return;
             }
             let (coll, env, data) = self.held.pop_front().expect("front exists");
@@ -560,6 +647,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             self.stats.foreign_context += 1;
             return;
         }
+        if h.tag > self.max_tag {
+            self.stats.malformed += 1;
+            tracing::debug!(src, tag = h.tag, "comm: tag above the context's largest");
+            return;
+        }
         if self.failed[src].is_some() {
             return self.on_failed_traffic(src);
         }
@@ -572,9 +664,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             tracing::debug!(src, error = %e, "comm: fragment refused");
         }
         for c in out {
-            let env = Envelope {
+            let env = TagEnvelope {
                 source: src,
                 tag: c.tag,
+                data: c.cq_data,
             };
             let coll = c.context & COLLECTIVE_CONTEXT != 0;
             self.deliver_in_order(coll, env, c.data);
@@ -609,14 +702,18 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             if let Some(Some(m)) = tx.reset {
                 if !is_pending(m) {
                     tx.reset = None;
+                    confirmed = true;
                 }
             }
             if let Intro::InFlight(m) = tx.intro {
                 if !is_pending(m) {
                     tx.intro = Intro::Done;
+                    confirmed = true;
                 }
             }
             confirmed |= freed > 0 || tx.ctl_in_flight.len() < before;
+            // A waiter may wait for these (a flush, a blocked sender).
+            self.news |= confirmed;
             if freed > 0 {
                 if let Some(seq) = tx.win.release(freed) {
                     self.push_ctl(rank, Control::Applied { seq });
@@ -738,11 +835,13 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// The status of the first message a receive for `(source, tag)` would
     /// take now (point-to-point context).
     pub fn probe(&self, source: SourceSel, tag: TagSel) -> Option<Status> {
-        self.p2p.probe(source, tag).map(|(e, len)| Status {
-            source: e.source,
-            tag: e.tag,
-            len,
-        })
+        self.p2p
+            .peek(&selector(source, tag))
+            .map(|(e, len)| Status {
+                source: e.source,
+                tag: e.tag as Tag,
+                len,
+            })
     }
 
     /// The next collective's tag.
@@ -784,6 +883,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             tag: m.tag,
             seq: tx.next_seq,
             len: m.len() as u64,
+            cq_data: m.cq_data,
         };
         tx.next_seq += 1;
         let req = m.req;
@@ -825,6 +925,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             if let Some(ReqState::Send { left, .. }) = self.requests.get_mut(&s.req) {
                 *left = 0;
                 self.news = true;
+                self.finish_tagged(s.req);
             }
         }
     }
@@ -876,6 +977,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 format!("send of {len} bytes to rank {dest} tag {tag}")
             }
             Some(ReqState::Recv { source, .. }) => format!("receive from {source:?}"),
+            Some(ReqState::TaggedRecv {
+                context, source, ..
+            }) => {
+                format!("tagged receive {context:#x} from {source:?}")
+            }
             None => format!("request {id}"),
         }
     }

@@ -10,7 +10,6 @@ use super::{Intro, PeerTx, State};
 use crate::control::Control;
 use crate::flow::Grants;
 use crate::liveness::{Verdict, Watch};
-use crate::matching::SourceSel;
 use crate::request::ReqState;
 use crate::CommError;
 
@@ -62,15 +61,19 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             named[r] = true;
         }
         let mut any_source = false;
-        for s in self.p2p.posted_sources().chain(self.coll.posted_sources()) {
-            match s {
-                SourceSel::Rank(r) => named[r] = true,
-                SourceSel::Any => any_source = true,
+        for s in self
+            .p2p
+            .posted_selectors()
+            .chain(self.coll.posted_selectors())
+        {
+            match s.source {
+                Some(r) => named[r] = true,
+                None => any_source = true,
             }
         }
         let watch = |r: usize| {
             let tx = &self.tx[r];
-            if r == self.rank {
+            if r == self.rank || self.removed[r] {
                 Watch::Idle
             } else if self.failed[r].is_some() {
                 Watch::Failed
@@ -153,15 +156,26 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.grants.on_disconnect(rank);
         self.liveness.reset(rank);
         self.expelled[rank] = false;
-        for r in self.requests.values_mut() {
+        let mut tagged = Vec::new();
+        for (id, r) in self.requests.iter_mut() {
             if let ReqState::Send {
-                dest, left, failed, ..
+                dest,
+                left,
+                failed,
+                op,
+                ..
             } = r
             {
                 if *dest == rank && *left > 0 && failed.is_none() {
                     *failed = Some(err());
+                    if op.is_some() {
+                        tagged.push(*id);
+                    }
                 }
             }
+        }
+        for id in tagged {
+            self.finish_tagged(id);
         }
         let mut gone = self.p2p.cancel_source(rank);
         gone.extend(self.coll.cancel_source(rank));
