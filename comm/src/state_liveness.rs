@@ -6,7 +6,8 @@
 use std::hash::{BuildHasher, Hash};
 use std::time::{Duration, Instant};
 
-use super::{Intro, PeerTx, State};
+use super::tx::{Intro, PeerTx};
+use super::State;
 use crate::control::Control;
 use crate::flow::Grants;
 use crate::liveness::{Verdict, Watch};

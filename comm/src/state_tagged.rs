@@ -7,7 +7,8 @@
 
 use std::hash::Hash;
 
-use super::{PeerTx, State};
+use super::tx::PeerTx;
+use super::State;
 use crate::completion::{OpError, OpKind, RecvBuf, TaggedCompletion};
 use crate::config::CommConfig;
 use crate::flow::Grants;

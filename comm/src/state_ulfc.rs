@@ -5,7 +5,8 @@
 
 use std::hash::Hash;
 
-use super::{Intro, State, CONTROL_QUEUE_PER_PEER};
+use super::tx::Intro;
+use super::{State, CONTROL_QUEUE_PER_PEER};
 use crate::control::{Control, Mode};
 #[cfg(test)]
 use crate::flow::Grants;
