@@ -365,13 +365,17 @@ impl<T: Transport> Communicator<T> {
         // taken by the next call (test, wait); except for a failed or
         // disconnected source, whose receive fails at once unless a message
         // of it matches: its last messages may still wait in the ring.
-        let source = source.into();
-        if let SourceSel::Rank(r) = source {
-            if self.with(|st, _, _| st.failure(r).is_some()) {
+        let (source, tag) = (source.into(), tag.into());
+        let failed =
+            |st: &State<T::Addr>| matches!(source, SourceSel::Rank(r) if st.failure(r).is_some());
+        let posted = self.with(|st, _, _| (!failed(st)).then(|| st.irecv(source, tag, false)));
+        let id = match posted {
+            Some(r) => r?,
+            None => {
                 self.progress()?;
+                self.with(|st, _, _| st.irecv(source, tag, false))?
             }
-        }
-        let id = self.with(|st, _, _| st.irecv(source, tag.into(), false))?;
+        };
         Ok(Request { id })
     }
 

@@ -57,6 +57,10 @@ impl<A: PeerAddr> UpperLayer<A> for State<A> {
         self.liveness_tick(now);
     }
 
+    fn app_messages(&self) -> u64 {
+        self.app_messages
+    }
+
     fn has_news(&self) -> bool {
         self.news
     }
@@ -97,22 +101,30 @@ pub(crate) fn block<T: ctp::Transport, R>(
         edp::runtime::Deadline::from_timeout(timeout),
         what,
         |st: &mut State<T::Addr>, ep, now| {
-            // Done already: nothing else to do.
-            if let Some(r) = check(st) {
-                return Some(r);
+            // Done already (nothing else to do), or after a step.
+            let done = check(st).or_else(|| {
+                step(st, ep, now);
+                check(st)
+            });
+            // The count changes under this lock: no call of its own (which
+            // would also release the transmission held for the caller's
+            // reply, `ctp::CtpSocket::with_upper`).
+            match (&done, counted) {
+                (Some(_), true) => {
+                    st.waiting -= 1;
+                    counted = false;
+                }
+                (None, false) => {
+                    st.waiting += 1;
+                    counted = true;
+                }
+                _ => {}
             }
-            step(st, ep, now);
-            if let Some(r) = check(st) {
-                return Some(r);
-            }
-            if !counted {
-                counted = true;
-                st.waiting += 1;
-            }
-            None
+            done
         },
     );
     if counted {
+        // Timed out or failed while counted.
         sock.with_upper(|st: &mut State<T::Addr>, _, _| st.waiting -= 1);
     }
     r

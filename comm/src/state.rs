@@ -95,6 +95,9 @@ pub(crate) struct State<A> {
     /// a request completed): reported to the waiting threads by the engine
     /// (`ctp::UpperLayer::take_news`).
     pub news: bool,
+    /// Data messages delivered in order (to matching), ever
+    /// (`ctp::UpperLayer::app_messages`).
+    pub app_messages: u64,
     /// Callers blocked in a wait: while there are any, the failure
     /// detector's checks run on the engine's timer too (`layer.rs`), as
     /// they do inside every call.
@@ -172,6 +175,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             awaited: None,
             addrs: hosts.to_vec(),
             news: false,
+            app_messages: 0,
             waiting: 0,
             max_tag: u64::from(MAX_TAG),
             removed: vec![false; size],
@@ -447,6 +451,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
 
     /// Hands an in-order message to matching, or holds it (see `held`).
     fn deliver_in_order(&mut self, coll: bool, env: TagEnvelope, data: Vec<u8>) {
+        self.app_messages += 1;
         if !self.held.is_empty() {
             self.held.push_back((coll, env, data));
             return;

@@ -181,6 +181,14 @@ impl<P: PeerAddr> CtpCore<P> {
         self.deadline = self.ep.poll_timeout();
     }
 
+    /// A count that grows with every delivery the application gets (queued
+    /// for it, or taken by the upper layer): compared before and after a
+    /// received packet to decide whether to hold the transmission for the
+    /// application's reply ([`CtpCore::defer`]).
+    pub(crate) fn delivered(&self) -> u64 {
+        self.queued() as u64 + self.upper.as_ref().map_or(0, |u| u.app_messages())
+    }
+
     /// Whether the upper layer has news for a waiting caller (a delivery
     /// it consumed completed something), without clearing it.
     pub(crate) fn has_news(&self) -> bool {

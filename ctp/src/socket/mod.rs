@@ -19,6 +19,7 @@
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -135,6 +136,10 @@ struct Routes<T: Transport> {
 struct Shared<T: Transport> {
     tr: T,
     routes: Arc<RwLock<Routes<T>>>,
+    /// Whether `routes` has any handler: without one a delivery skips the
+    /// routes' lock (the engine turn of an upper layer takes no other
+    /// lock than the engine's).
+    routed: Arc<AtomicBool>,
     pool: Arc<DelivererPool>,
     name: String,
     send_timeout: Option<Duration>,
@@ -294,6 +299,7 @@ impl<T: Transport> CtpSocket<T> {
                 by_command: FxHashMap::default(),
                 default: None,
             })),
+            routed: Arc::new(AtomicBool::new(false)),
             pool: DelivererPool::new(cfg.max_deliverers),
             send_timeout: cfg.send_timeout,
             wait: RwLock::new(cfg.wait),
@@ -302,8 +308,12 @@ impl<T: Transport> CtpSocket<T> {
         // drives it); handlers run on the pool with a handle to the socket.
         let weak: Weak<Shared<T>> = Arc::downgrade(&shared);
         let routes = shared.routes.clone();
+        let routed = shared.routed.clone();
         let pool = shared.pool.clone();
         let route = Box::new(move |d: Delivery<T::Addr>| {
+            if !routed.load(Ordering::Acquire) {
+                return Some(d);
+            }
             let h = {
                 let r = routes.read().unwrap_or_else(|e| e.into_inner());
                 d.command()
@@ -628,28 +638,34 @@ impl<T: Transport> CtpSocket<T> {
         }
     }
 
+    /// Changes the routes and whether there are any.
+    fn edit_routes(&self, f: impl FnOnce(&mut Routes<T>)) {
+        let mut r = self
+            .shared
+            .routes
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        f(&mut r);
+        let any = !r.by_command.is_empty() || r.default.is_some();
+        self.shared.routed.store(any, Ordering::Release);
+    }
+
     /// Registers `handler` for deliveries of `command` (data and errors about it).
     pub fn subscribe(
         &self,
         command: u16,
         handler: impl Fn(&CtpSocket<T>, Delivery<T::Addr>) + Send + Sync + 'static,
     ) {
-        self.shared
-            .routes
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .by_command
-            .insert(command, Arc::new(handler));
+        self.edit_routes(|r| {
+            r.by_command.insert(command, Arc::new(handler));
+        });
     }
 
     /// Removes the subscriber of `command`.
     pub fn unsubscribe(&self, command: u16) {
-        self.shared
-            .routes
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .by_command
-            .remove(&command);
+        self.edit_routes(|r| {
+            r.by_command.remove(&command);
+        });
     }
 
     /// Sets the default receiver: it gets deliveries no subscriber takes
@@ -659,20 +675,12 @@ impl<T: Transport> CtpSocket<T> {
         &self,
         handler: impl Fn(&CtpSocket<T>, Delivery<T::Addr>) + Send + Sync + 'static,
     ) {
-        self.shared
-            .routes
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .default = Some(Arc::new(handler));
+        self.edit_routes(|r| r.default = Some(Arc::new(handler)));
     }
 
     /// Removes the default receiver: unclaimed deliveries queue again.
     pub fn clear_default_handler(&self) {
-        self.shared
-            .routes
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .default = None;
+        self.edit_routes(|r| r.default = None);
     }
 
     /// Takes the next delivery from the queue (deliveries no subscriber or

@@ -118,7 +118,7 @@ impl Engine for UdpEngine {
     ) -> io::Result<usize> {
         let mut got = 0;
         let mut errors = 0;
-        let before = self.core.queued();
+        let before = self.core.delivered();
         while got < RX_BATCH {
             match self.sock.recv_from(&mut self.rx) {
                 Ok((n, from)) => {
@@ -140,7 +140,7 @@ impl Engine for UdpEngine {
             }
         }
         self.core.on_timeout(now);
-        if self.core.queued() > before || self.core.has_news() {
+        if self.core.delivered() > before {
             self.core.defer(now);
         }
         self.transmit(now);

@@ -51,6 +51,12 @@ pub trait UpperLayer<P: PeerAddr>: Send + 'static {
         let _ = (ep, now);
     }
 
+    /// How many messages for the application it has taken, ever (a count
+    /// that only grows; not its own control traffic): after a packet that
+    /// raised it, the core holds its transmission briefly so that the
+    /// application's reply carries the confirmation (`CtpCore::defer`).
+    fn app_messages(&self) -> u64;
+
     /// Whether something a waiting caller may want (a completion) happened
     /// since [`UpperLayer::take_news`] last ran.
     fn has_news(&self) -> bool;
