@@ -40,7 +40,7 @@ impl<A: PeerAddr> UpperLayer<A> for State<A> {
 
     fn after_event(&mut self, ep: &mut Endpoint<A>, now: Instant) {
         self.pump_held();
-        if self.has_work_for_ctp() {
+        if self.pump_due(ep) {
             self.pump_sends(ep, now);
         }
     }
@@ -80,7 +80,7 @@ impl<A: PeerAddr> UpperLayer<A> for State<A> {
 pub(crate) fn step<A: PeerAddr>(st: &mut State<A>, ep: &mut Endpoint<A>, now: Instant) {
     st.liveness_tick(now);
     st.pump_held();
-    if st.has_work_for_ctp() {
+    if st.pump_due(ep) {
         st.pump_sends(ep, now);
     }
 }

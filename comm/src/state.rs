@@ -95,6 +95,8 @@ pub(crate) struct State<A> {
     /// a request completed): reported to the waiting threads by the engine
     /// (`ctp::UpperLayer::take_news`).
     pub news: bool,
+    /// CTP's stored bytes after the last `pump_sends` (`pump_due`).
+    last_stored: u64,
     /// Data messages delivered in order (to matching), ever
     /// (`ctp::UpperLayer::app_messages`).
     pub app_messages: u64,
@@ -176,6 +178,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             addrs: hosts.to_vec(),
             news: false,
             app_messages: 0,
+            last_stored: 0,
             waiting: 0,
             max_tag: u64::from(MAX_TAG),
             removed: vec![false; size],

@@ -187,6 +187,14 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     where
         A: PeerAddr,
     {
+        self.pump_sends_inner(ep, now);
+        self.last_stored = ep.stored_bytes();
+    }
+
+    fn pump_sends_inner(&mut self, ep: &mut Endpoint<A>, now: Instant)
+    where
+        A: PeerAddr,
+    {
         for m in self.to_cancel.drain(..) {
             ep.cancel(now, m);
         }
@@ -238,7 +246,23 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         }
     }
 
-    /// True if fragments wait or are in flight (`pump_sends` has work).
+    /// True if `pump_sends` may have work now: something waits to be
+    /// handed to CTP, or CTP's sent-commands storage changed since the
+    /// last pump (a confirmation to reap: `Endpoint::stored_bytes` is one
+    /// load, where reaping looks up every message in flight).
+    pub fn pump_due(&self, ep: &Endpoint<A>) -> bool
+    where
+        A: PeerAddr,
+    {
+        self.pending_fragments > 0
+            || !self.ctl_out.is_empty()
+            || !self.to_cancel.is_empty()
+            || self.grants.has_grants()
+            || (ep.stored_bytes() != self.last_stored && self.any_in_flight().is_some())
+    }
+
+    /// True if fragments wait or are in flight.
+    #[cfg(test)]
     pub fn has_work_for_ctp(&self) -> bool {
         self.pending_fragments > 0
             || !self.ctl_out.is_empty()

@@ -432,10 +432,16 @@ impl<T: Transport> CtpSocket<T> {
                 // Back in the library: what was held for the last delivery
                 // goes on now (see `wait`).
                 let resumed = std::mem::take(&mut first) && c.resume();
+                let accepts = |c: &CtpCore<T::Addr>| c.upper.as_ref().is_none_or(|u| u.accepts());
+                let held = !accepts(c);
                 let u = upper_of::<T::Addr, U>(&mut c.upper);
                 let r = check(u, &mut c.ep, now);
-                c.after_event();
-                if resumed || c.ep.has_transmit() {
+                // Only when the check changed the endpoint (sent: timers to
+                // cache, packets to send) or let held deliveries in: a
+                // check that found nothing costs nothing more.
+                let released = held && accepts(c);
+                if resumed || released || c.ep.has_transmit() {
+                    c.after_event();
                     T::touched(e, slot, now)?;
                 }
                 Ok(r)
