@@ -1,0 +1,326 @@
+//! fi_getinfo's answers to hints, accepted and refused (fi_getinfo(3)),
+//! through the provider's safe core on two fixed interfaces: the hints
+//! real callers give (libfabric's ofi_rxd asking for its core provider,
+//! fi_pingpong, Open MPI's mtl ofi) and hints the provider cannot meet.
+
+use std::net::Ipv4Addr;
+
+use clusternet_fi::addr::Name;
+use clusternet_fi::attr::{fi_version, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use clusternet_fi::config::{Config, LinkKind};
+use clusternet_fi::error::FiResult;
+use clusternet_fi::ffi::sys as fi;
+use clusternet_fi::getinfo::{getinfo, max_dgram};
+use clusternet_fi::nic::Nic;
+use edp::MacAddr;
+
+const API: u32 = fi_version(1, 17);
+
+fn nics() -> Vec<Nic> {
+    vec![
+        Nic {
+            name: "eth0".into(),
+            mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            mtu: 1500,
+            ipv4: Some(Ipv4Addr::new(10, 0, 0, 1)),
+            loopback: false,
+        },
+        Nic {
+            name: "eth1".into(),
+            mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            mtu: 9000,
+            ipv4: None,
+            loopback: false,
+        },
+    ]
+}
+
+/// Hints as `fi_allocinfo()` makes them: every attribute present, zeroed.
+fn hints() -> Info {
+    Info {
+        tx: Some(TxAttr::default()),
+        rx: Some(RxAttr::default()),
+        ep: Some(EpAttr::default()),
+        domain: Some(DomainAttr::default()),
+        fabric: Some(FabricAttr::default()),
+        ..Info::default()
+    }
+}
+
+fn ask(h: Option<&Info>) -> FiResult<Vec<Info>> {
+    getinfo(API, None, None, 0, h, &Config::default(), false, &nics())
+}
+
+fn refused(h: &Info, why: &str) {
+    let e = ask(Some(h)).expect_err("hints must be refused");
+    assert_eq!(e.code, fi::FI_ENODATA, "{e}");
+    assert!(
+        e.msg.contains(why),
+        "reason {:?} does not mention {why:?}",
+        e.msg
+    );
+}
+
+#[test]
+fn no_hints_answer_a_dgram_endpoint_per_interface() {
+    let v = ask(None).unwrap();
+    assert_eq!(v.len(), 2);
+    for (i, n) in v.iter().zip(nics()) {
+        let ep = i.ep.as_ref().unwrap();
+        assert_eq!(ep.ep_type, fi::FI_EP_DGRAM);
+        assert_eq!(ep.max_msg_size, max_dgram(&n, LinkKind::Packet, false));
+        assert_eq!(ep.max_msg_size, n.mtu - 6);
+        assert_eq!(
+            i.domain.as_ref().unwrap().name.as_deref(),
+            Some(n.name.as_str())
+        );
+        assert_eq!(
+            i.fabric.as_ref().unwrap().name.as_deref(),
+            Some("clusternet")
+        );
+        assert_eq!(
+            i.fabric.as_ref().unwrap().prov_name,
+            None,
+            "the core sets it"
+        );
+        assert_eq!(i.mode, 0);
+        assert_eq!(i.domain.as_ref().unwrap().mr_mode, 0);
+        assert!(i.caps & fi::FI_MSG != 0 && i.caps & fi::FI_SOURCE != 0);
+        assert_eq!(i.addr_format, fi::FI_FORMAT_UNSPEC);
+    }
+}
+
+#[test]
+fn ofi_rxd_core_hints_are_met_with_local_and_remote_comm() {
+    // prov/rxd/src/rxd_init.c rxd_info_to_core (libfabric 1.17).
+    let mut h = hints();
+    h.caps = fi::FI_MSG;
+    h.mode = fi::FI_LOCAL_MR | fi::FI_CONTEXT | fi::FI_MSG_PREFIX;
+    h.ep.as_mut().unwrap().ep_type = fi::FI_EP_DGRAM;
+    h.domain.as_mut().unwrap().mr_mode =
+        (fi::FI_MR_LOCAL | fi::FI_MR_VIRT_ADDR | fi::FI_MR_ALLOCATED | fi::FI_MR_PROV_KEY) as i32;
+    let v = ask(Some(&h)).unwrap();
+    let i = &v[0];
+    let comm = fi::FI_LOCAL_COMM | fi::FI_REMOTE_COMM;
+    assert_eq!(
+        i.caps & comm,
+        comm,
+        "ofi_rxd takes these bits from the core"
+    );
+    assert_eq!(
+        i.caps & (fi::FI_SEND | fi::FI_RECV),
+        fi::FI_SEND | fi::FI_RECV
+    );
+    assert_eq!(i.caps & fi::FI_TAGGED, 0);
+    assert_eq!(i.mode, 0, "no mode bit is required");
+    assert_eq!(
+        i.domain.as_ref().unwrap().mr_mode,
+        0,
+        "no registration is required"
+    );
+    assert!(i.ep.as_ref().unwrap().max_msg_size >= 1400);
+}
+
+#[test]
+fn fi_pingpong_hints_are_met() {
+    // util/pingpong.c main(): DGRAM, FI_MSG, the context modes, MR_LOCAL.
+    let mut h = hints();
+    h.caps = fi::FI_MSG;
+    h.mode = fi::FI_CONTEXT | fi::FI_CONTEXT2 | fi::FI_MSG_PREFIX;
+    h.ep.as_mut().unwrap().ep_type = fi::FI_EP_DGRAM;
+    h.domain.as_mut().unwrap().mr_mode = fi::FI_MR_LOCAL as i32;
+    h.fabric.as_mut().unwrap().prov_name = Some("clusternet".into());
+    assert_eq!(ask(Some(&h)).unwrap().len(), 2);
+}
+
+#[test]
+fn hints_with_only_a_fabric_attr_are_met() {
+    // prov/util ofi_get_core_info_fabric: fabric_attr alone, mode ~0.
+    let h = Info {
+        mode: !0,
+        fabric: Some(FabricAttr {
+            name: Some("clusternet".into()),
+            prov_name: Some("clusternet".into()),
+            ..FabricAttr::default()
+        }),
+        ..Info::default()
+    };
+    assert_eq!(ask(Some(&h)).unwrap().len(), 2);
+}
+
+#[test]
+fn requested_values_are_returned() {
+    let mut h = hints();
+    let d = h.domain.as_mut().unwrap();
+    d.threading = fi::FI_THREAD_DOMAIN;
+    d.av_type = fi::FI_AV_TABLE;
+    d.resource_mgmt = fi::FI_RM_ENABLED;
+    d.name = Some("eth1".into());
+    h.tx.as_mut().unwrap().op_flags = fi::FI_COMPLETION;
+    let v = ask(Some(&h)).unwrap();
+    assert_eq!(v.len(), 1, "the domain name selects one interface");
+    let d = v[0].domain.as_ref().unwrap();
+    assert_eq!(d.name.as_deref(), Some("eth1"));
+    assert_eq!(d.threading, fi::FI_THREAD_DOMAIN);
+    assert_eq!(d.av_type, fi::FI_AV_TABLE);
+    assert_eq!(v[0].tx.as_ref().unwrap().op_flags, fi::FI_COMPLETION);
+    assert_eq!(v[0].ep.as_ref().unwrap().max_msg_size, 9000 - 6);
+}
+
+#[test]
+fn addresses_from_hints_and_node_are_checked_and_returned() {
+    let me = Name::Edp {
+        mac: MacAddr([2, 0, 0, 0, 0, 1]),
+        port: 4000,
+    };
+    let mut h = hints();
+    h.src_addr = Some(me.encode());
+    let v = ask(Some(&h)).unwrap();
+    assert_eq!(v.len(), 1, "only eth0 has that MAC");
+    assert_eq!(v[0].src_addr.as_deref(), Some(&me.encode()[..]));
+    let v = getinfo(
+        API,
+        Some("02:00:00:00:00:07"),
+        Some("99"),
+        0,
+        None,
+        &Config::default(),
+        false,
+        &nics(),
+    )
+    .unwrap();
+    let dest = Name::Edp {
+        mac: MacAddr([2, 0, 0, 0, 0, 7]),
+        port: 99,
+    };
+    assert_eq!(v[0].dest_addr.as_deref(), Some(&dest.encode()[..]));
+    let v = getinfo(
+        API,
+        Some("eth1"),
+        Some("5000"),
+        fi::FI_SOURCE,
+        None,
+        &Config::default(),
+        false,
+        &nics(),
+    )
+    .unwrap();
+    assert_eq!(v.len(), 1);
+    let src = Name::Edp {
+        mac: MacAddr([2, 0, 0, 0, 0, 2]),
+        port: 5000,
+    };
+    assert_eq!(v[0].src_addr.as_deref(), Some(&src.encode()[..]));
+    assert!(getinfo(
+        API,
+        Some("not-a-mac"),
+        Some("1"),
+        0,
+        None,
+        &Config::default(),
+        false,
+        &nics()
+    )
+    .is_err());
+}
+
+#[test]
+fn the_udp_link_answers_sockaddr_in() {
+    let c = Config {
+        link: LinkKind::Udp,
+        ..Config::default()
+    };
+    let v = getinfo(API, None, None, 0, None, &c, false, &nics()[..1]).unwrap();
+    assert_eq!(v[0].addr_format, fi::FI_SOCKADDR_IN);
+    assert_eq!(v[0].ep.as_ref().unwrap().max_msg_size, 1500 - 28 - 6);
+    let mut h = hints();
+    h.addr_format = fi::FI_SOCKADDR;
+    assert!(getinfo(API, None, None, 0, Some(&h), &c, false, &nics()[..1]).is_ok());
+    h.addr_format = fi::FI_SOCKADDR_IN6;
+    assert!(getinfo(API, None, None, 0, Some(&h), &c, false, &nics()[..1]).is_err());
+}
+
+#[test]
+fn a_cluster_key_shrinks_the_datagram() {
+    let v = getinfo(API, None, None, 0, None, &Config::default(), true, &nics()).unwrap();
+    assert_eq!(v[0].ep.as_ref().unwrap().max_msg_size, 1500 - 6 - 24);
+}
+
+#[test]
+fn what_the_provider_cannot_do_is_refused() {
+    let mut h = hints();
+    h.ep.as_mut().unwrap().ep_type = fi::FI_EP_RDM;
+    h.caps = fi::FI_TAGGED | fi::FI_LOCAL_COMM | fi::FI_REMOTE_COMM | fi::FI_DIRECTED_RECV;
+    refused(&h, "caps");
+
+    let mut h = hints();
+    h.ep.as_mut().unwrap().ep_type = fi::FI_EP_RDM;
+    refused(&h, "endpoint type");
+
+    let mut h = hints();
+    h.caps = fi::FI_RMA;
+    refused(&h, "caps");
+
+    let mut h = hints();
+    h.ep.as_mut().unwrap().max_msg_size = 65536;
+    refused(&h, "max_msg_size");
+
+    let mut h = hints();
+    h.domain.as_mut().unwrap().data_progress = fi::FI_PROGRESS_AUTO;
+    refused(&h, "data_progress");
+
+    let mut h = hints();
+    h.domain.as_mut().unwrap().cq_data_size = 4;
+    refused(&h, "cq_data_size");
+
+    let mut h = hints();
+    h.tx.as_mut().unwrap().msg_order = fi::FI_ORDER_SAS;
+    refused(&h, "msg_order");
+
+    let mut h = hints();
+    h.fabric.as_mut().unwrap().name = Some("verbs".into());
+    refused(&h, "fabric");
+
+    let mut h = hints();
+    h.domain.as_mut().unwrap().name = Some("ib0".into());
+    refused(&h, "domain");
+
+    let mut h = hints();
+    h.addr_format = fi::FI_SOCKADDR_IN;
+    refused(&h, "addr_format");
+
+    let mut h = hints();
+    h.domain.as_mut().unwrap().max_ep_tx_ctx = 2;
+    refused(&h, "max_ep_tx_ctx");
+
+    let mut h = hints();
+    h.domain.as_mut().unwrap().cntr_cnt = 1;
+    refused(&h, "cntr_cnt");
+
+    let mut h = hints();
+    h.ep.as_mut().unwrap().tx_ctx_cnt = fi::FI_SHARED_CONTEXT as usize;
+    refused(&h, "FI_SHARED_CONTEXT");
+
+    let mut h = hints();
+    h.src_addr = Some(
+        Name::Edp {
+            mac: MacAddr([2, 9, 9, 9, 9, 9]),
+            port: 1,
+        }
+        .encode(),
+    );
+    refused(&h, "not on");
+
+    let e = getinfo(
+        fi_version(1, 4),
+        None,
+        None,
+        0,
+        None,
+        &Config::default(),
+        false,
+        &nics(),
+    )
+    .unwrap_err();
+    assert!(e.msg.contains("1.5"), "{e}");
+}
