@@ -355,7 +355,28 @@ unsafe extern "C" fn cq_strerror(
     buf: *mut c_char,
     len: usize,
 ) -> *const c_char {
-    // SAFETY: cq is a fid this provider handed out.
+    let r = std::panic::catch_unwind(|| {
+        // SAFETY: cq is a fid this provider handed out (class checked);
+        // buf is NULL or holds len bytes (fi_cq(3)).
+        unsafe { strerror_into(cq, prov_errno, buf, len) }
+    });
+    r.unwrap_or(c"clusternet: fi_cq_strerror failed".as_ptr())
+}
+
+/// fi_cq_strerror's text: the description of `prov_errno`, with the last
+/// error's message when it had that number; into `buf` when given, else
+/// kept in the CQ until the next call.
+///
+/// # Safety
+/// `cq` is NULL or a live CQ fid of ours; `buf` is NULL or holds `len`
+/// bytes.
+unsafe fn strerror_into(
+    cq: *mut fid_cq,
+    prov_errno: c_int,
+    buf: *mut c_char,
+    len: usize,
+) -> *const c_char {
+    // SAFETY: the caller's contract.
     let Ok(c) = (unsafe { the_cq(cq) }) else {
         return c"clusternet: fi_cq_strerror on an invalid CQ".as_ptr();
     };
@@ -369,7 +390,7 @@ unsafe extern "C" fn cq_strerror(
     if !buf.is_null() && len > 0 {
         let b = cs.as_bytes();
         let n = b.len().min(len - 1);
-        // SAFETY: buf holds len > n bytes (fi_cq(3)).
+        // SAFETY: buf holds len > n bytes (the caller's contract).
         unsafe {
             std::ptr::copy_nonoverlapping(b.as_ptr(), buf as *mut u8, n);
             buf.add(n).write(0);
