@@ -21,7 +21,13 @@ fn main() {
     println!("cargo:rerun-if-changed=wrapper.h");
     println!("cargo:rustc-link-lib=dylib=fabric");
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    // Bindings for the workspace's rust-version, not for the newest Rust
+    // bindgen knows.
+    let msrv = std::env::var("CARGO_PKG_RUST_VERSION").unwrap_or_default();
+    let minor: u64 = msrv.split('.').nth(1).and_then(|m| m.parse().ok()).unwrap_or(88);
+    let target = bindgen::RustTarget::stable(minor, 0).expect("a Rust version bindgen knows");
     bindgen::Builder::default()
+        .rust_target(target)
         .header("wrapper.h")
         .allowlist_type("fi_.*|fid.*")
         .allowlist_function("fi_dupinfo|fi_freeinfo|fi_param_define|fi_param_get|fi_log|fi_log_enabled|fi_strerror|fi_tostr")
