@@ -34,10 +34,12 @@ use crate::wire::{Options, CTP_HEADER_LEN};
 mod core;
 mod over_edp;
 mod over_udp;
+mod upper;
 
 pub use self::core::{CtpCore, APP_QUEUE_CAP};
 pub use self::over_edp::{EdpAddr, EdpTransport};
 pub use self::over_udp::{UdpEngine, UdpTransport, MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
+pub use self::upper::UpperLayer;
 
 /// What carries a socket's packets: the engine holding its endpoint.
 pub trait Transport: Send + Sync + 'static {
@@ -347,6 +349,88 @@ impl<T: Transport> CtpSocket<T> {
             let _ = T::touched(e, slot, now);
             r
         })
+    }
+
+    /// Installs `upper` as the socket's upper layer (`upper.rs`): from now
+    /// on it takes the deliveries no subscriber takes, inside the engine
+    /// turn.
+    ///
+    /// Errors: `AlreadyExists` when the socket has one (one upper layer per
+    /// endpoint).
+    pub fn set_upper(&self, upper: Box<dyn UpperLayer<T::Addr>>) -> io::Result<()> {
+        self.with_core(|c, _| {
+            if c.upper.is_some() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "CTP endpoint {} already serves an upper layer (a communicator or tagged endpoint): bind a socket of its own",
+                        self.shared.name
+                    ),
+                ));
+            }
+            c.upper = Some(upper);
+            Ok(())
+        })
+    }
+
+    /// Runs `f` on the upper layer (of type `U`) and the endpoint, under the
+    /// engine lock, then lets the core route what changed and sends what
+    /// was queued: one lock for the whole call. `now` is one clock reading.
+    ///
+    /// Panics if the socket has no upper layer of type `U` (a handle only
+    /// calls it on the socket it installed its layer on).
+    pub fn with_upper<U: 'static, R>(
+        &self,
+        f: impl FnOnce(&mut U, &mut Endpoint<T::Addr>, Instant) -> R,
+    ) -> R {
+        self.with_core(|c, now| {
+            let u = upper_of::<T::Addr, U>(&mut c.upper);
+            f(u, &mut c.ep, now)
+        })
+    }
+
+    /// Waits through the runtime driver's one wait (the socket's wait
+    /// policy: busy-poll, adaptive or block) until `check`, run on the
+    /// upper layer of type `U` after each engine turn and each wake-up,
+    /// returns a value; with [`Deadline::Now`], one nonblocking turn. What
+    /// `check` queued in the endpoint is sent at once.
+    ///
+    /// Errors: `WouldBlock` ([`Deadline::Now`]) or `TimedOut` naming `what`
+    /// when `check` gave nothing; link errors.
+    ///
+    /// Panics as [`CtpSocket::with_upper`].
+    pub fn wait_upper<U: 'static, R>(
+        &self,
+        deadline: Deadline,
+        what: &str,
+        mut check: impl FnMut(&mut U, &mut Endpoint<T::Addr>, Instant) -> Option<R>,
+    ) -> io::Result<R> {
+        let slot = self.shared.tr.slot();
+        let name = &self.shared.name;
+        let mut first = true;
+        self.shared.tr.driver().wait(
+            slot,
+            self.wait_policy(),
+            deadline,
+            None,
+            &format_args!("{what} on {name}"),
+            |e, _| {
+                let now = edp::time::now();
+                let c = T::core(e, slot).ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::NotConnected, "CTP endpoint gone")
+                })?;
+                // Back in the library: what was held for the last delivery
+                // goes on now (see `wait`).
+                let resumed = std::mem::take(&mut first) && c.resume();
+                let u = upper_of::<T::Addr, U>(&mut c.upper);
+                let r = check(u, &mut c.ep, now);
+                c.after_event();
+                if resumed || c.ep.has_transmit() {
+                    T::touched(e, slot, now)?;
+                }
+                Ok(r)
+            },
+        )
     }
 
     /// Runs `f` on the protocol core (e.g. `set_broadcast_group`,
@@ -691,6 +775,14 @@ impl<T: Transport> CtpSocket<T> {
             .driver()
             .with_untimed(|e| T::io_stats(e, slot))
     }
+}
+
+/// The upper layer of type `U` in `upper`.
+fn upper_of<P: PeerAddr, U: 'static>(upper: &mut Option<Box<dyn UpperLayer<P>>>) -> &mut U {
+    upper
+        .as_mut()
+        .and_then(|u| u.as_any_mut().downcast_mut::<U>())
+        .expect("the socket's upper layer is of the handle's type")
 }
 
 edp::slot_source!(impl<T: Transport> for CtpSocket<T>, |s| (s.shared.tr.driver(), s.shared.tr.slot()));

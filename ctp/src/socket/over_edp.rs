@@ -102,7 +102,7 @@ impl Socket for CtpSlot {
             packet = next;
         }
         self.core.after_event();
-        if self.core.queued() > before {
+        if self.core.queued() > before || self.core.has_news() {
             self.core.defer(cx.now);
         }
     }
@@ -190,6 +190,10 @@ impl Socket for CtpSlot {
 
     fn wants_transmit(&self) -> bool {
         self.more
+    }
+
+    fn take_wake(&mut self) -> bool {
+        self.core.take_news()
     }
 
     fn on_handle_dropped(&mut self, _now: Instant) -> bool {
