@@ -24,7 +24,11 @@ fn main() {
     // Bindings for the workspace's rust-version, not for the newest Rust
     // bindgen knows.
     let msrv = std::env::var("CARGO_PKG_RUST_VERSION").unwrap_or_default();
-    let minor: u64 = msrv.split('.').nth(1).and_then(|m| m.parse().ok()).unwrap_or(88);
+    let minor: u64 = msrv
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(88);
     let target = bindgen::RustTarget::stable(minor, 0).expect("a Rust version bindgen knows");
     bindgen::Builder::default()
         .rust_target(target)

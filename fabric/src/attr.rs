@@ -254,7 +254,12 @@ pub fn offer(version: u32, hints: Option<&Info>, base: &Info) -> FiResult<Info> 
         if e.auth_key_size != 0 {
             return refuse("endpoint auth_key: the cluster key is FI_CLUSTERNET_KEY_FILE");
         }
-        if e.mem_tag_format != 0 && be.mem_tag_format != 0 {
+        // A requested tag format is kept when it uses only the provider's
+        // bits; otherwise the provider's comes back (fi_endpoint(3)).
+        if e.mem_tag_format != 0
+            && be.mem_tag_format != 0
+            && e.mem_tag_format & !be.mem_tag_format == 0
+        {
             o.mem_tag_format = e.mem_tag_format;
         }
     }

@@ -32,10 +32,14 @@ pub enum AvKind {
     Table,
 }
 
-/// Told of every name an address vector gains.
+/// Told of every name an address vector gains or loses.
 pub trait PeerSink: Send + Sync {
-    /// `name` was inserted.
-    fn peer_added(&self, name: &Name);
+    /// `name` was inserted as `addr`. An error refuses the insertion.
+    fn peer_added(&self, addr: u64, name: &Name) -> FiResult<()>;
+    /// `addr` was removed.
+    fn peer_removed(&self, addr: u64) {
+        let _ = addr;
+    }
 }
 
 #[derive(Default)]
@@ -125,7 +129,12 @@ impl Av {
             (a, s.sinks.clone())
         };
         for k in sinks.iter().filter_map(Weak::upgrade) {
-            k.peer_added(&name);
+            if let Err(e) = k.peer_added(a, &name) {
+                // Refused below (a peer table full): the address is not
+                // usable, so it is not in the vector either.
+                let _ = self.remove(&[a]);
+                return Err(e);
+            }
         }
         Ok(a)
     }
@@ -135,6 +144,18 @@ impl Av {
     /// Errors: `FI_EINVAL` naming the first address that is not in the
     /// vector (the ones before it are removed).
     pub fn remove(&self, addrs: &[u64]) -> FiResult<()> {
+        let mut removed = Vec::new();
+        let r = self.remove_entries(addrs, &mut removed);
+        let sinks: Vec<_> = self.lock().sinks.iter().filter_map(Weak::upgrade).collect();
+        for k in &sinks {
+            for &a in &removed {
+                k.peer_removed(a);
+            }
+        }
+        r
+    }
+
+    fn remove_entries(&self, addrs: &[u64], removed: &mut Vec<u64>) -> FiResult<()> {
         let mut s = self.lock();
         for &a in addrs {
             let Some(slot) = s.entries.get_mut(a as usize) else {
@@ -157,6 +178,7 @@ impl Av {
                     s.by_wire.insert(name.wire(), n);
                 }
             }
+            removed.push(a);
         }
         Ok(())
     }
@@ -183,11 +205,16 @@ impl Av {
             .unwrap_or(FI_ADDR_NOTAVAIL)
     }
 
-    /// Registers `sink` for future insertions; returns the names present now.
-    pub fn subscribe(&self, sink: Weak<dyn PeerSink>) -> Vec<Name> {
+    /// Registers `sink` for future insertions and removals; returns the
+    /// names present now with their addresses.
+    pub fn subscribe(&self, sink: Weak<dyn PeerSink>) -> Vec<(u64, Name)> {
         let mut s = self.lock();
         s.sinks.push(sink);
-        s.entries.iter().flatten().copied().collect()
+        s.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.map(|n| (i as u64, n)))
+            .collect()
     }
 }
 
@@ -242,10 +269,14 @@ mod tests {
         assert!(av.insert(udp).is_err());
     }
 
-    struct Sink(Mutex<Vec<Name>>);
+    struct Sink(Mutex<Vec<(u64, Name)>>, Mutex<Vec<u64>>);
     impl PeerSink for Sink {
-        fn peer_added(&self, n: &Name) {
-            self.0.lock().unwrap().push(*n);
+        fn peer_added(&self, a: u64, n: &Name) -> FiResult<()> {
+            self.0.lock().unwrap().push((a, *n));
+            Ok(())
+        }
+        fn peer_removed(&self, a: u64) {
+            self.1.lock().unwrap().push(a);
         }
     }
 
@@ -253,10 +284,12 @@ mod tests {
     fn subscribers_hear_of_insertions() {
         let av = Av::new(AddrFormat::Edp, AvKind::Map);
         av.insert(name(1)).unwrap();
-        let sink = Arc::new(Sink(Mutex::new(Vec::new())));
+        let sink = Arc::new(Sink(Mutex::new(Vec::new()), Mutex::new(Vec::new())));
         let weak: Weak<dyn PeerSink> = Arc::downgrade(&sink) as Weak<dyn PeerSink>;
-        assert_eq!(av.subscribe(weak), [name(1)]);
+        assert_eq!(av.subscribe(weak), [(0, name(1))]);
         av.insert(name(2)).unwrap();
-        assert_eq!(*sink.0.lock().unwrap(), [name(2)]);
+        assert_eq!(*sink.0.lock().unwrap(), [(1, name(2))]);
+        av.remove(&[0]).unwrap();
+        assert_eq!(*sink.1.lock().unwrap(), [0]);
     }
 }

@@ -19,8 +19,11 @@ pub struct Param {
     pub help: &'static str,
 }
 
+/// Default of `FI_CLUSTERNET_MAX_PEERS`.
+pub const DEFAULT_MAX_PEERS: usize = 64;
+
 /// Every variable of the provider.
-pub const PARAMS: [Param; 4] = [
+pub const PARAMS: [Param; 5] = [
     Param {
         name: "iface",
         help: "Network interface the provider uses (default: every Ethernet interface that is \
@@ -42,6 +45,12 @@ pub const PARAMS: [Param; 4] = [
         help: "File holding the cluster key (32 hex digits, mode 600) that authenticates every \
                frame; default: CLUSTERNET_KEY / CLUSTERNET_KEY_FILE of the environment, none \
                when unset",
+    },
+    Param {
+        name: "max_peers",
+        help: "Most peers an FI_EP_RDM endpoint talks to, itself included (each starts with an \
+               equal share of the receive budget); every process of a job must use the same \
+               value (default 64)",
     },
 ];
 
@@ -65,6 +74,11 @@ pub struct Config {
     pub wait: WaitPolicy,
     /// `FI_CLUSTERNET_KEY_FILE`.
     pub key_file: Option<PathBuf>,
+    /// `FI_CLUSTERNET_MAX_PEERS`.
+    pub max_peers: usize,
+    /// libfabric's `FI_PROVIDER` names a utility provider over this one
+    /// (`crate::getinfo::layering_requested`).
+    pub layering: bool,
 }
 
 impl Default for Config {
@@ -74,6 +88,8 @@ impl Default for Config {
             link: LinkKind::Packet,
             wait: WaitPolicy::DEFAULT,
             key_file: None,
+            max_peers: DEFAULT_MAX_PEERS,
+            layering: false,
         }
     }
 }
@@ -104,6 +120,13 @@ impl Config {
             c.wait = parse_wait(&w)?;
         }
         c.key_file = get("key_file").map(|s| PathBuf::from(s.trim()));
+        if let Some(m) = get("max_peers") {
+            c.max_peers = m.trim().parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
+                FiError::inval(format!(
+                    "FI_CLUSTERNET_MAX_PEERS={m:?}: give the most peers, a number from 1"
+                ))
+            })?;
+        }
         Ok(c)
     }
 }
@@ -156,6 +179,7 @@ mod tests {
             ("link", "UDP"),
             ("wait", "adaptive:20"),
             ("key_file", "/etc/clusternet/cluster.key"),
+            ("max_peers", "512"),
         ]))
         .unwrap();
         assert_eq!(c.iface.as_deref(), Some("veth0"));
@@ -170,6 +194,7 @@ mod tests {
             c.key_file,
             Some(PathBuf::from("/etc/clusternet/cluster.key"))
         );
+        assert_eq!(c.max_peers, 512);
         assert_eq!(
             Config::parse(env(&[("wait", "busy")])).unwrap().wait,
             WaitPolicy::BusyPoll
@@ -187,5 +212,7 @@ mod tests {
         assert!(e.msg.contains("FI_CLUSTERNET_LINK"));
         let e = Config::parse(env(&[("wait", "adaptive:x")])).unwrap_err();
         assert!(e.msg.contains("FI_CLUSTERNET_WAIT"));
+        let e = Config::parse(env(&[("max_peers", "0")])).unwrap_err();
+        assert!(e.msg.contains("FI_CLUSTERNET_MAX_PEERS"));
     }
 }

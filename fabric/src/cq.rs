@@ -69,6 +69,14 @@ pub enum Entry {
 pub trait CqSource: Send + Sync {
     /// One nonblocking turn: move what arrived into completions.
     fn progress(&self);
+
+    /// Waits up to `timeout` until the endpoint has a completion to move
+    /// (fi_cq_sread); false when it cannot wait (the caller then yields
+    /// and polls).
+    fn wait(&self, timeout: std::time::Duration) -> bool {
+        let _ = timeout;
+        false
+    }
 }
 
 /// The outcome of [`Cq::read`].
@@ -123,6 +131,11 @@ impl Cq {
         self.lock().len() + n <= self.capacity
     }
 
+    /// How many more entries fit.
+    pub fn room(&self) -> usize {
+        self.capacity - self.lock().len()
+    }
+
     /// Appends `e`; gives it back when the queue is full.
     pub fn push(&self, e: Entry) -> Result<(), Entry> {
         let mut q = self.lock();
@@ -138,6 +151,23 @@ impl Cq {
         let mut v = self.sources.lock().unwrap_or_else(|p| p.into_inner());
         v.retain(|w| w.strong_count() > 0);
         v.push(s);
+    }
+
+    /// Waits up to `timeout` for a completion of the one endpoint bound to
+    /// this CQ, by that endpoint's wait (fi_cq_sread); false when not
+    /// exactly one endpoint that can wait is bound.
+    pub fn wait_source(&self, timeout: std::time::Duration) -> bool {
+        let sources: Vec<_> = self
+            .sources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        match sources.as_slice() {
+            [one] => one.wait(timeout),
+            _ => false,
+        }
     }
 
     /// Gives every bound endpoint one turn.

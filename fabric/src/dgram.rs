@@ -22,6 +22,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+use comm::RecvBuf;
 use edp::EdpSocket;
 
 use crate::addr::Name;
@@ -30,15 +31,6 @@ use crate::cq::{Completion, Cq, CqSource, Entry, ErrCompletion};
 use crate::error::{FiError, FiResult, ProvErrno};
 use crate::fi;
 use crate::link::Carrier;
-
-/// A receive buffer owned by the application until its completion: the
-/// provider's C layer wraps the pointer it was given (`ffi`).
-pub trait RecvBuf: Send {
-    /// The buffer's bytes.
-    fn bytes(&mut self) -> &mut [u8];
-    /// Its start address (the `buf` field of the completion).
-    fn addr(&self) -> u64;
-}
 
 struct Posted {
     buf: Box<dyn RecvBuf>,
@@ -176,8 +168,8 @@ impl DgramEp {
         }
         if let Some(p) = &self.peers {
             let sink: Weak<dyn PeerSink> = Arc::downgrade(p) as Weak<dyn PeerSink>;
-            for n in av.subscribe(sink) {
-                p.peer_added(&n);
+            for (a, n) in av.subscribe(sink) {
+                p.peer_added(a, &n)?;
             }
         }
         s.av = Some(av);
@@ -344,7 +336,7 @@ impl DgramEp {
         let Some(i) = s.posted.iter().position(|p| p.context == context) else {
             return false;
         };
-        let p = s.posted.remove(i).expect("index found above");
+        s.posted.remove(i);
         let cq = s.rx_cq.clone();
         drop(s);
         if let Some(cq) = cq {
@@ -352,7 +344,6 @@ impl DgramEp {
                 base: Completion {
                     context,
                     flags: fi::FI_MSG | fi::FI_RECV,
-                    buf: p.buf.addr(),
                     src: FI_ADDR_NOTAVAIL,
                     ..Completion::default()
                 },
@@ -383,15 +374,15 @@ impl DgramEp {
                 ..
             } = &mut *s;
             let p = posted.front_mut().expect("checked non-empty");
-            let cap = p.buf.bytes().len();
+            let cap = p.buf.bytes_mut().len();
             let (len, src) = if let Some(d) = loopback.pop_front() {
                 let n = d.len().min(cap);
-                p.buf.bytes()[..n].copy_from_slice(&d[..n]);
+                p.buf.bytes_mut()[..n].copy_from_slice(&d[..n]);
                 (d.len(), self.name.wire())
             } else {
                 let direct = cap >= self.max;
                 let r = if direct {
-                    sock.recv_from(p.buf.bytes())
+                    sock.recv_from(p.buf.bytes_mut())
                 } else {
                     sock.recv_from(scratch)
                 };
@@ -399,7 +390,7 @@ impl DgramEp {
                     Ok((n, mac, port)) => {
                         if !direct {
                             let k = n.min(cap);
-                            p.buf.bytes()[..k].copy_from_slice(&scratch[..k]);
+                            p.buf.bytes_mut()[..k].copy_from_slice(&scratch[..k]);
                         }
                         (n, (mac, port))
                     }
@@ -417,7 +408,6 @@ impl DgramEp {
                 context: p.context,
                 flags: fi::FI_MSG | fi::FI_RECV,
                 len: len.min(cap),
-                buf: p.buf.addr(),
                 src,
                 ..Completion::default()
             };

@@ -12,6 +12,7 @@ use crate::fi;
 use crate::getinfo::{format_of, max_dgram, FABRIC_NAME};
 use crate::link;
 use crate::nic::{self, Nic};
+use crate::rdm::RdmEp;
 
 /// A fabric: the configuration read when it was opened.
 #[derive(Debug)]
@@ -34,6 +35,15 @@ impl Fabric {
         }
         Ok(Arc::new(Fabric { config }))
     }
+}
+
+/// An open endpoint, of either type.
+#[derive(Debug, Clone)]
+pub enum Endpoint {
+    /// FI_EP_RDM.
+    Rdm(Arc<RdmEp>),
+    /// FI_EP_DGRAM.
+    Dgram(Arc<DgramEp>),
 }
 
 /// A domain: one interface, the endpoint type its fi_info named.
@@ -77,32 +87,48 @@ impl Domain {
         }))
     }
 
-    /// Opens a DGRAM endpoint as `info` describes (its src_addr, op flags
-    /// and receive queue size).
+    /// Opens the endpoint `info` describes (its type, src_addr, op flags
+    /// and queue sizes).
     ///
-    /// Errors: `FI_ENOSYS` for endpoint types other than FI_EP_DGRAM;
-    /// those of [`link::open`].
-    pub fn dgram_endpoint(&self, info: &Info) -> FiResult<Arc<DgramEp>> {
-        let t = info.ep.as_ref().map_or(fi::FI_EP_DGRAM, |e| e.ep_type);
-        if t != fi::FI_EP_DGRAM {
-            return Err(FiError::nosys(&format!(
-                "endpoint type {t} (only FI_EP_DGRAM)"
-            )));
-        }
+    /// Errors: `FI_ENOSYS` for endpoint types other than FI_EP_RDM and
+    /// FI_EP_DGRAM; those of [`link::open`] and [`link::open_ctp`].
+    pub fn endpoint(&self, info: &Info) -> FiResult<Endpoint> {
+        let t = info.ep.as_ref().map_or(self.ep_type, |e| e.ep_type);
         let src = info
             .src_addr
             .as_deref()
             .map(|b| self.format.decode(b))
             .transpose()?;
-        let carrier = link::open(&self.nic, &self.fabric.config, src)?;
-        let max = max_dgram(&self.nic, self.fabric.config.link, self.keyed).min(carrier.sock.mtu());
         let tx_flags = info.tx.as_ref().map_or(0, |t| t.op_flags);
         let rx_flags = info.rx.as_ref().map_or(0, |r| r.op_flags);
-        let rx_size = info
-            .rx
-            .as_ref()
-            .map_or(crate::getinfo::RX_SIZE, |r| r.size)
-            .max(1);
-        Ok(DgramEp::new(carrier, max, tx_flags, rx_flags, rx_size))
+        match t {
+            fi::FI_EP_RDM => {
+                let config = &self.fabric.config;
+                let carrier = link::open_ctp(&self.nic, config, src)?;
+                let core = comm::tagged::TaggedConfig {
+                    max_peers: config.max_peers,
+                    cq_size: crate::getinfo::RDM_QUEUE,
+                    ..Default::default()
+                };
+                let max = usize::try_from(core.comm.max_message_bytes).unwrap_or(usize::MAX);
+                let ep = RdmEp::new(carrier, core, max, tx_flags, rx_flags)?;
+                Ok(Endpoint::Rdm(ep))
+            }
+            fi::FI_EP_DGRAM | fi::FI_EP_UNSPEC => {
+                let rx_size = info
+                    .rx
+                    .as_ref()
+                    .map_or(crate::getinfo::RX_SIZE, |r| r.size)
+                    .max(1);
+                let carrier = link::open(&self.nic, &self.fabric.config, src)?;
+                let max = max_dgram(&self.nic, self.fabric.config.link, self.keyed)
+                    .min(carrier.sock.mtu());
+                let ep = DgramEp::new(carrier, max, tx_flags, rx_flags, rx_size);
+                Ok(Endpoint::Dgram(ep))
+            }
+            t => Err(FiError::nosys(&format!(
+                "endpoint type {t} (FI_EP_RDM and FI_EP_DGRAM are)"
+            ))),
+        }
     }
 }

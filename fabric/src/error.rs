@@ -131,6 +131,53 @@ impl FiError {
     }
 }
 
+impl From<comm::CommError> for FiError {
+    /// The `FI_E*` code of a tagged-core error: a full queue (completions,
+    /// sends waiting for the window, requests, posted receives, unexpected
+    /// messages) is FI_EAGAIN (fi_endpoint(3), FI_RM_ENABLED: the caller
+    /// progresses and retries); an unknown peer or claim FI_EINVAL; a
+    /// message above max_msg_size FI_EMSGSIZE; a failed peer
+    /// FI_EHOSTUNREACH; a disconnected one FI_ENOTCONN.
+    fn from(e: comm::CommError) -> Self {
+        use comm::CommError as C;
+        let (code, prov) = match &e {
+            C::CompletionQueueFull(_)
+            | C::SendQueueFull { .. }
+            | C::TooManyRequests(_)
+            | C::Post(_)
+            | C::UnexpectedQueueFull { .. } => (fi::FI_EAGAIN, ProvErrno::None),
+            C::UnknownPeer(_) | C::UnknownRequest(_) | C::InvalidRank { .. } | C::InvalidTag(_) => {
+                (fi::FI_EINVAL, ProvErrno::None)
+            }
+            C::TooLarge { .. } => (fi::FI_EMSGSIZE, ProvErrno::None),
+            C::PeerFailed { .. } => (fi::FI_EHOSTUNREACH, ProvErrno::PeerUnreachable),
+            C::Disconnected { .. } => (fi::FI_ENOTCONN, ProvErrno::PeerUnreachable),
+            C::Truncated { .. } => (fi::FI_ETRUNC, ProvErrno::Truncated),
+            C::TimedOut { .. } => (fi::FI_ETIMEDOUT, ProvErrno::Other),
+            C::Io(io) => return FiError::io("clusternet transport", io),
+            C::Bootstrap(_) => (fi::FI_EINVAL, ProvErrno::Other),
+            _ => (fi::FI_EOTHER, ProvErrno::Other),
+        };
+        FiError {
+            code,
+            prov,
+            msg: e.to_string(),
+        }
+    }
+}
+
+/// The `FI_E*` code and provider error number of a failed tagged
+/// operation (`fi_cq_err_entry::err`, `prov_errno`).
+pub fn op_error(e: &comm::tagged::OpError) -> (u32, ProvErrno) {
+    use comm::tagged::OpError as O;
+    match e {
+        O::Truncated { .. } => (fi::FI_ETRUNC, ProvErrno::Truncated),
+        O::Canceled => (fi::FI_ECANCELED, ProvErrno::Canceled),
+        O::NoMessage => (fi::FI_ENOMSG, ProvErrno::NoMessage),
+        O::PeerUnreachable { .. } => (fi::FI_EHOSTUNREACH, ProvErrno::PeerUnreachable),
+    }
+}
+
 impl fmt::Display for FiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} (FI_E code {})", self.msg, self.code)

@@ -1,9 +1,10 @@
 //! `fi_getinfo` for this provider (fi_getinfo(3)): one answer per
 //! interface and endpoint type that satisfies the hints, or FI_ENODATA.
 //!
-//! What each answer offers is [`dgram_base`]: an FI_EP_DGRAM endpoint with
-//! FI_MSG over EDP (enough for `fi_pingpong -e dgram` and for libfabric's
-//! ofi_rxd, which builds FI_EP_RDM with tagged messages on it).
+//! What the answers offer: [`rdm_base`], FI_EP_RDM with FI_TAGGED and
+//! FI_MSG on `comm`'s tagged core (what Open MPI's mtl ofi asks for), and
+//! [`dgram_base`], FI_EP_DGRAM with FI_MSG (`fi_pingpong -e dgram`, and a
+//! base for libfabric's ofi_rxd).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -27,6 +28,16 @@ pub const PROV_VERSION: u32 = attr::fi_version(0, 1);
 /// Sends in flight per endpoint: a send completes when its frame is handed
 /// to the link, so this bounds only the completions not yet read.
 pub const TX_SIZE: usize = 1024;
+
+/// Operations of an RDM endpoint that will complete, at most (the tagged
+/// core's completion queue, `TaggedConfig::cq_size`).
+pub const RDM_QUEUE: usize = 4096;
+
+/// `inject_size` of an RDM endpoint, bytes: every send copies its data at
+/// the call, so this only says up to which size an application may send
+/// without a completion (Open MPI sends blocking messages up to it with
+/// fi_tinject).
+pub const RDM_INJECT: usize = 16384;
 
 /// Receives posted per endpoint (ofi_rxd posts its whole pool).
 pub const RX_SIZE: usize = 4096;
@@ -152,6 +163,47 @@ pub fn dgram_base(nic: &Nic, link: LinkKind, keyed: bool) -> Info {
     }
 }
 
+/// Everything an RDM endpoint on `nic` offers.
+pub fn rdm_base(nic: &Nic, link: LinkKind) -> Info {
+    let comm = fi::FI_LOCAL_COMM | fi::FI_REMOTE_COMM;
+    let core = comm::CommConfig::default();
+    let max = usize::try_from(core.max_message_bytes).unwrap_or(usize::MAX);
+    let mut i = dgram_base(nic, link, false);
+    i.caps = fi::FI_TAGGED
+        | fi::FI_MSG
+        | fi::FI_SEND
+        | fi::FI_RECV
+        | fi::FI_DIRECTED_RECV
+        | fi::FI_SOURCE
+        | comm;
+    let tx = i.tx.as_mut().expect("dgram_base has tx_attr");
+    tx.caps = fi::FI_TAGGED | fi::FI_MSG | fi::FI_SEND;
+    // Messages to one peer are matched in send order (the core's per-peer
+    // order, MPI's non-overtaking rule).
+    tx.msg_order = fi::FI_ORDER_SAS;
+    tx.comp_order = fi::FI_ORDER_NONE;
+    tx.inject_size = RDM_INJECT;
+    tx.size = RDM_QUEUE;
+    let rx = i.rx.as_mut().expect("dgram_base has rx_attr");
+    rx.caps = fi::FI_TAGGED | fi::FI_MSG | fi::FI_RECV | fi::FI_DIRECTED_RECV | fi::FI_SOURCE;
+    rx.msg_order = fi::FI_ORDER_SAS;
+    rx.comp_order = fi::FI_ORDER_NONE;
+    rx.size = RDM_QUEUE;
+    rx.total_buffered_recv = core.recv_budget_bytes as usize;
+    let ep = i.ep.as_mut().expect("dgram_base has ep_attr");
+    ep.ep_type = fi::FI_EP_RDM;
+    ep.protocol_version = 2;
+    ep.max_msg_size = max;
+    ep.mem_tag_format = crate::rdm::MEM_TAG_FORMAT;
+    let d = i.domain.as_mut().expect("dgram_base has domain_attr");
+    // The runtime's service thread keeps the core going while nobody calls;
+    // a CQ read gives it a turn as well.
+    d.data_progress = fi::FI_PROGRESS_AUTO;
+    d.control_progress = fi::FI_PROGRESS_AUTO;
+    d.cq_data_size = 8;
+    i
+}
+
 /// Parses `node`/`service` of fi_getinfo into a name of `format`: over the
 /// packet link node is a MAC (or, for a source, the interface's name) and
 /// service the EDP port; over the UDP link an IPv4 address and a UDP port.
@@ -206,6 +258,67 @@ fn source_fits(n: &Name, nic: &Nic) -> bool {
     }
 }
 
+/// The answer of candidate `base` on `nic` to `hints`, with its addresses.
+#[allow(clippy::too_many_arguments)]
+fn answer(
+    version: u32,
+    node: Option<&str>,
+    service: Option<&str>,
+    flags: u64,
+    hints: Option<&Info>,
+    base: &Info,
+    format: AddrFormat,
+    nic: &Nic,
+) -> FiResult<Info> {
+    let mut info = attr::offer(version, hints, base)?;
+    let source = flags & fi::FI_SOURCE != 0;
+    let named = parse_node(node, service, format, nic, source)?;
+    let mut src = hints
+        .and_then(|h| h.src_addr.as_deref())
+        .map(|b| format.decode(b))
+        .transpose()?;
+    let mut dst = hints
+        .and_then(|h| h.dest_addr.as_deref())
+        .map(|b| format.decode(b))
+        .transpose()?;
+    if source {
+        src = named.or(src);
+    } else if named.is_some() {
+        dst = named;
+    }
+    if let Some(s) = &src {
+        if !source_fits(s, nic) {
+            return Err(FiError::nodata(format!(
+                "source {s} is not on {}",
+                nic.name
+            )));
+        }
+    }
+    info.src_addr = src.map(|n| n.encode());
+    info.dest_addr = dst.map(|n| n.encode());
+    Ok(info)
+}
+
+/// `OFI_CORE_PROV_ONLY` (libfabric's include/ofi.h): the flag a utility
+/// provider (ofi_rxd, ofi_rxm) sets when it asks for a core provider to
+/// layer on.
+pub const OFI_CORE_PROV_ONLY: u64 = 1 << 59;
+
+/// Whether utility providers may layer on this one: only when
+/// `FI_PROVIDER` (libfabric's provider filter) names such a pair, e.g.
+/// `clusternet;ofi_rxd`. libfabric lists ofi_rxd's answers before those of
+/// providers loaded from FI_PROVIDER_PATH, so ofi_rxd over our
+/// FI_EP_DGRAM would otherwise come first wherever our own FI_EP_RDM
+/// serves (Open MPI takes the first answer its include list matches).
+/// libfabric keeps its own sockets, shm, efa and psm3 providers out of
+/// layering the same way unless asked (src/fabric.c).
+pub fn layering_requested(fi_provider: Option<&str>) -> bool {
+    fi_provider.is_some_and(|v| {
+        v.split(',')
+            .any(|p| p.to_ascii_lowercase().starts_with("clusternet;ofi_"))
+    })
+}
+
 /// The answers for `hints` on `nics` (already filtered by the configuration).
 ///
 /// Errors: `FI_ENODATA` with the reason the last candidate was refused.
@@ -220,43 +333,35 @@ pub fn getinfo(
     keyed: bool,
     nics: &[Nic],
 ) -> FiResult<Vec<Info>> {
+    if flags & OFI_CORE_PROV_ONLY != 0 && !config.layering {
+        return Err(FiError::nodata(
+            "a utility provider layers on clusternet only when FI_PROVIDER names the pair \
+             (e.g. clusternet;ofi_rxd): clusternet's own FI_EP_RDM serves otherwise",
+        ));
+    }
     let format = format_of(config.link);
+    let want_type = hints
+        .and_then(|h| h.ep.as_ref())
+        .map_or(fi::FI_EP_UNSPEC, |e| e.ep_type);
     let mut out = Vec::new();
-    let mut last = FiError::nodata("no interface to offer");
+    let mut last = FiError::nodata(format!(
+        "endpoint type {want_type}: clusternet offers FI_EP_RDM ({}) and FI_EP_DGRAM ({})",
+        fi::FI_EP_RDM,
+        fi::FI_EP_DGRAM
+    ));
     for nic in nics {
-        let attempt = (|| {
-            let base = dgram_base(nic, config.link, keyed);
-            let mut info = attr::offer(version, hints, &base)?;
-            let source = flags & fi::FI_SOURCE != 0;
-            let named = parse_node(node, service, format, nic, source)?;
-            let mut src = hints
-                .and_then(|h| h.src_addr.as_deref())
-                .map(|b| format.decode(b))
-                .transpose()?;
-            let mut dst = hints
-                .and_then(|h| h.dest_addr.as_deref())
-                .map(|b| format.decode(b))
-                .transpose()?;
-            if source {
-                src = named.or(src);
-            } else if named.is_some() {
-                dst = named;
+        for base in [
+            rdm_base(nic, config.link),
+            dgram_base(nic, config.link, keyed),
+        ] {
+            let ty = base.ep.as_ref().map_or(0, |e| e.ep_type);
+            if want_type != fi::FI_EP_UNSPEC && want_type != ty {
+                continue;
             }
-            if let Some(s) = &src {
-                if !source_fits(s, nic) {
-                    return Err(FiError::nodata(format!(
-                        "source {s} is not on {}",
-                        nic.name
-                    )));
-                }
+            match answer(version, node, service, flags, hints, &base, format, nic) {
+                Ok(i) => out.push(i),
+                Err(e) => last = e,
             }
-            info.src_addr = src.map(|n| n.encode());
-            info.dest_addr = dst.map(|n| n.encode());
-            Ok(info)
-        })();
-        match attempt {
-            Ok(i) => out.push(i),
-            Err(e) => last = e,
         }
     }
     if out.is_empty() {

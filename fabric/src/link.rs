@@ -1,5 +1,6 @@
-//! The carrier of an endpoint: an EDP socket in the process's runtime for
-//! the domain's interface (packet link), or on a UDP link of its own.
+//! The carrier of an endpoint: an EDP socket (FI_EP_DGRAM) or a CTP socket
+//! over EDP (FI_EP_RDM), in the process's runtime for the domain's
+//! interface (packet link), or on a UDP link of its own.
 //!
 //! A UDP link delivers only frames of the peers in its table, given when it
 //! is opened (`edp::link::udp`), while libfabric inserts peers one
@@ -15,10 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use ctp::{CtpConfig, CtpSocket, EdpTransport};
 use edp::auth::{AuthKey, AuthSetting};
 use edp::link::udp::{derived_mac, UdpConfig, UdpLink};
 use edp::link::KernelStats;
-use edp::runtime::{LinkConfig, RuntimeConfig};
+use edp::runtime::{LinkConfig, Runtime, RuntimeConfig};
 use edp::socket::Binding;
 use edp::{EdpConfig, EdpSocket, Link, MacAddr};
 
@@ -37,7 +39,7 @@ pub struct PeerQueue {
 }
 
 impl PeerSink for PeerQueue {
-    fn peer_added(&self, name: &Name) {
+    fn peer_added(&self, _addr: u64, name: &Name) -> FiResult<()> {
         if let Name::Udp(a) = name {
             let a = SocketAddr::V4(*a);
             self.pending
@@ -46,6 +48,7 @@ impl PeerSink for PeerQueue {
                 .push((derived_mac(a), a));
             self.dirty.store(true, Ordering::Release);
         }
+        Ok(())
     }
 }
 
@@ -231,19 +234,7 @@ pub fn open(nic: &Nic, config: &Config, src: Option<Name>) -> FiResult<Carrier> 
             })
         }
         LinkKind::Udp => {
-            let want = match src {
-                Some(Name::Udp(a)) if !a.ip().is_unspecified() => a,
-                Some(Name::Udp(a)) => SocketAddrV4::new(nic.ipv4.unwrap_or(*a.ip()), a.port()),
-                _ => SocketAddrV4::new(
-                    nic.ipv4.ok_or_else(|| {
-                        FiError::nodata(format!("{} has no IPv4 address", nic.name))
-                    })?,
-                    0,
-                ),
-            };
-            let (link, addr) = bind_udp_link(want, link_mtu(nic, LinkKind::Udp))?;
-            let peers = Arc::new(PeerQueue::default());
-            let wrapped = UdpPeerLink::new(link, peers.clone());
+            let (wrapped, addr, peers) = udp_link(nic, src)?;
             let mut sock = EdpSocket::from_link_with(
                 Box::new(wrapped),
                 Binding::Port(UDP_LINK_PORT),
@@ -253,6 +244,79 @@ pub fn open(nic: &Nic, config: &Config, src: Option<Name>) -> FiResult<Carrier> 
             sock.set_nonblocking(true)
                 .map_err(|e| FiError::io("set_nonblocking", &e))?;
             Ok(Carrier {
+                sock,
+                name: Name::Udp(addr),
+                peers: Some(peers),
+            })
+        }
+    }
+}
+
+/// A UDP link for an endpoint on `nic` (at `src` when given), wrapped to
+/// take its peers from the returned queue; and its address.
+///
+/// Errors: `FI_ENODATA` when `nic` has no IPv4 address; those of binding.
+fn udp_link(nic: &Nic, src: Option<Name>) -> FiResult<(UdpPeerLink, SocketAddrV4, Arc<PeerQueue>)> {
+    let want = match src {
+        Some(Name::Udp(a)) if !a.ip().is_unspecified() => a,
+        Some(Name::Udp(a)) => SocketAddrV4::new(nic.ipv4.unwrap_or(*a.ip()), a.port()),
+        _ => SocketAddrV4::new(
+            nic.ipv4
+                .ok_or_else(|| FiError::nodata(format!("{} has no IPv4 address", nic.name)))?,
+            0,
+        ),
+    };
+    let (link, addr) = bind_udp_link(want, link_mtu(nic, LinkKind::Udp))?;
+    let peers = Arc::new(PeerQueue::default());
+    Ok((UdpPeerLink::new(link, peers.clone()), addr, peers))
+}
+
+/// The carrier of a reliable endpoint: a CTP socket over EDP.
+#[derive(Debug)]
+pub struct CtpCarrier {
+    /// The CTP socket.
+    pub sock: CtpSocket<EdpTransport>,
+    /// The endpoint's name.
+    pub name: Name,
+    /// Over a UDP link: where the address vector's names go.
+    pub peers: Option<Arc<PeerQueue>>,
+}
+
+/// Opens the carrier of an FI_EP_RDM endpoint on `nic`: a CTP socket over
+/// EDP on `src`'s port (0 or absent: ephemeral) in the process's runtime
+/// for the interface, or on a UDP link of its own (as [`open`]).
+///
+/// Errors: as [`open`].
+pub fn open_ctp(nic: &Nic, config: &Config, src: Option<Name>) -> FiResult<CtpCarrier> {
+    let ctp_config = CtpConfig {
+        runtime: runtime_config(config)?,
+        wait: config.wait,
+        ..CtpConfig::default()
+    };
+    match config.link {
+        LinkKind::Packet => {
+            let port = match src {
+                Some(Name::Edp { port, .. }) => port,
+                _ => 0,
+            };
+            let sock = CtpSocket::bind_edp(&nic.name, port, ctp_config)
+                .map_err(|e| FiError::io(&format!("CTP socket on {}", nic.name), &e))?;
+            let (_, mac, port) = sock
+                .local_addr()
+                .map_err(|e| FiError::io("local_addr", &e))?;
+            Ok(CtpCarrier {
+                sock,
+                name: Name::Edp { mac, port },
+                peers: None,
+            })
+        }
+        LinkKind::Udp => {
+            let (wrapped, addr, peers) = udp_link(nic, src)?;
+            let rt = Runtime::with_link(Box::new(wrapped), ctp_config.runtime.clone())
+                .map_err(|e| FiError::io("runtime on the UDP link", &e))?;
+            let sock = CtpSocket::bind_on(&rt, UDP_LINK_PORT, ctp_config)
+                .map_err(|e| FiError::io("CTP socket on the UDP link", &e))?;
+            Ok(CtpCarrier {
                 sock,
                 name: Name::Udp(addr),
                 peers: Some(peers),

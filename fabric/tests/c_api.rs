@@ -1,7 +1,9 @@
 //! The provider through libfabric's public C API: `tests/c/fi_check.c`,
 //! compiled with `cc -lfabric`, runs as two processes that exchange their
-//! endpoint names through this harness (fi_getinfo ... fi_send / fi_recv /
-//! fi_cq_read, truncation, cancel, AV lookups; see the program's header).
+//! endpoint names through this harness (fi_getinfo ... fi_tsend / fi_trecv
+//! / fi_cq_read, truncation, cancel, AV lookups, and on FI_EP_RDM ignore
+//! masks, CQ data, peek / claim / discard, self; see the program's header),
+//! for FI_EP_RDM and FI_EP_DGRAM:
 //!
 //! - over the UDP link on loopback: no privilege, runs everywhere;
 //! - over EDP between the two hosts of a virtual cluster: needs root (under
@@ -111,14 +113,13 @@ fn build(scratch: &Scratch) -> (std::path::PathBuf, std::path::PathBuf) {
     (fi, bin)
 }
 
-#[test]
-fn dgram_over_the_udp_link_on_loopback() {
-    let scratch = Scratch::new("capi-udp");
+fn over_udp(what: &str, mode: &str) {
+    let scratch = Scratch::new(what);
     let (fi, bin) = build(&scratch);
     run_pair(|r| {
         let mut c = Command::new(&bin);
         c.arg(r.to_string())
-            .arg("dgram")
+            .arg(mode)
             .env("FI_PROVIDER_PATH", &fi)
             .env("FI_CLUSTERNET_LINK", "udp")
             .env("FI_CLUSTERNET_IFACE", "lo");
@@ -126,19 +127,38 @@ fn dgram_over_the_udp_link_on_loopback() {
     });
 }
 
-#[test]
-fn dgram_over_edp_between_two_namespaces() {
-    let Some(cluster) = testkit::setup("fi_check_edp", 2, 1500) else {
+fn over_edp(what: &str, mode: &str) {
+    let Some(cluster) = testkit::setup(what, 2, 1500) else {
         return;
     };
-    let scratch = Scratch::new("capi-edp");
+    let scratch = Scratch::new(what);
     let (fi, bin) = build(&scratch);
     run_pair(|r| {
         let mut c = cluster.host(r).command(&bin);
         c.arg(r.to_string())
-            .arg("dgram")
+            .arg(mode)
             .env("FI_PROVIDER_PATH", &fi)
             .env("FI_CLUSTERNET_IFACE", &cluster.host(r).iface);
         c
     });
+}
+
+#[test]
+fn rdm_over_the_udp_link_on_loopback() {
+    over_udp("capi-rdm-udp", "rdm");
+}
+
+#[test]
+fn rdm_over_edp_between_two_namespaces() {
+    over_edp("capi-rdm-edp", "rdm");
+}
+
+#[test]
+fn dgram_over_the_udp_link_on_loopback() {
+    over_udp("capi-dgram-udp", "dgram");
+}
+
+#[test]
+fn dgram_over_edp_between_two_namespaces() {
+    over_edp("capi-dgram-edp", "dgram");
 }

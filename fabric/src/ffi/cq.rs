@@ -282,8 +282,9 @@ unsafe fn fill_err(c: &CqInner, out: &mut fi_cq_err_entry, e: ErrCompletion) {
 }
 
 /// `fi_cq_sread`: reads, waiting up to `timeout` ms (negative: forever)
-/// while nothing is there, by the configured wait policy (spin, or yield
-/// the CPU between turns).
+/// while nothing is there: in the endpoint's own wait (the runtime driver's,
+/// with the configured wait policy) when one endpoint is bound, else by
+/// yielding the CPU between reads.
 ///
 /// # Safety
 /// As [`read_into`].
@@ -304,10 +305,17 @@ unsafe fn sread_into(
         if c.signaled.swap(false, Ordering::AcqRel) {
             return Ok(-(FI_ECANCELED as isize));
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
             return Ok(-(FI_EAGAIN as isize));
         }
-        std::thread::yield_now();
+        // At most 100 ms per wait, so that fi_cq_signal is seen.
+        let slice = deadline.map_or(Duration::from_millis(100), |d| {
+            (d - now).min(Duration::from_millis(100))
+        });
+        if !c.cq.wait_source(slice) {
+            std::thread::yield_now();
+        }
     }
 }
 

@@ -12,6 +12,10 @@
  *     fi_cq_strerror a text;
  *   - fi_cancel of a posted receive: FI_ECANCELED;
  *   - refusals: an unknown fi_addr_t, a message above max_msg_size.
+ *   - FI_EP_RDM only: directed receives and ignore masks, remote CQ data
+ *     (FI_REMOTE_CQ_DATA), FI_PEEK (FI_ENOMSG, then the message's length
+ *     and tag), FI_PEEK|FI_CLAIM then FI_CLAIM (the claimed message by its
+ *     context), FI_CLAIM|FI_DISCARD, a message to the endpoint's own name.
  *
  *   fi_check ROLE [dgram|rdm]
  *
@@ -44,6 +48,8 @@ static struct fid_cq *cq;
 static struct fid_ep *ep;
 static fi_addr_t peer;
 static size_t max_msg, inject_max;
+/* Largest message the test sends: max_msg_size, at most 8 MiB. */
+static size_t top;
 
 #define FAIL(...)                                                        \
     do {                                                                 \
@@ -156,6 +162,7 @@ static void open_all(void)
     fi_freeinfo(hints);
     max_msg = info->ep_attr->max_msg_size;
     inject_max = info->tx_attr->inject_size;
+    top = max_msg < (8u << 20) ? max_msg : (8u << 20);
     CALL(fi_fabric(info->fabric_attr, &fabric, NULL));
     CALL(fi_domain(fabric, info, &domain, NULL));
     struct fi_av_attr aa = {.type = FI_AV_TABLE, .count = 4};
@@ -226,7 +233,7 @@ static void pingpong(unsigned char *tx, unsigned char *rx, size_t len, int injec
         } else {
             fi_addr_t src;
             memset(rx, 0xee, len + 1);
-            RETRY(RECV(rx, max_msg, rx));
+            RETRY(RECV(rx, top, rx));
             struct fi_cq_tagged_entry e = expect(rx, &src);
             if (e.len != len)
                 FAIL("%zu-byte message completed with len %zu", len, e.len);
@@ -245,19 +252,19 @@ static void pingpong(unsigned char *tx, unsigned char *rx, size_t len, int injec
 
 static void sizes(void)
 {
-    unsigned char *tx = malloc(max_msg + 1), *rx = malloc(max_msg + 1);
-    size_t step = max_msg > 64 * 1024 ? max_msg / 64 : 97;
+    unsigned char *tx = malloc(top + 1), *rx = malloc(top + 1);
+    size_t step = top > 64 * 1024 ? top / 64 + 3 : 97;
     int n = 0;
-    for (size_t len = 0; len < max_msg; len += len < 64 ? 1 : step, n++)
+    for (size_t len = 0; len < top; len += len < 64 ? 1 : step, n++)
         pingpong(tx, rx, len, n % 2);
-    pingpong(tx, rx, max_msg, 0);
+    pingpong(tx, rx, top, 0);
     free(tx);
     free(rx);
 }
 
 static void truncation(void)
 {
-    unsigned char *big = malloc(max_msg), small[10];
+    unsigned char *big = malloc(top), small[10];
     if (role == 1) {
         /* Post the short buffer, then tell role 0 to send. */
         RETRY(RECV(small, sizeof small, small));
@@ -327,6 +334,151 @@ static void cancel_and_refusals(void)
     }
 }
 
+
+/* Reads completions until the one of `ctx`; returns its error (0 for
+ * success) with the entry in *e / *err. */
+static int wait_ctx(void *ctx, struct fi_cq_tagged_entry *e, struct fi_cq_err_entry *err)
+{
+    for (;;) {
+        int rc = wait_one(e, NULL, err);
+        void *got = rc ? err->op_context : e->op_context;
+        if (got == ctx)
+            return rc;
+        FAIL("completion of context %p (error %d) while waiting for %p", got, rc, ctx);
+    }
+}
+
+/* A peek of `tag` from the peer with `flags` (FI_PEEK ...) and `ctx`;
+ * returns its error: 0 or FI_ENOMSG. */
+static int peek(uint64_t tag, uint64_t flags, void *ctx, struct fi_cq_tagged_entry *e)
+{
+    struct fi_msg_tagged m = {.addr = peer, .tag = tag, .ignore = 0, .context = ctx};
+    struct fi_cq_err_entry err;
+    RETRY(fi_trecvmsg(ep, &m, flags | FI_COMPLETION));
+    int rc = wait_ctx(ctx, e, &err);
+    if (rc && rc != FI_ENOMSG)
+        FAIL("peek of tag %#llx: error %d (%s)", (unsigned long long)tag, rc, fi_strerror(rc));
+    return rc;
+}
+
+/* A barrier: each side sends the other a token and waits for the other's
+ * (a send completes before its message is received, so one message is not
+ * enough). What one side did before it, the other sees after it. */
+static void sync_peers(void)
+{
+    static char out, in;
+    out = (char)('a' + role);
+    /* Over FI_EP_RDM a tag of its own: a token must not meet a receive of
+     * the steps around (they all use TAG). */
+    if (rdm) {
+        RETRY(fi_trecv(ep, &in, 1, NULL, peer, 0x998, 0, &in));
+        RETRY(fi_tsend(ep, &out, 1, NULL, peer, 0x998, &out));
+    } else {
+        RETRY(RECV(&in, 1, &in));
+        RETRY(SEND(&out, 1, &out));
+    }
+    for (int k = 0; k < 2; k++) {
+        struct fi_cq_tagged_entry e;
+        struct fi_cq_err_entry err;
+        int rc = wait_one(&e, NULL, &err);
+        if (rc)
+            FAIL("sync: error %d (%s)", rc, fi_strerror(rc));
+        if (e.op_context != &in && e.op_context != &out)
+            FAIL("sync: completion of context %p", e.op_context);
+    }
+    if (in != (char)('a' + 1 - role))
+        FAIL("sync: token %c from the peer", in);
+}
+
+static void rdm_extras(void)
+{
+    unsigned char b[256];
+    struct fi_cq_tagged_entry e;
+    struct fi_cq_err_entry err;
+    /* Directed receives and ignore masks, remote CQ data. */
+    if (role == 0) {
+        static unsigned char a1[8] = "first", a2[8] = "second";
+        RETRY(fi_tsend(ep, a1, 6, NULL, peer, 0x100, a1));
+        RETRY(fi_tsenddata(ep, a2, 7, NULL, 0xdeadbeef, peer, 0x201, a2));
+        expect(a1, NULL);
+        expect(a2, NULL);
+    } else {
+        RETRY(fi_trecv(ep, b, sizeof b, NULL, peer, 0x200, 0xff, b));
+        fi_addr_t src;
+        e = expect(b, &src);
+        if (e.tag != 0x201 || e.len != 7 || strcmp((char *)b, "second"))
+            FAIL("ignore mask 0xff on tag 0x200 took tag %#llx len %zu", (unsigned long long)e.tag, e.len);
+        if (!(e.flags & FI_REMOTE_CQ_DATA) || e.data != 0xdeadbeef)
+            FAIL("remote CQ data: flags %#llx data %#llx", (unsigned long long)e.flags, (unsigned long long)e.data);
+        RETRY(fi_trecv(ep, b, sizeof b, NULL, FI_ADDR_UNSPEC, 0x100, 0, b));
+        e = expect(b, NULL);
+        if (e.tag != 0x100 || strcmp((char *)b, "first"))
+            FAIL("tag 0x100: got tag %#llx", (unsigned long long)e.tag);
+        if (e.flags & FI_REMOTE_CQ_DATA)
+            FAIL("a message without CQ data completed with FI_REMOTE_CQ_DATA");
+    }
+    /* Peek, claim, discard. */
+    static struct fi_context2 c1, c2, c3;
+    if (role == 1) {
+        if (peek(0x300, FI_PEEK, &c1, &e) != FI_ENOMSG)
+            FAIL("a peek before any message found one");
+    }
+    sync_peers();
+    if (role == 0) {
+        static unsigned char m1[100], m2[50];
+        for (int i = 0; i < 100; i++)
+            m1[i] = (unsigned char)(i * 7);
+        RETRY(fi_tsend(ep, m1, 100, NULL, peer, 0x300, m1));
+        RETRY(fi_tsend(ep, m2, 50, NULL, peer, 0x301, m2));
+        expect(m1, NULL);
+        expect(m2, NULL);
+    } else {
+        while (peek(0x300, FI_PEEK, &c1, &e) == FI_ENOMSG)
+            ;
+        if (e.len != 100 || e.tag != 0x300)
+            FAIL("peek: len %zu tag %#llx, want 100 and 0x300", e.len, (unsigned long long)e.tag);
+        if (peek(0x300, FI_PEEK | FI_CLAIM, &c2, &e) != 0 || e.len != 100)
+            FAIL("peek and claim of a peeked message failed");
+        if (peek(0x300, FI_PEEK, &c1, &e) != FI_ENOMSG)
+            FAIL("a claimed message was found by another peek");
+        struct iovec iov = {.iov_base = b, .iov_len = sizeof b};
+        struct fi_msg_tagged m = {.msg_iov = &iov, .iov_count = 1, .addr = peer, .tag = 0x300, .context = &c2};
+        memset(b, 0, sizeof b);
+        RETRY(fi_trecvmsg(ep, &m, FI_CLAIM | FI_COMPLETION));
+        if (wait_ctx(&c2, &e, &err) || e.len != 100)
+            FAIL("claimed receive: len %zu", e.len);
+        for (int i = 0; i < 100; i++)
+            if (b[i] != (unsigned char)(i * 7))
+                FAIL("claimed message wrong at byte %d", i);
+        while (peek(0x301, FI_PEEK | FI_CLAIM, &c3, &e) == FI_ENOMSG)
+            ;
+        struct fi_msg_tagged d = {.addr = peer, .tag = 0x301, .context = &c3};
+        RETRY(fi_trecvmsg(ep, &d, FI_CLAIM | FI_DISCARD | FI_COMPLETION));
+        if (wait_ctx(&c3, &e, &err))
+            FAIL("discard of a claimed message failed");
+        if (peek(0x301, FI_PEEK, &c1, &e) != FI_ENOMSG)
+            FAIL("a discarded message was found again");
+    }
+    sync_peers();
+    /* A message to our own name. */
+    unsigned char me[64];
+    size_t len = sizeof me;
+    fi_addr_t self;
+    CALL(fi_getname(&ep->fid, me, &len));
+    if (fi_av_insert(av, me, 1, &self, 0, NULL) != 1)
+        FAIL("fi_av_insert of our own name");
+    static char hi[] = "to myself";
+    RETRY(fi_tsend(ep, hi, sizeof hi, NULL, self, 0x400, hi));
+    RETRY(fi_trecv(ep, b, sizeof b, NULL, self, 0x400, 0, b));
+    for (int k = 0; k < 2; k++) {
+        int rc = wait_one(&e, NULL, &err);
+        if (rc)
+            FAIL("message to self: error %d", rc);
+        if (e.op_context == b && strcmp((char *)b, hi))
+            FAIL("message to self: %s", b);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -337,7 +489,13 @@ int main(int argc, char **argv)
     exchange_names();
     sizes();
     truncation();
+    sync_peers();
     cancel_and_refusals();
+    sync_peers();
+    if (rdm) {
+        rdm_extras();
+        sync_peers();
+    }
     /* A last exchange so neither side closes while the other still sends. */
     unsigned char tx[4], rx[4];
     pingpong(tx, rx, 4, 0);
