@@ -1,21 +1,21 @@
 //! Open MPI over the provider: `tests/mpi/mpi_check.c` (see its header)
-//! under `mpirun --mca pml cm --mca mtl ofi`, libfabric loading
-//! libclusternet-fi.so from FI_PROVIDER_PATH.
+//! under `mpirun --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include
+//! clusternet`, libfabric loading libclusternet-fi.so from FI_PROVIDER_PATH.
 //!
 //! - the program itself first, under Open MPI's TCP BTL (`pml ob1`, `btl
 //!   tcp,self`), so that a failure below is the provider's, not the test's;
-//! - `FI_PROVIDER="clusternet;ofi_rxd"`: libfabric's ofi_rxd builds the
-//!   reliable tagged endpoint Open MPI needs on the provider's FI_EP_DGRAM,
-//!   over EDP with 2, 4 and 8 ranks, one per host of a bridged virtual
-//!   cluster (vcluster's mpirun launch; root); over the UDP link on
-//!   loopback as user `nobody` (as the current user when not root);
+//! - the provider's FI_EP_RDM endpoint over EDP with 2, 4 and 8 ranks, one
+//!   per host of a bridged virtual cluster (vcluster's mpirun launch;
+//!   root), messages up to 64 MiB; over the UDP link on loopback as user
+//!   `nobody` (as the current user when not root);
 //! - a rank killed with SIGKILL: the job ends with Open MPI's error within
-//!   the bound, nothing hangs (root).
-//!
-//! ofi_rxd 1.17 itself mishandles three things the program checks
-//! (FI_CLAIM for MPI_Mprobe/Mrecv, MPI_Ssend's zero-byte acknowledgement,
-//! truncation of unexpected messages: the same failures with libfabric's
-//! own `udp;ofi_rxd`), so those checks are skipped on this path.
+//!   the bound, nothing hangs (root);
+//! - the first stage, kept as a baseline: libfabric's ofi_rxd over the
+//!   provider's FI_EP_DGRAM (`FI_PROVIDER="clusternet;ofi_rxd"`), 2 ranks
+//!   over EDP. ofi_rxd 1.17 itself mishandles three things the program
+//!   checks (FI_CLAIM for MPI_Mprobe/Mrecv, MPI_Ssend's zero-byte
+//!   acknowledgement, truncation of unexpected messages: the same failures
+//!   with libfabric's own `udp;ofi_rxd`), so those are skipped there.
 
 mod common;
 
@@ -88,13 +88,18 @@ fn run(
     (st, text, elapsed)
 }
 
-/// Open MPI's MCA settings and libfabric's for the provider under ofi_rxd.
-fn over_rxd(cmd: &mut Command, fi: &Path) {
+/// Open MPI's MCA settings and libfabric's for the provider.
+fn over_provider(cmd: &mut Command, fi: &Path) {
     cmd.env("OMPI_MCA_pml", "cm")
         .env("OMPI_MCA_mtl", "ofi")
         .env("OMPI_MCA_mtl_ofi_provider_include", "clusternet")
-        .env("FI_PROVIDER_PATH", fi)
-        .env("FI_PROVIDER", "clusternet;ofi_rxd");
+        .env("FI_PROVIDER_PATH", fi);
+}
+
+/// The same through ofi_rxd over the provider's FI_EP_DGRAM.
+fn over_rxd(cmd: &mut Command, fi: &Path) {
+    over_provider(cmd, fi);
+    cmd.env("FI_PROVIDER", "clusternet;ofi_rxd");
 }
 
 fn assert_passed(st: Option<ExitStatus>, out: &str, ranks: usize, what: &str) {
@@ -102,6 +107,7 @@ fn assert_passed(st: Option<ExitStatus>, out: &str, ranks: usize, what: &str) {
         st.is_some_and(|s| s.success()),
         "{what}: mpirun {st:?}\n{out}"
     );
+    assert!(!out.contains("FAIL"), "{what}:\n{out}");
     assert!(
         out.contains(&format!("mpi_check: all checks passed ({ranks} ranks")),
         "{what}:\n{out}"
@@ -131,9 +137,8 @@ fn the_mpi_program_passes_under_open_mpi_tcp() {
 }
 
 #[test]
-fn rxd_over_edp_on_the_virtual_cluster_2_4_8_ranks() {
-    if !can_run("mpi_check over clusternet;ofi_rxd") || !testkit::root_or_skip("mpi_check over EDP")
-    {
+fn over_edp_on_the_virtual_cluster_2_4_8_ranks() {
+    if !can_run("mpi_check over clusternet") || !testkit::root_or_skip("mpi_check over EDP") {
         return;
     }
     let _one = serial();
@@ -143,21 +148,38 @@ fn rxd_over_edp_on_the_virtual_cluster_2_4_8_ranks() {
     let bin = bin.to_str().unwrap();
     for n in [2, 4, 8] {
         let job = LaunchCluster::build("fimpi", n, 1500, false).unwrap();
-        let mut c = job.mpirun(
-            n,
-            bin,
-            &[
-                "--max".into(),
-                RXD_MAX.into(),
-                "--skip".into(),
-                RXD_SKIP.into(),
-            ],
-        );
-        over_rxd(&mut c, &fi);
-        let (st, out, took) = run(&scratch, c, Duration::from_secs(600));
-        eprintln!("{n} ranks over EDP (clusternet;ofi_rxd): {took:?}");
+        let mut c = job.mpirun(n, bin, &[]);
+        over_provider(&mut c, &fi);
+        let (st, out, took) = run(&scratch, c, Duration::from_secs(900));
+        eprintln!("{n} ranks over EDP: {took:?}");
         assert_passed(st, &out, n, &format!("{n} ranks over EDP"));
+        assert!(out.contains("ok sizes_0_to_67108864_byte_exact"), "{out}");
     }
+}
+
+#[test]
+fn rxd_over_the_dgram_endpoint_2_ranks() {
+    if !can_run("mpi_check over clusternet;ofi_rxd")
+        || !testkit::root_or_skip("mpi_check over ofi_rxd")
+    {
+        return;
+    }
+    let _one = serial();
+    let scratch = Scratch::new("mpi-rxd");
+    let fi = common::install_provider(&scratch);
+    let bin = common::compile(&scratch, "mpicc", "mpi/mpi_check.c", &[]);
+    let job = LaunchCluster::build("firxd", 2, 1500, false).unwrap();
+    let args = [
+        "--max".into(),
+        RXD_MAX.into(),
+        "--skip".into(),
+        RXD_SKIP.into(),
+    ];
+    let mut c = job.mpirun(2, bin.to_str().unwrap(), &args);
+    over_rxd(&mut c, &fi);
+    let (st, out, took) = run(&scratch, c, Duration::from_secs(600));
+    eprintln!("2 ranks over clusternet;ofi_rxd: {took:?}");
+    assert_passed(st, &out, 2, "clusternet;ofi_rxd");
 }
 
 #[test]
@@ -171,7 +193,7 @@ fn a_killed_rank_ends_the_job() {
     let bin = common::compile(&scratch, "mpicc", "mpi/mpi_check.c", &[]);
     let job = LaunchCluster::build("fikill", 4, 1500, false).unwrap();
     let mut c = job.mpirun(4, bin.to_str().unwrap(), &["--kill".into()]);
-    over_rxd(&mut c, &fi);
+    over_provider(&mut c, &fi);
     // Open MPI's runtime sees the rank die and aborts the job: well within
     // this bound; a hang would run into it.
     let bound = Duration::from_secs(60);
@@ -192,7 +214,7 @@ fn a_killed_rank_ends_the_job() {
 }
 
 #[test]
-fn rxd_over_the_udp_link_as_nobody() {
+fn over_the_udp_link_as_nobody() {
     if !can_run("mpi_check over the UDP link") {
         return;
     }
@@ -216,12 +238,11 @@ fn rxd_over_the_udp_link_as_nobody() {
     };
     c.args(["--oversubscribe", "-np", "2"])
         .arg(&bin)
-        .args(["--max", RXD_MAX, "--skip", RXD_SKIP])
         .env("HOME", &home)
         .env("TMPDIR", &home)
         .env("FI_CLUSTERNET_LINK", "udp")
         .env("FI_CLUSTERNET_IFACE", "lo");
-    over_rxd(&mut c, &fi);
+    over_provider(&mut c, &fi);
     let (st, out, took) = run(&scratch, c, Duration::from_secs(300));
     eprintln!("2 ranks over the UDP link: {took:?}");
     assert_passed(st, &out, 2, "UDP link");
