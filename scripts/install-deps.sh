@@ -46,6 +46,13 @@ if ! command -v cargo >/dev/null 2>&1; then
   fi
 fi
 
+# mpi4py (PyPI) over Open MPI: the provider's mpi4py bench test
+# (fabric/tests/mpirun.rs).
+if command -v python3 >/dev/null 2>&1 && ! python3 -c "import mpi4py" >/dev/null 2>&1; then
+  echo "install-deps: installing mpi4py with pip"
+  python3 -m pip install -q mpi4py || python3 -m pip install -q --break-system-packages mpi4py
+fi
+
 # The style gates of scripts/test.sh need rustfmt and clippy.
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 if command -v rustup >/dev/null 2>&1; then

@@ -16,8 +16,9 @@
 //! rank per host, vcluster's mpirun launch) or `udp` (loopback, the UDP
 //! link, no privilege); `--ranks N` (2); `--mtu M` (1500, EDP only);
 //! `--repeat R` (1: runs alternate TCP, provider, TCP, ...); `--iters I`
-//! (1000), `--warmup W` (100), `--window K` (64); `--provider P` (the
-//! FI_PROVIDER value, default `clusternet;ofi_rxd`). BENCH MIN MAX as
+//! (1000), `--warmup W` (100), `--window K` (64); `--provider P` (an
+//! FI_PROVIDER value, e.g. `clusternet;ofi_rxd`; default none: the
+//! provider's own FI_EP_RDM). BENCH MIN MAX as
 //! osu-ompi takes them. Needs FI_PROVIDER_PATH (scripts/build-provider.sh)
 //! and Open MPI (scripts/install-deps.sh).
 
@@ -41,6 +42,17 @@ struct Args {
     max: String,
 }
 
+impl Args {
+    /// The provider path's name in the output.
+    fn label(&self) -> &str {
+        if self.provider.is_empty() {
+            "clusternet"
+        } else {
+            &self.provider
+        }
+    }
+}
+
 fn parse() -> Result<Args, String> {
     let mut a = Args {
         link_edp: nix::unistd::geteuid().is_root(),
@@ -50,7 +62,7 @@ fn parse() -> Result<Args, String> {
         iters: "1000".into(),
         warmup: "100".into(),
         window: "64".into(),
-        provider: "clusternet;ofi_rxd".into(),
+        provider: String::new(),
         bench: String::new(),
         min: String::new(),
         max: String::new(),
@@ -134,8 +146,10 @@ fn main() {
                 c.env("OMPI_MCA_pml", "cm")
                     .env("OMPI_MCA_mtl", "ofi")
                     .env("OMPI_MCA_mtl_ofi_provider_include", "clusternet")
-                    .env("FI_PROVIDER_PATH", &fi)
-                    .env("FI_PROVIDER", &a.provider);
+                    .env("FI_PROVIDER_PATH", &fi);
+                if !a.provider.is_empty() {
+                    c.env("FI_PROVIDER", &a.provider);
+                }
                 if !a.link_edp {
                     c.env("FI_CLUSTERNET_LINK", "udp")
                         .env("FI_CLUSTERNET_IFACE", "lo");
@@ -155,11 +169,7 @@ fn main() {
             }
             println!(
                 "# run {run}, {}:\n{}",
-                if ours {
-                    &a.provider
-                } else {
-                    "Open MPI TCP BTL"
-                },
+                if ours { a.label() } else { "Open MPI TCP BTL" },
                 text.trim_end()
             );
             pair[k] = rows(&text);
@@ -177,7 +187,7 @@ fn main() {
         } else {
             "UDP link, loopback".into()
         },
-        a.provider
+        a.label()
     );
     print!("{:<10}", "# size");
     for r in 0..a.repeat {

@@ -422,6 +422,10 @@ impl RdmEp {
             None => Entry::Ok(base),
             Some(e) => {
                 let (err, prov) = op_error(&e);
+                if err == fi::FI_EHOSTUNREACH {
+                    tracing::warn!(error = %e, context = c.context, "clusternet: operation failed");
+                    crate::ffi::log_warn(&format!("operation failed: {e}"));
+                }
                 let olen = match e {
                     comm::tagged::OpError::Truncated { olen } => {
                         (olen as usize).saturating_sub(base.len)

@@ -10,6 +10,8 @@
 //!   `nobody` (as the current user when not root);
 //! - a rank killed with SIGKILL: the job ends with Open MPI's error within
 //!   the bound, nothing hangs (root);
+//! - mpi4py's bench (`python3 -m mpi4py.bench helloworld`, `ringtest`,
+//!   `pingpong` up to 64 MiB) on 2 ranks over EDP (root);
 //! - the first stage, kept as a baseline: libfabric's ofi_rxd over the
 //!   provider's FI_EP_DGRAM (`FI_PROVIDER="clusternet;ofi_rxd"`), 2 ranks
 //!   over EDP. ofi_rxd 1.17 itself mishandles three things the program
@@ -180,6 +182,55 @@ fn rxd_over_the_dgram_endpoint_2_ranks() {
     let (st, out, took) = run(&scratch, c, Duration::from_secs(600));
     eprintln!("2 ranks over clusternet;ofi_rxd: {took:?}");
     assert_passed(st, &out, 2, "clusternet;ofi_rxd");
+}
+
+/// The Python interpreter with mpi4py (scripts/install-deps.sh installs
+/// it with pip), or None.
+fn python_with_mpi4py() -> Option<String> {
+    let out = Command::new("python3")
+        .args(["-c", "import sys, mpi4py; print(sys.executable)"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+#[test]
+fn mpi4py_bench_over_edp() {
+    if !can_run("mpi4py bench") || !testkit::root_or_skip("mpi4py bench") {
+        return;
+    }
+    let Some(python) = python_with_mpi4py() else {
+        testkit::skip(
+            "mpi4py bench",
+            "no python3 with mpi4py (pip install mpi4py: scripts/install-deps.sh)",
+        );
+        return;
+    };
+    let _one = serial();
+    let scratch = Scratch::new("mpi4py");
+    let fi = common::install_provider(&scratch);
+    let job = LaunchCluster::build("fipy", 2, 1500, false).unwrap();
+    for (bench, want) in [
+        ("helloworld", "Hello, World! I am process 1 of 2"),
+        ("ringtest", "time for 1 loops"),
+        ("pingpong", "67108864"),
+    ] {
+        let mut args: Vec<String> = vec!["-m".into(), "mpi4py.bench".into(), bench.into()];
+        if bench == "pingpong" {
+            args.extend(["-n".into(), "67108864".into(), "-l".into(), "1000".into()]);
+        }
+        let mut c = job.mpirun(2, &python, &args);
+        over_provider(&mut c, &fi);
+        let (st, out, took) = run(&scratch, c, Duration::from_secs(600));
+        eprintln!("mpi4py.bench {bench}: {took:?}\n{out}");
+        assert!(
+            st.is_some_and(|s| s.success()),
+            "mpi4py.bench {bench}: {st:?}\n{out}"
+        );
+        assert!(out.contains(want), "mpi4py.bench {bench}:\n{out}");
+    }
 }
 
 #[test]

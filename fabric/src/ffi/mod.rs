@@ -145,6 +145,11 @@ pub(crate) fn log(level: fi_log_level, subsys: fi_log_subsys, msg: impl FnOnce()
     }
 }
 
+/// A warning in libfabric's log (FI_LOG_LEVEL=warn shows it).
+pub(crate) fn log_warn(msg: &str) {
+    log(FI_LOG_WARN, FI_LOG_EP_DATA, || msg.to_string());
+}
+
 /// Reads variable `name` (without the `FI_CLUSTERNET_` prefix).
 fn param(name: &str) -> Option<String> {
     let n = CString::new(name).ok()?;
