@@ -311,6 +311,15 @@ impl FromStr for SizeRange {
     }
 }
 
+/// Environment variable capping -c and --warmup (see
+/// [`Args::apply_max_count`]).
+pub const MAX_COUNT_ENV: &str = "NETGAUGE_MAX_COUNT";
+
+/// Environment variable that makes a client fail on purpose at one size of
+/// one mode, `MODE:SIZE` (e.g. `edp:1024`), to see how a run reports a
+/// failed measurement (tests, and the README check).
+pub const INJECT_FAILURE_ENV: &str = "NETGAUGE_INJECT_FAILURE";
+
 /// The examples at the end of `--help`.
 const EXAMPLES: &str = "\
 Examples:
@@ -483,10 +492,20 @@ pub struct Args {
     #[arg(short = 'I', long = "interface")]
     pub iface: Option<String>,
 
-    /// Remote: a MAC address for edp/esp/ctp-edp/comm-edp, an IP address
+    /// Remote: a MAC address for eth/edp/esp/ctp-edp/comm-edp, an IP address
     /// for udp/tcp/ctp-udp/comm-udp. `--remote-ip` gives the IP when both kinds run.
+    /// On an eth server (-a -m eth): the one client MAC it serves.
     #[arg(short = 'R', long = "remote")]
     pub remote: Option<String>,
+
+    /// Ethertype of eth-mode frames (hex 0x.... or decimal; default
+    /// 0x88B7). Two eth sessions between the same two interfaces at once
+    /// need different ones (`--local --hosts 2 -x one_one_bidir` gives its
+    /// second pair 0x88B8).
+    #[arg(long = "eth-type", value_name = "TYPE",
+          default_value_t = crate::transport::eth::ETHERTYPE, hide_default_value = true,
+          value_parser = crate::transport::eth::parse_ethertype)]
+    pub eth_type: u16,
 
     /// The remote's IP address when -R is a MAC and IP modes also run.
     #[arg(long = "remote-ip")]
@@ -731,6 +750,32 @@ impl Args {
             seed: self.seed,
             ..Default::default()
         })
+    }
+
+    /// Applies [`MAX_COUNT_ENV`]: caps -c and --warmup at its value, for
+    /// runs that must be short (CI runs the README's commands so) without
+    /// changing the command. Returns the note to print when it changed
+    /// anything. Errors: a value that is not a count of at least 1.
+    pub fn apply_max_count(&mut self) -> Result<Option<String>, String> {
+        let Ok(v) = std::env::var(MAX_COUNT_ENV) else {
+            return Ok(None);
+        };
+        let max: usize = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| format!("{MAX_COUNT_ENV}={v:?}: expected a count of at least 1"))?;
+        if self.count <= max && self.warmup <= max {
+            return Ok(None);
+        }
+        let note = format!(
+            "netgauge: {MAX_COUNT_ENV}={max}: -c {} and --warmup {} capped at {max}",
+            self.count, self.warmup
+        );
+        self.count = self.count.min(max);
+        self.warmup = self.warmup.min(max);
+        Ok(Some(note))
     }
 
     /// Checks combinations clap cannot express. Returns a message for the user.
