@@ -311,6 +311,11 @@ impl FromStr for SizeRange {
     }
 }
 
+/// Smallest `--mtu`: IPv4's minimum datagram (RFC 791), also the smallest
+/// MTU a veth takes; EDP, ESP, CTP and comm work down to it (kernel TCP
+/// needs more, see [`Args::validate`]).
+pub const MIN_MTU: usize = 68;
+
 /// Environment variable capping -c and --warmup (see
 /// [`Args::apply_max_count`]).
 pub const MAX_COUNT_ENV: &str = "NETGAUGE_MAX_COUNT";
@@ -778,6 +783,27 @@ impl Args {
         Ok(Some(note))
     }
 
+    /// `Some(smallest MTU)` when `--local` would run kernel TCP on a link
+    /// whose `--mtu` is below it: 40 bytes of IPv4 and TCP headers plus
+    /// the kernel's smallest MSS (`net.ipv4.tcp_min_snd_mss`, 48 unless
+    /// set; tcp(7)). Segments never shrink below that, so over a smaller
+    /// MTU they are dropped and the session stalls.
+    fn tcp_min_mtu(&self) -> Option<usize> {
+        let tcp = self
+            .resolve_modes()
+            .iter()
+            .any(|m| matches!(m, Mode::Tcp | Mode::TcpBp));
+        if !self.local || self.link != LinkKind::Packet || !tcp {
+            return None;
+        }
+        let mss = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_min_snd_mss")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or(48);
+        let min = 40 + mss;
+        (self.mtu < min).then_some(min)
+    }
+
     /// Checks combinations clap cannot express. Returns a message for the user.
     pub fn validate(&self) -> Result<(), String> {
         for (name, p) in [
@@ -820,8 +846,34 @@ impl Args {
                 ));
             }
         }
-        if !(68..=65535).contains(&self.mtu) {
-            return Err(format!("--mtu {}: expected 68..65535 bytes", self.mtu));
+        if !(MIN_MTU..=65535).contains(&self.mtu) {
+            return Err(format!(
+                "--mtu {}: expected {MIN_MTU}..65535 bytes (IPv4's minimum datagram)",
+                self.mtu
+            ));
+        }
+        if let Some(min) = self.tcp_min_mtu() {
+            return Err(format!(
+                "--mtu {}: kernel TCP sends at least {} data bytes a segment \
+                 (net.ipv4.tcp_min_snd_mss) plus 40 of headers, so its segments would not fit \
+                 and tcp/tcp-bp would stall: use --mtu {min} or more, or leave tcp and tcp-bp out (-m)",
+                self.mtu,
+                min - 40
+            ));
+        }
+        if self.local && self.iface.is_some() {
+            return Err(format!(
+                "-I {}: --local builds its own interfaces (the virtual cluster's{}); drop -I",
+                self.iface.as_deref().unwrap_or_default(),
+                if self.link == LinkKind::Udp {
+                    ", or none with --link udp"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if let Some(p) = &self.plot {
+            crate::output::plot::check_target(p)?;
         }
         if self.repeat == 0 || (self.repeat > 1 && !self.local) {
             return Err("--repeat N needs N >= 1 and --local".into());

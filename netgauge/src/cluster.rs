@@ -62,7 +62,9 @@ pub fn validate(args: &Args) -> Option<String> {
     }
     if (args.mpi || args.mpirun || args.srun) && !cfg!(feature = "mpi") {
         return Some(
-            "--mpi, --mpirun and --srun need netgauge built with the mpi feature: cargo build -p netgauge --features mpi (Open MPI: scripts/install-deps.sh)"
+            "--mpi, --mpirun and --srun need netgauge built with the mpi feature: \
+             cargo build --release -p netgauge --features mpi, then run target/release/netgauge \
+             (Open MPI and libclang: scripts/install-deps.sh)"
                 .into(),
         );
     }
@@ -317,6 +319,9 @@ pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
             out::println("")?;
         }
         out::print(&table(args, &steps, &failures))?;
+        if crate::interrupt::requested() {
+            out::println("# interrupted (Ctrl-C): the sizes and modes after the last result were not measured")?;
+        }
     }
     if crate::interrupt::requested() {
         return Err(crate::interrupt::error());

@@ -259,6 +259,9 @@ fn run_on(args: &Args, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
             ))?;
         }
         out::print(&crate::output::pivot::pivot(&shown, &failures))?;
+        if crate::interrupt::requested() {
+            out::println("# interrupted (Ctrl-C): the sizes and modes after the last result were not measured")?;
+        }
     }
     if let Some(path) = args.csv_path() {
         crate::output::csv::write_runs(path, &runs)?;
