@@ -184,7 +184,6 @@ stop_servers() {
 }
 
 declare -A starts cmds
-set -m   # background servers in their own process group, SIGINT not ignored
 prev_section=""
 for l in "${lines[@]}"; do
   section=${l%%$'\t'*} cmd=${l#*$'\t'}
@@ -216,8 +215,13 @@ for l in "${lines[@]}"; do
   esac
   starts[$n]=$(date +%s)
   if [[ $cmd == 'nodeA$ '* ]]; then
+    # Job control for this one start: the server gets a process group of
+    # its own and SIGINT's default action (a script's background jobs
+    # ignore SIGINT otherwise).
+    set -m
     "${run[@]}" >>"$log" 2>&1 </dev/null &
     servers+=("$!"$'\t'"$n")
+    set +m
     sleep 1   # the server binds and announces itself
     continue
   fi
