@@ -215,11 +215,8 @@ fn run_on(args: &Args, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
                 mode.name()
             ));
             let started = std::time::Instant::now();
-            let (mut records, failed) =
+            let (records, failed) =
                 run_mode(args, ends, exe, mode, &sizes, &mut sessions, rep, &progress)?;
-            for r in &mut records {
-                r.procs_per_host = args.idle_procs;
-            }
             if !args.json && !progress.shown() {
                 progress.eprintln(&format!(
                     "netgauge: {}: {} of {} sizes measured in {:.1} s{}",
@@ -441,7 +438,10 @@ fn run_mode(
         // Two ports a session: the UDP links of --link udp take P and P+1.
         let port = args.port.wrapping_add((2 * (*sessions % 1000)) as u16);
         *sessions += 1;
-        let (got, error) = session(args, ends, exe, mode, port, &sizes[next..], progress);
+        let (mut got, error) = session(args, ends, exe, mode, port, &sizes[next..], progress);
+        for r in &mut got {
+            r.procs_per_host = args.idle_procs;
+        }
         print_records(args, &got, rep, progress)?;
         next += got.len();
         let measured = !got.is_empty();
