@@ -149,7 +149,7 @@ record() { # index status seconds command
   printf 'readme-commands: [%02d] %-7s %6ss  %s\n' "$1" "$2" "$3" "$4"
   if [ "$2" != 0 ] && [ "$2" != skipped ] && [ "$2" != "0 (^C)" ]; then
     failed=1
-    echo "readme-commands: [$1] failed; its output (last 30 lines of $logdir/$(printf %02d "$1").log):" >&2
+    printf 'readme-commands: [%02d] failed; its output (last 30 lines of %s/%02d.log):\n' "$1" "$logdir" "$1" >&2
     tail -n 30 "$logdir/$(printf %02d "$1").log" >&2
   fi
 }
