@@ -98,7 +98,9 @@ fn pivoted_table_has_sizes_as_rows_and_modes_as_columns() {
         assert!(out.status.success(), "{stdout}");
         let start = stdout
             .lines()
-            .position(|l| l.starts_with("# one_one: p50 half round-trip (us) and its ratio to tcp"))
+            .position(|l| {
+                l.starts_with("# one_one: p50 half round-trip (us), each with its ratio to tcp")
+            })
             .unwrap_or_else(|| panic!("no pivot table: {stdout}"));
         let table: Vec<Vec<&str>> = stdout
             .lines()

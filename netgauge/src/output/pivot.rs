@@ -149,15 +149,57 @@ pub fn table(shape: &Shape<'_>, entries: &[Entry], fs: &[Failure]) -> String {
         .or_else(|| entries.first().map(|e| e.mode.as_str()));
     // Reasons, numbered in order of first appearance (one per mode and text).
     let mut reasons: Vec<&Failure> = Vec::new();
-    let width = modes.iter().map(|m| m.len()).max().unwrap_or(0).max(11) + 2;
+    // The cells first (numbering the failures' reasons in order), then
+    // one width for every column: the widest name or cell, and 2 spaces.
+    let mut rows: Vec<(usize, Vec<String>)> = Vec::new();
+    for &size in &sizes {
+        let base = reference.and_then(|m| find(m, size)).map(|e| e.value);
+        let cells = modes
+            .iter()
+            .map(|m| {
+                let failed = fs.iter().find(|f| f.mode == *m && f.size == size);
+                match (failed, find(m, size)) {
+                    (Some(f), _) => {
+                        let n = match reasons
+                            .iter()
+                            .position(|g| g.mode == f.mode && g.error == f.error)
+                        {
+                            Some(i) => i + 1,
+                            None => {
+                                reasons.push(f);
+                                reasons.len()
+                            }
+                        };
+                        format!("FAIL[{n}]")
+                    }
+                    (None, Some(e)) => match base {
+                        Some(b) if b > 0.0 => {
+                            format!("{} {}", figure(e.value), ratio(e.value / b))
+                        }
+                        _ => figure(e.value),
+                    },
+                    (None, None) => "-".into(),
+                }
+            })
+            .collect();
+        rows.push((size, cells));
+    }
+    let width = modes
+        .iter()
+        .map(|m| m.len())
+        .chain(rows.iter().flat_map(|(_, c)| c.iter().map(|c| c.len())))
+        .max()
+        .unwrap_or(0)
+        .max(11)
+        + 2;
     let (pattern, what) = (shape.pattern, shape.what);
     let mut out = String::new();
     match reference {
         Some(r) => {
             let _ = writeln!(
                 out,
-                "# {pattern}: {what} and its ratio to {r}, by size (rows) and mode (columns); \
-                 last row: CPU time per iteration (us, client + server, median over sizes)"
+                "# {pattern}: {what}, each with its ratio to {r}, by size (rows) and mode \
+                 (columns); last row: CPU time per iteration (us, client + server, median over sizes)"
             );
         }
         None => {
@@ -169,31 +211,9 @@ pub fn table(shape: &Shape<'_>, entries: &[Entry], fs: &[Failure]) -> String {
         let _ = write!(out, "{m:>width$}");
     }
     out.push('\n');
-    for &size in &sizes {
+    for (size, cells) in &rows {
         let _ = write!(out, "{size:<8}");
-        let base = reference.and_then(|m| find(m, size)).map(|e| e.value);
-        for m in &modes {
-            let failed = fs.iter().find(|f| f.mode == *m && f.size == size);
-            let cell = match (failed, find(m, size)) {
-                (Some(f), _) => {
-                    let n = match reasons
-                        .iter()
-                        .position(|g| g.mode == f.mode && g.error == f.error)
-                    {
-                        Some(i) => i + 1,
-                        None => {
-                            reasons.push(f);
-                            reasons.len()
-                        }
-                    };
-                    format!("FAIL[{n}]")
-                }
-                (None, Some(e)) => match base {
-                    Some(b) if b > 0.0 => format!("{} {}", figure(e.value), ratio(e.value / b)),
-                    _ => figure(e.value),
-                },
-                (None, None) => "-".into(),
-            };
+        for cell in cells {
             let _ = write!(out, "{cell:>width$}");
         }
         out.push('\n');
@@ -347,7 +367,7 @@ mod tests {
         let t = pivot(&rs, &[]);
         let r = rows(&t);
         assert!(
-            t.starts_with("# one_one: p50 half round-trip (us) and its ratio to tcp"),
+            t.starts_with("# one_one: p50 half round-trip (us), each with its ratio to tcp"),
             "{t}"
         );
         assert_eq!(r[1], ["#", "size", "edp", "udp", "tcp"], "{t}");
@@ -410,7 +430,7 @@ mod tests {
             &[],
         );
         assert!(
-            t.contains("throughput (Mbit/s) and its ratio to udp"),
+            t.contains("throughput (Mbit/s), each with its ratio to udp"),
             "{t}"
         );
         let r = rows(&t);
@@ -424,6 +444,19 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("reference udp (the kernel's)"), "{t}");
+    }
+
+    #[test]
+    fn wide_cells_widen_every_column() {
+        let t = pivot(
+            &[
+                rec("esp", 8, None, 4_594_681.0),
+                rec("tcp", 8, None, 244_162.0),
+            ],
+            &[],
+        );
+        let r = rows(&t);
+        assert_eq!(r[2], ["8", "4594681", "18.8x", "244162", "1.00x"], "{t}");
     }
 
     #[test]
