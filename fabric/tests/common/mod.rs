@@ -34,14 +34,17 @@ impl Drop for Scratch {
     }
 }
 
-/// The folder of this test binary's profile (`target/<profile>`) and
-/// whether it is the release profile.
-fn profile_dir() -> (PathBuf, bool) {
+/// The folder of this test binary's profile (`target/<profile>`) and the
+/// profile's name (the folder's, except dev's: `debug`).
+fn profile_dir() -> (PathBuf, String) {
     // target/<profile>/deps/<test>-<hash> -> target/<profile>
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
-    let release = dir.file_name().is_some_and(|p| p == "release");
-    (dir, release)
+    let profile = match dir.file_name().and_then(|p| p.to_str()) {
+        Some("debug") | None => "dev".to_string(),
+        Some(p) => p.to_string(),
+    };
+    (dir, profile)
 }
 
 /// The provider's cdylib of this build (`cargo test` builds the rlib
@@ -49,16 +52,21 @@ fn profile_dir() -> (PathBuf, bool) {
 fn cdylib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
-        let (dir, release) = profile_dir();
+        let (dir, profile) = profile_dir();
         let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let mut build = Command::new(env!("CARGO"));
         build
-            .args(["build", "-p", "clusternet-fi", "--lib", "--manifest-path"])
+            .args([
+                "build",
+                "-p",
+                "clusternet-fi",
+                "--lib",
+                "--profile",
+                &profile,
+            ])
+            .arg("--manifest-path")
             .arg(manifest.join("Cargo.toml"))
             .env("CARGO_TARGET_DIR", dir.parent().unwrap());
-        if release {
-            build.arg("--release");
-        }
         let out = build.output().expect("run cargo build -p clusternet-fi");
         assert!(
             out.status.success(),
