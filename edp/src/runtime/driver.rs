@@ -436,7 +436,9 @@ impl<E: Engine> Driver<E> {
                 }
             }
             if let Some(reg) = regs.get(&id) {
-                if r.intersects(reg.interest) || r.contains(Ready::ERROR) {
+                if r.intersects(reg.interest)
+                    || r.intersects(Ready::ERROR.union(Ready::UNRESPONSIVE))
+                {
                     signal(&reg.efd);
                 }
             }

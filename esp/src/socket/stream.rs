@@ -9,7 +9,7 @@ use edp::runtime::{Deadline, DemuxKey, DirectRead, Runtime, SlotId, WaitPolicy};
 use edp::Link;
 
 use crate::config::EspConfig;
-use crate::conn::{Connection, ConnectionError, Error, State, Stats};
+use crate::conn::{Connection, ConnectionError, Error, Liveness, State, Stats};
 use crate::wire::MacAddr;
 
 use super::conn::{ConnSocket, SlotStats};
@@ -386,6 +386,21 @@ impl EspStream {
     /// Connection state.
     pub fn state(&mut self) -> State {
         self.with_conn(|c| c.state())
+    }
+
+    /// Whether the peer answers: [`Liveness::Unresponsive`] once
+    /// `max_retransmissions` retransmissions or probes went unanswered
+    /// (about a second with the defaults), with the instant the connection
+    /// will be declared dead unless the peer answers first (the user
+    /// timeout). A `mio` registration is signalled when the suspicion
+    /// begins (readiness `UNRESPONSIVE`, whatever the interest); blocking
+    /// calls keep waiting (the connection is not dead).
+    pub fn liveness(&self) -> Liveness {
+        let slot = self.slot;
+        self.rt.with_engine_untimed(|e| {
+            e.socket::<ConnSocket>(slot)
+                .map_or(Liveness::Responsive, |s| s.conn.liveness())
+        })
     }
 
     /// The error that ended the connection, if any (not cleared).
