@@ -30,6 +30,7 @@ pub fn session_config(args: &Args, mode: Mode) -> SessionConfig {
         udp_link: udp_link_spec(args),
         mtu: args.mtu,
         esp_checksum: args.esp_checksum,
+        user_timeout: args.user_timeout.map(|u| u.0),
     }
 }
 

@@ -6,7 +6,9 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ::ctp::{CtpConfig, CtpSocket, Delivery, EdpTransport, Options, Transport, UdpTransport};
+use ::ctp::{
+    CtpConfig, CtpSocket, Delivery, EdpTransport, ErrorType, Options, Transport, UdpTransport,
+};
 
 use super::{Endpoint, SessionConfig};
 use crate::cli::Mode;
@@ -27,11 +29,17 @@ pub struct Ctp<T: Transport> {
 /// The CTP socket configuration of a session (wait policy, runtime);
 /// also the comm modes' (`transport/comm.rs`).
 pub(crate) fn config(cfg: &SessionConfig) -> CtpConfig {
-    CtpConfig {
+    let mut c = CtpConfig {
         wait: cfg.wait(),
         runtime: cfg.runtime(),
         ..CtpConfig::default()
+    };
+    if let Some(u) = cfg.user_timeout {
+        c.protocol.user_timeout = u;
     }
+    // A send waiting for room in a full storage is progress waited for.
+    c.send_timeout = Some(cfg.timeout);
+    c
 }
 
 /// A CTP socket over EDP at `port` (0: ephemeral) in the session's runtime.
@@ -107,7 +115,17 @@ impl<T: Transport> Endpoint for Ctp<T> {
     }
 
     fn recv_msg(&mut self, buf: &mut [u8]) -> io::Result<()> {
-        match self.sock.recv_delivery(Some(self.timeout))? {
+        let d = loop {
+            match self.sock.recv_delivery(Some(self.timeout))? {
+                // Suspected, not dead: the messages are resent until the
+                // user timeout (`-v` shows the protocol's own event).
+                Delivery::Error(e) if e.kind == ErrorType::Unresponsive => {
+                    tracing::info!("CTP: {e}");
+                }
+                d => break d,
+            }
+        };
+        match d {
             Delivery::Data(d) => {
                 if d.data.len() != buf.len() {
                     return Err(io::Error::new(
