@@ -186,6 +186,13 @@ pub struct PacketLink {
     /// The interface's MAC at the last check (`iface.mac` stays the one
     /// the link was opened with: the address this end's peers know).
     current_mac: MacAddr,
+    /// The last check found the link down (a copy of the health state for
+    /// the receive path).
+    down: bool,
+    /// Frames arrived while the link was down: the interface works,
+    /// whatever its operational state says (the kernel may report a
+    /// re-created veth `IFF_RUNNING` a second after it carries frames).
+    heard: bool,
 }
 
 impl std::fmt::Debug for PacketLink {
@@ -292,6 +299,8 @@ impl PacketLink {
             health: Health::new(Instant::now()),
             current_mtu: info.mtu,
             current_mac: info.mac,
+            down: false,
+            heard: false,
             iface: info,
         })
     }
@@ -508,13 +517,16 @@ impl PacketLink {
             self.health.checked(now, true);
             return;
         }
+        let heard = std::mem::take(&mut self.heard);
         let up = match ifreq::query_on(self.fd.as_fd(), &self.iface.name) {
             Err(e) => {
                 tracing::trace!(iface = %self.iface.name, "interface query: {e}");
                 false
             }
-            Ok(st) => self.adopt(&st),
+            // Up, bound, and running or carrying frames.
+            Ok(st) => self.adopt(&st) || (st.up && st.index == self.iface.index && heard),
         };
+        tracing::trace!(iface = %self.iface.name, up, "interface checked");
         match self.health.checked(now, up) {
             Transition::Down => tracing::warn!(
                 iface = %self.iface.name,
@@ -528,12 +540,14 @@ impl PacketLink {
             ),
             Transition::None => {}
         }
+        self.down = self.health.is_down();
     }
 
     /// Takes what a check found about the interface: a new index (the
     /// interface was re-created: the socket is bound to it and joins its
     /// groups again), a new MTU or MAC (logged). Returns whether the link
-    /// works: bound, up and running.
+    /// works: bound, up and running (the caller also counts frames
+    /// received since the last check as working).
     fn adopt(&mut self, st: &ifreq::IfaceState) -> bool {
         if st.index != self.iface.index {
             if let Err(e) = packet::bind(self.fd.as_fd(), st.index, self.ethertype) {
@@ -699,6 +713,7 @@ impl Link for PacketLink {
             if b.frames == 0 && b.truncated == 0 {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
+            self.heard |= self.down;
             return Ok(b.frames);
         }
         let slot = self.max_frame();
@@ -730,6 +745,7 @@ impl Link for PacketLink {
             self.truncated += truncated;
             tracing::trace!(truncated, "oversized frames dropped");
         }
+        self.heard |= self.down && seen > 0;
         Ok(seen)
     }
 
