@@ -13,8 +13,10 @@
 #       three hosts on a bridge (client, server, attacker); after 2 s,
 #       for SECONDS: the attacker floods the client with frames carrying
 #       the server's source MAC (the bridge moves the server's entry to the
-#       attacker's port), or the server's bridge port is set to disabled
-#       (`bridge link set ... state 0`), or the server process is stopped
+#       attacker's port), or the server's bridge port stops forwarding
+#       (`bridge link set dev ... state 0`, disabled: without STP the
+#       kernel puts a port set to blocking, 4, back to forwarding at once),
+#       or the server process is stopped
 #       (SIGSTOP, then SIGCONT)
 #   scripts/outage.sh flood MODE [ROUNDS]
 #       three hosts on a bridge; the attacker floods both ends from its own
@@ -184,8 +186,8 @@ blackhole)
     echo "== $(date +%T.%N | cut -c1-12) blackhole ($how) for $secs s"
     case "$how" in
     spoof) ip netns exec "$C" "$NG" flood -I eth0 --to $MAC_A --from $MAC_B --rate "$RATE" --seconds "$secs" ;;
-    block) ip -n "$SW" link set "p$B" type bridge_slave state 0; sleep "$secs"
-           ip -n "$SW" link set "p$B" type bridge_slave state 3 ;;
+    block) bridge -n "$SW" link set dev "p$B" state 0; sleep "$secs"
+           bridge -n "$SW" link set dev "p$B" state 3 ;;
     stop) kill -STOP "$SERVER"; sleep "$secs"; kill -CONT "$SERVER" ;;
     *) die "blackhole: spoof, block or stop" ;;
     esac

@@ -156,8 +156,15 @@ impl Connection {
     pub(super) fn touch_peer(&mut self, now: Instant) {
         self.probes.unanswered = 0;
         self.timers.stop(Timer::KeepAlive);
-        if self.liveness.is_stalled() && self.recovery.is_empty() {
-            self.on_progress(now);
+        if self.liveness.is_stalled() {
+            if self.recovery.is_empty() {
+                self.on_progress(now);
+            } else if self.liveness() != super::Liveness::Responsive {
+                // A suspected peer is heard again (its probe crossed the
+                // path that came back): retransmit now rather than at the
+                // next maximum RTO.
+                self.timers.set(Timer::Rto, now);
+            }
         }
     }
 }
