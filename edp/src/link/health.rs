@@ -120,10 +120,15 @@ impl Health {
     }
 
     /// A send or receive failed with an outage error, or the descriptor
-    /// reported one: the next check is due at once. Returns true when this
-    /// is the first evidence since the last check (for a log line).
+    /// reported one: the next check is due at once (while the link is known
+    /// down, the next periodic recheck is soon enough). Returns true when
+    /// this is the first evidence since the last check (for a log line).
     pub fn on_error(&mut self) -> bool {
-        let news = !self.suspect && self.down_since.is_none();
+        if self.down_since.is_some() {
+            // Known down: the periodic recheck looks again.
+            return false;
+        }
+        let news = !self.suspect;
         self.suspect = true;
         news
     }
@@ -258,6 +263,9 @@ mod tests {
         assert_eq!(h.checked(t1, false), Transition::Down);
         assert!(h.is_down() && h.stats().down);
         assert_eq!(h.poll_at(), t1 + DOWN_RECHECK);
+        // Errors while known down wait for the periodic recheck.
+        assert!(!h.on_error());
+        assert!(!h.due(t1 + DOWN_RECHECK / 2));
         let t2 = t1 + DOWN_RECHECK;
         assert_eq!(h.checked(t2, false), Transition::None);
         assert_eq!(h.stats().down_now_us, 100_000);

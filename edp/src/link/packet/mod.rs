@@ -524,7 +524,10 @@ impl PacketLink {
                 false
             }
             // Up, bound, and running or carrying frames.
-            Ok(st) => self.adopt(&st) || (st.up && st.index == self.iface.index && heard),
+            Ok(st) => {
+                self.adopt(&st)
+                    || (st.up && st.index == self.iface.index && st.mtu >= self.iface.mtu && heard)
+            }
         };
         tracing::trace!(iface = %self.iface.name, up, "interface checked");
         match self.health.checked(now, up) {
@@ -585,13 +588,15 @@ impl PacketLink {
                 was = self.current_mtu,
                 now = st.mtu,
                 opened_with = self.iface.mtu,
-                "interface MTU changed; frames stay at most {} + 14 bytes",
+                "interface MTU changed; frames stay at most {} + 14 bytes (the link counts as down while the MTU is below that)",
                 self.iface.mtu
             );
             self.current_mtu = st.mtu;
             self.health.on_mtu_change();
         }
-        st.up && st.running
+        // A lowered MTU cannot carry the frames the runtime builds (full
+        // segments fail with EMSGSIZE): down until it is restored.
+        st.up && st.running && st.mtu >= self.iface.mtu
     }
 
     /// Reads the kernel's counters into the accumulated ones.
