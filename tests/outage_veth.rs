@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use edp::runtime::{EngineStats, LinkConfig, RuntimeConfig, WaitPolicy};
+use edp::runtime::{EngineStats, LinkConfig, Runtime, RuntimeConfig, WaitPolicy};
 use edp::{EdpConfig, EdpSocket};
 use esp::{EspConfig, EspListener, EspStream};
 use testkit::pattern::{check, fill, Digest};
@@ -91,8 +91,8 @@ fn outage(net: &Cluster, fault: Fault) {
 }
 
 /// An ESP stream of [`STREAM`] bytes from host 0 to host 1 with `fault`
-/// applied once 8 MiB are written; returns both runtimes' counters.
-fn stream_through(test: &str, fault: Fault) -> Option<(EngineStats, EngineStats)> {
+/// applied once 8 MiB are written; returns both runtimes.
+fn stream_through(test: &str, fault: Fault) -> Option<(Runtime, Runtime)> {
     let net = setup(test, 2, 1500)?;
     let (a, b) = (net.host(0).clone(), net.host(1).clone());
     let (tx, rx) = mpsc::channel();
@@ -114,7 +114,7 @@ fn stream_through(test: &str, fault: Fault) -> Option<(EngineStats, EngineStats)
         }
         s.write_all(&h.report()).unwrap();
         s.close(Some(PATIENCE)).unwrap();
-        s.runtime().stats()
+        s.runtime().clone()
     });
     rx.recv().unwrap();
     let written = Arc::new(AtomicU64::new(0));
@@ -139,20 +139,40 @@ fn stream_through(test: &str, fault: Fault) -> Option<(EngineStats, EngineStats)
         s.shutdown(Shutdown::Write).unwrap();
         let mut report = [0u8; 16];
         s.read_exact(&mut report).expect("the receiver's report");
-        let st = s.runtime().stats();
-        (h.hash(), Digest::parse_report(&report), s.stats(), st)
+        (
+            h.hash(),
+            Digest::parse_report(&report),
+            s.stats(),
+            s.runtime().clone(),
+        )
     });
     assert!(
         wait_until(PATIENCE, || written.load(Ordering::Relaxed) >= 8 << 20),
         "the stream did not start"
     );
     outage(&net, fault);
-    let (hash, (len, got_hash), conn, sa) = client.join().expect("client");
-    let sb = server.join().expect("server");
-    eprintln!("{test}: client {conn:?}\nclient runtime {sa:?}\nserver runtime {sb:?}");
+    let (hash, (len, got_hash), conn, rta) = client.join().expect("client");
+    let rtb = server.join().expect("server");
+    eprintln!(
+        "{test}: client {conn:?}\nclient runtime {:?}\nserver runtime {:?}",
+        rta.stats(),
+        rtb.stats()
+    );
     assert_eq!(len, STREAM as u64, "stream length");
     assert_eq!(got_hash, hash, "stream bytes");
-    Some((sa, sb))
+    Some((rta, rtb))
+}
+
+/// Waits (bounded) until `rt` counted a recovery of its link (the check
+/// after the kernel reports the interface running again; the stream may
+/// end before it), and returns its counters.
+fn recovered(rt: &Runtime) -> EngineStats {
+    assert!(
+        wait_until(PATIENCE, || rt.stats().link.recoveries >= 1),
+        "no recovery counted: {:?}",
+        rt.stats().link
+    );
+    rt.stats()
 }
 
 #[test]
@@ -160,6 +180,7 @@ fn an_esp_stream_survives_its_link_going_down_and_up() {
     let Some((a, _b)) = stream_through("outage_down_up", Fault::DownUp) else {
         return;
     };
+    let a = recovered(&a);
     assert!(a.link.outages >= 1, "{:?}", a.link);
     assert!(a.link.recoveries >= 1, "{:?}", a.link);
     assert_eq!(a.send_errors, 0, "no fatal send error");
@@ -170,7 +191,8 @@ fn an_esp_stream_survives_its_interface_being_recreated() {
     let Some((a, b)) = stream_through("outage_recreate", Fault::Recreate) else {
         return;
     };
-    for (end, s) in [("client", a), ("server", b)] {
+    for (end, rt) in [("client", a), ("server", b)] {
+        let s = recovered(&rt);
         assert!(
             s.link.rebinds >= 1,
             "{end}: socket not bound again: {:?}",
@@ -212,7 +234,7 @@ fn edp_datagrams_during_an_outage_are_counted_and_a_sleeping_reader_wakes_up() {
             rx.set_read_timeout(Some(PATIENCE)).unwrap();
             let mut buf = [0u8; 64];
             let got = rx.recv_from(&mut buf).map(|(n, _, _)| buf[..n].to_vec());
-            (got, rx.runtime().stats())
+            (got, rx.runtime().clone())
         });
         std::thread::sleep(Duration::from_millis(100));
         let before = tx.runtime().stats();
@@ -259,8 +281,13 @@ fn edp_datagrams_during_an_outage_are_counted_and_a_sleeping_reader_wakes_up() {
             sends += 1;
             std::thread::sleep(Duration::from_millis(100));
         }
-        let (got, sb) = reader.join().unwrap();
-        let sa = tx.runtime().stats();
+        let (got, rtb) = reader.join().unwrap();
+        let sa = recovered(tx.runtime());
+        let sb = if fault == Fault::Recreate {
+            recovered(&rtb)
+        } else {
+            rtb.stats()
+        };
         eprintln!("{fault:?}: sender {:?}, receiver {:?}", sa.link, sb.link);
         assert_eq!(got.expect("a datagram after the outage"), b"after");
         assert!(

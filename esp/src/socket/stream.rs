@@ -316,6 +316,12 @@ impl EspStream {
                 Err(e)
             }
             Err(e) if e.kind() == io::ErrorKind::TimedOut && !matches!(deadline, Deadline::Now) => {
+                // The connection's own death (its user timeout, or the
+                // thesis's retransmission limit) is reported as what it is,
+                // not as the call's timeout.
+                if let Some(dead) = self.with_conn(|c| c.error().map(|ce| lost(ce, c))) {
+                    return Err(dead);
+                }
                 // Say what the connection was doing.
                 let state = self.with_conn(|c| format!("{c:?}"));
                 Err(io::Error::new(

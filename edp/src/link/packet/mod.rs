@@ -186,13 +186,6 @@ pub struct PacketLink {
     /// The interface's MAC at the last check (`iface.mac` stays the one
     /// the link was opened with: the address this end's peers know).
     current_mac: MacAddr,
-    /// The last check found the link down (a copy of the health state for
-    /// the receive path).
-    down: bool,
-    /// Frames arrived while the link was down: the interface works,
-    /// whatever its operational state says (the kernel may report a
-    /// re-created veth `IFF_RUNNING` a second after it carries frames).
-    heard: bool,
 }
 
 impl std::fmt::Debug for PacketLink {
@@ -299,8 +292,6 @@ impl PacketLink {
             health: Health::new(Instant::now()),
             current_mtu: info.mtu,
             current_mac: info.mac,
-            down: false,
-            heard: false,
             iface: info,
         })
     }
@@ -517,17 +508,12 @@ impl PacketLink {
             self.health.checked(now, true);
             return;
         }
-        let heard = std::mem::take(&mut self.heard);
         let up = match ifreq::query_on(self.fd.as_fd(), &self.iface.name) {
             Err(e) => {
                 tracing::trace!(iface = %self.iface.name, "interface query: {e}");
                 false
             }
-            // Up, bound, and running or carrying frames.
-            Ok(st) => {
-                self.adopt(&st)
-                    || (st.up && st.index == self.iface.index && st.mtu >= self.iface.mtu && heard)
-            }
+            Ok(st) => self.adopt(&st),
         };
         tracing::trace!(iface = %self.iface.name, up, "interface checked");
         match self.health.checked(now, up) {
@@ -543,14 +529,14 @@ impl PacketLink {
             ),
             Transition::None => {}
         }
-        self.down = self.health.is_down();
     }
 
     /// Takes what a check found about the interface: a new index (the
     /// interface was re-created: the socket is bound to it and joins its
     /// groups again), a new MTU or MAC (logged). Returns whether the link
-    /// works: bound, up and running (the caller also counts frames
-    /// received since the last check as working).
+    /// works: bound, up and running (`IFF_RUNNING`: the kernel may report
+    /// it for a re-created veth a second after the pair carries frames),
+    /// with an MTU that carries the runtime's frames.
     fn adopt(&mut self, st: &ifreq::IfaceState) -> bool {
         if st.index != self.iface.index {
             if let Err(e) = packet::bind(self.fd.as_fd(), st.index, self.ethertype) {
@@ -718,7 +704,6 @@ impl Link for PacketLink {
             if b.frames == 0 && b.truncated == 0 {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
-            self.heard |= self.down;
             return Ok(b.frames);
         }
         let slot = self.max_frame();
@@ -750,7 +735,6 @@ impl Link for PacketLink {
             self.truncated += truncated;
             tracing::trace!(truncated, "oversized frames dropped");
         }
-        self.heard |= self.down && seen > 0;
         Ok(seen)
     }
 
