@@ -568,7 +568,12 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.stats.ctp_errors += 1;
         let rank = e.peer.and_then(|p| self.by_addr.get(&p).copied());
         match (e.kind, rank) {
-            (ErrorType::NotConfirmed, Some(rank)) => self.implicit_disconnect(rank, e.to_string()),
+            // CTP suspects a silent peer (and keeps resending) at the
+            // spec's deadline, and fails its messages only at its user
+            // timeout: either is an implicit disconnect.
+            (ErrorType::NotConfirmed | ErrorType::Unresponsive, Some(rank)) => {
+                self.implicit_disconnect(rank, e.to_string())
+            }
             _ => tracing::warn!(error = %e, "comm: CTP error"),
         }
     }

@@ -209,6 +209,12 @@ pub struct SendTiming {
     /// transmission of it): evidence the peer and the path work (the
     /// live-link resend cap, `Config::max_resend_period`).
     pub last_confirm: Option<Instant>,
+    /// Since when the destination is suspected: silent at a packet's spec
+    /// error deadline (`Config::user_timeout`); cleared by its next
+    /// confirmation.
+    pub suspected_since: Option<Instant>,
+    /// When the last suspicion ended.
+    pub recovered_at: Option<Instant>,
 }
 
 impl SendTiming {
@@ -217,6 +223,8 @@ impl SendTiming {
         Self {
             rtt: PeerTimeout::new(timeout),
             last_confirm: None,
+            suspected_since: None,
+            recovered_at: None,
         }
     }
 

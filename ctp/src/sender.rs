@@ -77,6 +77,9 @@ pub struct PktState {
     /// `resend_at` was brought forward because packets sent after this one
     /// were confirmed (early resend: no doubling of the period).
     pub early: bool,
+    /// Its "not confirmed" error was postponed past the spec's deadline
+    /// because its destination was silent (`Config::user_timeout`).
+    pub postponed: bool,
     /// Transmission sequence number of its first transmission: a
     /// confirmation of this packet (of any copy) shows that everything sent
     /// before that is due too (early resend).
@@ -122,6 +125,7 @@ impl PktState {
             acks: 0,
             seq: 0,
             early: false,
+            postponed: false,
             first_seq: 0,
             probe_at: None,
             group_due: None,
@@ -401,6 +405,10 @@ impl<P: Copy + Eq + Hash> SendSessions<P> {
 
     pub fn at_mut(&mut self, id: SessionId) -> &mut SendSession {
         &mut self.list[id.0 as usize]
+    }
+
+    pub fn list_at(&self, id: SessionId) -> &SendSession {
+        &self.list[id.0 as usize]
     }
 }
 

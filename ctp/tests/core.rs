@@ -13,6 +13,15 @@ fn ep(cfg: Config, seed: u64, t0: Instant) -> Endpoint<u8> {
     Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, seed, Some(BCAST))
 }
 
+/// The CTP spec's death rule: "not confirmed" at the deadline, whatever
+/// the destination does (no user timeout).
+fn spec_rule() -> Config {
+    Config {
+        user_timeout: None,
+        ..Config::default()
+    }
+}
+
 /// Endpoints 1 and 2 with the same configuration, created at `t0`.
 fn pair(cfg: Config, t0: Instant) -> (Endpoint<u8>, Endpoint<u8>) {
     (ep(cfg.clone(), 1, t0), ep(cfg, 2, t0))
@@ -228,7 +237,7 @@ fn sender_ids_wrap_and_large_message_reassembles() {
 #[test]
 fn unreachable_peer_not_confirmed_after_schedule() {
     let t0 = Instant::now();
-    let mut a = ep(Config::default(), 1, t0);
+    let mut a = ep(spec_rule(), 1, t0);
     let id = a.send(t0, 9, B, b"anyone?", Options::NONE).unwrap();
     assert_eq!(drain(&mut a).len(), 1);
     let t = Duration::from_millis(100);
@@ -927,7 +936,7 @@ fn early_resend_after_a_later_packet_is_confirmed() {
 #[test]
 fn first_sample_rebases_packets_in_flight() {
     let t0 = Instant::now();
-    let mut a = ep(Config::default(), 1, t0);
+    let mut a = ep(spec_rule(), 1, t0);
     let mut b = ep(Config::default(), 2, t0);
     let us = Duration::from_micros;
     let ids: Vec<_> = (0..3u8)

@@ -247,10 +247,12 @@ fn unreachable_peer_not_confirmed_on_virtual_clock() {
         FaultConfig::seeded(1).with_loss(1.0),
         FaultConfig::seeded(2),
     );
-    let mut nodes = vec![
-        Node::new(la, cfg(1500), 1, t0),
-        Node::new(lb, cfg(1500), 2, t0),
-    ];
+    // The spec's rule: "not confirmed" at the deadline (no user timeout).
+    let spec = Config {
+        user_timeout: None,
+        ..cfg(1500)
+    };
+    let mut nodes = vec![Node::new(la, spec, 1, t0), Node::new(lb, cfg(1500), 2, t0)];
     let dst = nodes[1].addr;
     let m = nodes[0]
         .ep

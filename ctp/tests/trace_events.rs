@@ -122,6 +122,8 @@ fn tracing_events_in_the_endpoint_span() {
         let cfg = Config {
             data_size: 4,
             max_sessions: 1,
+            // the spec's rule: the error deadline reports "not confirmed"
+            user_timeout: None,
             ..Config::default()
         };
         let (mut a, mut b) = pair(cfg, t0);

@@ -66,7 +66,10 @@ fn send_receive_sizes_in_one_process() {
 
 #[test]
 fn ping_and_unreachable_peer() {
-    let a = bind_served();
+    // The spec's rule: "not confirmed" at the deadline (no user timeout).
+    let mut cfg = CtpConfig::default();
+    cfg.protocol.user_timeout = None;
+    let a = CtpSocket::bind_udp("127.0.0.1:0", cfg).expect("bind UDP on loopback");
     let b = bind_served();
     let pb = b.local_addr().unwrap();
     let m = a.ping(1, pb).unwrap();

@@ -95,7 +95,8 @@ impl std::str::FromStr for Checksum {
 /// Defaults (the reasons are on `TransportConfig::default`):
 /// - `rto`: RFC 6298 (SRTT + 4 RTTVAR) with doubling, within 1 ms..1 s,
 ///   10 ms before the first sample;
-/// - `max_retransmissions` 8, `max_syn_retransmissions` 10;
+/// - `max_retransmissions` 8 (then the peer is suspected),
+///   `user_timeout` 60 s (then it is dead), `max_syn_retransmissions` 10;
 /// - delayed ACK every 2 segments or after 100 us;
 /// - buffers 4 MiB (send) and 2 MiB (receive), 4096 out-of-order segments;
 /// - initial window 10 segments (RFC 6928), NewReno;
@@ -109,8 +110,18 @@ pub struct TransportConfig {
     /// death past the maximum (`ESP_TIMEOUT_CONN`).
     pub rto: RtoConfig,
     /// Retransmissions of a segment (or unanswered probes) after which the
-    /// connection is dead (thesis `ESP_MAX_RETRANSMITS`; CTP uses 8).
+    /// peer is suspected ([`crate::conn::Liveness::Unresponsive`]); with
+    /// `user_timeout` `None`, after which the connection is dead (the
+    /// thesis's rule, `ESP_MAX_RETRANSMITS`; CTP uses 8).
     pub max_retransmissions: u32,
+    /// How long a connection may make no progress (its oldest
+    /// unacknowledged segment, or its probes, unanswered) before it is
+    /// declared dead ([`crate::ConnectionError::UserTimeout`]): RFC 5482's
+    /// user timeout. The peer is suspected long before, after
+    /// `max_retransmissions`; meanwhile the connection retransmits and
+    /// probes once per maximum RTO. `None`: the thesis's rule, dead at the
+    /// suspicion. Default 60 s (see `TransportConfig::default`).
+    pub user_timeout: Option<Duration>,
     /// Retransmissions of a SYN or SYN-ACK before the handshake fails
     /// (TCP's `tcp_syn_retries`).
     pub max_syn_retransmissions: u32,
@@ -168,9 +179,19 @@ impl Default for TransportConfig {
     ///   milliseconds; TCP's 200 ms (Linux) or 1 s (RFC 6298) would turn one
     ///   loss into a stall (the thesis's throughput problem with 10 ms
     ///   jiffies, ch. 5.3.3).
-    /// - maximum RTO 1 s and `max_retransmissions` 8 (as CTP): a dead peer is
-    ///   detected within about 1 + 2 + ... + 256 ms + 512 ms ~ 1 s after the
-    ///   first timeout at the minimum RTO.
+    /// - maximum RTO 1 s and `max_retransmissions` 8 (as CTP): an
+    ///   unresponsive peer is suspected within about 1 + 2 + ... + 256 ms +
+    ///   512 ms ~ 1 s after the first timeout at the minimum RTO; while
+    ///   suspected, the connection retransmits once a second (a learning
+    ///   switch relearns the path within a second of the outage's end).
+    /// - `user_timeout` 60 s: the connection is declared dead after a
+    ///   minute without progress. Measured on this project's machine
+    ///   (docs/DECISIONS.md, "Suspect is not dead"): a bridge with classic
+    ///   STP forwards a port again 30 s (2 x forward delay) after it comes
+    ///   back; a stream must ride out such a reconvergence with margin,
+    ///   while an application that waits is told of the suspicion within
+    ///   ~1 s. Kernel TCP waits ~15 minutes (`tcp_retries2`), InfiniBand RC
+    ///   under Open MPI's defaults (timeout 20, retry count 7) ~30 s.
     /// - initial RTO 10 ms: the RTO before the first RTT sample (SYN); RFC
     ///   6298 says 1 s for the Internet, which would make one lost SYN cost a
     ///   second.
@@ -203,6 +224,7 @@ impl Default for TransportConfig {
                 Duration::from_secs(1),
             ),
             max_retransmissions: 8,
+            user_timeout: Some(Duration::from_secs(60)),
             max_syn_retransmissions: 10,
             delayed_ack_segments: 2,
             delayed_ack_time: Duration::from_micros(100),

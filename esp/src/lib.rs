@@ -47,7 +47,7 @@ pub mod wire;
 
 pub use auth::{AuthMethod, AuthPolicy, MethodList};
 pub use config::{Checksum, CongestionControl, EspConfig, TransportConfig};
-pub use conn::{Connection, ConnectionError, Error, IsnGenerator, State, Stats};
+pub use conn::{Connection, ConnectionError, Error, IsnGenerator, Liveness, State, Stats};
 /// Fault injection settings, re-exported for [`EspConfig::with_fault`].
 pub use edp::link::fault::FaultConfig;
 pub use listener::{Listener, SynOutcome};

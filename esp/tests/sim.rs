@@ -151,9 +151,14 @@ fn same_seed_same_trace() {
     );
 }
 
+/// The thesis's death rule (no user timeout): dead after
+/// `max_retransmissions` unanswered retransmissions or probes.
 #[test]
 fn partition_longer_than_retransmission_limit_kills_both_ends() {
-    let cfg = TransportConfig::default();
+    let cfg = TransportConfig {
+        user_timeout: None,
+        ..Default::default()
+    };
     let mut sim = connect(&cfg, faults(21), faults(22));
     let mut written = 0usize;
     let mut read = 0usize;

@@ -308,9 +308,19 @@ fn transmit_due_follows_what_is_owed() {
     assert!(p.b.transmit_due(), "FIN owed");
 }
 
+/// A pair under the thesis's death rule: dead after `max_retransmissions`
+/// (no user timeout).
+fn thesis_pair() -> Pair {
+    let cfg = TransportConfig {
+        user_timeout: None,
+        ..Default::default()
+    };
+    established(cfg.clone(), cfg)
+}
+
 #[test]
 fn rto_backoff_sequence_then_dead_with_errors_on_both_calls() {
-    let mut p = pair();
+    let mut p = thesis_pair();
     p.a.send(b"lost forever").unwrap();
     let first = out(&mut p.a, p.t0 + us(100));
     assert_eq!(first.len(), 1);
@@ -866,7 +876,7 @@ fn abort_sends_rst_and_peer_sees_reset() {
 
 #[test]
 fn keepalive_detects_a_silent_peer() {
-    let mut p = pair();
+    let mut p = thesis_pair();
     // The peer vanishes: keepalive after 1 s, then probes with backoff.
     let mut t = p.t0 + us(10);
     let mut probes = 0;

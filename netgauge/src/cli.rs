@@ -342,6 +342,37 @@ Examples:
   nodeA$ netgauge -a --link udp -m esp --link-peer nodeB:19471
   nodeB$ netgauge --link udp -m esp -R nodeA";
 
+/// `--user-timeout`: seconds, or `none` for the thesis's and the CTP
+/// spec's rule (no user timeout).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UserTimeout(pub Option<std::time::Duration>);
+
+impl std::str::FromStr for UserTimeout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "none" {
+            return Ok(UserTimeout(None));
+        }
+        match s.parse::<f64>() {
+            Ok(v) if v > 0.0 && v.is_finite() => {
+                Ok(UserTimeout(Some(std::time::Duration::from_secs_f64(v))))
+            }
+            _ => Err(format!(
+                "user timeout {s:?}: give a number of seconds > 0, or none"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for UserTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            None => f.write_str("none"),
+            Some(d) => write!(f, "{}", d.as_secs_f64()),
+        }
+    }
+}
+
 /// netgauge: latency and throughput of EDP, ESP, CTP, kernel UDP and TCP on
 /// one Ethernet link.
 ///
@@ -621,6 +652,16 @@ pub struct Args {
     /// Seconds without progress before a run is abandoned with an error.
     #[arg(long = "timeout", default_value_t = 10.0)]
     pub timeout_s: f64,
+
+    /// The user timeout of ESP connections and CTP destinations (esp,
+    /// ctp-*, comm-*): seconds without progress before the peer is
+    /// declared dead (it is suspected after about a second: `-v` prints
+    /// it). `none`: the thesis's rule for ESP (dead after 8
+    /// retransmissions) and the CTP spec's ("not confirmed" after 8
+    /// resends). Default: the protocols' (60 s). Give `--timeout` above it
+    /// to let an outage run into it.
+    #[arg(long = "user-timeout", value_name = "SECONDS|none")]
+    pub user_timeout: Option<UserTimeout>,
 
     /// With --local: repeat the whole comparison N times, alternating the
     /// order of the modes, and summarise each mode by the median over the

@@ -369,6 +369,10 @@ pub(crate) fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
         v.push("--esp-checksum".into());
         v.push(args.esp_checksum.to_string());
     }
+    if let Some(u) = args.user_timeout {
+        v.push("--user-timeout".into());
+        v.push(u.to_string());
+    }
     for (flag, n) in [("--idle-edp", args.idle_edp), ("--idle-esp", args.idle_esp)] {
         if n > 0 {
             v.push(flag.into());

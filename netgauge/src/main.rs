@@ -7,6 +7,7 @@ mod cli;
 mod cluster;
 mod control;
 mod cpu;
+mod flood;
 mod hold;
 mod hostlist;
 mod idle;
@@ -70,6 +71,16 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("netgauge plot: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if std::env::args().nth(1).as_deref() == Some("flood") {
+        let cmd = flood::FloodCmd::parse_from(std::env::args().skip(1));
+        return match cmd.run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("netgauge flood: {e}");
                 ExitCode::FAILURE
             }
         };

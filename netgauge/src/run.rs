@@ -31,6 +31,7 @@ pub fn session_config(args: &Args, mode: Mode) -> SessionConfig {
         mtu: args.mtu,
         esp_checksum: args.esp_checksum,
         eth_type: args.eth_type,
+        user_timeout: args.user_timeout.map(|u| u.0),
     }
 }
 

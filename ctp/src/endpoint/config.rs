@@ -34,6 +34,22 @@ pub struct Config {
     /// after the first send. The error deadline is kept on a live link too,
     /// where more resends may fit before it (`max_resend_period`).
     pub max_resends: u32,
+    /// How long a destination may confirm nothing before its messages fail
+    /// with "not confirmed" (a user timeout, RFC 5482's idea; not in the
+    /// spec, wire-compatible). A packet that reaches the spec's error
+    /// deadline while its destination is silent only makes the destination
+    /// suspected (one `ErrorType::Unresponsive` delivery); its error comes
+    /// once the destination was silent this long, and its resends meanwhile
+    /// at most `max_probe_period` apart (`liveness.rs`). `None`: the spec's
+    /// rule ("not confirmed" at the deadline, however the destination
+    /// behaves). Default 60 s, as ESP's (docs/DECISIONS.md, "Suspect is not
+    /// dead").
+    pub user_timeout: Option<Duration>,
+    /// Longest period between resends of a packet to a suspected
+    /// destination: the probe that finds the path again (and teaches a
+    /// learning switch where the sender is) once an outage ends. Default
+    /// 1 s, ESP's maximum RTO.
+    pub max_probe_period: Duration,
     /// A packet is not declared "not confirmed" earlier than this after its
     /// first transmission, however short the measured timeout (not in the
     /// spec: with LAN timeouts of about 1 ms the 8 resends would otherwise
@@ -228,6 +244,8 @@ impl Default for Config {
             min_timeout: Duration::from_millis(1),
             max_timeout: Duration::from_secs(10),
             max_resends: 8,
+            user_timeout: Some(Duration::from_secs(60)),
+            max_probe_period: Duration::from_secs(1),
             min_error_delay: Duration::from_secs(1),
             max_resend_multiplier: 16384,
             max_resend_period: Duration::from_millis(20),

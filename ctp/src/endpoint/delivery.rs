@@ -121,6 +121,13 @@ pub enum ErrorType {
     /// `code` is how many (not in the spec: its deliveries storage is
     /// unbounded).
     Suppressed = 6,
+    /// `peer` confirmed nothing for a while (`code`: milliseconds since its
+    /// last confirmation) and a packet to it reached the spec's "not
+    /// confirmed" deadline: it is suspected, not dead; its messages are
+    /// resent until `Config::user_timeout` passes without a confirmation,
+    /// and only then fail with [`ErrorType::NotConfirmed`]. One delivery
+    /// per suspicion (not in the spec).
+    Unresponsive = 7,
 }
 
 /// An error delivery (spec `CCTPErrorInfo`: type, code, address, timestamp).
@@ -153,6 +160,9 @@ impl<P: fmt::Debug> fmt::Display for ErrorInfo<P> {
             ErrorType::OutOfMemory => "out of memory for a message",
             ErrorType::Transport => "transport error",
             ErrorType::Suppressed => "error deliveries dropped: too many queued",
+            ErrorType::Unresponsive => {
+                "peer unresponsive: suspected, not dead (resending until the user timeout)"
+            }
         };
         write!(f, "{what} (code {}", self.code)?;
         if let Some(c) = self.command {

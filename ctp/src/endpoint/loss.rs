@@ -53,6 +53,9 @@ impl<P: PeerAddr> Endpoint<P> {
         let s = self.send_sessions.at_mut(session);
         // the destination works (live-link resend cap)
         s.timing.last_confirm = Some(now);
+        if s.timing.suspected_since.is_some() {
+            super::liveness::heard_again(&mut s.timing, &mut self.stats, now);
+        }
         if bcast && !group.is_empty() {
             let Some(pos) = group.iter().position(|g| *g == from) else {
                 self.stats.stale_confirmations += 1;
@@ -208,8 +211,9 @@ impl<P: PeerAddr> Endpoint<P> {
     }
 
     /// The error deadline of packet `i` of `key` passed: spec "Command is not
-    /// confirmed too long", one error per message. Returns true if the
-    /// message was removed (DelAfterError).
+    /// confirmed too long", one error per message, unless a user timeout
+    /// postpones it (`liveness.rs`). Returns true if the message was
+    /// removed (DelAfterError).
     pub(super) fn on_error_deadline(
         &mut self,
         now: Instant,
@@ -217,6 +221,9 @@ impl<P: PeerAddr> Endpoint<P> {
         i: u32,
         dest: Dest<P>,
     ) -> bool {
+        if self.postpone_error(now, key, i, dest) {
+            return false;
+        }
         let Some(m) = self.sent.get_mut(&key) else {
             return true;
         };
@@ -296,9 +303,11 @@ impl<P: PeerAddr> Endpoint<P> {
     /// destination's timeout off if its estimate may be stale (Karn), and
     /// set the next resend one period later ([`resend_period`]).
     pub(super) fn on_resend(&mut self, now: Instant, key: MsgId, i: u32, dest: Dest<P>) {
-        let Some(m) = self.sent.get_mut(&key) else {
+        let Some(session) = self.sent.get(&key).map(|m| m.session) else {
             return;
         };
+        let probe_cap = self.probe_cap(session);
+        let m = self.sent.get_mut(&key).expect("present");
         let s = self.send_sessions.at_mut(m.session);
         let p = m.pkt_mut(i);
         let (first_sent, base, early) = (p.first_sent, p.base, p.early);
@@ -325,7 +334,11 @@ impl<P: PeerAddr> Endpoint<P> {
         if early {
             self.stats.early_resends += 1;
         }
-        let period = resend_period(&self.cfg, p, early, live, current);
+        let mut period = resend_period(&self.cfg, p, early, live, current);
+        if let Some(cap) = probe_cap {
+            // A suspected destination is probed at least this often.
+            period = period.min(cap);
+        }
         p.resend_at = Some(later(now, period));
         tracing::trace!(
             msg = key,

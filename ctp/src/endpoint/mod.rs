@@ -17,7 +17,9 @@
 //! - large messages are split into parts of at most `data_size` bytes and
 //!   delivered only when complete.
 //!
-//! Beyond the spec (wire-compatible): a per-destination send window; bounded
+//! Beyond the spec (wire-compatible): a destination that stops confirming is
+//! suspected at the spec's "not confirmed" deadline and declared dead only
+//! after [`Config::user_timeout`] (`liveness`); a per-destination send window; bounded
 //! sessions, received-id lists, reassembly memory, delivery and confirmation
 //! queues ([`Config`], each limit counted in [`Stats`]); on a live link a
 //! packet's resend period stops growing at [`Config::max_resend_period`];
@@ -27,7 +29,8 @@
 //! Files, one concept each: `config`, `delivery` (the public output types
 //! and the bounded deliveries storage), `stats`, `send` (the send path and
 //! window release), `loss` (confirmations, RTT samples, loss detection, the
-//! per-packet timer actions), `recv` (received data, reassembly and its
+//! per-packet timer actions), `liveness` (suspicion and the user timeout),
+//! `recv` (received data, reassembly and its
 //! limits), `sessions` (the bounded receiving sessions), `timers`
 //! (`handle_timeout` / `poll_timeout` over the packet timer queue).
 
@@ -48,6 +51,7 @@ use crate::wire::{Repr, CTP_HEADER_LEN, MAX_PACKET_LEN};
 
 mod config;
 mod delivery;
+mod liveness;
 mod loss;
 mod recv;
 mod send;

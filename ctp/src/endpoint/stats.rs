@@ -61,6 +61,11 @@ pub struct Stats {
     pub messages_delivered: u64,
     /// "Not confirmed" errors (one per message).
     pub not_confirmed_errors: u64,
+    /// Destinations suspected: silent at a packet's spec error deadline
+    /// (`Config::user_timeout`; one `ErrorType::Unresponsive` delivery each).
+    pub unresponsive: u64,
+    /// Suspected destinations that confirmed again.
+    pub recovered: u64,
     /// Resends made before the timer because packets sent later were
     /// confirmed (also counted in `data_packets_resent`).
     pub early_resends: u64,

@@ -21,9 +21,11 @@ use std::os::fd::RawFd;
 use std::time::Instant;
 
 use crate::wire::MacAddr;
+pub use health::OutageStats;
 
 pub(crate) mod delay_queue;
 pub mod fault;
+pub mod health;
 pub mod packet;
 pub mod sim;
 pub mod udp;
@@ -221,13 +223,29 @@ pub trait Link: Send {
     }
 
     /// Does the link's own time-driven work due at `now` (a fault-injecting
-    /// wrapper releases the frames it held back). The runtime calls it once
+    /// wrapper releases the frames it held back; a packet link checks its
+    /// interface, [`health`]). The runtime calls it once
     /// [`Link::poll_at`] has passed, whether or not it sends or receives.
     ///
     /// Errors: those of sending the released frames.
     fn on_timeout(&mut self, now: Instant) -> io::Result<()> {
         let _ = now;
         Ok(())
+    }
+
+    /// The link's descriptor reported an error condition at `now`
+    /// (`POLLERR` from poll(2)): for a packet socket, a pending `ENETDOWN`
+    /// after its interface went down or away. The link reads (and so
+    /// clears) the error and checks its interface ([`health`]). Links
+    /// without outages ignore it.
+    fn on_error_event(&mut self, now: Instant) {
+        let _ = now;
+    }
+
+    /// Counters of the link's outages ([`health`]); zero for links that
+    /// have none to report.
+    fn outage_stats(&self) -> OutageStats {
+        OutageStats::default()
     }
 
     /// Largest frame in bytes, Ethernet header included: `mtu() + 14`.
@@ -263,9 +281,10 @@ pub trait Link: Send {
         None
     }
 
-    /// The earliest instant at which the link itself has a frame to release
-    /// (a delayed frame in a fault-injecting wrapper), so a poller can wake
-    /// for it. `None` when nothing is pending.
+    /// The earliest instant at which the link itself has work (a delayed
+    /// frame in a fault-injecting wrapper to release, a packet link's next
+    /// interface check, [`health`]), so a poller can wake for it. `None`
+    /// when nothing is pending.
     fn poll_at(&self) -> Option<Instant> {
         None
     }
@@ -322,6 +341,12 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn on_timeout(&mut self, now: Instant) -> io::Result<()> {
         (**self).on_timeout(now)
+    }
+    fn on_error_event(&mut self, now: Instant) {
+        (**self).on_error_event(now)
+    }
+    fn outage_stats(&self) -> OutageStats {
+        (**self).outage_stats()
     }
     fn mac(&self) -> MacAddr {
         (**self).mac()

@@ -71,6 +71,13 @@ pub trait Engine: Send + 'static {
     /// Whether sockets linger (closing after their handle was dropped): the
     /// runtime stays alive until they finish.
     fn has_lingering(&self) -> bool;
+
+    /// The link's descriptor reported an error condition (`POLLERR`) at
+    /// `now`: let the link read the error and check its interface (see
+    /// `crate::link::health`). The default does nothing.
+    fn on_link_error(&mut self, now: Instant) {
+        let _ = now;
+    }
 }
 
 /// Longest stretch a waiting thread spins without yielding its CPU (see
@@ -285,8 +292,15 @@ pub(crate) fn signal(efd: &EventFd) {
     let _ = efd.write(1);
 }
 
+/// Bit of [`sleep_on`]'s result for an error condition (`POLLERR`) on
+/// `fds[i]`: `ERROR_BIT << i`.
+pub(crate) const ERROR_BIT: u32 = 1 << 8;
+
 /// Sleeps in ppoll(2) until one of `fds` (one or two) is readable or
-/// `until` passes; returns which were readable (bit `i` for `fds[i]`).
+/// `until` passes; returns which were ready (bit `i` for `fds[i]`), and
+/// which of them reported an error condition (bit `ERROR_BIT << i`: a
+/// packet socket whose interface went down; `POLLERR` stays set until the
+/// error is read, see `Engine::on_link_error`).
 pub(crate) fn sleep_on(fds: &[BorrowedFd<'_>], until: Option<Instant>) -> io::Result<u32> {
     let mut pfds: [PollFd<'_>; 2] = [
         PollFd::new(fds[0], PollFlags::POLLIN),
@@ -301,8 +315,11 @@ pub(crate) fn sleep_on(fds: &[BorrowedFd<'_>], until: Option<Instant>) -> io::Re
         Ok(_) => Ok(pfds[..n]
             .iter()
             .enumerate()
-            .filter(|(_, p)| p.revents().is_some_and(|r| !r.is_empty()))
-            .fold(0, |m, (i, _)| m | (1 << i))),
+            .fold(0, |m, (i, p)| match p.revents() {
+                Some(r) if r.contains(PollFlags::POLLERR) => m | (1 << i) | (ERROR_BIT << i),
+                Some(r) if !r.is_empty() => m | (1 << i),
+                _ => m,
+            })),
         Err(nix::errno::Errno::EINTR) => Ok(0),
         Err(e) => Err(io::Error::other(format!("ppoll: {e}"))),
     }
@@ -428,7 +445,9 @@ impl<E: Engine> Driver<E> {
                 }
             }
             if let Some(reg) = regs.get(&id) {
-                if r.intersects(reg.interest) || r.contains(Ready::ERROR) {
+                if r.intersects(reg.interest)
+                    || r.intersects(Ready::ERROR.union(Ready::UNRESPONSIVE))
+                {
                     signal(&reg.efd);
                 }
             }
@@ -662,6 +681,12 @@ impl<E: Engine> Driver<E> {
                     drain(&self.leader_wake);
                 }
                 g = self.lock();
+                if matches!(r, Ok(m) if m & ERROR_BIT != 0) {
+                    // The link reported an error (its interface went down
+                    // or away): read it, or ppoll returns at once forever.
+                    g.engine.on_link_error(crate::time::now());
+                    self.notify(&mut g);
+                }
                 if let Leader::Caller { thread, .. } = g.leader {
                     if thread == me {
                         g.leader = Leader::Caller {

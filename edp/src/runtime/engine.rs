@@ -23,8 +23,9 @@ use super::filter::FilterPlan;
 use super::responder::Responder;
 use super::socket::{Cx, DirectRead, Ready, SlotId, Socket, Spawn};
 use super::stats::EngineStats;
-use super::tx::{self, TxQueue};
+use super::tx::{self, Lost, TxQueue};
 use crate::auth::{FrameAuth, Refused, TagStatus, TRAILER_LEN};
+use crate::link::health::is_outage;
 
 /// Frames read per receive call.
 pub const RX_BATCH: usize = 64;
@@ -155,6 +156,7 @@ impl EthEngine {
     /// Counters.
     pub fn stats(&self) -> EngineStats {
         let mut s = self.st.stats;
+        s.link = self.link.outage_stats();
         s.responder = self.st.responder.stats();
         if let Some(a) = &self.st.auth {
             s.auth = a.verifier.stats();
@@ -239,7 +241,12 @@ impl EthEngine {
     /// socket's send from its caller's buffers); returns how many the link
     /// took (a short count when its queue filled).
     ///
-    /// Errors: those of the link's `send_batch_vectored`.
+    /// During a link outage the frames are counted
+    /// ([`EngineStats::tx_unsent`]) and reported sent (a datagram service
+    /// drops them, as a device without carrier does).
+    ///
+    /// Errors: those of the link's `send_batch_vectored` other than an
+    /// outage's.
     pub fn send_now(&mut self, frames: &[&[std::io::IoSlice<'_>]]) -> io::Result<usize> {
         let r = match self.st.auth.as_mut() {
             None => self.link.send_batch_vectored(frames),
@@ -268,10 +275,43 @@ impl EthEngine {
                 self.link.send_batch_vectored(&refs)
             }
         };
-        if let Ok(n) = r {
-            self.st.stats.tx_frames += n as u64;
+        match r {
+            Ok(n) => {
+                self.st.stats.tx_frames += n as u64;
+                Ok(n)
+            }
+            Err(e) => self.datagrams_unsent(frames.len(), e),
         }
-        r
+    }
+
+    /// A datagram send of `n` frames failed with `e`: during a link outage
+    /// (an outage error, or a full queue while the link's check finds it
+    /// down) the frames are counted in `tx_unsent` and reported sent, as
+    /// kernel UDP counts a frame the device dropped instead of failing the
+    /// call; any other error is returned.
+    fn datagrams_unsent(&mut self, n: usize, e: io::Error) -> io::Result<usize> {
+        let full = tx::is_transient(&e) && e.kind() != io::ErrorKind::InvalidInput;
+        if !is_outage(&e) && !full {
+            return Err(e);
+        }
+        // Let the link check its interface now if the error made that due.
+        let now = crate::time::now();
+        if self.link.poll_at().is_some_and(|t| t <= now) {
+            let _ = self.link.on_timeout(now);
+        }
+        if is_outage(&e) || self.link.outage_stats().down {
+            self.st.stats.link_errors += 1;
+            self.st.stats.tx_unsent += n as u64;
+            return Ok(n);
+        }
+        Err(e)
+    }
+
+    /// The link's descriptor reported an error (`POLLERR`) at `now`: the
+    /// link reads it and checks its interface ([`Link::on_error_event`]).
+    pub fn on_link_error(&mut self, now: Instant) {
+        self.st.stats.link_errors += 1;
+        self.link.on_error_event(now);
     }
 
     /// The handle of `id` was dropped: the socket is removed, or lingers
@@ -330,6 +370,12 @@ impl EthEngine {
                     io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
                 ) =>
             {
+                0
+            }
+            Err(e) if is_outage(&e) => {
+                // The interface went down or away: the link checks it
+                // (its `poll_at` is due now); the sockets wait it out.
+                self.st.stats.link_errors += 1;
                 0
             }
             Err(e) => {
@@ -515,18 +561,26 @@ impl EthEngine {
                 }
             }
             let auth = &st.auth;
-            let mut lost: Vec<usize> = Vec::new();
+            let mut lost: Vec<(usize, Lost)> = Vec::new();
             let sent = tx::send_frames(
                 n,
                 |i| q.head(i),
                 gather,
                 |i| auth.as_ref().map_or((&[][..], &[][..]), |a| a.tail(i)),
                 |frames| self.link.send_batch_vectored(frames),
-                |i| lost.push(i),
+                |i, why| lost.push((i, why)),
             );
             self.st.retime_polled();
-            for i in lost {
-                self.st.stats.tx_lost += 1;
+            if lost.first().is_some_and(|(_, why)| *why == Lost::Outage)
+                || lost.last().is_some_and(|(_, why)| *why == Lost::Outage)
+            {
+                self.st.stats.link_errors += 1;
+            }
+            for (i, why) in lost {
+                match why {
+                    Lost::Transient => self.st.stats.tx_lost += 1,
+                    Lost::Outage => self.st.stats.tx_unsent += 1,
+                }
                 if let Some(owner) = self.st.tx.frames[i].owner {
                     if let Some(s) = self.st.slot_mut(owner) {
                         s.socket.on_send_failed();

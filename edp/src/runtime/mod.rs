@@ -92,6 +92,9 @@ impl Engine for EthEngine {
     fn has_lingering(&self) -> bool {
         self.lingering() > 0
     }
+    fn on_link_error(&mut self, now: Instant) {
+        EthEngine::on_link_error(self, now)
+    }
 }
 
 /// What a runtime knows about itself without its lock.

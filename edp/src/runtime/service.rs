@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::config::Progress;
-use super::driver::{drain, sleep_on, Driver, Engine};
+use super::driver::{drain, sleep_on, Driver, Engine, ERROR_BIT};
 
 /// Polling period of idle progress over links without a descriptor
 /// (in-memory links used with real threads, in tests).
@@ -140,6 +140,16 @@ pub(crate) fn spawn<E: Engine>(driver: &Arc<Driver<E>>, name: String) -> io::Res
                 (Some(l), true) => sleep_on(&[wake.as_fd(), l.as_fd()], target),
                 _ => sleep_on(&[wake.as_fd()], target),
             };
+            if matches!(r, Ok(m) if m & (ERROR_BIT << 1) != 0) {
+                // The link reported an error (its interface went down or
+                // away): let it read the error, or ppoll returns at once
+                // forever.
+                if let Some(d) = weak.upgrade() {
+                    let mut g = d.lock();
+                    g.engine.on_link_error(Instant::now());
+                    d.notify(&mut g);
+                }
+            }
             match r {
                 Ok(m) if m & 1 != 0 => drain(&wake),
                 Ok(_) => {}

@@ -48,6 +48,11 @@ impl Ready {
     pub const WRITABLE: Ready = Ready(2);
     /// The socket has failed or is closed for good.
     pub const ERROR: Ready = Ready(4);
+    /// The peer does not answer (a connection's retransmissions or probes
+    /// went unanswered): suspected, not dead; the protocol keeps trying
+    /// until its user timeout. `mio` registrations are signalled when it
+    /// appears, whatever their interest.
+    pub const UNRESPONSIVE: Ready = Ready(8);
 
     /// Both sets.
     #[inline]

@@ -11,6 +11,16 @@ pub struct EngineStats {
     /// Frames the link refused (a full queue): reliable protocols
     /// retransmit them; datagram senders got an error.
     pub tx_lost: u64,
+    /// Frames not sent because the link was out (down, no carrier, deleted,
+    /// MTU lowered; `crate::link::health`): reliable protocols retransmit
+    /// them, datagram sends count them here and return as sent.
+    pub tx_unsent: u64,
+    /// Sends and receives that failed with an outage error, and `POLLERR`s
+    /// of the link's descriptor: evidence the link checked.
+    pub link_errors: u64,
+    /// The link's outage counters (outages, recoveries, re-binds to a
+    /// re-created interface, MTU changes, time down).
+    pub link: crate::link::OutageStats,
     /// Frames too short for an Ethernet and port header.
     pub malformed: u64,
     /// Frames not for us: another ethertype, or another unicast
@@ -21,9 +31,9 @@ pub struct EngineStats {
     pub bad_source: u64,
     /// Frames for a port no slot of this runtime holds, not answered.
     pub unclaimed: u64,
-    /// Receive errors other than `WouldBlock`.
+    /// Fatal receive errors (neither `WouldBlock` nor an outage's).
     pub recv_errors: u64,
-    /// Fatal send errors.
+    /// Fatal send errors (neither transient nor an outage's).
     pub send_errors: u64,
     /// Kernel filter installations.
     pub filter_updates: u64,

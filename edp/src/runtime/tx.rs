@@ -6,6 +6,7 @@
 use std::io::{self, IoSlice};
 
 use super::socket::{GatherRef, SlotId};
+use crate::link::health::is_outage;
 
 /// Frames per batch: one sendmmsg(2) call (`UIO_MAXIOV` allows 1024; 64
 /// keeps the batch arrays in cache and bounds a single caller's latency).
@@ -141,20 +142,32 @@ pub(crate) fn is_transient(e: &io::Error) -> bool {
     ) || e.raw_os_error() == Some(nix::libc::ENOBUFS)
 }
 
+/// Why [`send_frames`] did not send a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lost {
+    /// A transient error ([`is_transient`]): this frame only.
+    Transient,
+    /// A link outage (`crate::link::health::is_outage`): this frame and
+    /// every later one of the batch.
+    Outage,
+}
+
 /// Builds the iovec arrays of `n` frames and hands them to `send` (the
 /// link's `send_batch_vectored`), retrying after partial sends. `payload`
 /// resolves frame `i`'s gathered payload, `tail` its authentication
-/// padding and trailer ([`crate::auth`]; empty when off). Returns (frames sent, frames
-/// lost to transient errors: the caller reports them to their owners).
+/// padding and trailer ([`crate::auth`]; empty when off). Returns the
+/// frames sent; `lost` is called for each frame not sent and why
+/// ([`Lost`]: the caller reports them to their owners). A link outage
+/// ends the batch without an error: the rest of it is lost.
 ///
-/// Errors: fatal link errors.
+/// Errors: fatal link errors (neither transient nor an outage).
 pub(crate) fn send_frames<'p>(
     n: usize,
     head: impl Fn(usize) -> &'p [u8],
     payload: impl Fn(usize) -> (&'p [u8], &'p [u8]),
     tail: impl Fn(usize) -> (&'p [u8], &'p [u8]),
     mut send: impl FnMut(&[&[IoSlice<'_>]]) -> io::Result<usize>,
-    mut lost: impl FnMut(usize),
+    mut lost: impl FnMut(usize, Lost),
 ) -> io::Result<usize> {
     if n == 0 {
         return Ok(0);
@@ -179,12 +192,16 @@ pub(crate) fn send_frames<'p>(
         let (p, k) = piece(0);
         return match send(&[&p[..k]]) {
             Ok(0) => {
-                lost(0);
+                lost(0, Lost::Transient);
                 Ok(0)
             }
             Ok(_) => Ok(1),
             Err(e) if is_transient(&e) => {
-                lost(0);
+                lost(0, Lost::Transient);
+                Ok(0)
+            }
+            Err(e) if is_outage(&e) => {
+                lost(0, Lost::Outage);
                 Ok(0)
             }
             Err(e) => Err(e),
@@ -203,7 +220,7 @@ pub(crate) fn send_frames<'p>(
             Ok(0) => {
                 // Nothing accepted: the rest is lost locally.
                 for i in done..n {
-                    lost(i);
+                    lost(i, Lost::Transient);
                 }
                 done = n;
             }
@@ -212,8 +229,15 @@ pub(crate) fn send_frames<'p>(
                 sent += m;
             }
             Err(e) if is_transient(&e) => {
-                lost(done);
+                lost(done, Lost::Transient);
                 done += 1;
+            }
+            Err(e) if is_outage(&e) => {
+                // Every later frame would fail the same way.
+                for i in done..n {
+                    lost(i, Lost::Outage);
+                }
+                done = n;
             }
             Err(e) => return Err(e),
         }
@@ -267,11 +291,49 @@ mod tests {
                     _ => Ok(fs.len()),
                 }
             },
-            |i| lost.push(i),
+            |i, why| lost.push((i, why)),
         )
         .unwrap();
         assert_eq!(calls, vec![5, 3, 2]);
-        assert_eq!(lost, vec![2]);
+        assert_eq!(lost, vec![(2, Lost::Transient)]);
         assert_eq!(sent, 4);
+    }
+
+    #[test]
+    fn an_outage_loses_the_rest_of_the_batch_without_an_error() {
+        let heads: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 4]).collect();
+        let mut calls = 0;
+        let mut lost = Vec::new();
+        let sent = send_frames(
+            5,
+            |i| &heads[i][..],
+            |_| (&[][..], &[][..]),
+            |_| (&[][..], &[][..]),
+            |_| {
+                calls += 1;
+                match calls {
+                    1 => Ok(2),
+                    _ => Err(io::Error::from_raw_os_error(nix::libc::ENETDOWN)),
+                }
+            },
+            |i, why| lost.push((i, why)),
+        )
+        .unwrap();
+        assert_eq!(calls, 2, "no call per frame once the link is down");
+        assert_eq!(sent, 2);
+        assert_eq!(
+            lost,
+            vec![(2, Lost::Outage), (3, Lost::Outage), (4, Lost::Outage)]
+        );
+        // A broken socket is still an error.
+        let r = send_frames(
+            1,
+            |i| &heads[i][..],
+            |_| (&[][..], &[][..]),
+            |_| (&[][..], &[][..]),
+            |_| Err(io::Error::from_raw_os_error(nix::libc::EBADF)),
+            |_, _| {},
+        );
+        assert!(r.is_err());
     }
 }

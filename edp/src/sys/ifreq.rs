@@ -1,10 +1,11 @@
-//! The `SIOCGIFHWADDR` / `SIOCGIFMTU` ioctls (netdevice(7)) on a
-//! throwaway `AF_UNIX` datagram socket; the index comes from
-//! `if_nametoindex(3)` through nix. They answer for the network namespace
-//! of the calling thread.
+//! The `SIOCGIF*` ioctls (netdevice(7)): on a throwaway `AF_UNIX`
+//! datagram socket ([`IfreqSocket`], answering for the network namespace of
+//! the calling thread; the index comes from `if_nametoindex(3)` through
+//! nix), or on a given socket ([`query_on`], answering for that socket's
+//! network namespace, whichever thread asks).
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
 
@@ -35,17 +36,6 @@ impl IfreqSocket {
         req
     }
 
-    fn ioctl(&self, request: libc::c_ulong, req: &mut libc::ifreq) -> io::Result<()> {
-        // SAFETY: `req` is a live, writable ifreq, which is what the
-        // SIOCGIF* requests used here read and write.
-        let r = unsafe { libc::ioctl(self.0.as_raw_fd(), request as _, req as *mut libc::ifreq) };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
-    }
-
     /// Interface index of `name`. Errors: `ENODEV` when there is none.
     pub(crate) fn index(&self, name: &str) -> io::Result<u32> {
         nix::net::if_::if_nametoindex(name).map_err(io::Error::from)
@@ -53,24 +43,86 @@ impl IfreqSocket {
 
     /// Hardware address family (`ARPHRD_*`) and first 6 address bytes.
     pub(crate) fn hwaddr(&self, name: &str) -> io::Result<(u16, [u8; 6])> {
-        let mut req = Self::request(name);
-        self.ioctl(libc::SIOCGIFHWADDR, &mut req)?;
-        // SAFETY: SIOCGIFHWADDR succeeded, so the kernel filled the
-        // ifru_hwaddr member of the union.
-        let hw = unsafe { req.ifr_ifru.ifru_hwaddr };
-        let mut mac = [0u8; 6];
-        for (m, b) in mac.iter_mut().zip(hw.sa_data.iter()) {
-            *m = *b as u8;
-        }
-        Ok((hw.sa_family, mac))
+        hwaddr(self.0.as_fd(), name)
     }
 
     /// MTU of `name` in bytes.
     pub(crate) fn mtu(&self, name: &str) -> io::Result<i32> {
-        let mut req = Self::request(name);
-        self.ioctl(libc::SIOCGIFMTU, &mut req)?;
-        // SAFETY: SIOCGIFMTU succeeded, so the kernel filled the ifru_mtu
-        // member of the union.
-        Ok(unsafe { req.ifr_ifru.ifru_mtu })
+        mtu(self.0.as_fd(), name)
     }
+}
+
+/// One `SIOCGIF*` request on socket `fd`.
+fn ioctl(fd: BorrowedFd<'_>, request: libc::c_ulong, req: &mut libc::ifreq) -> io::Result<()> {
+    // SAFETY: `req` is a live, writable ifreq, which is what the SIOCGIF*
+    // requests used here read and write.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), request as _, req as *mut libc::ifreq) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn hwaddr(fd: BorrowedFd<'_>, name: &str) -> io::Result<(u16, [u8; 6])> {
+    let mut req = IfreqSocket::request(name);
+    ioctl(fd, libc::SIOCGIFHWADDR, &mut req)?;
+    // SAFETY: SIOCGIFHWADDR succeeded, so the kernel filled the
+    // ifru_hwaddr member of the union.
+    let hw = unsafe { req.ifr_ifru.ifru_hwaddr };
+    let mut mac = [0u8; 6];
+    for (m, b) in mac.iter_mut().zip(hw.sa_data.iter()) {
+        *m = *b as u8;
+    }
+    Ok((hw.sa_family, mac))
+}
+
+fn mtu(fd: BorrowedFd<'_>, name: &str) -> io::Result<i32> {
+    let mut req = IfreqSocket::request(name);
+    ioctl(fd, libc::SIOCGIFMTU, &mut req)?;
+    // SAFETY: SIOCGIFMTU succeeded, so the kernel filled the ifru_mtu
+    // member of the union.
+    Ok(unsafe { req.ifr_ifru.ifru_mtu })
+}
+
+/// What [`query_on`] reports about an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IfaceState {
+    /// Interface index.
+    pub index: u32,
+    /// `IFF_UP`: administratively up.
+    pub up: bool,
+    /// `IFF_RUNNING`: operationally up (carrier).
+    pub running: bool,
+    /// MTU in bytes.
+    pub mtu: usize,
+    /// Hardware address.
+    pub mac: [u8; 6],
+}
+
+/// Index, flags, MTU and MAC of interface `name` (checked by the caller:
+/// 1..IFNAMSIZ bytes, no NUL) in the network namespace of socket `fd`
+/// (any socket: the kernel hands `SIOCGIF*` requests it does not know to
+/// the namespace's devices).
+///
+/// Errors: `ENODEV` when there is no such interface; other ioctl errors.
+pub(crate) fn query_on(fd: BorrowedFd<'_>, name: &str) -> io::Result<IfaceState> {
+    let mut req = IfreqSocket::request(name);
+    ioctl(fd, libc::SIOCGIFINDEX, &mut req)?;
+    // SAFETY: SIOCGIFINDEX succeeded, so the kernel filled the
+    // ifru_ifindex member of the union.
+    let index = unsafe { req.ifr_ifru.ifru_ifindex };
+    let mut req = IfreqSocket::request(name);
+    ioctl(fd, libc::SIOCGIFFLAGS, &mut req)?;
+    // SAFETY: SIOCGIFFLAGS succeeded, so the kernel filled the ifru_flags
+    // member of the union.
+    let flags = i32::from(unsafe { req.ifr_ifru.ifru_flags });
+    let (_, mac) = hwaddr(fd, name)?;
+    Ok(IfaceState {
+        index: index.max(0) as u32,
+        up: flags & libc::IFF_UP != 0,
+        running: flags & libc::IFF_RUNNING != 0,
+        mtu: mtu(fd, name)?.max(0) as usize,
+        mac,
+    })
 }

@@ -132,7 +132,7 @@ impl Connection {
                 // as the peer's.
                 if self.ack_field_plausible(repr.ack) {
                     self.answer_unacceptable(now, Answer::Old);
-                    self.touch_peer();
+                    self.touch_peer(now);
                 } else {
                     self.out_of_window(now);
                 }
@@ -181,7 +181,7 @@ impl Connection {
             self.set_state(next);
             self.established_once = true;
         }
-        self.touch_peer();
+        self.touch_peer(now);
         self.process_ack(now, repr);
         if self.state == State::Closed {
             return 0;

@@ -15,14 +15,20 @@ pub enum ConnectionError {
     /// The peer answered the SYN with RST: no socket listens on that port.
     #[error("connection refused: no ESP listener on the peer's port")]
     Refused,
-    /// A segment or probe was retransmitted `max_retransmissions` times
-    /// without acknowledgement (or, with the thesis's `ESP_TIMEOUT_CONN`,
-    /// the doubled RTO passed its maximum): the peer is unreachable or
-    /// dead.
+    /// Under the thesis's rule (no user timeout), a segment or probe was
+    /// retransmitted `max_retransmissions` times without acknowledgement
+    /// (or, with the thesis's `ESP_TIMEOUT_CONN`, the doubled RTO passed
+    /// its maximum); or a SYN was retransmitted `max_syn_retransmissions`
+    /// times: the peer is unreachable or dead.
     #[error(
         "connection timed out: no acknowledgement after the maximum number of retransmissions"
     )]
     TimedOut,
+    /// The connection made no progress for the user timeout (RFC 5482's
+    /// idea, `TransportConfig::user_timeout`): the peer stayed
+    /// unresponsive, unreachable or dead, that long.
+    #[error("connection timed out: no progress for the user timeout of {0:?} (the peer stayed unreachable or dead that long; raise TransportConfig::user_timeout to ride out longer outages)")]
+    UserTimeout(std::time::Duration),
     /// This end aborted the connection (RST sent).
     #[error("connection aborted locally")]
     Aborted,
@@ -66,7 +72,7 @@ impl From<ConnectionError> for std::io::Error {
         let kind = match e {
             ConnectionError::Reset => K::ConnectionReset,
             ConnectionError::Refused => K::ConnectionRefused,
-            ConnectionError::TimedOut => K::TimedOut,
+            ConnectionError::TimedOut | ConnectionError::UserTimeout(_) => K::TimedOut,
             ConnectionError::Aborted => K::ConnectionAborted,
             ConnectionError::AuthRequired(_)
             | ConnectionError::AuthUnavailable(_)

@@ -79,6 +79,7 @@ mod emit;
 mod error;
 mod handshake;
 mod isn;
+mod liveness;
 mod prediction;
 mod probe;
 mod receive;
@@ -98,6 +99,7 @@ use tracing::Span;
 pub use emit::{reset_frame, GatherFrame};
 pub use error::{ConnectionError, Error};
 pub use isn::IsnGenerator;
+pub use liveness::Liveness;
 pub(crate) use receive::window_segments;
 pub use recovery::{DUP_THRESH, MAX_DUP_THRESH};
 pub use state::State;
@@ -159,6 +161,8 @@ pub struct Connection {
     cc: AnyController,
     rtt: Rto,
     probes: Probes,
+    /// Stall, suspicion and death (`liveness.rs`).
+    liveness: liveness::Tracker,
     gather: Gather,
 
     // ---- receive side
@@ -244,6 +248,7 @@ impl Connection {
             send: SendBuffer::default(),
             recovery: Recovery::new(iss),
             probes: Probes::default(),
+            liveness: liveness::Tracker::default(),
             gather: Gather::default(),
             recv: ReceiveBuffer::default(),
             ack: AckState::default(),
@@ -358,6 +363,7 @@ impl Connection {
         s.reordering = self.recovery.dup_thresh();
         s.fast_retransmits = self.recovery.fast_retransmits;
         s.spurious = self.recovery.spurious;
+        s.unresponsive_us = self.liveness.suspected_us;
         s
     }
     /// Records that the link failed to send a frame from `poll_transmit`
@@ -757,7 +763,9 @@ impl Connection {
     }
 
     /// Fires every timer that expired at `now`: delayed ACK, retransmission
-    /// (RFC 6298 sec. 5.4-5.6), persist (zero-window probe), keepalive.
+    /// (RFC 6298 sec. 5.4-5.6), persist (zero-window probe), keepalive; the
+    /// last three also suspect the peer and end the connection at the user
+    /// timeout (`liveness.rs`).
     pub fn handle_timeout(&mut self, now: Instant) {
         in_span!(self, self.fire_timers(now));
     }
@@ -771,15 +779,15 @@ impl Connection {
         }
         if self.timers.is_expired(Timer::Rto, now) {
             self.timers.stop(Timer::Rto);
-            self.on_rto();
+            self.on_rto(now);
         }
         if self.timers.is_expired(Timer::Persist, now) {
             self.timers.stop(Timer::Persist);
-            self.on_persist_timer();
+            self.on_persist_timer(now);
         }
         if self.timers.is_expired(Timer::KeepAlive, now) {
             self.timers.stop(Timer::KeepAlive);
-            self.on_keepalive_timer();
+            self.on_keepalive_timer(now);
         }
         self.update_probe_timers(now);
     }

@@ -56,7 +56,7 @@ impl Connection {
             "segment in (predicted)"
         );
         self.stats.received += 1;
-        self.touch_peer();
+        self.touch_peer(now);
         self.process_ack(now, &repr);
         let placed = if self.state == State::Closed || payload.is_empty() {
             0

@@ -12,8 +12,11 @@
 //!   the same probe after `keepalive` of silence, then at the base RTO
 //!   doubled per unanswered probe.
 //! - Unanswered probes count as retransmissions: after
-//!   `max_retransmissions` the connection times out, so even a pure
-//!   receiver detects a dead peer. Any acceptable segment from the peer
+//!   `max_retransmissions` the peer is suspected (or, under the thesis's
+//!   rule, the connection times out), and the connection ends at the user
+//!   timeout, so even a pure receiver detects a dead peer (`liveness.rs`).
+//!   The interval stops doubling at the maximum RTO, so a suspected peer
+//!   is probed once per maximum RTO. Any acceptable segment from the peer
 //!   answers them.
 
 use std::time::Instant;
@@ -53,12 +56,12 @@ impl Connection {
             )
     }
 
-    /// The persist timer expired.
-    pub(super) fn on_persist_timer(&mut self) {
+    /// The persist timer expired at `now`.
+    pub(super) fn on_persist_timer(&mut self, now: Instant) {
         if !self.persist_needed() {
             return;
         }
-        if self.probe_limit_reached() {
+        if self.probe_limit_reached(now) {
             return;
         }
         self.probes.unanswered += 1;
@@ -70,12 +73,12 @@ impl Connection {
         );
     }
 
-    /// The keepalive timer expired.
-    pub(super) fn on_keepalive_timer(&mut self) {
+    /// The keepalive timer expired at `now`.
+    pub(super) fn on_keepalive_timer(&mut self, now: Instant) {
         if !self.keepalive_needed() {
             return;
         }
-        if self.probe_limit_reached() {
+        if self.probe_limit_reached(now) {
             return;
         }
         self.probes.unanswered += 1;
@@ -83,14 +86,20 @@ impl Connection {
         tracing::debug!(probes = self.probes.unanswered, "keepalive probe");
     }
 
-    /// After `max_retransmissions` unanswered probes the peer is dead.
-    fn probe_limit_reached(&mut self) -> bool {
-        if self.probes.unanswered >= self.cfg.max_retransmissions {
-            tracing::debug!(probes = self.probes.unanswered, "probes unanswered");
-            self.timed_out();
+    /// Before a probe at `now`: the first unanswered probe starts a
+    /// stall; after `max_retransmissions` unanswered probes the peer is
+    /// suspected (the thesis's rule: dead); a stall of the user timeout
+    /// ends the connection (`liveness.rs`). Returns true when it ended.
+    fn probe_limit_reached(&mut self, now: Instant) -> bool {
+        if self.probes.unanswered == 0 {
+            self.liveness.stall(now);
+        }
+        if self.probes.unanswered >= self.cfg.max_retransmissions
+            && self.retransmissions_exhausted(now, "probes unanswered")
+        {
             return true;
         }
-        false
+        self.user_timeout_passed(now)
     }
 
     /// Arms the persist or keepalive timer when needed (and not armed),
@@ -140,10 +149,22 @@ impl Connection {
         }
     }
 
-    /// The peer was heard from (an acceptable segment): its probes are
-    /// answered and the keepalive interval restarts.
-    pub(super) fn touch_peer(&mut self) {
+    /// The peer was heard from at `now` (an acceptable segment): its
+    /// probes are answered and the keepalive interval restarts; a stall
+    /// of probes (nothing in flight) ends.
+    #[inline]
+    pub(super) fn touch_peer(&mut self, now: Instant) {
         self.probes.unanswered = 0;
         self.timers.stop(Timer::KeepAlive);
+        if self.liveness.is_stalled() {
+            if self.recovery.is_empty() {
+                self.on_progress(now);
+            } else if self.liveness() != super::Liveness::Responsive {
+                // A suspected peer is heard again (its probe crossed the
+                // path that came back): retransmit now rather than at the
+                // next maximum RTO.
+                self.timers.set(Timer::Rto, now);
+            }
+        }
     }
 }

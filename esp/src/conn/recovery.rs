@@ -726,6 +726,9 @@ impl super::Connection {
         // RFC 6298 5.7 note: an acknowledgement of new data clears the
         // backoff.
         self.rtt.reset_backoff();
+        if self.liveness.is_stalled() {
+            self.on_progress(now);
+        }
         if self.recovery.is_empty() {
             self.timers.stop(Timer::Rto);
         } else {
@@ -740,25 +743,40 @@ impl super::Connection {
         }
     }
 
-    /// The retransmission timer expired (RFC 6298 sec. 5.4-5.6): the head
-    /// is retransmitted after the RTO doubles, unless it reached its retry
-    /// limit (or, with the thesis's `ESP_TIMEOUT_CONN`, the doubled RTO
-    /// passed its maximum): then the connection times out.
-    pub(super) fn on_rto(&mut self) {
+    /// The retransmission timer expired at `now` (RFC 6298 sec.
+    /// 5.4-5.6): the head is retransmitted after the RTO doubles (at most
+    /// to its maximum). A SYN that reached `max_syn_retransmissions` ends
+    /// the handshake. A segment that reached `max_retransmissions` makes
+    /// the peer suspected, or, under the thesis's rule (no user timeout),
+    /// ends the connection; a connection that stalled for the user timeout
+    /// ends (`liveness.rs`). With the thesis's `ESP_TIMEOUT_CONN`, a
+    /// doubled RTO past its maximum ends it too.
+    pub(super) fn on_rto(&mut self, now: Instant) {
         let Some(head) = self.recovery.head().copied() else {
             return;
         };
         self.stats.timeouts += 1;
         let head_retx = head.tx_count.saturating_sub(1);
-        let limit = if head.kind == SegmentKind::Syn {
-            self.cfg.max_syn_retransmissions
+        if head.kind == SegmentKind::Syn {
+            if head_retx >= self.cfg.max_syn_retransmissions {
+                tracing::debug!(
+                    retransmissions = head_retx,
+                    "SYN retransmission limit reached"
+                );
+                self.timed_out();
+                return;
+            }
         } else {
-            self.cfg.max_retransmissions
-        };
-        if head_retx >= limit {
-            tracing::debug!(retransmissions = head_retx, "retransmission limit reached");
-            self.timed_out();
-            return;
+            // RFC 5482's clock: the head has waited since it was sent.
+            self.liveness.stall(head.last_sent);
+            if head_retx >= self.cfg.max_retransmissions
+                && self.retransmissions_exhausted(now, "retransmission timeout")
+            {
+                return;
+            }
+            if self.user_timeout_passed(now) {
+                return;
+            }
         }
         self.rtt.back_off();
         if self.rtt.past_max() {

@@ -42,6 +42,11 @@ pub struct Stats {
     pub auth_dropped: u64,
     /// Zero-window and keepalive probes sent.
     pub probes: u64,
+    /// Times the peer became unresponsive: `max_retransmissions`
+    /// retransmissions or probes unanswered (`Connection::liveness`).
+    pub unresponsive: u64,
+    /// Time the peer was unresponsive in episodes that ended, us.
+    pub unresponsive_us: u64,
     /// Loss episodes undone because a DSACK showed the retransmission was
     /// unnecessary (spurious timeout or reordering).
     pub spurious: u64,

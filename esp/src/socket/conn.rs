@@ -171,6 +171,8 @@ impl Socket for ConnSocket {
         }
         if self.conn.error().is_some() {
             r = r | Ready::ERROR;
+        } else if self.conn.liveness() != crate::conn::Liveness::Responsive {
+            r = r | Ready::UNRESPONSIVE;
         }
         r
     }

@@ -112,7 +112,7 @@ pub fn serve_resets(rt: &Runtime) {
 /// timers), since that is what a user needs to find out why.
 pub(crate) fn lost(e: ConnectionError, conn: &Connection) -> io::Error {
     match e {
-        ConnectionError::TimedOut => io::Error::new(
+        ConnectionError::TimedOut | ConnectionError::UserTimeout(_) => io::Error::new(
             io::ErrorKind::TimedOut,
             format!("{e} ({conn:?}, {:?})", conn.stats()),
         ),

@@ -9,7 +9,7 @@ use edp::runtime::{Deadline, DemuxKey, DirectRead, Runtime, SlotId, WaitPolicy};
 use edp::Link;
 
 use crate::config::EspConfig;
-use crate::conn::{Connection, ConnectionError, Error, State, Stats};
+use crate::conn::{Connection, ConnectionError, Error, Liveness, State, Stats};
 use crate::wire::MacAddr;
 
 use super::conn::{ConnSocket, SlotStats};
@@ -316,6 +316,12 @@ impl EspStream {
                 Err(e)
             }
             Err(e) if e.kind() == io::ErrorKind::TimedOut && !matches!(deadline, Deadline::Now) => {
+                // The connection's own death (its user timeout, or the
+                // thesis's retransmission limit) is reported as what it is,
+                // not as the call's timeout.
+                if let Some(dead) = self.with_conn(|c| c.error().map(|ce| lost(ce, c))) {
+                    return Err(dead);
+                }
                 // Say what the connection was doing.
                 let state = self.with_conn(|c| format!("{c:?}"));
                 Err(io::Error::new(
@@ -386,6 +392,21 @@ impl EspStream {
     /// Connection state.
     pub fn state(&mut self) -> State {
         self.with_conn(|c| c.state())
+    }
+
+    /// Whether the peer answers: [`Liveness::Unresponsive`] once
+    /// `max_retransmissions` retransmissions or probes went unanswered
+    /// (about a second with the defaults), with the instant the connection
+    /// will be declared dead unless the peer answers first (the user
+    /// timeout). A `mio` registration is signalled when the suspicion
+    /// begins (readiness `UNRESPONSIVE`, whatever the interest); blocking
+    /// calls keep waiting (the connection is not dead).
+    pub fn liveness(&self) -> Liveness {
+        let slot = self.slot;
+        self.rt.with_engine_untimed(|e| {
+            e.socket::<ConnSocket>(slot)
+                .map_or(Liveness::Responsive, |s| s.conn.liveness())
+        })
     }
 
     /// The error that ended the connection, if any (not cleared).

@@ -126,6 +126,9 @@ pub struct Sim {
     pub a: ConnDriver<Cut>,
     pub b: ConnDriver<Cut>,
     pub cut: Arc<AtomicBool>,
+    /// An instant the application wants to run at (e.g. to heal a cut),
+    /// besides the ends' own deadlines.
+    pub wake: Option<Instant>,
 }
 
 pub fn faults(seed: u64) -> FaultConfig {
@@ -185,7 +188,13 @@ pub fn connect_on(clock: SimClock, cfg: &TransportConfig, ab: FaultConfig, ba: F
         );
     };
     let b = ConnDriver::new(*b_conn, lb, ETHERTYPE_ESP);
-    let mut sim = Sim { clock, a, b, cut };
+    let mut sim = Sim {
+        clock,
+        a,
+        b,
+        cut,
+        wake: None,
+    };
     sim.run(Duration::from_secs(60), |s| {
         s.a.conn.is_established() && s.b.conn.is_established()
     });
@@ -218,10 +227,14 @@ impl Sim {
             if moved {
                 continue;
             }
-            let next = [self.a.poll_at(), self.b.poll_at()]
-                .into_iter()
-                .flatten()
-                .min();
+            let next = [
+                self.a.poll_at(),
+                self.b.poll_at(),
+                self.wake.filter(|&w| w > now),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             match next {
                 Some(t) => self.clock.advance_to(t.max(now)),
                 None => panic!("simulation stalled with nothing pending"),

@@ -2,11 +2,14 @@
 //! confirmed by the receiver. The server echoes each command back with the
 //! same command number; the client sends data as command [`DATA_COMMAND`].
 
+use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ::ctp::{CtpConfig, CtpSocket, Delivery, EdpTransport, Options, Transport, UdpTransport};
+use ::ctp::{
+    CtpConfig, CtpSocket, Delivery, EdpTransport, ErrorType, Options, Transport, UdpTransport,
+};
 
 use super::{Endpoint, SessionConfig};
 use crate::cli::Mode;
@@ -22,16 +25,30 @@ pub struct Ctp<T: Transport> {
     /// Command number to send with: the client's, or the last one received.
     command: u16,
     timeout: Duration,
+    /// Data deliveries taken while a send looked for errors, in order.
+    pending: VecDeque<Delivery<T::Addr>>,
+    /// Sends made (errors are looked for every [`ERROR_CHECK`] sends).
+    sends: u64,
 }
+
+/// A sender looks for error deliveries once per this many sends (a look
+/// takes the runtime's lock; a ping-pong finds its errors in `recv_msg`).
+const ERROR_CHECK: u64 = 64;
 
 /// The CTP socket configuration of a session (wait policy, runtime);
 /// also the comm modes' (`transport/comm.rs`).
 pub(crate) fn config(cfg: &SessionConfig) -> CtpConfig {
-    CtpConfig {
+    let mut c = CtpConfig {
         wait: cfg.wait(),
         runtime: cfg.runtime(),
         ..CtpConfig::default()
+    };
+    if let Some(u) = cfg.user_timeout {
+        c.protocol.user_timeout = u;
     }
+    // A send waiting for room in a full storage is progress waited for.
+    c.send_timeout = Some(cfg.timeout);
+    c
 }
 
 /// A CTP socket over EDP at `port` (0: ephemeral) in the session's runtime.
@@ -91,7 +108,28 @@ impl<T: Transport> Ctp<T> {
             peer,
             command: DATA_COMMAND,
             timeout: cfg.timeout,
+            pending: VecDeque::new(),
+            sends: 0,
         }
+    }
+
+    /// Takes the deliveries waiting now: an error ends the session (a
+    /// message not confirmed by the user timeout: the peer is dead), an
+    /// `Unresponsive` one is logged (suspected, not dead), data is kept for
+    /// `recv_msg`.
+    fn check_errors(&mut self) -> io::Result<()> {
+        while let Some(d) = self.sock.try_recv_delivery() {
+            match d {
+                Delivery::Error(e) if e.kind == ErrorType::Unresponsive => {
+                    tracing::info!("CTP: {e}");
+                }
+                Delivery::Error(e) => {
+                    return Err(io::Error::other(format!("CTP error delivery: {e}")))
+                }
+                d => self.pending.push_back(d),
+            }
+        }
+        Ok(())
     }
 }
 
@@ -100,14 +138,33 @@ impl<T: Transport> Endpoint for Ctp<T> {
         let peer = self.peer.ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotConnected, "CTP server has no client yet")
         })?;
+        self.sends += 1;
+        if self.sends.is_multiple_of(ERROR_CHECK) {
+            self.check_errors()?;
+        }
+        // A failed message leaves the storage (DelAfterError), so a send
+        // waiting for room returns and the next one reports the failure.
         self.sock
-            .send(self.command, peer, buf, Options::NONE)
+            .send(self.command, peer, buf, Options::DEL_AFTER_ERROR)
             .map(|_| ())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("CTP send: {e}")))
     }
 
     fn recv_msg(&mut self, buf: &mut [u8]) -> io::Result<()> {
-        match self.sock.recv_delivery(Some(self.timeout))? {
+        let d = loop {
+            if let Some(d) = self.pending.pop_front() {
+                break d;
+            }
+            match self.sock.recv_delivery(Some(self.timeout))? {
+                // Suspected, not dead: the messages are resent until the
+                // user timeout (`-v` shows the protocol's own event).
+                Delivery::Error(e) if e.kind == ErrorType::Unresponsive => {
+                    tracing::info!("CTP: {e}");
+                }
+                d => break d,
+            }
+        };
+        match d {
             Delivery::Data(d) => {
                 if d.data.len() != buf.len() {
                     return Err(io::Error::new(

@@ -27,6 +27,9 @@ pub(crate) fn config(cfg: &SessionConfig) -> EspConfig {
         ..EspConfig::default()
     };
     c.transport.checksum = cfg.esp_checksum;
+    if let Some(u) = cfg.user_timeout {
+        c.transport.user_timeout = u;
+    }
     c
 }
 
@@ -128,7 +131,7 @@ impl Endpoint for Esp {
         let slot = self.stream.slot_stats();
         Some(format!(
             "esp sent {} retransmitted {} send_errors {} received {} out_of_sequence {} dropped {} duplicates {} fast_retransmits {} timeouts {} spurious {} reordering {} srtt_us {} rto_us {} cwnd {} \
-             challenge_acks {} out_of_window {} rate_limited {} malformed {} group_addressed {}; {}",
+             unresponsive {} unresponsive_ms {} challenge_acks {} out_of_window {} rate_limited {} malformed {} group_addressed {}; {}",
             s.sent,
             s.retransmitted,
             s.send_errors,
@@ -143,6 +146,8 @@ impl Endpoint for Esp {
             s.srtt_us,
             s.rto_us,
             s.cwnd,
+            s.unresponsive,
+            s.unresponsive_us / 1000,
             s.challenge_acks,
             s.out_of_window,
             s.rate_limited,

@@ -103,6 +103,9 @@ pub struct SessionConfig {
     pub esp_checksum: ::esp::Checksum,
     /// `--eth-type`: the ethertype of eth-mode frames.
     pub eth_type: u16,
+    /// `--user-timeout`: ESP's and CTP's user timeout (`Some(None)`: the
+    /// thesis's and the spec's rule; `None`: the protocols' default).
+    pub user_timeout: Option<Option<Duration>>,
 }
 
 impl SessionConfig {
@@ -361,6 +364,7 @@ pub(crate) fn runtime_line(rt: &::edp::runtime::Runtime) -> String {
     let s = rt.stats();
     format!(
         "runtime rx_frames {} malformed {} foreign {} bad_source {} unclaimed {} kernel_filter_errors {} \
+         link outages {} recoveries {} rebinds {} mtu_changes {} down_ms {} tx_unsent {} link_errors {} \
          responder echo_replies {} resets {} ignored {} rate_limited {} auth verified {} failures {}",
         s.rx_frames,
         s.malformed,
@@ -368,6 +372,13 @@ pub(crate) fn runtime_line(rt: &::edp::runtime::Runtime) -> String {
         s.bad_source,
         s.unclaimed,
         s.filter_errors,
+        s.link.outages,
+        s.link.recoveries,
+        s.link.rebinds,
+        s.link.mtu_changes,
+        (s.link.down_us + s.link.down_now_us) / 1000,
+        s.tx_unsent,
+        s.link_errors,
         s.responder.echo_replies,
         s.responder.resets,
         s.responder.ignored,

@@ -9,7 +9,7 @@ use netcore::bpf::Insn;
 
 use super::{FaultConfig, FaultConfigError, FaultInjector, FaultStats};
 use crate::link::delay_queue::DelayQueue;
-use crate::link::{KernelStats, Link};
+use crate::link::{KernelStats, Link, OutageStats};
 use crate::time::{Clock, SystemClock};
 use crate::wire::MacAddr;
 
@@ -427,8 +427,19 @@ impl<L: Link> Link for FaultLink<L> {
     /// Releases held frames that are due (the runtime calls this when
     /// [`Link::poll_at`] passes), then lets the inner link do the same.
     fn on_timeout(&mut self, now: Instant) -> io::Result<()> {
-        self.release(now)?;
-        self.inner.on_timeout(now)
+        // The inner link's own work (a packet link's interface check) runs
+        // even when releasing failed (its interface may be down).
+        let released = self.release(now);
+        self.inner.on_timeout(now)?;
+        released.map(|_| ())
+    }
+
+    fn on_error_event(&mut self, now: Instant) {
+        self.inner.on_error_event(now)
+    }
+
+    fn outage_stats(&self) -> OutageStats {
+        self.inner.outage_stats()
     }
 
     /// The earliest release instant of a held frame, or the inner link's.

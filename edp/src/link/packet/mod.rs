@@ -37,6 +37,14 @@
 //!
 //! Interface facts (index, MAC, MTU) come from [`crate::iface::lookup`].
 //!
+//! Outages ([`super::health`]): a send or receive that fails with an
+//! outage error (`ENETDOWN`, `ENXIO`, ...) or a pending socket error makes
+//! the link check its interface (index, flags, MTU, asked on the socket
+//! itself, so in its network namespace) from [`Link::on_timeout`]: at
+//! once, then every 100 ms until it is up and running again; an interface
+//! re-created under the same name gets the socket bound again (the same
+//! descriptor, receive ring and filter) and its groups joined again.
+//!
 //! Privilege: opening needs CAP_NET_RAW. Without it, [`PacketLink::open`]
 //! fails with `PermissionDenied` and a message naming the capability and the
 //! exact `setcap cap_net_raw+ep <binary>` command to run.
@@ -46,18 +54,20 @@ mod filter;
 use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use netcore::bpf::Insn;
 use nix::sys::socket::MsgFlags;
 use rustc_hash::FxHashMap;
 
 pub use self::filter::{attach_filter, read_kernel_stats, FilterSpec};
+use super::health::{self, Health, OutageStats, Transition};
 pub use super::KernelStats;
 use super::Link;
 use crate::iface::{self, IfaceInfo};
 use crate::sys::mmsg::{self, Mmsg, RecvMeta};
 use crate::sys::ring::RxRing;
-use crate::sys::{annotate, packet, sockopt};
+use crate::sys::{annotate, ifreq, packet, sockopt};
 use crate::wire::{MacAddr, ETHERTYPE_EDP, ETH_HEADER_LEN};
 
 /// Default socket receive and send buffer size in bytes (4 MiB).
@@ -168,6 +178,14 @@ pub struct PacketLink {
     stat_drops: AtomicU64,
     /// Frames received longer than the link's largest frame, dropped.
     truncated: u64,
+    /// Outage state and counters (`super::health`).
+    health: Health,
+    /// The interface's MTU at the last check (`iface.mtu` stays the MTU
+    /// the link was opened with: the size of the frames above it).
+    current_mtu: usize,
+    /// The interface's MAC at the last check (`iface.mac` stays the one
+    /// the link was opened with: the address this end's peers know).
+    current_mac: MacAddr,
 }
 
 impl std::fmt::Debug for PacketLink {
@@ -262,7 +280,6 @@ impl PacketLink {
         );
         Ok(Self {
             fd,
-            iface: info,
             ethertype: config.ethertype,
             ring,
             busy_poll: false,
@@ -272,6 +289,10 @@ impl PacketLink {
             stat_packets: AtomicU64::new(0),
             stat_drops: AtomicU64::new(0),
             truncated: 0,
+            health: Health::new(Instant::now()),
+            current_mtu: info.mtu,
+            current_mac: info.mac,
+            iface: info,
         })
     }
 
@@ -437,12 +458,131 @@ impl PacketLink {
     }
 
     /// Names the interface in errors other than the transient ones callers
-    /// match on by code (EAGAIN, ENOBUFS, EINTR), which are passed as they are.
-    fn io_error(&self, e: io::Error, what: &str) -> io::Error {
+    /// match on by code (EAGAIN, ENOBUFS, EINTR), which are passed as they
+    /// are; an outage error ([`health::is_outage`]) keeps its code too and
+    /// makes the link check its interface at the next
+    /// [`Link::on_timeout`], and `ENOBUFS` does when no check ran for a
+    /// while (without the kernel queue, a lost carrier shows as it).
+    fn io_error(&mut self, e: io::Error, what: &str) -> io::Error {
         match e.raw_os_error() {
-            Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => e,
+            Some(libc::EAGAIN) | Some(libc::EINTR) => e,
+            Some(libc::ENOBUFS) => {
+                self.health.on_pressure(Instant::now());
+                e
+            }
+            _ if health::is_outage(&e) => {
+                if self.health.on_error() {
+                    tracing::debug!(iface = %self.iface.name, error = %e, "{what}: link outage suspected; checking the interface");
+                }
+                io::Error::from_raw_os_error(e.raw_os_error().unwrap_or(libc::ENETDOWN))
+            }
             _ => io::Error::new(e.kind(), format!("{what} on {}: {e}", self.iface.name)),
         }
+    }
+
+    /// The outage counters (also through [`Link::outage_stats`]).
+    pub fn outage_stats(&self) -> OutageStats {
+        let mut s = self.health.stats();
+        s.down = self.health.is_down();
+        s
+    }
+
+    /// Checks the interface at `now` ([`super::health`]): reads the
+    /// socket's pending error (clearing it, and with it poll(2)'s
+    /// `POLLERR`); unless the link is quiet (no evidence, not down), asks
+    /// the kernel for the interface's index, flags and MTU, binds the
+    /// socket again when the index changed (the interface was re-created)
+    /// and records whether it is up and running.
+    fn check(&mut self, now: Instant) {
+        match sockopt::get_int(self.fd.as_fd(), libc::SOL_SOCKET, libc::SO_ERROR) {
+            Ok(0) => {}
+            Ok(err) => {
+                tracing::debug!(iface = %self.iface.name, error = %io::Error::from_raw_os_error(err), "packet socket reported an error");
+                self.health.on_error();
+            }
+            Err(e) => {
+                tracing::debug!(iface = %self.iface.name, "SO_ERROR: {e}");
+            }
+        }
+        if self.health.quiet() {
+            self.health.checked(now, true);
+            return;
+        }
+        let up = match ifreq::query_on(self.fd.as_fd(), &self.iface.name) {
+            Err(e) => {
+                tracing::trace!(iface = %self.iface.name, "interface query: {e}");
+                false
+            }
+            Ok(st) => self.adopt(&st),
+        };
+        tracing::trace!(iface = %self.iface.name, up, "interface checked");
+        match self.health.checked(now, up) {
+            Transition::Down => tracing::warn!(
+                iface = %self.iface.name,
+                "link down: frames are not sent until it is back (checking every {} ms)",
+                health::DOWN_RECHECK.as_millis()
+            ),
+            Transition::Up(d) => tracing::warn!(
+                iface = %self.iface.name,
+                down_ms = d.as_millis() as u64,
+                "link back up"
+            ),
+            Transition::None => {}
+        }
+    }
+
+    /// Takes what a check found about the interface: a new index (the
+    /// interface was re-created: the socket is bound to it and joins its
+    /// groups again), a new MTU or MAC (logged). Returns whether the link
+    /// works: bound, up and running (`IFF_RUNNING`: the kernel may report
+    /// it for a re-created veth a second after the pair carries frames),
+    /// with an MTU that carries the runtime's frames.
+    fn adopt(&mut self, st: &ifreq::IfaceState) -> bool {
+        if st.index != self.iface.index {
+            if let Err(e) = packet::bind(self.fd.as_fd(), st.index, self.ethertype) {
+                tracing::warn!(iface = %self.iface.name, index = st.index, "binding to the re-created interface: {e}");
+                return false;
+            }
+            let groups: Vec<MacAddr> = self.groups.keys().copied().collect();
+            for g in groups.into_iter().filter(|g| *g != MacAddr::BROADCAST) {
+                if let Err(e) = packet::membership(self.fd.as_fd(), st.index, g.0, true) {
+                    tracing::warn!(iface = %self.iface.name, group = %g, "joining again after re-creation: {e}");
+                }
+            }
+            tracing::warn!(
+                iface = %self.iface.name,
+                old_index = self.iface.index,
+                new_index = st.index,
+                "interface re-created: socket bound again"
+            );
+            self.iface.index = st.index;
+            self.health.on_rebind();
+        }
+        if st.mac != self.current_mac.0 {
+            tracing::warn!(
+                iface = %self.iface.name,
+                was = %self.current_mac,
+                now = %MacAddr(st.mac),
+                "interface MAC changed: this end keeps sending as {} (its peers know it by that address)",
+                self.iface.mac
+            );
+            self.current_mac = MacAddr(st.mac);
+        }
+        if st.mtu != self.current_mtu {
+            tracing::warn!(
+                iface = %self.iface.name,
+                was = self.current_mtu,
+                now = st.mtu,
+                opened_with = self.iface.mtu,
+                "interface MTU changed; frames stay at most {} + 14 bytes (the link counts as down while the MTU is below that)",
+                self.iface.mtu
+            );
+            self.current_mtu = st.mtu;
+            self.health.on_mtu_change();
+        }
+        // A lowered MTU cannot carry the frames the runtime builds (full
+        // segments fail with EMSGSIZE): down until it is restored.
+        st.up && st.running && st.mtu >= self.iface.mtu
     }
 
     /// Reads the kernel's counters into the accumulated ones.
@@ -696,6 +836,29 @@ impl Link for PacketLink {
 
     fn rx_ready(&self) -> Option<bool> {
         self.ring.as_ref().map(RxRing::ready)
+    }
+
+    /// Checks the interface when a check is due ([`super::health`]).
+    fn on_timeout(&mut self, now: Instant) -> io::Result<()> {
+        if self.health.due(now) {
+            self.check(now);
+        }
+        Ok(())
+    }
+
+    /// The next interface check ([`super::health`]).
+    fn poll_at(&self) -> Option<Instant> {
+        Some(self.health.poll_at())
+    }
+
+    /// `POLLERR`: the socket has a pending error; checks the interface now.
+    fn on_error_event(&mut self, now: Instant) {
+        self.health.on_error();
+        self.check(now);
+    }
+
+    fn outage_stats(&self) -> OutageStats {
+        PacketLink::outage_stats(self)
     }
 }
 
