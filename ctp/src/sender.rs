@@ -439,6 +439,9 @@ pub(crate) struct SendSession {
     pub in_flight_pkts: usize,
     /// Wire bytes (header + part) sent and unconfirmed.
     pub in_flight_bytes: usize,
+    /// Message bytes stored and not yet released to the window
+    /// (`Config::notsent_lowat`).
+    pub unsent_bytes: u64,
     /// Sequence number of the next transmission to this destination.
     pub tx_seq: u64,
     /// Transmissions in send order (seq, message, packet), for early resend
@@ -467,6 +470,7 @@ impl SendSession {
             msgs: MsgIndex::default(),
             in_flight_pkts: 0,
             in_flight_bytes: 0,
+            unsent_bytes: 0,
             tx_seq: 0,
             sent_order: VecDeque::new(),
             rack_seq: 0,

@@ -132,6 +132,14 @@ pub struct TransportConfig {
     pub delayed_ack_time: Duration,
     /// Send buffer in bytes (unacknowledged plus unsent data).
     pub send_buffer: usize,
+    /// Most unsent bytes in the send buffer (Linux's `TCP_NOTSENT_LOWAT`,
+    /// `tcp_notsent_lowat` in ip-sysctl.rst): `send` takes no more than
+    /// brings the bytes not yet put in a segment to this, and the stream is
+    /// writable only below it, so bytes reach the wire soon after they were
+    /// written, while the unacknowledged ones may still fill `send_buffer`.
+    /// `usize::MAX` turns the limit off (Linux's default). Departure: Linux
+    /// lets one write overshoot the mark by a segment; here it is a cap.
+    pub notsent_lowat: usize,
     /// Receive buffer in bytes; bounds in-order unread data (the advertised
     /// window is its free part in segments).
     pub recv_buffer: usize,
@@ -206,6 +214,12 @@ impl Default for TransportConfig {
     ///   keeps the sender busy. The send buffer holds every unacknowledged
     ///   byte, so it must exceed the peer's window or it, not the window,
     ///   limits the flight.
+    /// - `notsent_lowat` 256 KiB: what the application writes leaves within
+    ///   256 KiB of other data, still in the CPU's cache when the kernel
+    ///   copies it into a frame (a 1 MiB L2 here). With 4 MiB of unsent
+    ///   data queued behind a window the kernel's copy cost 2.4 us per 64
+    ///   KiB instead of 1.1, and ESP's bulk throughput at MTU 9000 fell
+    ///   below EDP's (`docs/measurements/issue32-perbyte.txt`).
     /// - `checksum` [`Checksum::Auto`]: off where the link guarantees
     ///   integrity (the thesis's reliance on the Ethernet FCS, sec. 4.1),
     ///   on over the fault injector, which flips bits. It used to be always
@@ -229,6 +243,7 @@ impl Default for TransportConfig {
             delayed_ack_segments: 2,
             delayed_ack_time: Duration::from_micros(100),
             send_buffer: 4 << 20,
+            notsent_lowat: 256 << 10,
             recv_buffer: 2 << 20,
             max_out_of_order: 4096,
             initial_cwnd: 10,

@@ -406,3 +406,30 @@ fn hostile_link_many_seeds() {
         );
     }
 }
+
+/// `notsent_lowat` caps the bytes not yet in a segment, not the flight:
+/// a writer gets at most the mark, none while that much is unsent, room
+/// again once segments leave (more than the mark may then be in flight),
+/// and with a small mark a lossy transfer still moves every byte.
+#[test]
+fn notsent_lowat_caps_unsent_bytes_not_the_flight() {
+    let lowat = 4 * 1400;
+    let cfg = TransportConfig {
+        notsent_lowat: lowat,
+        ..TransportConfig::default()
+    };
+    let mut sim = connect(&cfg, faults(1), faults(2));
+    assert_eq!(sim.a.conn.send_capacity(), lowat);
+    let data = vec![7u8; 3 * lowat];
+    // With the window open the first bytes leave before the caller returns
+    // in the runtime; here they wait for the next poll.
+    assert_eq!(sim.a.conn.send(&data), Ok(lowat));
+    assert_eq!(sim.a.conn.send_capacity(), 0);
+    assert_eq!(sim.a.conn.send(&data), Err(Error::Blocked));
+    let now = sim.clock.now();
+    sim.a.poll(now).unwrap();
+    assert_eq!(sim.a.conn.send_capacity(), lowat, "every byte went out");
+    assert_eq!(sim.a.conn.send_pending(), lowat, "and is unacknowledged");
+    let o = transfer(&cfg, lossy(0.02, 3), lossy(0.02, 4), 2 * MB);
+    assert_eq!(o.received, 2 * MB);
+}

@@ -148,6 +148,20 @@ pub struct Config {
     /// -> 4526 Mbit/s, over UDP 3905 -> 6194, sender CPU per message 205 ->
     /// 115 us; 16 MiB gave 3786 and 4014).
     pub max_stored_bytes: u64,
+    /// Most bytes of messages to one destination not yet released to the
+    /// window (Linux's `TCP_NOTSENT_LOWAT`, `tcp_notsent_lowat` in
+    /// ip-sysctl.rst, per destination): `CtpSocket::send` to a destination
+    /// with this many unsent bytes waits until its packets go out (at most
+    /// `send_timeout`), so a message's bytes reach the wire soon after they
+    /// were copied in. Not in the spec; a socket-level pacing of callers,
+    /// not a limit of the storage: `Endpoint::send_vec` does not look at
+    /// it, and a message of any size is taken when fewer are unsent.
+    /// `u64::MAX` turns it off. Default 256 KiB, one window: with 4 MiB of
+    /// messages queued behind the window, the kernel's copy of a 64 KiB
+    /// message into frames cost 3.3 us instead of 1.4, and CTP over EDP's
+    /// bulk throughput at MTU 9000 fell below EDP's
+    /// (`docs/measurements/issue32-perbyte.txt`).
+    pub notsent_lowat: u64,
     /// Most bytes of spent large buffers kept for reuse (not in the spec;
     /// memory management only): the buffers of confirmed sent messages and
     /// those handed back with `Endpoint::recycle` serve later sends
@@ -258,6 +272,7 @@ impl Default for Config {
             window_bytes: 256 << 10,
             max_active_large: 2,
             max_stored_bytes: 4 << 20,
+            notsent_lowat: 256 << 10,
             max_spare_bytes: 16 << 20,
             max_message_size: MAX_MESSAGE_SIZE,
             max_reassembly_bytes: 1 << 30,

@@ -94,6 +94,9 @@ pub struct Endpoint<P: PeerAddr> {
     sent: SentStore<P>,
     unique_index: FxHashMap<(Dest<P>, u16), MsgId>,
     stored_bytes: u64,
+    /// A destination's unsent bytes fell below `Config::notsent_lowat`
+    /// since the last [`Endpoint::take_unsent_news`].
+    unsent_news: bool,
     /// Spent large buffers for reuse (`Config::max_spare_bytes`).
     spare: BufferPool,
     /// Packet deadlines (resend, tail probe, error), one entry per
@@ -160,6 +163,7 @@ impl<P: PeerAddr> Endpoint<P> {
             sent: SentStore::default(),
             unique_index: FxHashMap::default(),
             stored_bytes: 0,
+            unsent_news: false,
             spare,
             timers: TimerQueue::new(),
             recv_ids: RecvSessions::new(),

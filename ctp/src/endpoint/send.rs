@@ -178,6 +178,7 @@ impl<P: PeerAddr> Endpoint<P> {
             self.sent.get_mut(&key).expect("inserted").active = false;
         }
         sess.add_msg(first_id, key);
+        sess.unsent_bytes += size;
         self.stored_bytes += size;
         if options.contains(Options::UNIQUE_COMMAND) {
             self.unique_index.insert((dest, command), key);
@@ -212,6 +213,25 @@ impl<P: PeerAddr> Endpoint<P> {
         self.stored_bytes == 0 || self.stored_bytes + size <= self.cfg.max_stored_bytes
     }
 
+    /// [`Endpoint::has_room`], and `peer` has fewer unsent bytes than
+    /// [`Config::notsent_lowat`](super::Config::notsent_lowat) (messages
+    /// stored and not yet released to its window): what `CtpSocket::send`
+    /// waits for.
+    pub fn has_room_to(&self, peer: P, size: u64) -> bool {
+        self.has_room(size)
+            && self
+                .send_sessions
+                .get(&Dest::Peer(peer))
+                .is_none_or(|s| s.unsent_bytes < self.cfg.notsent_lowat)
+    }
+
+    /// Whether a destination's unsent bytes fell below
+    /// `Config::notsent_lowat` since the last call (a sender waiting in
+    /// [`Endpoint::has_room_to`] may go on), clearing it.
+    pub fn take_unsent_news(&mut self) -> bool {
+        std::mem::take(&mut self.unsent_news)
+    }
+
     /// Bytes of message data in the sent-commands storage.
     pub fn stored_bytes(&self) -> u64 {
         self.stored_bytes
@@ -229,6 +249,8 @@ impl<P: PeerAddr> Endpoint<P> {
             return;
         };
         self.stored_bytes -= m.data.len() as u64;
+        let released = m.part(m.next_unsent.min(m.count())).0.min(m.data.len());
+        let unreleased = (m.data.len() - released) as u64;
         if m.options.contains(Options::UNIQUE_COMMAND)
             && self.unique_index.get(&(m.dest, m.command)) == Some(&key)
         {
@@ -236,6 +258,9 @@ impl<P: PeerAddr> Endpoint<P> {
         }
         let s = self.send_sessions.at_mut(m.session);
         s.remove_msg(m.first_id);
+        let lowat = self.cfg.notsent_lowat;
+        self.unsent_news |= s.unsent_bytes >= lowat && s.unsent_bytes - unreleased < lowat;
+        s.unsent_bytes -= unreleased;
         if m.active && m.count() > 1 {
             s.retire_large(&mut self.sent, self.cfg.max_active_large);
         }
@@ -299,6 +324,11 @@ impl<P: PeerAddr> Endpoint<P> {
             }
             let i = m.next_unsent;
             m.next_unsent += 1;
+            let (s, e) = m.part(i);
+            let lowat = self.cfg.notsent_lowat;
+            self.unsent_news |=
+                sess.unsent_bytes >= lowat && sess.unsent_bytes - ((e - s) as u64) < lowat;
+            sess.unsent_bytes -= (e - s) as u64;
             let timeout = sess.timing.timeout();
             let wire = m.wire_len(i);
             let no_resend = m.options.contains(Options::NO_RESEND);

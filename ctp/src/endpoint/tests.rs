@@ -286,3 +286,52 @@ fn lost_no_resend_packets_leave_the_window_after_their_error() {
     assert_eq!((s.in_flight_pkts, s.in_flight_bytes), (0, 0));
     assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
 }
+
+/// Unsent bytes per destination (`Config::notsent_lowat`): a message
+/// counts until its packets are released to the window, a destination at
+/// the mark has no room while another has, confirmations that open the
+/// window bring it under the mark (with news for a waiting sender), and a
+/// cancelled message's unreleased bytes leave the count.
+#[test]
+fn unsent_bytes_follow_the_window_and_gate_has_room_to() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 100,
+        window_packets: 2,
+        notsent_lowat: 500,
+        ..Config::default()
+    };
+    let (mut a, mut b) = pair(&cfg, t0);
+    let unsent = |e: &Endpoint<u8>| e.send_sessions.get(&Dest::Peer(2)).map(|s| s.unsent_bytes);
+    assert!(a.has_room_to(2, 1000));
+    // 1000 bytes: 10 packets, 2 released at once.
+    a.send(t0, 1, 2, &[7u8; 1000], Options::NONE).unwrap();
+    assert_eq!(unsent(&a), Some(800));
+    assert!(!a.has_room_to(2, 1), "at the mark");
+    assert!(a.has_room_to(3, 1), "another destination");
+    assert!(a.has_room(1), "the storage itself has room");
+    assert!(!a.take_unsent_news());
+    // Confirm what is in flight until the count falls under the mark.
+    let mut buf = vec![0u8; a.config().max_packet_len()];
+    let mut now = t0;
+    let mut news = false;
+    while unsent(&a).unwrap() >= 500 {
+        now += Duration::from_micros(10);
+        while let Some(t) = a.poll_transmit(&mut buf) {
+            b.handle_datagram(now, 1, &buf[..t.len]);
+        }
+        while let Some(t) = b.poll_transmit(&mut buf) {
+            a.handle_datagram(now, 2, &buf[..t.len]);
+        }
+        news |= a.take_unsent_news();
+    }
+    assert_eq!(unsent(&a), Some(400));
+    assert!(news, "crossing the mark is news");
+    assert!(a.has_room_to(2, 1));
+    // A second message, then cancelled: its bytes leave the count.
+    let key = a.send(now, 1, 2, &[8u8; 1000], Options::NONE).unwrap();
+    assert_eq!(unsent(&a), Some(1400));
+    assert!(a.cancel(now, key));
+    assert!(a.take_unsent_news());
+    assert_eq!(unsent(&a), Some(400));
+}

@@ -195,9 +195,12 @@ impl<P: PeerAddr> CtpCore<P> {
         self.upper.as_ref().is_some_and(|u| u.has_news())
     }
 
-    /// [`CtpCore::has_news`], clearing it.
+    /// [`CtpCore::has_news`], clearing it; also whether a destination's
+    /// unsent bytes fell below the mark a sender may wait for
+    /// (`Endpoint::has_room_to`).
     pub(crate) fn take_news(&mut self) -> bool {
-        self.upper.as_mut().is_some_and(|u| u.take_news())
+        let unsent = self.ep.take_unsent_news();
+        self.upper.as_mut().is_some_and(|u| u.take_news()) || unsent
     }
 
     /// Fires the endpoint's timers if due, and ends a held transmission

@@ -541,7 +541,7 @@ impl<T: Transport> CtpSocket<T> {
         data: &[u8],
         options: Options,
     ) -> Result<MsgId, SendError> {
-        self.send_with(data.len() as u64, |ep, now| {
+        self.send_with(data.len() as u64, Some(peer), |ep, now| {
             ep.send(now, command, peer, data, options)
         })
     }
@@ -556,7 +556,7 @@ impl<T: Transport> CtpSocket<T> {
     ) -> Result<MsgId, SendError> {
         let size = data.len() as u64;
         let mut data = Some(data);
-        self.send_with(size, move |ep, now| {
+        self.send_with(size, Some(peer), move |ep, now| {
             ep.send_vec(now, command, peer, data.take().expect("sent once"), options)
         })
     }
@@ -577,7 +577,7 @@ impl<T: Transport> CtpSocket<T> {
         data: &[u8],
         options: Options,
     ) -> Result<MsgId, SendError> {
-        self.send_with(data.len() as u64, |ep, now| {
+        self.send_with(data.len() as u64, None, |ep, now| {
             let b = ep.broadcast_addr().ok_or(SendError::NoBroadcast)?;
             ep.send(now, command, b, data, options | Options::BROADCAST)
         })
@@ -585,14 +585,17 @@ impl<T: Transport> CtpSocket<T> {
 
     /// Sends a ping (DelAfterError|NoResend|UniqueCommand, empty body).
     pub fn ping(&self, command: u16, peer: T::Addr) -> Result<MsgId, SendError> {
-        self.send_with(0, |ep, now| ep.ping(now, command, peer))
+        self.send_with(0, None, |ep, now| ep.ping(now, command, peer))
     }
 
     /// Waits (driving the protocol) until the storage has room for `size`
-    /// bytes, then runs `op` and sends what it queued.
+    /// bytes and, with a `peer`, until fewer than `notsent_lowat` bytes to
+    /// it are unsent (`Endpoint::has_room_to`), then runs `op` and sends
+    /// what it queued.
     fn send_with(
         &self,
         size: u64,
+        peer: Option<T::Addr>,
         mut op: impl FnMut(&mut Endpoint<T::Addr>, Instant) -> Result<MsgId, SendError>,
     ) -> Result<MsgId, SendError> {
         let slot = self.shared.tr.slot();
@@ -600,7 +603,7 @@ impl<T: Transport> CtpSocket<T> {
         let fast = self.shared.tr.driver().with(|e, now| {
             let c = T::core(e, slot)?;
             // No room: held confirmations may make some.
-            let room = c.ep.has_room(size) || (c.settle() && c.ep.has_room(size));
+            let room = room_for(c, peer, size) || (c.settle() && room_for(c, peer, size));
             if !room {
                 return None;
             }
@@ -616,7 +619,7 @@ impl<T: Transport> CtpSocket<T> {
             return r;
         }
         let deadline = Deadline::from_timeout(self.shared.send_timeout);
-        let room = self.wait(deadline, "send", |c| c.ep.has_room(size).then_some(()));
+        let room = self.wait(deadline, "send", |c| room_for(c, peer, size).then_some(()));
         match room {
             Ok(()) => self.shared.tr.driver().with(|e, now| {
                 let c = T::core(e, slot).expect("a CTP socket's core lives as long as the socket");
@@ -800,6 +803,15 @@ fn upper_of<P: PeerAddr, U: 'static>(upper: &mut Option<Box<dyn UpperLayer<P>>>)
 }
 
 edp::slot_source!(impl<T: Transport> for CtpSocket<T>, |s| (s.shared.tr.driver(), s.shared.tr.slot()));
+
+/// Whether a message of `size` bytes may be stored now: room in the
+/// storage and, to a `peer`, fewer unsent bytes than `notsent_lowat`.
+fn room_for<A: PeerAddr>(c: &CtpCore<A>, peer: Option<A>, size: u64) -> bool {
+    match peer {
+        Some(p) => c.ep.has_room_to(p, size),
+        None => c.ep.has_room(size),
+    }
+}
 
 #[cfg(test)]
 mod tests {

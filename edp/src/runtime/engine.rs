@@ -71,7 +71,7 @@ pub(crate) struct State {
     pub demux: Demux,
     timers: TimerQueue<SlotId>,
     dirty: VecDeque<SlotId>,
-    /// Slots polled by the transmit turn under way, retimed once its
+    /// Slots polled by the transmit turn under way, settled once its
     /// frames are out (`EthEngine::transmit`); empty between turns.
     polled: Vec<SlotId>,
     changed: Vec<(SlotId, Ready)>,
@@ -534,14 +534,15 @@ impl EthEngine {
                     slot.dirty = true;
                     st.dirty.push_back(id);
                 }
-                // A send arms a retransmission timer: the slot is retimed
+                // A send arms a retransmission timer, and can make room in a
+                // send buffer (a writer waits for that): the slot is settled
                 // once the batch is out, so the timer queue's work is not on
-                // the path to the wire (`retime_polled`).
+                // the path to the wire (`settle_polled`).
                 st.polled.push(id);
             }
             let n = st.tx.len();
             if n == 0 {
-                st.retime_polled();
+                st.settle_polled();
                 return Ok(());
             }
             let full = st.tx.is_full();
@@ -570,7 +571,7 @@ impl EthEngine {
                 |frames| self.link.send_batch_vectored(frames),
                 |i, why| lost.push((i, why)),
             );
-            self.st.retime_polled();
+            self.st.settle_polled();
             if lost.first().is_some_and(|(_, why)| *why == Lost::Outage)
                 || lost.last().is_some_and(|(_, why)| *why == Lost::Outage)
             {
@@ -920,10 +921,12 @@ impl State {
         }
     }
 
-    /// Retimes the slots the transmit turn polled (see `polled`).
-    fn retime_polled(&mut self) {
+    /// Settles the slots the transmit turn polled (see `polled`): their
+    /// deadlines moved, and their readiness may have (a stream whose unsent
+    /// bytes went out is writable again).
+    fn settle_polled(&mut self) {
         while let Some(id) = self.polled.pop() {
-            self.retime(id);
+            self.settle(id);
         }
     }
 

@@ -454,9 +454,11 @@ impl Connection {
     pub fn recv_available(&self) -> usize {
         self.recv.len()
     }
-    /// Free bytes in the send buffer.
+    /// Bytes `send` accepts now: the free part of the send buffer, at most
+    /// what brings the unsent bytes to `notsent_lowat`.
     pub fn send_capacity(&self) -> usize {
-        self.cfg.send_buffer.saturating_sub(self.send.len())
+        let free = self.cfg.send_buffer.saturating_sub(self.send.len());
+        free.min(self.cfg.notsent_lowat.saturating_sub(self.send.unsent()))
     }
     /// Bytes accepted by `send` but not yet acknowledged.
     pub fn send_pending(&self) -> usize {
@@ -494,7 +496,7 @@ impl Connection {
     // ----------------------------------------------------------- user calls
 
     /// Copies bytes from `data` into the send buffer; returns how many (up to
-    /// the free space of `send_buffer` bytes). Segmentation into MSS-sized
+    /// [`Connection::send_capacity`]). Segmentation into MSS-sized
     /// segments happens in `poll_transmit`.
     ///
     /// Errors: [`Error::Blocked`] when the buffer is full;
