@@ -357,11 +357,10 @@ impl<T: Transport> CtpSocket<T> {
             // delivery goes now, with what `f` sends (a reply carries the
             // confirmation); the confirmations that came with the delivery
             // are handled after that left, off the reply's path.
-            c.release();
+            c.resume();
             let r = f(c, now);
             c.after_event();
             let _ = T::touched(e, slot, now);
-            Self::settle_after_send(e, slot, now);
             r
         })
     }
