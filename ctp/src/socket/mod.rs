@@ -353,10 +353,8 @@ impl<T: Transport> CtpSocket<T> {
         let slot = self.shared.tr.slot();
         self.shared.tr.driver().with(|e, now| {
             let c = T::core(e, slot).expect("a CTP socket's core lives as long as the socket");
-            // Back in the library: the transmission held for the last
-            // delivery goes now, with what `f` sends (a reply carries the
-            // confirmation); the confirmations that came with the delivery
-            // are handled after that left, off the reply's path.
+            // Back in the library: what was held for the last delivery
+            // goes on, with what `f` sends.
             c.resume();
             let r = f(c, now);
             c.after_event();
