@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Outage scenarios of docs/measurements/outages.txt, reproducible: link
+# Outage scenarios of docs/measurements/issue33-survive.txt, reproducible: link
 # flaps, blackholes, floods and dead peers during netgauge runs between
 # network namespaces (root). Every scenario is bounded in time, and the
 # namespaces it makes (named ol<pid>...) are removed on exit, also on
@@ -158,6 +158,10 @@ PY
     else
         tail -n 6 "$LOG/client.out"
     fi
+    # A server that lost its client (a restarted one never had it) waits
+    # for another: give it a few seconds, then end it.
+    for _ in 1 2 3 4 5; do kill -0 "$SERVER" 2>/dev/null || break; sleep 1; done
+    kill -KILL "$SERVER" 2>/dev/null || true
     wait "$SERVER" 2>/dev/null || true
     return 0
 }

@@ -31,6 +31,8 @@
 
 use std::time::{Duration, Instant};
 
+use netcore::rate::PerSecond;
+
 use crate::ports::{self, PortLease};
 use crate::wire::{MacAddr, CONTROL_PORT};
 
@@ -118,9 +120,8 @@ pub struct Responder {
     /// ESP ports other processes hold (while holding the ESP lease).
     esp_elsewhere: Vec<u16>,
     next_rescan: Option<Instant>,
-    /// Start of the current one-second RST interval and RSTs sent in it.
-    reset_window: Option<Instant>,
-    resets_in_window: u32,
+    /// RSTs allowed: [`RESETS_PER_SEC`].
+    resets: PerSecond,
     /// `esp_elsewhere` changed in a rescan outside `on_timeout`.
     filter_changed: bool,
     stats: ResponderStats,
@@ -145,8 +146,7 @@ impl Responder {
             esp_handler: None,
             esp_elsewhere: Vec::new(),
             next_rescan: None,
-            reset_window: None,
-            resets_in_window: 0,
+            resets: PerSecond::new(RESETS_PER_SEC),
             filter_changed: false,
             stats: ResponderStats::default(),
         }
@@ -240,14 +240,7 @@ impl Responder {
 
     /// Whether another RST may go out now (without taking it).
     fn reset_available(&mut self, now: Instant) -> bool {
-        if self
-            .reset_window
-            .is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(1))
-        {
-            self.reset_window = Some(now);
-            self.resets_in_window = 0;
-        }
-        self.resets_in_window < RESETS_PER_SEC
+        self.resets.available(now)
     }
 
     /// Whether the kernel filter must change (a rescan while receiving
@@ -335,7 +328,7 @@ impl Responder {
             match handler.answer(frame, mac, max_frame, tx.next_buf()) {
                 Some(n) => {
                     tx.commit(n, None);
-                    self.resets_in_window += 1;
+                    self.resets.take();
                     self.stats.resets += 1;
                     true
                 }
