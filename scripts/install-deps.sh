@@ -3,7 +3,7 @@
 # Debian/Ubuntu machine: a Rust toolchain (rustup, if cargo is missing),
 # iproute2 (ip netns, veth), util-linux (unshare, setpriv), libcap2-bin (setcap),
 # tshark (the Wireshark dissector's tests; not setuid: see below), Open MPI
-# and libclang (netgauge's mpi feature).
+# and libclang (netgauge's mpi feature), libfabric (the provider, fabric/).
 # Does nothing for what is already there.
 set -euo pipefail
 
@@ -20,6 +20,10 @@ command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)
 # libclang itself (libclang.so.N or libclang-N.so.N), not libclang-cpp, the C++
 # library an llvm install brings without it (bindgen cannot use that one).
 { compgen -G '/usr/lib/llvm-*/lib/libclang.so*' || compgen -G '/usr/lib/llvm-*/lib/libclang-[0-9]*.so*'; } >/dev/null || missing+=(libclang-dev clang)
+# libfabric: the provider's headers and library (fabric/, bindgen) and its
+# tools (fi_info, fi_pingpong).
+[ -f /usr/include/rdma/providers/fi_prov.h ] || missing+=(libfabric-dev)
+command -v fi_pingpong >/dev/null 2>&1 || missing+=(libfabric-bin)
 command -v curl >/dev/null 2>&1 || { command -v cargo >/dev/null 2>&1 || missing+=(curl ca-certificates); }
 
 if [ ${#missing[@]} -gt 0 ]; then
@@ -40,6 +44,13 @@ if ! command -v cargo >/dev/null 2>&1; then
     echo "install-deps: installing Rust with rustup"
     curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
   fi
+fi
+
+# mpi4py (PyPI) over Open MPI: the provider's mpi4py bench test
+# (fabric/tests/mpirun.rs).
+if command -v python3 >/dev/null 2>&1 && ! python3 -c "import mpi4py" >/dev/null 2>&1; then
+  echo "install-deps: installing mpi4py with pip"
+  python3 -m pip install -q mpi4py || python3 -m pip install -q --break-system-packages mpi4py
 fi
 
 # The style gates of scripts/test.sh need rustfmt and clippy.

@@ -20,7 +20,11 @@ start)
   mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/munge
   chown munge:munge /run/munge
   [ -s /etc/munge/munge.key ] || { dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none; chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key; }
-  pgrep -x munged >/dev/null || runuser -u munge -- /usr/sbin/munged
+  # munged: started here only when not running; `stop` stops only that one.
+  if ! pgrep -x munged >/dev/null; then
+    runuser -u munge -- /usr/sbin/munged
+    touch /run/slurm-local-started-munged
+  fi
   cpus=$(nproc)
   cat > "$conf" <<CONF
 ClusterName=netgauge-local
@@ -57,6 +61,10 @@ stop)
   for f in /run/slurmd.pid /run/slurmctld.pid; do
     [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
   done
+  if [ -e /run/slurm-local-started-munged ]; then
+    [ -s /run/munge/munged.pid ] && kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
+    rm -f /run/slurm-local-started-munged
+  fi
   ;;
 *) echo "usage: slurm-local.sh start|stop" >&2; exit 2 ;;
 esac

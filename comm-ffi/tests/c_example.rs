@@ -16,15 +16,17 @@ fn c_pingpong_runs_three_ranks() {
     // target/<profile>/deps/c_example-<hash> -> target/<profile>
     let exe = std::env::current_exe().unwrap();
     let libdir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
-    let release = libdir.file_name().is_some_and(|p| p == "release");
+    // The profile's directory is its name, except dev's (`debug`).
+    let profile = match libdir.file_name().and_then(|p| p.to_str()) {
+        Some("debug") | None => "dev",
+        Some(p) => p,
+    };
     let mut build = Command::new(env!("CARGO"));
     build
-        .args(["build", "-p", "comm-ffi", "--lib", "--manifest-path"])
+        .args(["build", "-p", "comm-ffi", "--lib", "--profile", profile])
+        .arg("--manifest-path")
         .arg(manifest.join("Cargo.toml"))
         .env("CARGO_TARGET_DIR", libdir.parent().unwrap());
-    if release {
-        build.arg("--release");
-    }
     let out = build.output().expect("run cargo build -p comm-ffi");
     assert!(
         out.status.success(),

@@ -4,20 +4,26 @@
 //! calls, requests, status, matching, order) and the thesis's Open MPI
 //! transport (ch. 6: one endpoint per process, a private header of length
 //! and tag, lazy connection on first send). The protocol state lives in
-//! `state.rs` (no I/O); this file moves CTP deliveries into it and its
-//! fragments into CTP, and implements the blocking waits.
+//! `state.rs` (no I/O), which lives in the CTP core as its upper layer
+//! (`layer.rs`): deliveries reach matching inside the engine turn that
+//! received them, and this file's calls run on the state under the engine
+//! lock, the only lock (`ctp::CtpSocket::with_upper`).
 //!
 //! Progress is made by the calling thread inside every call (MPI's usual
-//! "progress on call" model); CTP itself keeps confirming and resending in
-//! the background (the runtime's service thread), so a peer's messages are
-//! confirmed even while this process computes.
+//! "progress on call" model), and every blocking call waits through the
+//! runtime driver's one wait (`ctp::CtpSocket::wait_upper`, the socket's
+//! wait policy: busy-poll, adaptive or block) with its condition checked
+//! after each engine turn. The runtime's service thread keeps confirming,
+//! resending and feeding matching while this process computes (auto
+//! progress).
 
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use ctp::{CtpConfig, CtpSocket, Delivery, EdpAddr, EdpTransport, Transport, UdpTransport};
+use ctp::{CtpConfig, CtpSocket, EdpAddr, EdpTransport, Endpoint, Transport, UdpTransport};
+use edp::runtime::Deadline;
 
 use crate::config::CommConfig;
 use crate::control::Mode;
@@ -29,13 +35,6 @@ use crate::state::State;
 use crate::stats::CommStats;
 use crate::wire::HEADER_LEN;
 use crate::CommError;
-
-/// Most CTP deliveries taken per progress step (bounds one call's work).
-const DRAIN_BATCH: usize = 256;
-
-/// How long one blocking step waits for a delivery or a confirmation
-/// before the wait re-checks its condition and deadline.
-const WAIT_SLICE: Duration = Duration::from_millis(10);
 
 /// A communicator (MPI 4.0 chapter 6 terms): `size` ranks, this process
 /// being `rank`, each reachable at its address in the host list, all over
@@ -60,26 +59,23 @@ const WAIT_SLICE: Duration = Duration::from_millis(10);
 pub struct Communicator<T: Transport> {
     sock: CtpSocket<T>,
     hosts: Vec<T::Addr>,
-    state: Mutex<State<T::Addr>>,
+    rank: usize,
+    /// `CommConfig::wait_timeout`.
+    wait_timeout: Option<Duration>,
+    /// `CommConfig::linger`.
+    linger: Duration,
     /// `bcast` over MAK, once enabled (`mcast.rs`).
     mcast: OnceLock<Mcast>,
 }
 
 impl<T: Transport> std::fmt::Debug for Communicator<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let st = self.lock();
         f.debug_struct("Communicator")
-            .field("rank", &st.rank)
-            .field("size", &st.size)
+            .field("rank", &self.rank)
+            .field("size", &self.hosts.len())
             .field("socket", &self.sock)
             .finish()
     }
-}
-
-/// What a blocked wait waits for.
-enum Block {
-    Delivery,
-    Confirmation(ctp::MsgId),
 }
 
 impl Communicator<UdpTransport> {
@@ -148,10 +144,7 @@ impl Communicator<EdpTransport> {
                 "multicast bcast is already enabled on this communicator".into(),
             ));
         }
-        let (rank, timeout) = {
-            let st = self.lock();
-            (st.rank, st.cfg.wait_timeout)
-        };
+        let (rank, timeout) = (self.rank, self.wait_timeout);
         let m = Mcast::join(
             self.sock.runtime(),
             rank,
@@ -169,20 +162,24 @@ impl Communicator<EdpTransport> {
 
 impl<T: Transport> Communicator<T> {
     /// Joins the communicator of `hosts` (rank i at address `hosts[i]`) as
-    /// `rank`, over `sock` (bound at `hosts[rank]`; the communicator takes
-    /// every delivery the socket queues, so it must have no other users).
-    /// No message is sent: peers are connected lazily on first send
+    /// `rank`, over `sock` (bound at `hosts[rank]`): the communicator's
+    /// state becomes the socket's upper layer (`ctp::UpperLayer`) and takes
+    /// every delivery no subscriber takes, so the socket must have no other
+    /// users. No message is sent: peers are connected lazily on first send
     /// (thesis ch. 6).
     ///
     /// Errors: [`CommError::InvalidRank`]; [`CommError::Bootstrap`] for
-    /// duplicate addresses.
+    /// duplicate addresses, or a socket that already serves a communicator.
     pub fn new(
         sock: CtpSocket<T>,
         rank: usize,
         hosts: Vec<T::Addr>,
         cfg: CommConfig,
     ) -> Result<Self, CommError> {
+        let (wait_timeout, linger) = (cfg.wait_timeout, cfg.linger);
         let state = State::new(rank, &hosts, cfg)?;
+        sock.set_upper(Box::new(state))
+            .map_err(|e| CommError::Bootstrap(e.to_string()))?;
         tracing::debug!(
             rank,
             size = hosts.len(),
@@ -192,18 +189,36 @@ impl<T: Transport> Communicator<T> {
         Ok(Self {
             sock,
             hosts,
-            state: Mutex::new(state),
+            rank,
+            wait_timeout,
+            linger,
             mcast: OnceLock::new(),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, State<T::Addr>> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    /// Runs `f` on the state and the endpoint under the engine lock (the
+    /// only lock), then sends what it queued.
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&mut State<T::Addr>, &mut Endpoint<T::Addr>, Instant) -> R,
+    ) -> R {
+        self.sock.with_upper(f)
+    }
+
+    /// One nonblocking turn of the engine with `f` checked before and after
+    /// it; `None` when it gave nothing.
+    ///
+    /// Errors: link errors.
+    fn turn<R>(
+        &self,
+        f: impl FnMut(&mut State<T::Addr>) -> Option<R>,
+    ) -> Result<Option<R>, CommError> {
+        Ok(crate::layer::turn(&self.sock, f)?)
     }
 
     /// This process's rank, `0..size()` (MPI_Comm_rank).
     pub fn rank(&self) -> usize {
-        self.lock().rank
+        self.rank
     }
 
     /// The number of ranks (MPI_Comm_size).
@@ -223,7 +238,7 @@ impl<T: Transport> Communicator<T> {
 
     /// Counters and queue sizes.
     pub fn stats(&self) -> CommStats {
-        self.lock().snapshot()
+        self.with(|st, _, _| st.snapshot())
     }
 
     /// The counters of the MAK member `bcast` uses, if multicast bcast is
@@ -232,109 +247,39 @@ impl<T: Transport> Communicator<T> {
         self.mcast.get().map(Mcast::stats)
     }
 
-    /// One nonblocking progress step: takes CTP deliveries into matching and
-    /// hands waiting fragments to CTP (MPI's progress rule, section 3.7.4).
+    /// One nonblocking progress step: one turn of the runtime's engine
+    /// (frames received go through CTP into matching), the failure
+    /// detector's check if due, and the fragments the windows let go handed
+    /// to CTP (MPI's progress rule, section 3.7.4).
     ///
     /// Errors: transport errors.
     pub fn progress(&self) -> Result<(), CommError> {
-        let mut st = self.lock();
-        self.progress_locked(&mut st)
-    }
-
-    fn progress_locked(&self, st: &mut State<T::Addr>) -> Result<(), CommError> {
-        let mut n = 0;
-        while !st.holding() && n < DRAIN_BATCH {
-            match self.sock.try_recv_delivery() {
-                Some(d) => st.on_delivery(d),
-                None => break,
-            }
-            n += 1;
-        }
-        st.pump_held();
-        self.push_sends(st);
-        Ok(())
-    }
-
-    /// Runs the failure detector's check if due (`State::liveness_tick`),
-    /// then forgets confirmed fragments and hands CTP those the windows and
-    /// its storage let go (`State::pump_sends`, under one driver lock): one
-    /// clock read for both.
-    fn push_sends(&self, st: &mut State<T::Addr>) {
-        let now = Instant::now();
-        st.liveness_tick(now);
-        if !st.has_work_for_ctp() {
-            return;
-        }
-        self.sock
-            .with_endpoint(|ep| st.pump_sends(ep, now, &self.hosts));
+        self.turn(|_| None::<()>).map(|_| ())
     }
 
     /// Drives progress until `check` gives a value, the wait cannot finish
-    /// (held messages, nothing in flight), or `CommConfig::wait_timeout`.
+    /// (held messages, nothing in flight), or `CommConfig::wait_timeout`:
+    /// through the runtime driver's one wait, `check` run after each engine
+    /// turn and each wake-up, with no lock but the engine's.
     fn block_on<R>(
         &self,
         what: impl Fn(&State<T::Addr>) -> String,
         mut check: impl FnMut(&mut State<T::Addr>) -> Option<Result<R, CommError>>,
     ) -> Result<R, CommError> {
-        let limit = self.lock().cfg.wait_timeout;
-        let deadline = limit.map(|t| Instant::now() + t);
-        let mut stash: Option<Delivery<T::Addr>> = None;
-        loop {
-            let block = {
-                let mut st = self.lock();
-                if let Some(d) = stash.take() {
-                    st.on_delivery(d);
-                    st.pump_held();
-                }
-                // Done already (a send handed at once, a message that was
-                // queued): no progress step (a system call) needed.
-                if let Some(r) = check(&mut st) {
-                    return r;
-                }
-                self.push_sends(&mut st);
-                if let Some(r) = check(&mut st) {
-                    return r;
-                }
-                match (st.blocked_in_flight(), st.holding()) {
-                    (Some(m), _) => {
-                        // Blocking on a confirmation: take what CTP has
-                        // delivered first, without waiting.
-                        self.progress_locked(&mut st)?;
-                        if let Some(r) = check(&mut st) {
-                            return r;
-                        }
-                        Block::Confirmation(m)
-                    }
-                    (None, true) => return Err(st.held_error()),
-                    // recv_delivery returns at once with a queued delivery:
-                    // no separate nonblocking step (a system call) first.
-                    (None, false) => Block::Delivery,
-                }
-            };
-            let slice = match deadline {
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        let st = self.lock();
-                        return Err(CommError::TimedOut {
-                            what: what(&st),
-                            after: limit.unwrap_or_default(),
-                        });
-                    }
-                    (d - now).min(WAIT_SLICE)
-                }
-                None => WAIT_SLICE,
-            };
-            match block {
-                Block::Delivery => match self.sock.recv_delivery(Some(slice)) {
-                    Ok(d) => stash = Some(d),
-                    Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
-                    Err(e) => return Err(e.into()),
-                },
-                Block::Confirmation(m) => {
-                    self.sock.wait_confirmed(m, Some(slice))?;
-                }
+        let limit = self.wait_timeout;
+        let r = crate::layer::block(&self.sock, limit, "comm wait", |st| {
+            if let Some(r) = check(st) {
+                return Some(r);
             }
+            (st.holding() && st.blocked_in_flight().is_none()).then(|| Err(st.held_error()))
+        });
+        match r {
+            Ok(r) => r,
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => Err(CommError::TimedOut {
+                what: self.with(|st, _, _| what(st)),
+                after: limit.unwrap_or_default(),
+            }),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -366,20 +311,18 @@ impl<T: Transport> Communicator<T> {
 
     fn isend_parts(&self, dest: usize, tag: Tag, parts: &[&[u8]]) -> Result<Request, CommError> {
         let len = HEADER_LEN + parts.iter().map(|p| p.len()).sum::<usize>();
-        // A large message goes in a spent buffer of CTP's pool if it has
-        // one (taken before our lock: push_sends takes the endpoint's lock
-        // inside ours, never the other way round).
-        let buf = if len >= ctp::MIN_POOLED {
-            self.sock
-                .with_endpoint(|ep| ep.take_buffer(len))
-                .unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        let mut st = self.lock();
-        let id = st.isend_in(dest, tag, parts, false, buf)?;
-        self.push_sends(&mut st);
-        Ok(Request { id })
+        self.with(|st, ep, now| {
+            // A large message goes in a spent buffer of CTP's pool if it
+            // has one.
+            let buf = if len >= ctp::MIN_POOLED {
+                ep.take_buffer(len).unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            let id = st.isend_in(dest, tag, parts, false, buf)?;
+            crate::layer::step(st, ep, now);
+            Ok(Request { id })
+        })
     }
 
     /// Sends `data` to `dest` with `tag` (MPI_Send, standard mode, section
@@ -417,19 +360,22 @@ impl<T: Transport> Communicator<T> {
         source: impl Into<SourceSel>,
         tag: impl Into<TagSel>,
     ) -> Result<Request, CommError> {
-        // No progress step here: a message CTP already holds is taken by the
-        // next call (test, wait), and the receive is matched in order then;
-        // except for a failed or disconnected source, whose receive fails
-        // at once unless a message of it matches: its last messages may
-        // still wait in CTP.
-        let source = source.into();
-        let mut st = self.lock();
-        if let SourceSel::Rank(r) = source {
-            if st.failure(r).is_some() {
-                self.progress_locked(&mut st)?;
+        // No engine turn here: messages CTP delivered are in matching
+        // already (the engine feeds it), and frames still in the ring are
+        // taken by the next call (test, wait); except for a failed or
+        // disconnected source, whose receive fails at once unless a message
+        // of it matches: its last messages may still wait in the ring.
+        let (source, tag) = (source.into(), tag.into());
+        let failed =
+            |st: &State<T::Addr>| matches!(source, SourceSel::Rank(r) if st.failure(r).is_some());
+        let posted = self.with(|st, _, _| (!failed(st)).then(|| st.irecv(source, tag, false)));
+        let id = match posted {
+            Some(r) => r?,
+            None => {
+                self.progress()?;
+                self.with(|st, _, _| st.irecv(source, tag, false))?
             }
-        }
-        let id = st.irecv(source, tag.into(), false)?;
+        };
         Ok(Request { id })
     }
 
@@ -500,9 +446,8 @@ impl<T: Transport> Communicator<T> {
         source: impl Into<SourceSel>,
         tag: impl Into<TagSel>,
     ) -> Result<Option<Status>, CommError> {
-        let mut st = self.lock();
-        self.progress_locked(&mut st)?;
-        Ok(st.probe(source.into(), tag.into()))
+        let (source, tag) = (source.into(), tag.into());
+        self.turn(|st| st.probe(source, tag))
     }
 
     /// True if `req` is complete (MPI_Test, section 3.7.3, without freeing:
@@ -510,9 +455,14 @@ impl<T: Transport> Communicator<T> {
     ///
     /// Errors: [`CommError::UnknownRequest`], transport errors.
     pub fn test(&self, req: &Request) -> Result<bool, CommError> {
-        let mut st = self.lock();
-        self.progress_locked(&mut st)?;
-        st.is_complete(req.id)
+        let id = req.id;
+        match self.turn(|st| match st.is_complete(id) {
+            Ok(false) => None,
+            r => Some(r),
+        })? {
+            Some(r) => r,
+            None => Ok(false),
+        }
     }
 
     /// Waits for `req` and returns its completion (MPI_Wait, section 3.7.3).
@@ -532,8 +482,7 @@ impl<T: Transport> Communicator<T> {
     fn wait_internal(&self, id: u64) -> Result<Completion, CommError> {
         match self.wait_id(id) {
             Ok(c) => Ok(c),
-            Err(e) => {
-                let mut st = self.lock();
+            Err(e) => self.with(|st, _, _| {
                 if st.cancel_recv(id) {
                     return Err(e);
                 }
@@ -544,7 +493,7 @@ impl<T: Transport> Communicator<T> {
                         Err(e)
                     }
                 }
-            }
+            }),
         }
     }
 
@@ -603,7 +552,7 @@ impl<T: Transport> Communicator<T> {
     /// section 3.8.4). Gives the request back when it cannot be cancelled
     /// (a send, or a receive already matched): complete it with `wait`.
     pub fn cancel(&self, req: Request) -> Result<(), Request> {
-        if self.lock().cancel_recv(req.id) {
+        if self.with(|st, _, _| st.cancel_recv(req.id)) {
             Ok(())
         } else {
             Err(req)
@@ -616,26 +565,20 @@ impl<T: Transport> Communicator<T> {
     ///
     /// Errors: [`CommError::TimedOut`]; transport errors.
     pub fn flush(&self, timeout: Duration) -> Result<(), CommError> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            {
-                let mut st = self.lock();
-                self.progress_locked(&mut st)?;
-                if st.snapshot().pending_fragments == 0 {
-                    break;
-                }
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(self.flush_timeout(timeout));
-            }
-            self.sock.poll((deadline - now).min(WAIT_SLICE))?;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if self.sock.flush(Some(left))? {
-            Ok(())
-        } else {
-            Err(self.flush_timeout(timeout))
+        let r = self.sock.wait_upper(
+            Deadline::from_timeout(Some(timeout)),
+            "comm flush",
+            |st: &mut State<T::Addr>, ep, now| {
+                crate::layer::step(st, ep, now);
+                (st.snapshot().pending_fragments == 0
+                    && ep.storage_sizes().awaiting_confirmation == 0)
+                    .then_some(())
+            },
+        );
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => Err(self.flush_timeout(timeout)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -660,8 +603,7 @@ impl<T: Transport> Communicator<T> {
         }
         self.barrier()?;
         self.flush(timeout)?;
-        let linger = self.lock().cfg.linger;
-        self.sock.poll(linger)?;
+        self.sock.poll(self.linger)?;
         Ok(())
     }
 
@@ -684,9 +626,8 @@ impl<T: Transport> Communicator<T> {
     ///
     /// Errors: [`CommError::InvalidRank`].
     pub fn dest_buf(&self, peer: usize) -> Result<usize, CommError> {
-        let mut st = self.lock();
-        self.progress_locked(&mut st)?;
-        Ok(st.dest_buf(peer)? as usize)
+        self.progress()?;
+        Ok(self.with(|st, _, _| st.dest_buf(peer))? as usize)
     }
 
     /// Asks `peer` for throughput priority (the paper's `datagram_through`):
@@ -723,10 +664,11 @@ impl<T: Transport> Communicator<T> {
     }
 
     fn request_mode(&self, peer: usize, mode: Mode) -> Result<(), CommError> {
-        let mut st = self.lock();
-        st.request_mode(peer, mode)?;
-        self.push_sends(&mut st);
-        Ok(())
+        self.with(|st, ep, now| {
+            st.request_mode(peer, mode)?;
+            crate::layer::step(st, ep, now);
+            Ok(())
+        })
     }
 
     /// Explicitly suspends the connection to `peer` (the paper's
@@ -739,10 +681,11 @@ impl<T: Transport> Communicator<T> {
     ///
     /// Errors: [`CommError::InvalidRank`], [`CommError::SendQueueFull`].
     pub fn disconnect(&self, peer: usize) -> Result<(), CommError> {
-        let mut st = self.lock();
-        st.disconnect(peer)?;
-        self.push_sends(&mut st);
-        Ok(())
+        self.with(|st, ep, now| {
+            st.disconnect(peer)?;
+            crate::layer::step(st, ep, now);
+            Ok(())
+        })
     }
 
     /// Ends an explicit disconnect from `peer` (the paper's
@@ -751,10 +694,11 @@ impl<T: Transport> Communicator<T> {
     ///
     /// Errors: [`CommError::InvalidRank`], [`CommError::SendQueueFull`].
     pub fn reconnect(&self, peer: usize) -> Result<(), CommError> {
-        let mut st = self.lock();
-        st.reconnect(peer)?;
-        self.push_sends(&mut st);
-        Ok(())
+        self.with(|st, ep, now| {
+            st.reconnect(peer)?;
+            crate::layer::step(st, ep, now);
+            Ok(())
+        })
     }
 
     /// Restarts the numbering of our messages to `peer` (the paper's
@@ -770,11 +714,12 @@ impl<T: Transport> Communicator<T> {
     /// unconfirmed (call [`Communicator::flush`] first),
     /// [`CommError::SendQueueFull`].
     pub fn reset_seq(&self, peer: usize) -> Result<(), CommError> {
-        let mut st = self.lock();
-        self.progress_locked(&mut st)?;
-        st.reset_seq(peer)?;
-        self.push_sends(&mut st);
-        Ok(())
+        self.progress()?;
+        self.with(|st, ep, now| {
+            st.reset_seq(peer)?;
+            crate::layer::step(st, ep, now);
+            Ok(())
+        })
     }
 
     /// `peer`'s connection state (the paper's `datagram_state`), after one
@@ -782,28 +727,23 @@ impl<T: Transport> Communicator<T> {
     ///
     /// Errors: [`CommError::InvalidRank`], transport errors.
     pub fn state(&self, peer: usize) -> Result<PeerState, CommError> {
-        let mut st = self.lock();
-        self.progress_locked(&mut st)?;
-        st.peer_state(peer)
+        self.progress()?;
+        self.with(|st, _, _| st.peer_state(peer))
     }
 
     /// Sends on the collective context (for `collective.rs`).
     pub(crate) fn coll_send(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<(), CommError> {
-        let id = {
-            let mut st = self.lock();
+        let id = self.with(|st, ep, now| {
             let id = st.isend(dest, tag, &[data], true)?;
-            self.push_sends(&mut st);
-            id
-        };
+            crate::layer::step(st, ep, now);
+            Ok::<_, CommError>(id)
+        })?;
         self.wait_internal(id).map(|_| ())
     }
 
     /// Receives on the collective context (for `collective.rs`).
     pub(crate) fn coll_recv(&self, source: usize, tag: Tag) -> Result<Vec<u8>, CommError> {
-        let id = {
-            self.lock()
-                .irecv(SourceSel::Rank(source), TagSel::Tag(tag), true)?
-        };
+        let id = self.with(|st, _, _| st.irecv(SourceSel::Rank(source), TagSel::Tag(tag), true))?;
         let c = self.wait_internal(id)?;
         Ok(c.into_received().expect("a receive").1)
     }
@@ -820,16 +760,11 @@ impl<T: Transport> Communicator<T> {
     /// Errors: [`CommError::PeerFailed`] when `root` fails,
     /// [`CommError::TimedOut`], those of [`Mcast::recv_from`].
     pub(crate) fn await_multicast(&self, m: &Mcast, root: usize) -> Result<Vec<u8>, CommError> {
-        let limit = {
-            let mut st = self.lock();
-            st.awaited = Some(root);
-            st.cfg.wait_timeout
-        };
+        let limit = self.wait_timeout;
+        self.with(|st, _, _| st.awaited = Some(root));
         let deadline = limit.map(|t| Instant::now() + t);
         let r = m.recv_from(root, || {
-            let mut st = self.lock();
-            self.progress_locked(&mut st)?;
-            if let Some(e) = st.failure(root) {
+            if let Some(e) = self.turn(|st| st.failure(root))? {
                 return Err(e);
             }
             match deadline {
@@ -840,13 +775,13 @@ impl<T: Transport> Communicator<T> {
                 _ => Ok(()),
             }
         });
-        self.lock().awaited = None;
+        self.with(|st, _, _| st.awaited = None);
         r
     }
 
     /// The next collective's tag (all ranks call collectives in the same
     /// order, MPI 4.0 section 6.12, so their counters agree).
     pub(crate) fn next_coll_tag(&self) -> Tag {
-        self.lock().next_coll_tag()
+        self.with(|st, _, _| st.next_coll_tag())
     }
 }

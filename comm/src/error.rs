@@ -115,6 +115,13 @@ pub enum CommError {
     /// The transport failed.
     #[error("transport: {0}")]
     Io(#[from] std::io::Error),
+    /// A peer id that is not (or no longer) in the endpoint's peer table.
+    #[error("peer {0} is not in the peer table (never inserted, or removed)")]
+    UnknownPeer(usize),
+    /// A tagged endpoint's completion queue has no room for the operation's
+    /// completion (libfabric's `FI_EAGAIN` under `FI_RM_ENABLED`).
+    #[error("completion queue full ({0} completions queued or due): read completions first")]
+    CompletionQueueFull(usize),
     /// A bootstrap (host list) error.
     #[error("bootstrap: {0}")]
     Bootstrap(String),

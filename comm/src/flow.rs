@@ -86,6 +86,8 @@ struct GrantPeer {
     suspended: bool,
     /// A grant waits to be sent.
     dirty: bool,
+    /// Removed from the peer table (or this process itself): no share.
+    gone: bool,
 }
 
 /// The receiving side of ULFC: the budget and the window granted to each
@@ -124,6 +126,7 @@ impl Grants {
                     seq: 0,
                     suspended: false,
                     dirty: false,
+                    gone: false,
                 }
             })
             .collect();
@@ -133,6 +136,72 @@ impl Grants {
             rapid: rapid.max(MIN_WINDOW_BYTES),
             peers,
         })
+    }
+
+    /// Grants of an endpoint whose peers join at run time
+    /// ([`Grants::add_peer`]): each starts with `share` bytes reserved
+    /// (every process must use the same), as long as the budget has room.
+    ///
+    /// Errors: `share` below [`MIN_WINDOW_BYTES`] or above the budget.
+    pub fn dynamic(budget: u64, rapid: u64, share: u64) -> Result<Self, String> {
+        if share < MIN_WINDOW_BYTES || share > budget {
+            return Err(format!(
+                "a default window of {share} bytes must be at least {MIN_WINDOW_BYTES} and at most the receive budget of {budget} bytes: raise CommConfig::recv_budget_bytes or lower the peer count"
+            ));
+        }
+        Ok(Self {
+            me: usize::MAX,
+            budget,
+            rapid: rapid.max(MIN_WINDOW_BYTES),
+            peers: Vec::new(),
+        })
+    }
+
+    /// Adds the next peer (index `peers.len()`): reserves the default
+    /// `share` for it, or nothing for this process itself (`is_self`).
+    ///
+    /// Errors: the budget has less than `share` unreserved.
+    pub fn add_peer(&mut self, share: u64, is_self: bool) -> Result<(), String> {
+        let w = if is_self { 0 } else { share };
+        let free = self.budget - self.reserved_total();
+        if w > free {
+            return Err(format!(
+                "receive budget of {} bytes has {free} bytes unreserved, less than the {share}-byte default window of a new peer: raise CommConfig::recv_budget_bytes (every process alike)",
+                self.budget
+            ));
+        }
+        if is_self {
+            self.me = self.peers.len();
+        }
+        self.peers.push(GrantPeer {
+            mode: Mode::Normal,
+            target: w,
+            granted: w,
+            reserved: w,
+            seq: 0,
+            suspended: false,
+            dirty: false,
+            gone: is_self,
+        });
+        Ok(())
+    }
+
+    /// `peer` left the peer table: its reservation returns to the budget
+    /// (its last unconfirmed bytes may still arrive: a departure from the
+    /// invariant for the time of one resend timeout, counted against no
+    /// one).
+    pub fn remove_peer(&mut self, peer: usize) {
+        let p = &mut self.peers[peer];
+        *p = GrantPeer {
+            gone: true,
+            suspended: true,
+            target: 0,
+            granted: 0,
+            reserved: 0,
+            dirty: false,
+            ..p.clone()
+        };
+        self.rebalance();
     }
 
     /// The window every receiver grants every peer until told otherwise,
@@ -217,7 +286,7 @@ impl Grants {
         let mut rest = self.budget;
         let mut active = Vec::new();
         for (i, p) in self.peers.iter().enumerate() {
-            if i == self.me {
+            if i == self.me || p.gone {
                 continue;
             }
             if p.suspended {

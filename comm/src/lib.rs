@@ -4,9 +4,20 @@
 //!
 //! Layers, each usable alone:
 //! - [`matching`]: the sans-IO matching engine (posted and unexpected
-//!   queues, wildcards, MPI 4.0 section 3.5 non-overtaking order, bounds);
+//!   queues, 64-bit tags with ignore masks, sources named or not, MPI 4.0
+//!   section 3.5 non-overtaking order, peek / claim / discard, bounds), with
+//!   MPI's view (ranks, 32-bit tags, wildcards);
 //! - [`wire`]: the private header (thesis ch. 6: length and tag; plus
-//!   context id and per-peer sequence number) and its checked codec;
+//!   context id, per-peer sequence number and remote CQ data) and its
+//!   checked codec;
+//! - the core, `state.rs` (sans-IO: peers, fragments, windows, per-peer
+//!   order, requests, failure detection), living in the CTP core as its
+//!   upper layer (`layer.rs`, `ctp::UpperLayer`): deliveries reach matching
+//!   inside the engine turn, and every handle waits through the runtime
+//!   driver's one wait under the engine lock, the only lock;
+//! - [`tagged`]: [`TaggedEndpoint`], the core with peers inserted and
+//!   removed at run time, libfabric's tagged semantics and a bounded
+//!   completion queue ([`completion`]): what a libfabric provider stands on;
 //! - `reorder` (internal): per-peer in-order release and fragment joining, sans-IO;
 //! - [`Communicator`]: ranks from a host list over one `ctp::CtpSocket`
 //!   (CTP over the EDP runtime or over UDP): blocking and nonblocking
@@ -41,10 +52,14 @@ pub mod flow;
 pub(crate) mod liveness;
 pub(crate) mod mcast;
 
+pub mod completion;
+pub mod tagged;
+
 mod collective;
 mod communicator;
 mod config;
 mod error;
+mod layer;
 mod request;
 mod source;
 mod state;
@@ -59,10 +74,12 @@ mod ulfc_sim_tests;
 
 pub use collective::SumElement;
 pub use communicator::Communicator;
+pub use completion::{PeerId, RecvBuf, TaggedCompletion};
 pub use config::CommConfig;
 pub use control::Mode;
 pub use error::CommError;
 pub use flow::PeerState;
-pub use matching::{SourceSel, Tag, TagSel, ANY_SOURCE, ANY_TAG, MAX_TAG};
+pub use matching::{Selector, SourceSel, Tag, TagEnvelope, TagSel, ANY_SOURCE, ANY_TAG, MAX_TAG};
 pub use request::{Completion, Request, Status};
 pub use stats::CommStats;
+pub use tagged::{TaggedConfig, TaggedEndpoint};

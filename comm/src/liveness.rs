@@ -92,6 +92,11 @@ impl Liveness {
         }
     }
 
+    /// Adds a peer (the next index), never heard from.
+    pub fn add_peer(&mut self) {
+        self.peers.push(PeerLive::default());
+    }
+
     /// The probe interval `I = T / 4`.
     fn interval(t: Duration) -> Duration {
         t / 4
@@ -115,6 +120,12 @@ impl Liveness {
     /// incarnation): its next probe starts a new count.
     pub fn reset(&mut self, rank: usize) {
         self.peers[rank] = PeerLive::default();
+    }
+
+    /// When the next check is due (`None`: detection off, or no check
+    /// yet: the first one is due at once).
+    pub fn next_check(&self) -> Option<Instant> {
+        self.timeout.and(self.next_check)
     }
 
     /// True when a check is due at `now` (one every `T / 32`, at least

@@ -1,115 +1,109 @@
 //! The matching engine, sans-IO: the posted-receive queue and the
-//! unexpected-message queue of one communicator context (MPI 4.0 section
-//! 3.5 "Communication modes" and 3.8 "Probe and Cancel"; the two queues are
-//! the usual implementation, as in Open MPI's `ob1` PML).
+//! unexpected-message queue of one context (MPI 4.0 section 3.5
+//! "Communication modes" and 3.8 "Probe and Cancel"; the two queues are the
+//! usual implementation, as in Open MPI's `ob1` PML).
 //!
-//! Rules (MPI 4.0 section 3.5, "Order"): messages are *non-overtaking*. If a
-//! sender sends two messages in succession to the same destination and both
-//! match the same receive, the receive cannot match the second while the
-//! first is pending; if a receiver posts two receives in succession and both
-//! match the same message, the second cannot be satisfied by it while the
-//! first is pending. The engine keeps both orders by construction:
+//! The engine, [`TagMatcher`], matches 64-bit tags under 64-bit ignore
+//! masks with libfabric's rule (`fi_tagged(3)`: a receive with tag `T` and
+//! ignore `I` takes a message with tag `M` iff `(M & !I) == (T & !I)`), and
+//! sources given exactly or not at all (`FI_ADDR_UNSPEC`, `MPI_ANY_SOURCE`).
+//! MPI's view of it, 32-bit tags with `MPI_ANY_TAG`, is [`Matcher`]
+//! (`matching/mpi.rs`): `MPI_ANY_TAG` is the ignore mask of every bit.
+//!
+//! Rules (MPI 4.0 section 3.5, "Order"; libfabric's `FI_ORDER_SAS` asks the
+//! same): messages are *non-overtaking*. If a sender sends two messages in
+//! succession to the same destination and both match the same receive, the
+//! receive cannot match the second while the first is pending; if a
+//! receiver posts two receives in succession and both match the same
+//! message, the second cannot be satisfied by it while the first is
+//! pending. The engine keeps both orders by construction:
 //! - an arriving message is matched against the posted receives in posting
 //!   order (the first that matches takes it), else queued as unexpected in
 //!   arrival order;
 //! - a new receive is matched against the unexpected messages in arrival
 //!   order (the first that matches is taken), else queued as posted.
 //!
-//! Messages must therefore be handed to [`Matcher::arrive`] in each
+//! Messages must therefore be handed to [`TagMatcher::arrive`] in each
 //! source's send order; the communicator's per-peer sequence numbers do
 //! that (`crate::reorder`).
+//!
+//! Probes (MPI_Iprobe / MPI_Improbe, section 3.8; libfabric's `FI_PEEK`,
+//! `FI_CLAIM`, `FI_DISCARD`, `fi_tagged(3)`): [`TagMatcher::peek`] reports
+//! the first unexpected message a receive would take, without taking it;
+//! [`TagMatcher::claim`] takes it out of matching and keeps it under a key
+//! (libfabric: the operation's context) for a later
+//! [`TagMatcher::take_claimed`] or [`TagMatcher::discard_claimed`];
+//! [`TagMatcher::discard`] drops the first match. Claimed messages stay
+//! counted in the unexpected queue's bounds until taken.
 //!
 //! Bounds: the unexpected queue holds at most
 //! [`MatchLimits::max_unexpected_messages`] messages and
 //! [`MatchLimits::max_unexpected_bytes`] payload bytes (one message larger
 //! than the byte bound is admitted into an empty queue, so it can still be
-//! received); a message beyond them is refused with
-//! [`Overflow`], given back to the caller and counted
-//! ([`MatchStats::overflows`]), never dropped. The posted queue holds at most
-//! [`MatchLimits::max_posted`] receives ([`PostError::TooManyPosted`]).
+//! received); a message beyond them is refused with [`TagOverflow`], given
+//! back to the caller and counted ([`MatchStats::overflows`]), never
+//! dropped. The posted queue holds at most [`MatchLimits::max_posted`]
+//! receives ([`PostError::TooManyPosted`]).
 //!
 //! Both queues are searched linearly (as Open MPI's per-source lists are);
 //! the bounds keep the cost bounded.
 
 use std::collections::VecDeque;
 
-/// A message tag: 0..=[`MAX_TAG`] (MPI's `MPI_TAG_UB` is at least 32767,
-/// MPI 4.0 section 3.2.3; ours is `u32::MAX >> 1`, so a tag fits an MPI
-/// `int`).
-pub type Tag = u32;
+use rustc_hash::FxHashMap;
 
-/// The largest tag, `2^31 - 1` (MPI 4.0 section 3.2.3: `MPI_TAG_UB`).
-pub const MAX_TAG: Tag = i32::MAX as Tag;
+mod mpi;
 
-/// Which sources a receive accepts (MPI's `source` argument, section 3.2.4).
+pub use mpi::{
+    selector, Envelope, Matched, Matcher, Overflow, SourceSel, Tag, TagSel, ANY_SOURCE, ANY_TAG,
+    MAX_TAG,
+};
+
+/// Which messages a receive accepts: a source (`None`: any) and a 64-bit
+/// tag under an ignore mask (`fi_trecv(3)`'s `src_addr`, `tag`, `ignore`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SourceSel {
-    /// Any rank (`MPI_ANY_SOURCE`).
-    Any,
-    /// Exactly this rank.
-    Rank(usize),
+pub struct Selector {
+    /// The sending peer, or `None` for any (`FI_ADDR_UNSPEC`).
+    pub source: Option<usize>,
+    /// The tag.
+    pub tag: u64,
+    /// Bits of the tag that do not count (all ones: any tag).
+    pub ignore: u64,
 }
 
-/// Which tags a receive accepts (MPI's `tag` argument, section 3.2.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TagSel {
-    /// Any tag (`MPI_ANY_TAG`).
-    Any,
-    /// Exactly this tag.
-    Tag(Tag),
-}
-
-/// `MPI_ANY_SOURCE`.
-pub const ANY_SOURCE: SourceSel = SourceSel::Any;
-/// `MPI_ANY_TAG`.
-pub const ANY_TAG: TagSel = TagSel::Any;
-
-impl From<usize> for SourceSel {
-    fn from(rank: usize) -> Self {
-        SourceSel::Rank(rank)
-    }
-}
-
-impl From<Tag> for TagSel {
-    fn from(tag: Tag) -> Self {
-        TagSel::Tag(tag)
-    }
-}
-
-impl SourceSel {
-    /// True if a message from `source` is accepted.
-    pub fn accepts(self, source: usize) -> bool {
-        match self {
-            SourceSel::Any => true,
-            SourceSel::Rank(r) => r == source,
+impl Selector {
+    /// A selector of exactly `tag` from `source`.
+    pub fn exact(source: Option<usize>, tag: u64) -> Self {
+        Selector {
+            source,
+            tag,
+            ignore: 0,
         }
     }
-}
 
-impl TagSel {
-    /// True if a message tagged `tag` is accepted.
-    pub fn accepts(self, tag: Tag) -> bool {
-        match self {
-            TagSel::Any => true,
-            TagSel::Tag(t) => t == tag,
-        }
+    /// True if a message with envelope `e` is accepted: the source matches
+    /// (or is any) and `(e.tag & !ignore) == (tag & !ignore)`.
+    pub fn accepts(&self, e: &TagEnvelope) -> bool {
+        self.source.is_none_or(|s| s == e.source) && (e.tag ^ self.tag) & !self.ignore == 0
     }
 }
 
-/// The envelope of a message as matching sees it: source rank and tag (the
-/// communicator is implicit: one [`Matcher`] per context).
+/// A message's envelope as the engine sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Envelope {
-    /// Sending rank.
+pub struct TagEnvelope {
+    /// The sending peer.
     pub source: usize,
-    /// Tag.
-    pub tag: Tag,
+    /// The 64-bit tag.
+    pub tag: u64,
+    /// Remote CQ data sent with the message (`fi_tsenddata(3)`), if any.
+    pub data: Option<u64>,
 }
 
-/// Bounds of a [`Matcher`].
+/// Bounds of a [`TagMatcher`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MatchLimits {
-    /// Most messages in the unexpected queue. Default 65536.
+    /// Most messages in the unexpected queue (claimed ones included).
+    /// Default 65536.
     pub max_unexpected_messages: usize,
     /// Most payload bytes in the unexpected queue (one larger message is
     /// admitted when the queue is empty). Default 256 MiB, the size of
@@ -129,7 +123,7 @@ impl Default for MatchLimits {
     }
 }
 
-/// Counters of a [`Matcher`].
+/// Counters of a matching engine.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MatchStats {
     /// Messages that found a posted receive on arrival.
@@ -138,10 +132,12 @@ pub struct MatchStats {
     pub queued_unexpected: u64,
     /// Receives satisfied from the unexpected queue.
     pub matched_unexpected: u64,
-    /// Arrivals refused because the unexpected queue was full ([`Overflow`]).
+    /// Arrivals refused because the unexpected queue was full.
     pub overflows: u64,
     /// Receives refused because the posted queue was full.
     pub posted_refused: u64,
+    /// Messages dropped by `discard` (`FI_DISCARD`).
+    pub discarded: u64,
 }
 
 /// An arrival refused because the unexpected queue is full: the message,
@@ -149,12 +145,12 @@ pub struct MatchStats {
 /// implementation; this one bounds it and makes the sender wait).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unexpected-message queue full: {queued} messages / {queued_bytes} bytes queued, a message of {} bytes from rank {} tag {} does not fit",
+    "unexpected-message queue full: {queued} messages / {queued_bytes} bytes queued, a message of {} bytes from peer {} tag {:#x} does not fit",
     data.len(), envelope.source, envelope.tag
 )]
-pub struct Overflow {
+pub struct TagOverflow {
     /// The refused message's envelope.
-    pub envelope: Envelope,
+    pub envelope: TagEnvelope,
     /// The refused message's payload.
     pub data: Vec<u8>,
     /// Messages queued when it was refused.
@@ -175,24 +171,23 @@ pub enum PostError {
 #[derive(Debug, Clone)]
 struct Posted<R> {
     id: R,
-    source: SourceSel,
-    tag: TagSel,
+    sel: Selector,
 }
 
 /// A message nobody has asked for yet.
 #[derive(Debug, Clone)]
 struct Unexpected {
-    envelope: Envelope,
+    envelope: TagEnvelope,
     data: Vec<u8>,
 }
 
 /// A receive matched with its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Matched<R> {
+pub struct TagMatched<R> {
     /// The receive's handle.
     pub id: R,
     /// The message's envelope.
-    pub envelope: Envelope,
+    pub envelope: TagEnvelope,
     /// The message.
     pub data: Vec<u8>,
 }
@@ -200,21 +195,24 @@ pub struct Matched<R> {
 /// The matching engine of one context. `R` identifies posted receives
 /// (e.g. a request id). See the module documentation.
 #[derive(Debug, Clone)]
-pub struct Matcher<R> {
+pub struct TagMatcher<R> {
     limits: MatchLimits,
     posted: VecDeque<Posted<R>>,
     unexpected: VecDeque<Unexpected>,
+    /// Claimed messages by key (`FI_CLAIM`): out of matching, in the bounds.
+    claimed: FxHashMap<u64, Unexpected>,
     unexpected_bytes: u64,
     stats: MatchStats,
 }
 
-impl<R: Clone + PartialEq> Matcher<R> {
+impl<R: Clone + PartialEq> TagMatcher<R> {
     /// An empty engine with `limits`.
     pub fn new(limits: MatchLimits) -> Self {
         Self {
             limits,
             posted: VecDeque::new(),
             unexpected: VecDeque::new(),
+            claimed: FxHashMap::default(),
             unexpected_bytes: 0,
             stats: MatchStats::default(),
         }
@@ -225,27 +223,29 @@ impl<R: Clone + PartialEq> Matcher<R> {
         self.limits
     }
 
-    /// Posts receive `id` for `(source, tag)`. If an unexpected message
-    /// matches, the first in arrival order is taken and returned (the
-    /// receive is then not queued); otherwise the receive is queued.
+    fn first_unexpected(&self, sel: &Selector) -> Option<usize> {
+        self.unexpected
+            .iter()
+            .position(|u| sel.accepts(&u.envelope))
+    }
+
+    fn remove_unexpected(&mut self, i: usize) -> Unexpected {
+        let u = self.unexpected.remove(i).expect("index from position");
+        self.unexpected_bytes -= u.data.len() as u64;
+        u
+    }
+
+    /// Posts receive `id` for `sel`. If an unexpected message matches, the
+    /// first in arrival order is taken and returned (the receive is then not
+    /// queued); otherwise the receive is queued.
     ///
     /// Errors: [`PostError::TooManyPosted`] when it would be queued beyond
     /// [`MatchLimits::max_posted`].
-    pub fn post(
-        &mut self,
-        id: R,
-        source: SourceSel,
-        tag: TagSel,
-    ) -> Result<Option<Matched<R>>, PostError> {
-        if let Some(i) = self
-            .unexpected
-            .iter()
-            .position(|u| source.accepts(u.envelope.source) && tag.accepts(u.envelope.tag))
-        {
-            let u = self.unexpected.remove(i).expect("index from position");
-            self.unexpected_bytes -= u.data.len() as u64;
+    pub fn post(&mut self, id: R, sel: Selector) -> Result<Option<TagMatched<R>>, PostError> {
+        if let Some(i) = self.first_unexpected(&sel) {
+            let u = self.remove_unexpected(i);
             self.stats.matched_unexpected += 1;
-            return Ok(Some(Matched {
+            return Ok(Some(TagMatched {
                 id,
                 envelope: u.envelope,
                 data: u.data,
@@ -255,7 +255,7 @@ impl<R: Clone + PartialEq> Matcher<R> {
             self.stats.posted_refused += 1;
             return Err(PostError::TooManyPosted(self.posted.len()));
         }
-        self.posted.push_back(Posted { id, source, tag });
+        self.posted.push_back(Posted { id, sel });
         Ok(None)
     }
 
@@ -263,21 +263,17 @@ impl<R: Clone + PartialEq> Matcher<R> {
     /// posted receive matches, the first in posting order takes it and is
     /// returned; otherwise the message is queued as unexpected.
     ///
-    /// Errors: [`Overflow`] (the message given back, counted) when the
+    /// Errors: [`TagOverflow`] (the message given back, counted) when the
     /// unexpected queue is full.
     pub fn arrive(
         &mut self,
-        envelope: Envelope,
+        envelope: TagEnvelope,
         data: Vec<u8>,
-    ) -> Result<Option<Matched<R>>, Box<Overflow>> {
-        if let Some(i) = self
-            .posted
-            .iter()
-            .position(|p| p.source.accepts(envelope.source) && p.tag.accepts(envelope.tag))
-        {
+    ) -> Result<Option<TagMatched<R>>, Box<TagOverflow>> {
+        if let Some(i) = self.posted.iter().position(|p| p.sel.accepts(&envelope)) {
             let p = self.posted.remove(i).expect("index from position");
             self.stats.matched_posted += 1;
-            return Ok(Some(Matched {
+            return Ok(Some(TagMatched {
                 id: p.id,
                 envelope,
                 data,
@@ -285,10 +281,10 @@ impl<R: Clone + PartialEq> Matcher<R> {
         }
         if !self.has_room(data.len() as u64) {
             self.stats.overflows += 1;
-            return Err(Box::new(Overflow {
+            return Err(Box::new(TagOverflow {
                 envelope,
                 data,
-                queued: self.unexpected.len(),
+                queued: self.unexpected_len(),
                 queued_bytes: self.unexpected_bytes,
             }));
         }
@@ -301,41 +297,79 @@ impl<R: Clone + PartialEq> Matcher<R> {
     /// True if a message of `len` bytes that matches no posted receive
     /// would fit the unexpected queue.
     pub fn has_room(&self, len: u64) -> bool {
-        if self.unexpected.is_empty() {
+        let n = self.unexpected_len();
+        if n == 0 {
             return self.limits.max_unexpected_messages > 0;
         }
-        self.unexpected.len() < self.limits.max_unexpected_messages
+        n < self.limits.max_unexpected_messages
             && self.unexpected_bytes.saturating_add(len) <= self.limits.max_unexpected_bytes
     }
 
-    /// True if [`Matcher::arrive`] would take a message of `len` bytes
+    /// True if [`TagMatcher::arrive`] would take a message of `len` bytes
     /// with `envelope` now (a posted receive matches it, or it fits the
     /// unexpected queue), without counting anything.
-    pub fn takes(&self, envelope: Envelope, len: u64) -> bool {
-        self.has_room(len)
-            || self
-                .posted
-                .iter()
-                .any(|p| p.source.accepts(envelope.source) && p.tag.accepts(envelope.tag))
+    pub fn takes(&self, envelope: &TagEnvelope, len: u64) -> bool {
+        self.has_room(len) || self.posted.iter().any(|p| p.sel.accepts(envelope))
     }
 
-    /// The envelope and size (bytes) of the first unexpected message
-    /// `(source, tag)` would match, without taking it (MPI's `MPI_Iprobe`,
-    /// section 3.8.1).
-    pub fn probe(&self, source: SourceSel, tag: TagSel) -> Option<(Envelope, usize)> {
+    /// The envelope and size (bytes) of the first unexpected message `sel`
+    /// would match, without taking it (`MPI_Iprobe`, section 3.8.1;
+    /// `FI_PEEK`).
+    pub fn peek(&self, sel: &Selector) -> Option<(TagEnvelope, usize)> {
         self.unexpected
             .iter()
-            .find(|u| source.accepts(u.envelope.source) && tag.accepts(u.envelope.tag))
+            .find(|u| sel.accepts(&u.envelope))
             .map(|u| (u.envelope, u.data.len()))
     }
 
-    /// The source selectors of the posted receives, in posting order.
-    pub fn posted_sources(&self) -> impl Iterator<Item = SourceSel> + '_ {
-        self.posted.iter().map(|p| p.source)
+    /// Takes the first unexpected message `sel` matches out of matching and
+    /// keeps it under `key` (`MPI_Improbe`, section 3.8.2; `FI_PEEK |
+    /// FI_CLAIM`); returns its envelope and size. `None` (nothing taken)
+    /// when no message matches or `key` already holds one.
+    pub fn claim(&mut self, sel: &Selector, key: u64) -> Option<(TagEnvelope, usize)> {
+        if self.claimed.contains_key(&key) {
+            return None;
+        }
+        let i = self.first_unexpected(sel)?;
+        let u = self.unexpected.remove(i).expect("index from position");
+        let r = (u.envelope, u.data.len());
+        self.claimed.insert(key, u);
+        Some(r)
+    }
+
+    /// The message claimed under `key` (`MPI_Mrecv`; `FI_CLAIM`), if any.
+    pub fn take_claimed(&mut self, key: u64) -> Option<(TagEnvelope, Vec<u8>)> {
+        let u = self.claimed.remove(&key)?;
+        self.unexpected_bytes -= u.data.len() as u64;
+        self.stats.matched_unexpected += 1;
+        Some((u.envelope, u.data))
+    }
+
+    /// Drops the message claimed under `key` (`FI_CLAIM | FI_DISCARD`);
+    /// returns its envelope and size.
+    pub fn discard_claimed(&mut self, key: u64) -> Option<(TagEnvelope, usize)> {
+        let u = self.claimed.remove(&key)?;
+        self.unexpected_bytes -= u.data.len() as u64;
+        self.stats.discarded += 1;
+        Some((u.envelope, u.data.len()))
+    }
+
+    /// Drops the first unexpected message `sel` matches (`FI_PEEK |
+    /// FI_DISCARD`); returns its envelope and size.
+    pub fn discard(&mut self, sel: &Selector) -> Option<(TagEnvelope, usize)> {
+        let i = self.first_unexpected(sel)?;
+        let u = self.remove_unexpected(i);
+        self.stats.discarded += 1;
+        Some((u.envelope, u.data.len()))
+    }
+
+    /// The selectors of the posted receives, in posting order.
+    pub fn posted_selectors(&self) -> impl Iterator<Item = &Selector> + '_ {
+        self.posted.iter().map(|p| &p.sel)
     }
 
     /// Removes posted receive `id`; false if it is not posted (already
-    /// matched). MPI's `MPI_Cancel` of a receive (section 3.8.4).
+    /// matched). `MPI_Cancel` of a receive (section 3.8.4), `fi_cancel(3)`.
     pub fn cancel(&mut self, id: &R) -> bool {
         match self.posted.iter().position(|p| &p.id == id) {
             Some(i) => {
@@ -347,11 +381,12 @@ impl<R: Clone + PartialEq> Matcher<R> {
     }
 
     /// Removes and returns the posted receives naming `source` exactly (for
-    /// a failed peer: they can never complete). Wildcard receives stay.
+    /// a failed peer: they can never complete). Receives from any source
+    /// stay.
     pub fn cancel_source(&mut self, source: usize) -> Vec<R> {
         let mut gone = Vec::new();
         self.posted.retain(|p| {
-            if p.source == SourceSel::Rank(source) {
+            if p.sel.source == Some(source) {
                 gone.push(p.id.clone());
                 false
             } else {
@@ -366,14 +401,19 @@ impl<R: Clone + PartialEq> Matcher<R> {
         self.posted.len()
     }
 
-    /// Number of unexpected messages.
+    /// Number of unexpected messages (claimed ones included).
     pub fn unexpected_len(&self) -> usize {
-        self.unexpected.len()
+        self.unexpected.len() + self.claimed.len()
     }
 
-    /// Payload bytes in unexpected messages.
+    /// Payload bytes in unexpected messages (claimed ones included).
     pub fn unexpected_bytes(&self) -> u64 {
         self.unexpected_bytes
+    }
+
+    /// Number of claimed messages.
+    pub fn claimed_len(&self) -> usize {
+        self.claimed.len()
     }
 
     /// Counters.
@@ -383,98 +423,5 @@ impl<R: Clone + PartialEq> Matcher<R> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn env(source: usize, tag: Tag) -> Envelope {
-        Envelope { source, tag }
-    }
-
-    #[test]
-    fn posted_receive_takes_the_first_matching_arrival() {
-        let mut m = Matcher::<u32>::new(MatchLimits::default());
-        assert_eq!(m.post(1, SourceSel::Rank(2), TagSel::Tag(7)).unwrap(), None);
-        // Wrong tag, wrong source: queued as unexpected.
-        assert_eq!(m.arrive(env(2, 8), vec![1]).unwrap(), None);
-        assert_eq!(m.arrive(env(3, 7), vec![2]).unwrap(), None);
-        let got = m.arrive(env(2, 7), vec![3]).unwrap().unwrap();
-        assert_eq!((got.id, got.data), (1, vec![3]));
-        assert_eq!((m.posted_len(), m.unexpected_len()), (0, 2));
-        assert_eq!(m.unexpected_bytes(), 2);
-    }
-
-    #[test]
-    fn wildcards_take_unexpected_messages_in_arrival_order() {
-        let mut m = Matcher::<u32>::new(MatchLimits::default());
-        m.arrive(env(1, 5), b"a".to_vec()).unwrap();
-        m.arrive(env(0, 6), b"b".to_vec()).unwrap();
-        m.arrive(env(1, 6), b"c".to_vec()).unwrap();
-        let a = m.post(1, ANY_SOURCE, TagSel::Tag(6)).unwrap().unwrap();
-        assert_eq!((a.envelope, a.data), (env(0, 6), b"b".to_vec()));
-        let b = m.post(2, SourceSel::Rank(1), ANY_TAG).unwrap().unwrap();
-        assert_eq!((b.envelope, b.data), (env(1, 5), b"a".to_vec()));
-        let c = m.post(3, ANY_SOURCE, ANY_TAG).unwrap().unwrap();
-        assert_eq!((c.envelope, c.data), (env(1, 6), b"c".to_vec()));
-        assert_eq!(m.post(4, ANY_SOURCE, ANY_TAG).unwrap(), None);
-        assert_eq!(m.posted_len(), 1);
-    }
-
-    #[test]
-    fn full_unexpected_queue_gives_the_message_back_and_counts() {
-        let limits = MatchLimits {
-            max_unexpected_messages: 2,
-            max_unexpected_bytes: 10,
-            max_posted: 1,
-        };
-        let mut m = Matcher::<u32>::new(limits);
-        // One message larger than the byte bound fits an empty queue.
-        m.arrive(env(0, 0), vec![0; 20]).unwrap();
-        let o = m.arrive(env(0, 1), vec![9; 1]).unwrap_err();
-        assert_eq!((o.envelope, o.data.clone()), (env(0, 1), vec![9]));
-        assert_eq!((o.queued, o.queued_bytes), (1, 20));
-        assert!(o.to_string().contains("from rank 0 tag 1"), "{o}");
-        assert_eq!(m.stats().overflows, 1);
-        // A posted receive still takes a message although the queue is full.
-        m.post(7, ANY_SOURCE, TagSel::Tag(3)).unwrap();
-        assert_eq!(m.arrive(env(1, 3), vec![1]).unwrap().unwrap().id, 7);
-        // Taking the big one makes room again.
-        assert_eq!(
-            m.post(8, ANY_SOURCE, ANY_TAG).unwrap().unwrap().data.len(),
-            20
-        );
-        m.arrive(env(0, 1), vec![9; 5]).unwrap();
-        m.arrive(env(0, 2), vec![9; 5]).unwrap();
-        assert!(m.arrive(env(0, 3), vec![]).is_err(), "count bound");
-        // Posted bound.
-        m.post(9, SourceSel::Rank(5), ANY_TAG).unwrap();
-        assert_eq!(
-            m.post(10, SourceSel::Rank(5), ANY_TAG),
-            Err(PostError::TooManyPosted(1))
-        );
-        assert_eq!(m.stats().posted_refused, 1);
-    }
-
-    #[test]
-    fn cancel_and_cancel_source() {
-        let mut m = Matcher::<u32>::new(MatchLimits::default());
-        m.post(1, SourceSel::Rank(3), ANY_TAG).unwrap();
-        m.post(2, ANY_SOURCE, ANY_TAG).unwrap();
-        m.post(3, SourceSel::Rank(3), TagSel::Tag(1)).unwrap();
-        m.post(4, SourceSel::Rank(4), TagSel::Tag(1)).unwrap();
-        assert_eq!(m.cancel_source(3), vec![1, 3]);
-        assert!(m.cancel(&4));
-        assert!(!m.cancel(&4));
-        assert_eq!(m.posted_len(), 1);
-        assert_eq!(m.arrive(env(3, 1), vec![]).unwrap().unwrap().id, 2);
-    }
-
-    #[test]
-    fn probe_does_not_take() {
-        let mut m = Matcher::<u32>::new(MatchLimits::default());
-        assert_eq!(m.probe(ANY_SOURCE, ANY_TAG), None);
-        m.arrive(env(2, 4), vec![1, 2, 3]).unwrap();
-        assert_eq!(m.probe(ANY_SOURCE, TagSel::Tag(4)), Some((env(2, 4), 3)));
-        assert_eq!(m.probe(SourceSel::Rank(1), ANY_TAG), None);
-        assert_eq!(m.unexpected_len(), 1);
-    }
-}
+#[path = "matching/tests.rs"]
+mod tests;

@@ -15,7 +15,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::matching::Tag;
 use crate::wire::Header;
 
 /// A complete message released in sequence.
@@ -24,7 +23,9 @@ pub struct Complete {
     /// Context id.
     pub context: u16,
     /// Tag.
-    pub tag: Tag,
+    pub tag: u64,
+    /// Remote CQ data, if sent.
+    pub cq_data: Option<u64>,
     /// The message.
     pub data: Vec<u8>,
 }
@@ -72,7 +73,8 @@ pub enum Refused {
 #[derive(Debug)]
 struct Partial {
     context: u16,
-    tag: Tag,
+    tag: u64,
+    cq_data: Option<u64>,
     len: u64,
     data: Vec<u8>,
 }
@@ -224,17 +226,20 @@ impl PeerRx {
         self.next = h.seq + 1;
         let payload_len = datagram.len() - off;
         let mut p = match self.partial.take() {
-            Some(p) if (p.context, p.tag, p.len) != (h.context, h.tag, h.len) => {
+            Some(p)
+                if (p.context, p.tag, p.cq_data, p.len) != (h.context, h.tag, h.cq_data, h.len) =>
+            {
                 // The message being joined lost its end: drop both.
                 return Err(Refused::Inconsistent {
                     seq: h.seq,
-                    why: "context, tag or length differs from the message being joined",
+                    why: "context, tag, CQ data or length differs from the message being joined",
                 });
             }
             Some(p) => p,
             None => Partial {
                 context: h.context,
                 tag: h.tag,
+                cq_data: h.cq_data,
                 len: h.len,
                 data: Vec::new(),
             },
@@ -258,6 +263,7 @@ impl PeerRx {
                 out.push(Complete {
                     context: p.context,
                     tag: p.tag,
+                    cq_data: p.cq_data,
                     data: p.data,
                 });
                 Ok(())
@@ -283,13 +289,14 @@ mod tests {
     use super::*;
     use crate::wire::FLAG_LAST;
 
-    fn frag(seq: u64, tag: Tag, len: u64, last: bool) -> Header {
+    fn frag(seq: u64, tag: u64, len: u64, last: bool) -> Header {
         Header {
             flags: if last { FLAG_LAST } else { 0 },
             context: 0,
             tag,
             seq,
             len,
+            cq_data: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Requests of nonblocking operations (MPI 4.0 section 3.7): handles,
 //! statuses, completions.
 
+use crate::completion::RecvBuf;
 use crate::matching::{SourceSel, Tag};
 use crate::CommError;
 
@@ -59,22 +60,48 @@ impl Completion {
     }
 }
 
+/// How a tagged endpoint's operation reports (`crate::tagged`): its
+/// context, and whether it makes a completion (an inject does not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TaggedOp {
+    pub context: u64,
+    pub completion: bool,
+}
+
+/// A tagged receive's buffer.
+pub(crate) struct Sink(pub Box<dyn RecvBuf>);
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecvBuf")
+    }
+}
+
 /// A request's state inside the communicator.
 #[derive(Debug)]
 pub(crate) enum ReqState {
     Send {
         dest: usize,
-        tag: Tag,
+        tag: u64,
         len: usize,
         /// Fragments not yet handed to CTP.
         left: usize,
         failed: Option<CommError>,
+        /// A tagged endpoint's send: completes into its queue.
+        op: Option<TaggedOp>,
     },
     Recv {
         /// Collective context (else point-to-point).
         coll: bool,
         source: SourceSel,
         done: Option<Result<(Status, Vec<u8>), CommError>>,
+    },
+    /// A tagged endpoint's receive: the message is copied into `buf` and
+    /// the request completes into the endpoint's queue at once.
+    TaggedRecv {
+        context: u64,
+        source: Option<usize>,
+        buf: Sink,
     },
 }
 
@@ -83,6 +110,7 @@ impl ReqState {
         match self {
             ReqState::Send { left, failed, .. } => *left == 0 || failed.is_some(),
             ReqState::Recv { done, .. } => done.is_some(),
+            ReqState::TaggedRecv { .. } => false,
         }
     }
 
@@ -92,10 +120,18 @@ impl ReqState {
             ReqState::Send {
                 failed: Some(e), ..
             } => Err(e),
-            ReqState::Send { dest, tag, len, .. } => Ok(Completion::Sent { dest, tag, len }),
+            // MPI's tags are the low 32 bits.
+            ReqState::Send { dest, tag, len, .. } => Ok(Completion::Sent {
+                dest,
+                tag: tag as Tag,
+                len,
+            }),
             ReqState::Recv { done, .. } => {
                 let (s, d) = done.expect("finish() only on complete requests")?;
                 Ok(Completion::Received(s, d))
+            }
+            ReqState::TaggedRecv { .. } => {
+                unreachable!("tagged receives complete into their queue")
             }
         }
     }

@@ -83,7 +83,8 @@ impl Node {
         }
         self.st.pump_held();
         self.st.liveness_tick(now);
-        self.st.pump_sends(&mut self.ep, now, hosts);
+        self.st.pump_sends(&mut self.ep, now);
+        let _ = hosts;
         while let Some(t) = self.ep.poll_transmit(&mut self.buf) {
             match self.tr.send_to(&self.buf[..t.len], t.dest) {
                 Ok(_) => {}

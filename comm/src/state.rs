@@ -7,24 +7,35 @@
 use std::collections::VecDeque;
 use std::hash::Hash;
 
-use std::time::Instant;
-
-use ctp::{Delivery, Endpoint, ErrorInfo, ErrorType, MsgId, Options, PeerAddr, ReceivedData};
+use ctp::{Delivery, ErrorInfo, ErrorType, MsgId, ReceivedData};
 use rustc_hash::FxHashMap;
 
+use crate::completion::TaggedCompletion;
 use crate::config::CommConfig;
-use crate::control::{Control, CONTROL_COMMAND, CONTROL_LEN};
-use crate::flow::{Grants, SendWindow};
+use crate::control::{Control, CONTROL_COMMAND};
+use crate::flow::Grants;
 use crate::liveness::Liveness;
-use crate::matching::{Envelope, Matched, Matcher, SourceSel, Tag, TagSel, MAX_TAG};
+use crate::matching::{
+    selector, Selector, SourceSel, Tag, TagEnvelope, TagMatched, TagMatcher, TagSel, MAX_TAG,
+};
 use crate::reorder::{Complete, PeerRx};
-use crate::request::{ReqState, Status};
+use crate::request::{ReqState, Status, TaggedOp};
 use crate::stats::CommStats;
-use crate::wire::{Header, COMM_COMMAND, FLAG_LAST, HEADER_LEN};
+use crate::wire::{Header, COMM_COMMAND, HEADER_LEN};
 use crate::CommError;
 
 #[path = "state_liveness.rs"]
 mod liveness;
+#[path = "state_tagged.rs"]
+mod tagged;
+#[path = "state_tx.rs"]
+mod tx;
+
+#[cfg(test)]
+use tx::Intro;
+use tx::{OutMessage, PeerTx};
+
+pub use tagged::PeekMode;
 #[cfg(test)]
 #[path = "state_tests.rs"]
 mod tests;
@@ -39,127 +50,6 @@ pub(crate) const COLLECTIVE_CONTEXT: u16 = 0x8000;
 /// with `CommError::SendQueueFull`.
 const CONTROL_QUEUE_PER_PEER: usize = 16;
 
-/// A message waiting for the window: its bytes behind `HEADER_LEN` bytes
-/// of room for the header (so a message sent in one fragment is not
-/// copied again), how much of it is cut into fragments already, and the
-/// request to credit when its last fragment is handed to CTP.
-#[derive(Debug)]
-struct OutMessage {
-    context: u16,
-    tag: Tag,
-    buf: Vec<u8>,
-    off: usize,
-    req: u64,
-    /// Fragment slots counted in `State::pending_fragments` (at the
-    /// configured fragment size).
-    slots: usize,
-}
-
-impl OutMessage {
-    fn len(&self) -> usize {
-        self.buf.len() - HEADER_LEN
-    }
-}
-
-/// The send side of a peer (lazy connection on first send, thesis ch. 6).
-///
-/// Two windows hold a fragment back: the ULFC window in bytes
-/// ([`SendWindow`], granted by the peer, `flow.rs`) and a span of sequence
-/// numbers: a fragment is handed to CTP only while its sequence number is
-/// less than the oldest unconfirmed one's plus `window_fragments`. CTP
-/// confirms out of order, so counting unconfirmed fragments would let the
-/// span (and the receiver's reorder buffer) grow without bound behind one
-/// slow fragment. Fragments are cut when they go, at most
-/// `fragment_bytes` and at most what the byte window allows.
-#[derive(Debug)]
-struct PeerTx {
-    next_seq: u64,
-    pending: VecDeque<OutMessage>,
-    /// (sequence number, CTP message, bytes), in sequence order.
-    in_flight: VecDeque<(u64, MsgId, u64)>,
-    /// Control messages handed to CTP and unconfirmed.
-    ctl_in_flight: Vec<MsgId>,
-    win: SendWindow,
-    /// A sequence reset is queued or unconfirmed (its CTP message once
-    /// handed): no fragment goes until the peer's endpoint has it, so the
-    /// peer sees it before the first renumbered fragment.
-    reset: Option<Option<MsgId>>,
-    /// Whether the peer has our incarnation (`liveness.rs`).
-    intro: Intro,
-}
-
-/// How far the peer is in learning our incarnation: the first control
-/// message to a peer is one that carries it (`CONNECT` or `PROBE`), and
-/// nothing else goes to the peer until its endpoint has confirmed it, so
-/// that no message of ours can overtake it (a restarted rank's first
-/// fragments would otherwise reach a peer that still expects the old
-/// process's sequence numbers). Costs one round trip before the first
-/// message to each peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Intro {
-    /// Nothing sent yet.
-    None,
-    /// Queued in `ctl_out`.
-    Queued,
-    /// Handed to CTP, unconfirmed.
-    InFlight(MsgId),
-    /// Confirmed.
-    Done,
-}
-
-impl PeerTx {
-    fn new(share: u64) -> Self {
-        PeerTx {
-            next_seq: 0,
-            pending: VecDeque::new(),
-            in_flight: VecDeque::new(),
-            ctl_in_flight: Vec::new(),
-            win: SendWindow::new(share),
-            reset: None,
-            intro: Intro::None,
-        }
-    }
-
-    /// Nothing but the introduction may go yet.
-    fn gated(&self) -> bool {
-        matches!(self.intro, Intro::Queued | Intro::InFlight(_))
-    }
-}
-
-impl PeerTx {
-    /// The payload length of the next fragment if both windows let it go.
-    fn next_chunk(&self, frag: usize, span: usize) -> Option<usize> {
-        let m = self.pending.front()?;
-        if self.reset.is_some() || self.intro != Intro::Done {
-            return None;
-        }
-        if let Some(&(oldest, _, _)) = self.in_flight.front() {
-            if self.next_seq >= oldest + span as u64 {
-                return None;
-            }
-        }
-        let remaining = m.len() - m.off;
-        let room = (self.win.window as usize).saturating_sub(HEADER_LEN);
-        let chunk = remaining.min(frag).min(room);
-        if chunk == 0 && remaining > 0 {
-            return None;
-        }
-        self.win.fits((HEADER_LEN + chunk) as u64).then_some(chunk)
-    }
-}
-
-/// A fragment ready for CTP.
-#[derive(Debug)]
-pub(crate) struct Sendable {
-    pub dest: usize,
-    pub seq: u64,
-    pub bytes: Vec<u8>,
-    /// Wire length, bytes (kept when `bytes` moves to CTP).
-    pub len: u64,
-    pub req: u64,
-    pub last: bool,
-}
-
 /// See the module documentation.
 #[derive(Debug)]
 pub(crate) struct State<A> {
@@ -172,12 +62,12 @@ pub(crate) struct State<A> {
     ctl_out: VecDeque<(usize, Control)>,
     rx: Vec<Option<PeerRx>>,
     failed: Vec<Option<String>>,
-    p2p: Matcher<u64>,
-    coll: Matcher<u64>,
+    p2p: TagMatcher<u64>,
+    coll: TagMatcher<u64>,
     /// In-order messages the matching engines had no room for; while any is
     /// held no further delivery is taken from CTP (its queue fills and its
     /// senders resend later).
-    held: VecDeque<(bool, Envelope, Vec<u8>)>,
+    held: VecDeque<(bool, TagEnvelope, Vec<u8>)>,
     requests: FxHashMap<u64, ReqState>,
     next_req: u64,
     pending_fragments: usize,
@@ -199,6 +89,35 @@ pub(crate) struct State<A> {
     /// broadcast over MAK): watched by the failure detector as if a
     /// receive named it.
     pub awaited: Option<usize>,
+    /// Each peer's address (rank r at `addrs[r]`).
+    addrs: Vec<A>,
+    /// Something a waiting caller may want happened (a delivery was taken,
+    /// a request completed): reported to the waiting threads by the engine
+    /// (`ctp::UpperLayer::take_news`).
+    pub news: bool,
+    /// CTP's stored bytes after the last `pump_sends` (`pump_due`).
+    last_stored: u64,
+    /// Data messages delivered in order (to matching), ever
+    /// (`ctp::UpperLayer::app_messages`).
+    pub app_messages: u64,
+    /// Callers blocked in a wait: while there are any, the failure
+    /// detector's checks run on the engine's timer too (`layer.rs`), as
+    /// they do inside every call.
+    pub waiting: usize,
+    /// The largest tag a message may carry (MPI's `MAX_TAG`; a tagged
+    /// endpoint's `u64::MAX`): a larger one is malformed.
+    max_tag: u64,
+    /// Peers removed (`remove_peer`): their ids are not reused.
+    removed: Vec<bool>,
+    /// The window every peer starts with, bytes (ULFC's default share).
+    share: u64,
+    /// Completions of tagged operations (`state_tagged.rs`), oldest first.
+    cq: VecDeque<TaggedCompletion>,
+    /// Most completions queued and due (`cq` and `tagged_outstanding`).
+    cq_cap: usize,
+    /// Tagged operations that will make a completion and have not yet:
+    /// with `cq`, bounded by `cq_cap`.
+    tagged_outstanding: usize,
 }
 
 impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
@@ -218,7 +137,21 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         let grants = Grants::new(rank, size, cfg.recv_budget_bytes, cfg.rapid_window_bytes)
             .map_err(CommError::Bootstrap)?;
         let share = Grants::default_share(size, cfg.recv_budget_bytes);
-        Ok(Self {
+        Ok(Self::build(rank, hosts, by_addr, grants, share, cfg))
+    }
+
+    /// The state of `hosts` (`by_addr` their index), this process at
+    /// `rank` (`usize::MAX`: not among them).
+    fn build(
+        rank: usize,
+        hosts: &[A],
+        by_addr: FxHashMap<A, usize>,
+        grants: Grants,
+        share: u64,
+        cfg: CommConfig,
+    ) -> Self {
+        let size = hosts.len();
+        Self {
             rank,
             size,
             by_addr,
@@ -227,8 +160,8 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             ctl_out: VecDeque::new(),
             rx: (0..size).map(|_| None).collect(),
             failed: vec![None; size],
-            p2p: Matcher::new(cfg.limits),
-            coll: Matcher::new(cfg.limits),
+            p2p: TagMatcher::new(cfg.limits),
+            coll: TagMatcher::new(cfg.limits),
             held: VecDeque::new(),
             requests: FxHashMap::default(),
             next_req: 1,
@@ -242,8 +175,19 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             liveness: Liveness::new(size, cfg.failure_timeout),
             to_cancel: Vec::new(),
             awaited: None,
+            addrs: hosts.to_vec(),
+            news: false,
+            app_messages: 0,
+            last_stored: 0,
+            waiting: 0,
+            max_tag: u64::from(MAX_TAG),
+            removed: vec![false; size],
+            share,
+            cq: VecDeque::new(),
+            cq_cap: 0,
+            tagged_outstanding: 0,
             cfg,
-        })
+        }
     }
 
     fn check_rank(&self, rank: usize) -> Result<(), CommError> {
@@ -252,6 +196,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 rank,
                 size: self.size,
             });
+        }
+        if self.removed[rank] {
+            return Err(CommError::UnknownPeer(rank));
         }
         Ok(())
     }
@@ -318,12 +265,29 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         tag: Tag,
         parts: &[&[u8]],
         coll: bool,
-        mut buf: Vec<u8>,
+        buf: Vec<u8>,
     ) -> Result<u64, CommError> {
-        self.check_rank(dest)?;
         if tag > MAX_TAG {
             return Err(CommError::InvalidTag(tag));
         }
+        self.send_msg(dest, u64::from(tag), None, parts, coll, buf, None)
+    }
+
+    /// Queues a message of the concatenated `parts` to `dest` with a 64-bit
+    /// tag and optional CQ data, built in `buf`; `op` makes it a tagged
+    /// endpoint's send. Returns its request.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn send_msg(
+        &mut self,
+        dest: usize,
+        tag: u64,
+        cq_data: Option<u64>,
+        parts: &[&[u8]],
+        coll: bool,
+        mut buf: Vec<u8>,
+        op: Option<TaggedOp>,
+    ) -> Result<u64, CommError> {
+        self.check_rank(dest)?;
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len as u64 > self.cfg.max_message_bytes {
             return Err(CommError::TooLarge {
@@ -347,16 +311,19 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             len,
             left: usize::from(dest != self.rank),
             failed: None,
+            op,
         })?;
         self.stats.messages_sent += 1;
         self.stats.bytes_sent += len as u64;
         if dest == self.rank {
             let data = parts.concat();
-            let env = Envelope {
+            let env = TagEnvelope {
                 source: self.rank,
                 tag,
+                data: cq_data,
             };
             self.deliver_in_order(coll, env, data);
+            self.finish_tagged(req);
             return Ok(req);
         }
         let context = self.context(coll);
@@ -383,6 +350,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.tx[dest].pending.push_back(OutMessage {
             context,
             tag,
+            cq_data,
             buf,
             off: 0,
             req,
@@ -416,14 +384,26 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             source,
             done: None,
         })?;
+        self.post_recv(req, selector(source, tag), coll)?;
+        Ok(req)
+    }
+
+    /// Posts the receive of request `req` (already in `requests`) for
+    /// `sel`; on error the request is gone.
+    pub(crate) fn post_recv(
+        &mut self,
+        req: u64,
+        sel: Selector,
+        coll: bool,
+    ) -> Result<(), CommError> {
         let m = if coll { &mut self.coll } else { &mut self.p2p };
-        match m.post(req, source, tag) {
+        match m.post(req, sel) {
             Ok(Some(matched)) => self.complete_recv(matched),
             Ok(None) => {
                 // A held message may match it first; else a receive naming
                 // a failed peer cannot complete.
                 self.pump_held();
-                if let SourceSel::Rank(r) = source {
+                if let Some(r) = sel.source {
                     if let Err(e) = self.peer_failed(r) {
                         let m = if coll { &mut self.coll } else { &mut self.p2p };
                         if m.cancel(&req) {
@@ -433,36 +413,48 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 }
             }
             Err(e) => {
-                self.requests.remove(&req);
+                self.forget_tagged(req);
                 return Err(e.into());
             }
         }
         // A held message may match the new receive.
         self.pump_held();
-        Ok(req)
+        Ok(())
     }
 
-    fn complete_recv(&mut self, m: Matched<u64>) {
+    fn complete_recv(&mut self, m: TagMatched<u64>) {
+        self.news = true;
         self.stats.messages_received += 1;
         self.stats.bytes_received += m.data.len() as u64;
-        if let Some(ReqState::Recv { done, .. }) = self.requests.get_mut(&m.id) {
-            let status = Status {
-                source: m.envelope.source,
-                tag: m.envelope.tag,
-                len: m.data.len(),
-            };
-            *done = Some(Ok((status, m.data)));
+        match self.requests.get_mut(&m.id) {
+            Some(ReqState::Recv { done, .. }) => {
+                let status = Status {
+                    source: m.envelope.source,
+                    // MPI's contexts carry tags up to MAX_TAG (`on_data`).
+                    tag: m.envelope.tag as Tag,
+                    len: m.data.len(),
+                };
+                *done = Some(Ok((status, m.data)));
+            }
+            Some(ReqState::TaggedRecv { .. }) => {
+                self.complete_tagged_recv(m.id, m.envelope, &m.data)
+            }
+            _ => {}
         }
     }
 
     fn fail_recv(&mut self, req: u64, e: CommError) {
-        if let Some(ReqState::Recv { done, .. }) = self.requests.get_mut(&req) {
-            *done = Some(Err(e));
+        self.news = true;
+        match self.requests.get_mut(&req) {
+            Some(ReqState::Recv { done, .. }) => *done = Some(Err(e)),
+            Some(ReqState::TaggedRecv { .. }) => self.fail_tagged_recv(req, e),
+            _ => {}
         }
     }
 
     /// Hands an in-order message to matching, or holds it (see `held`).
-    fn deliver_in_order(&mut self, coll: bool, env: Envelope, data: Vec<u8>) {
+    fn deliver_in_order(&mut self, coll: bool, env: TagEnvelope, data: Vec<u8>) {
+        self.app_messages += 1;
         if !self.held.is_empty() {
             self.held.push_back((coll, env, data));
             return;
@@ -483,7 +475,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     pub fn pump_held(&mut self) {
         while let Some((coll, env, data)) = self.held.front() {
             let m = if *coll { &mut self.coll } else { &mut self.p2p };
-            if !m.takes(*env, data.len() as u64) {
+            if !m.takes(env, data.len() as u64) {
                 return;
             }
             let (coll, env, data) = self.held.pop_front().expect("front exists");
@@ -513,6 +505,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
 
     /// Takes one CTP delivery.
     pub fn on_delivery(&mut self, d: Delivery<A>) {
+        self.news = true;
         match d {
             Delivery::Data(d) => self.on_data(d),
             Delivery::Error(e) => self.on_error(e),
@@ -544,6 +537,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             self.stats.foreign_context += 1;
             return;
         }
+        if h.tag > self.max_tag {
+            self.stats.malformed += 1;
+            tracing::debug!(src, tag = h.tag, "comm: tag above the context's largest");
+            return;
+        }
         if self.failed[src].is_some() {
             return self.on_failed_traffic(src);
         }
@@ -556,9 +554,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             tracing::debug!(src, error = %e, "comm: fragment refused");
         }
         for c in out {
-            let env = Envelope {
+            let env = TagEnvelope {
                 source: src,
                 tag: c.tag,
+                data: c.cq_data,
             };
             let coll = c.context & COLLECTIVE_CONTEXT != 0;
             self.deliver_in_order(coll, env, c.data);
@@ -579,160 +578,16 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         }
     }
 
-    /// Forgets the in-flight fragments CTP no longer holds (confirmed).
-    /// Each confirmation frees window bytes and shows that the peer
-    /// answers (ending an implicit disconnect).
-    pub fn reap(&mut self, is_pending: impl Fn(MsgId) -> bool) {
-        for rank in 0..self.size {
-            let tx = &mut self.tx[rank];
-            let (mut freed, mut confirmed) = (0, false);
-            tx.in_flight.retain(|&(_, m, len)| {
-                let keep = is_pending(m);
-                if !keep {
-                    freed += len;
-                }
-                keep
-            });
-            let before = tx.ctl_in_flight.len();
-            tx.ctl_in_flight.retain(|m| is_pending(*m));
-            if let Some(Some(m)) = tx.reset {
-                if !is_pending(m) {
-                    tx.reset = None;
-                }
-            }
-            if let Intro::InFlight(m) = tx.intro {
-                if !is_pending(m) {
-                    tx.intro = Intro::Done;
-                }
-            }
-            confirmed |= freed > 0 || tx.ctl_in_flight.len() < before;
-            if freed > 0 {
-                if let Some(seq) = tx.win.release(freed) {
-                    self.push_ctl(rank, Control::Applied { seq });
-                }
-            }
-            if confirmed {
-                self.heard_from(rank);
-            }
-        }
-    }
-
-    /// Forgets confirmed fragments, then hands `ep` the fragments the
-    /// windows and its sent-commands storage let go (never waiting: a
-    /// fragment that does not fit the storage waits for the next call).
-    /// `addrs[r]` is rank r's address.
-    pub fn pump_sends(&mut self, ep: &mut Endpoint<A>, now: Instant, addrs: &[A])
-    where
-        A: PeerAddr,
-    {
-        for m in self.to_cancel.drain(..) {
-            ep.cancel(now, m);
-        }
-        if self.any_in_flight().is_some() {
-            self.reap(|m| ep.is_pending(m));
-        }
-        self.queue_grants();
-        let context = self.context(false);
-        // In order, except that a peer's messages wait behind its
-        // unconfirmed introduction (`Intro`).
-        let mut i = 0;
-        while let Some(&(dest, c)) = self.ctl_out.get(i) {
-            let intro = c.incarnation().is_some();
-            if self.tx[dest].gated() && !(intro && self.tx[dest].intro == Intro::Queued) {
-                i += 1;
-                continue;
-            }
-            if !ep.has_room(CONTROL_LEN as u64) {
-                return;
-            }
-            self.ctl_out.remove(i);
-            let bytes = c.encode(context).to_vec();
-            match ep.send_vec(now, CONTROL_COMMAND, addrs[dest], bytes, Options::NONE) {
-                Ok(m) => {
-                    let tx = &mut self.tx[dest];
-                    tx.ctl_in_flight.push(m);
-                    if matches!(c, Control::SeqReset { .. }) {
-                        tx.reset = Some(Some(m));
-                    }
-                    if intro && tx.intro == Intro::Queued {
-                        tx.intro = Intro::InFlight(m);
-                    }
-                }
-                Err(e) => tracing::warn!(dest, error = %e, "comm: CTP refused a control message"),
-            }
-        }
-        while let Some((dest, len)) = self.peek_sendable() {
-            if !ep.has_room(len as u64) {
-                return;
-            }
-            let mut s = self.take_sendable(dest).expect("peeked");
-            let bytes = std::mem::take(&mut s.bytes);
-            match ep.send_vec(now, COMM_COMMAND, addrs[dest], bytes, Options::NONE) {
-                Ok(msg) => self.handed(&s, msg),
-                // The peer's sequence now has a gap: nothing more can be
-                // delivered to it in order.
-                Err(e) => self.fail_peer(dest, format!("CTP refused a fragment: {e}")),
-            }
-        }
-    }
-
-    /// True if fragments wait or are in flight (`pump_sends` has work).
-    pub fn has_work_for_ctp(&self) -> bool {
-        self.pending_fragments > 0
-            || !self.ctl_out.is_empty()
-            || self.grants.has_grants()
-            || self.any_in_flight().is_some()
-    }
-
-    /// True if some fragment or control message is handed to CTP and
-    /// unconfirmed.
-    pub fn any_in_flight(&self) -> Option<MsgId> {
-        self.tx.iter().find_map(|t| {
-            t.in_flight
-                .front()
-                .map(|f| f.1)
-                .or(t.ctl_in_flight.first().copied())
-        })
-    }
-
-    /// A fragment a blocked sender can wait for: the oldest in flight to a
-    /// peer with fragments waiting for the window (else any in flight while
-    /// fragments wait for CTP's storage); `None` if nothing waits.
-    pub fn blocked_in_flight(&self) -> Option<MsgId> {
-        let mut waiting = false;
-        let (frag, span) = (
-            self.cfg.fragment_bytes.max(1),
-            self.cfg.window_fragments.max(1),
-        );
-        for t in self.tx.iter() {
-            if !t.pending.is_empty() {
-                waiting = true;
-                if let Intro::InFlight(m) = t.intro {
-                    // Waiting for the introduction's confirmation.
-                    return Some(m);
-                }
-                if t.next_chunk(frag, span).is_none() {
-                    // Nothing in flight: the window waits for a grant or
-                    // a reconnect (a delivery), not a confirmation.
-                    return t.in_flight.front().map(|f| f.1);
-                }
-            }
-        }
-        if waiting {
-            self.any_in_flight()
-        } else {
-            None
-        }
-    }
-
     /// The status of the first message a receive for `(source, tag)` would
     /// take now (point-to-point context).
     pub fn probe(&self, source: SourceSel, tag: TagSel) -> Option<Status> {
-        self.p2p.probe(source, tag).map(|(e, len)| Status {
-            source: e.source,
-            tag: e.tag,
-            len,
-        })
+        self.p2p
+            .peek(&selector(source, tag))
+            .map(|(e, len)| Status {
+                source: e.source,
+                tag: e.tag as Tag,
+                len,
+            })
     }
 
     /// The next collective's tag.
@@ -740,82 +595,6 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         let t = self.coll_seq;
         self.coll_seq = (self.coll_seq + 1) & MAX_TAG;
         t
-    }
-
-    /// The length of the next fragment that the window lets go, and its
-    /// peer (round robin over peers).
-    pub fn peek_sendable(&mut self) -> Option<(usize, usize)> {
-        let (frag, span) = (
-            self.cfg.fragment_bytes.max(1),
-            self.cfg.window_fragments.max(1),
-        );
-        for k in 0..self.size {
-            let dest = (self.rr + k) % self.size;
-            if let Some(chunk) = self.tx[dest].next_chunk(frag, span) {
-                return Some((dest, HEADER_LEN + chunk));
-            }
-        }
-        None
-    }
-
-    /// Cuts and takes the next fragment for `dest` (after `peek_sendable`).
-    pub fn take_sendable(&mut self, dest: usize) -> Option<Sendable> {
-        let (frag, span) = (
-            self.cfg.fragment_bytes.max(1),
-            self.cfg.window_fragments.max(1),
-        );
-        let tx = &mut self.tx[dest];
-        let chunk = tx.next_chunk(frag, span)?;
-        let m = tx.pending.front_mut().expect("next_chunk needs one");
-        let last = m.off + chunk == m.len();
-        let h = Header {
-            flags: if last { FLAG_LAST } else { 0 },
-            context: m.context,
-            tag: m.tag,
-            seq: tx.next_seq,
-            len: m.len() as u64,
-        };
-        tx.next_seq += 1;
-        let req = m.req;
-        let bytes = if m.off == 0 && last {
-            // The whole message in one fragment: the header goes into the
-            // room left for it, no copy.
-            let mut b = std::mem::take(&mut m.buf);
-            h.encode(&mut b);
-            b
-        } else {
-            let mut b = Vec::with_capacity(HEADER_LEN + chunk);
-            b.extend_from_slice(&h.to_bytes());
-            b.extend_from_slice(&m.buf[HEADER_LEN + m.off..HEADER_LEN + m.off + chunk]);
-            b
-        };
-        m.off += chunk;
-        if last {
-            let m = tx.pending.pop_front().expect("front");
-            self.pending_fragments -= m.slots;
-        }
-        self.rr = (dest + 1) % self.size;
-        Some(Sendable {
-            dest,
-            seq: h.seq,
-            len: bytes.len() as u64,
-            bytes,
-            req,
-            last,
-        })
-    }
-
-    /// A fragment was handed to CTP as `msg`.
-    pub fn handed(&mut self, s: &Sendable, msg: MsgId) {
-        self.stats.fragments_sent += 1;
-        let tx = &mut self.tx[s.dest];
-        tx.in_flight.push_back((s.seq, msg, s.len));
-        tx.win.sent(s.len);
-        if s.last {
-            if let Some(ReqState::Send { left, .. }) = self.requests.get_mut(&s.req) {
-                *left = 0;
-            }
-        }
     }
 
     /// Is request `id` complete?
@@ -865,6 +644,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 format!("send of {len} bytes to rank {dest} tag {tag}")
             }
             Some(ReqState::Recv { source, .. }) => format!("receive from {source:?}"),
+            Some(ReqState::TaggedRecv {
+                context, source, ..
+            }) => {
+                format!("tagged receive {context:#x} from {source:?}")
+            }
             None => format!("request {id}"),
         }
     }

@@ -6,11 +6,11 @@
 use std::hash::{BuildHasher, Hash};
 use std::time::{Duration, Instant};
 
-use super::{Intro, PeerTx, State};
+use super::tx::{Intro, PeerTx};
+use super::State;
 use crate::control::Control;
 use crate::flow::Grants;
 use crate::liveness::{Verdict, Watch};
-use crate::matching::SourceSel;
 use crate::request::ReqState;
 use crate::CommError;
 
@@ -43,6 +43,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.ctl_out.push_back((peer, c));
     }
 
+    /// When the failure detector's next check is due, if known.
+    pub fn liveness_next_check(&self) -> Option<Instant> {
+        self.liveness.next_check()
+    }
+
     /// Runs the failure detector if a check is due at `now`: probes the
     /// silent peers something waits on, declares failed those whose probe
     /// went unanswered (`liveness.rs`), and reprobes failed ones for a
@@ -57,15 +62,19 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             named[r] = true;
         }
         let mut any_source = false;
-        for s in self.p2p.posted_sources().chain(self.coll.posted_sources()) {
-            match s {
-                SourceSel::Rank(r) => named[r] = true,
-                SourceSel::Any => any_source = true,
+        for s in self
+            .p2p
+            .posted_selectors()
+            .chain(self.coll.posted_selectors())
+        {
+            match s.source {
+                Some(r) => named[r] = true,
+                None => any_source = true,
             }
         }
         let watch = |r: usize| {
             let tx = &self.tx[r];
-            if r == self.rank {
+            if r == self.rank || self.removed[r] {
                 Watch::Idle
             } else if self.failed[r].is_some() {
                 Watch::Failed
@@ -133,6 +142,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         tracing::warn!(rank = self.rank, peer = rank, %reason, "comm: peer failed");
         self.stats.peer_failures += 1;
         self.failed[rank] = Some(reason.clone());
+        self.news = true;
         let err = || CommError::PeerFailed {
             rank,
             reason: reason.clone(),
@@ -147,15 +157,26 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.grants.on_disconnect(rank);
         self.liveness.reset(rank);
         self.expelled[rank] = false;
-        for r in self.requests.values_mut() {
+        let mut tagged = Vec::new();
+        for (id, r) in self.requests.iter_mut() {
             if let ReqState::Send {
-                dest, left, failed, ..
+                dest,
+                left,
+                failed,
+                op,
+                ..
             } = r
             {
                 if *dest == rank && *left > 0 && failed.is_none() {
                     *failed = Some(err());
+                    if op.is_some() {
+                        tagged.push(*id);
+                    }
                 }
             }
+        }
+        for id in tagged {
+            self.finish_tagged(id);
         }
         let mut gone = self.p2p.cancel_source(rank);
         gone.extend(self.coll.cancel_source(rank));

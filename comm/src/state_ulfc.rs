@@ -5,7 +5,8 @@
 
 use std::hash::Hash;
 
-use super::{Intro, State, CONTROL_QUEUE_PER_PEER};
+use super::tx::Intro;
+use super::{State, CONTROL_QUEUE_PER_PEER};
 use crate::control::{Control, Mode};
 #[cfg(test)]
 use crate::flow::Grants;
@@ -89,6 +90,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         tracing::warn!(rank = self.rank, peer = rank, %reason, "comm: peer implicitly disconnected");
         self.stats.peer_failures += 1;
         self.tx[rank].win.implicit = Some(reason.clone());
+        self.news = true;
         let mut gone = self.p2p.cancel_source(rank);
         gone.extend(self.coll.cancel_source(rank));
         for req in gone {

@@ -8,54 +8,66 @@
 //! and a per-peer *sequence number*, because CTP may deliver the messages of
 //! one peer out of order and MPI needs them in send order (section 3.5).
 //!
-//! Layout, 24 bytes, big-endian (network order):
+//! Version 2 carries a 64-bit tag and 8 bytes of remote CQ data, so that
+//! one header serves MPI's communicator (a 32-bit tag in the low bits; the
+//! context id keeps communicators and collectives apart) and libfabric's
+//! tagged messages (`fi_tagged(3)`: 64-bit tags; `fi_tsenddata`: up to 8
+//! bytes of CQ data delivered with the completion).
+//!
+//! Layout, 36 bytes, big-endian (network order):
 //!
 //! | offset | size | field |
 //! |---|---|---|
-//! | 0 | 1 | version, [`VERSION`] |
-//! | 1 | 1 | flags: bit 0 [`FLAG_LAST`] (last fragment of the message); the others must be 0 |
+//! | 0 | 1 | version, [`VERSION`] (2) |
+//! | 1 | 1 | flags: bit 0 [`FLAG_LAST`] (last fragment of the message), bit 1 [`FLAG_DATA`] (CQ data present); the others must be 0 |
 //! | 2 | 2 | context id |
-//! | 4 | 4 | tag, 0..=[`MAX_TAG`] |
-//! | 8 | 8 | sequence number of this fragment among all sent to the peer, from 0 |
-//! | 16 | 8 | length of the whole message, bytes |
+//! | 4 | 8 | tag |
+//! | 12 | 8 | sequence number of this fragment among all sent to the peer, from 0 |
+//! | 20 | 8 | length of the whole message, bytes |
+//! | 28 | 8 | remote CQ data (0 without [`FLAG_DATA`]) |
 //!
 //! The fragment's bytes follow. A message longer than the sender's fragment
 //! size is sent as consecutive fragments (consecutive sequence numbers, the
-//! same context, tag and length, [`FLAG_LAST`] on the last); a message of 0
-//! bytes is one fragment with no bytes.
+//! same context, tag, CQ data and length, [`FLAG_LAST`] on the last); a
+//! message of 0 bytes is one fragment with no bytes. Version 1 (24 bytes,
+//! a 32-bit tag, no CQ data) is refused as another version.
 //!
 //! Decoding checks every field; a datagram that fails is malformed, and the
-//! communicator counts and drops it before it changes any state.
-
-use crate::matching::{Tag, MAX_TAG};
+//! communicator counts and drops it before it changes any state. Which tags
+//! a context admits (MPI's 0..=`MAX_TAG`) is the receiver's check.
 
 /// The CTP command number the communicator's messages use (0..=32767, CTP
 /// spec table 1): "MP" in ASCII.
 pub const COMM_COMMAND: u16 = 0x4d50;
 
 /// Header version.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 
 /// Header length, bytes.
-pub const HEADER_LEN: usize = 24;
+pub const HEADER_LEN: usize = 36;
 
 /// Flag: the last fragment of its message.
 pub const FLAG_LAST: u8 = 0x01;
 
+/// Flag: the header carries remote CQ data.
+pub const FLAG_DATA: u8 = 0x02;
+
 /// The decoded header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Header {
-    /// Flags ([`FLAG_LAST`]).
+    /// Flags ([`FLAG_LAST`]; [`FLAG_DATA`] is `cq_data.is_some()`).
     pub flags: u8,
     /// Context id of the communicator (and of its point-to-point or
     /// collective traffic).
     pub context: u16,
     /// Message tag.
-    pub tag: Tag,
+    pub tag: u64,
     /// Per-peer fragment sequence number.
     pub seq: u64,
     /// Length of the whole message, bytes.
     pub len: u64,
+    /// Remote CQ data, if sent.
+    pub cq_data: Option<u64>,
 }
 
 impl Header {
@@ -68,12 +80,14 @@ impl Header {
     ///
     /// Panics if `buf` is shorter than [`HEADER_LEN`].
     pub fn encode(&self, buf: &mut [u8]) {
+        let data_flag = if self.cq_data.is_some() { FLAG_DATA } else { 0 };
         buf[0] = VERSION;
-        buf[1] = self.flags;
+        buf[1] = (self.flags & FLAG_LAST) | data_flag;
         buf[2..4].copy_from_slice(&self.context.to_be_bytes());
-        buf[4..8].copy_from_slice(&self.tag.to_be_bytes());
-        buf[8..16].copy_from_slice(&self.seq.to_be_bytes());
-        buf[16..24].copy_from_slice(&self.len.to_be_bytes());
+        buf[4..12].copy_from_slice(&self.tag.to_be_bytes());
+        buf[12..20].copy_from_slice(&self.seq.to_be_bytes());
+        buf[20..28].copy_from_slice(&self.len.to_be_bytes());
+        buf[28..36].copy_from_slice(&self.cq_data.unwrap_or(0).to_be_bytes());
     }
 
     /// The header as bytes.
@@ -86,7 +100,8 @@ impl Header {
     /// Decodes a datagram: the header and the fragment's bytes.
     ///
     /// Errors: [`WireError`] for a short datagram, another version, unknown
-    /// flags, a tag above `MAX_TAG`, or a fragment longer than the message.
+    /// flags, CQ data without [`FLAG_DATA`], or a fragment longer than the
+    /// message.
     pub fn decode(datagram: &[u8]) -> Result<(Header, &[u8]), WireError> {
         if datagram.len() < HEADER_LEN {
             return Err(WireError::Short(datagram.len()));
@@ -95,20 +110,26 @@ impl Header {
             return Err(WireError::Version(datagram[0]));
         }
         let flags = datagram[1];
-        if flags & !FLAG_LAST != 0 {
+        if flags & !(FLAG_LAST | FLAG_DATA) != 0 {
             return Err(WireError::Flags(flags));
         }
         let u64_at = |o: usize| u64::from_be_bytes(datagram[o..o + 8].try_into().expect("8 bytes"));
-        let h = Header {
-            flags,
-            context: u16::from_be_bytes([datagram[2], datagram[3]]),
-            tag: u32::from_be_bytes(datagram[4..8].try_into().expect("4 bytes")),
-            seq: u64_at(8),
-            len: u64_at(16),
+        let data = u64_at(28);
+        let cq_data = if flags & FLAG_DATA != 0 {
+            Some(data)
+        } else if data != 0 {
+            return Err(WireError::Data);
+        } else {
+            None
         };
-        if h.tag > MAX_TAG {
-            return Err(WireError::Tag(h.tag));
-        }
+        let h = Header {
+            flags: flags & FLAG_LAST,
+            context: u16::from_be_bytes([datagram[2], datagram[3]]),
+            tag: u64_at(4),
+            seq: u64_at(12),
+            len: u64_at(20),
+            cq_data,
+        };
         let payload = &datagram[HEADER_LEN..];
         if payload.len() as u64 > h.len {
             return Err(WireError::Fragment {
@@ -132,9 +153,9 @@ pub enum WireError {
     /// Unknown flag bits.
     #[error("comm header flags {0:#04x} have unknown bits")]
     Flags(u8),
-    /// Tag above `MAX_TAG`.
-    #[error("tag {0} above the largest tag {MAX_TAG}")]
-    Tag(u32),
+    /// Nonzero CQ data bytes without the flag.
+    #[error("comm header carries CQ data bytes without its flag")]
+    Data,
     /// The fragment is longer than the whole message.
     #[error("fragment of {fragment} bytes in a message of {len} bytes")]
     Fragment {
@@ -154,19 +175,27 @@ mod tests {
         Header {
             flags: FLAG_LAST,
             context: 0x0102,
-            tag: 0x0304_0506,
-            seq: 0x0708_090a_0b0c_0d0e,
+            tag: 0x0304_0506_0708_090a,
+            seq: 0x0b0c_0d0e_0f10_1112,
             len: 5,
+            cq_data: Some(0x1314_1516_1718_191a),
         }
     }
 
     #[test]
     fn layout_is_big_endian_as_documented() {
         let b = header().to_bytes();
-        assert_eq!(
-            b,
-            [1, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 0, 0, 0, 0, 0, 0, 0, 5]
-        );
+        let mut want = vec![2, 3, 1, 2];
+        want.extend(3..=18u8);
+        want.extend([0, 0, 0, 0, 0, 0, 0, 5]);
+        want.extend(0x13..=0x1au8);
+        assert_eq!(b.to_vec(), want);
+        let plain = Header {
+            cq_data: None,
+            ..header()
+        };
+        assert_eq!(plain.to_bytes()[1], FLAG_LAST);
+        assert_eq!(plain.to_bytes()[28..], [0; 8]);
     }
 
     #[test]
@@ -174,16 +203,19 @@ mod tests {
         let mut d = header().to_bytes().to_vec();
         d.extend_from_slice(b"hello");
         assert_eq!(Header::decode(&d).unwrap(), (header(), &b"hello"[..]));
-        assert_eq!(Header::decode(&d[..23]), Err(WireError::Short(23)));
+        assert_eq!(
+            Header::decode(&d[..HEADER_LEN - 1]),
+            Err(WireError::Short(HEADER_LEN - 1))
+        );
         let mut v = d.clone();
-        v[0] = 2;
-        assert_eq!(Header::decode(&v), Err(WireError::Version(2)));
+        v[0] = 1;
+        assert_eq!(Header::decode(&v), Err(WireError::Version(1)));
         let mut f = d.clone();
         f[1] = 0x81;
         assert_eq!(Header::decode(&f), Err(WireError::Flags(0x81)));
-        let mut t = d.clone();
-        t[4] = 0x80;
-        assert!(matches!(Header::decode(&t), Err(WireError::Tag(_))));
+        let mut n = d.clone();
+        n[1] = FLAG_LAST;
+        assert_eq!(Header::decode(&n), Err(WireError::Data));
         let mut long = d.clone();
         long.push(0);
         assert_eq!(
@@ -197,8 +229,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn roundtrip(flags in 0u8..2, context: u16, tag in 0..=MAX_TAG, seq: u64, len in 0u64..64, extra in 0usize..64) {
-            let h = Header { flags, context, tag, seq, len };
+        fn roundtrip(last: bool, context: u16, tag: u64, seq: u64, len in 0u64..64, extra in 0usize..64, cq_data: Option<u64>) {
+            let h = Header { flags: if last { FLAG_LAST } else { 0 }, context, tag, seq, len, cq_data };
             let frag = (len as usize).min(extra);
             let mut d = h.to_bytes().to_vec();
             d.extend(std::iter::repeat_n(0xab, frag));

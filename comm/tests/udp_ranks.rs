@@ -153,6 +153,7 @@ fn malformed_unknown_and_foreign_messages_are_counted_and_dropped() {
         tag: 0,
         seq: 0,
         len: 0,
+        cq_data: None,
     }
     .to_bytes()
     .to_vec();

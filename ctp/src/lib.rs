@@ -52,5 +52,6 @@ pub use pool::MIN_POOLED;
 pub use sender::Dest;
 pub use socket::{
     CtpConfig, CtpIoStats, CtpSocket, EdpAddr, EdpTransport, Handler, Transport, UdpTransport,
+    UpperLayer,
 };
 pub use wire::Options;

@@ -311,6 +311,20 @@ impl FromStr for SizeRange {
     }
 }
 
+/// Smallest `--mtu`: IPv4's minimum datagram (RFC 791), also the smallest
+/// MTU a veth takes; EDP, ESP, CTP and comm work down to it (kernel TCP
+/// needs more, see [`Args::validate`]).
+pub const MIN_MTU: usize = 68;
+
+/// Environment variable capping -c and --warmup (see
+/// [`Args::apply_max_count`]).
+pub const MAX_COUNT_ENV: &str = "NETGAUGE_MAX_COUNT";
+
+/// Environment variable that makes a client fail on purpose at one size of
+/// one mode, `MODE:SIZE` (e.g. `edp:1024`), to see how a run reports a
+/// failed measurement (tests, and the README check).
+pub const INJECT_FAILURE_ENV: &str = "NETGAUGE_INJECT_FAILURE";
+
 /// The examples at the end of `--help`.
 const EXAMPLES: &str = "\
 Examples:
@@ -514,10 +528,20 @@ pub struct Args {
     #[arg(short = 'I', long = "interface")]
     pub iface: Option<String>,
 
-    /// Remote: a MAC address for edp/esp/ctp-edp/comm-edp, an IP address
+    /// Remote: a MAC address for eth/edp/esp/ctp-edp/comm-edp, an IP address
     /// for udp/tcp/ctp-udp/comm-udp. `--remote-ip` gives the IP when both kinds run.
+    /// On an eth server (-a -m eth): the one client MAC it serves.
     #[arg(short = 'R', long = "remote")]
     pub remote: Option<String>,
+
+    /// Ethertype of eth-mode frames (hex 0x.... or decimal; default
+    /// 0x88B7). Two eth sessions between the same two interfaces at once
+    /// need different ones (`--local --hosts 2 -x one_one_bidir` gives its
+    /// second pair 0x88B8).
+    #[arg(long = "eth-type", value_name = "TYPE",
+          default_value_t = crate::transport::eth::ETHERTYPE, hide_default_value = true,
+          value_parser = crate::transport::eth::parse_ethertype)]
+    pub eth_type: u16,
 
     /// The remote's IP address when -R is a MAC and IP modes also run.
     #[arg(long = "remote-ip")]
@@ -774,6 +798,53 @@ impl Args {
         })
     }
 
+    /// Applies [`MAX_COUNT_ENV`]: caps -c and --warmup at its value, for
+    /// runs that must be short (CI runs the README's commands so) without
+    /// changing the command. Returns the note to print when it changed
+    /// anything. Errors: a value that is not a count of at least 1.
+    pub fn apply_max_count(&mut self) -> Result<Option<String>, String> {
+        let Ok(v) = std::env::var(MAX_COUNT_ENV) else {
+            return Ok(None);
+        };
+        let max: usize = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| format!("{MAX_COUNT_ENV}={v:?}: expected a count of at least 1"))?;
+        if self.count <= max && self.warmup <= max {
+            return Ok(None);
+        }
+        let note = format!(
+            "netgauge: {MAX_COUNT_ENV}={max}: -c {} and --warmup {} capped at {max}",
+            self.count, self.warmup
+        );
+        self.count = self.count.min(max);
+        self.warmup = self.warmup.min(max);
+        Ok(Some(note))
+    }
+
+    /// `Some(smallest MTU)` when `--local` would run kernel TCP on a link
+    /// whose `--mtu` is below it: 40 bytes of IPv4 and TCP headers plus
+    /// the kernel's smallest MSS (`net.ipv4.tcp_min_snd_mss`, 48 unless
+    /// set; tcp(7)). Segments never shrink below that, so over a smaller
+    /// MTU they are dropped and the session stalls.
+    fn tcp_min_mtu(&self) -> Option<usize> {
+        let tcp = self
+            .resolve_modes()
+            .iter()
+            .any(|m| matches!(m, Mode::Tcp | Mode::TcpBp));
+        if !self.local || self.link != LinkKind::Packet || !tcp {
+            return None;
+        }
+        let mss = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_min_snd_mss")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or(48);
+        let min = 40 + mss;
+        (self.mtu < min).then_some(min)
+    }
+
     /// Checks combinations clap cannot express. Returns a message for the user.
     pub fn validate(&self) -> Result<(), String> {
         for (name, p) in [
@@ -816,8 +887,34 @@ impl Args {
                 ));
             }
         }
-        if !(68..=65535).contains(&self.mtu) {
-            return Err(format!("--mtu {}: expected 68..65535 bytes", self.mtu));
+        if !(MIN_MTU..=65535).contains(&self.mtu) {
+            return Err(format!(
+                "--mtu {}: expected {MIN_MTU}..65535 bytes (IPv4's minimum datagram)",
+                self.mtu
+            ));
+        }
+        if let Some(min) = self.tcp_min_mtu() {
+            return Err(format!(
+                "--mtu {}: kernel TCP sends at least {} data bytes a segment \
+                 (net.ipv4.tcp_min_snd_mss) plus 40 of headers, so its segments would not fit \
+                 and tcp/tcp-bp would stall: use --mtu {min} or more, or leave tcp and tcp-bp out (-m)",
+                self.mtu,
+                min - 40
+            ));
+        }
+        if self.local && self.iface.is_some() {
+            return Err(format!(
+                "-I {}: --local builds its own interfaces (the virtual cluster's{}); drop -I",
+                self.iface.as_deref().unwrap_or_default(),
+                if self.link == LinkKind::Udp {
+                    ", or none with --link udp"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if let Some(p) = &self.plot {
+            crate::output::plot::check_target(p)?;
         }
         if self.repeat == 0 || (self.repeat > 1 && !self.local) {
             return Err("--repeat N needs N >= 1 and --local".into());

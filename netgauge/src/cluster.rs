@@ -38,7 +38,8 @@ use serde::{Deserialize, Serialize};
 use vcluster::{Cluster, Host, Process};
 
 use crate::cli::{size_steps, Args, Mode, Pattern};
-use crate::report::Record;
+use crate::output as out;
+use crate::report::{Failure, Record};
 
 /// Most hosts of `--hosts`.
 pub const MAX_HOSTS: usize = 64;
@@ -61,7 +62,9 @@ pub fn validate(args: &Args) -> Option<String> {
     }
     if (args.mpi || args.mpirun || args.srun) && !cfg!(feature = "mpi") {
         return Some(
-            "--mpi, --mpirun and --srun need netgauge built with the mpi feature: cargo build -p netgauge --features mpi (Open MPI: scripts/install-deps.sh)"
+            "--mpi, --mpirun and --srun need netgauge built with the mpi feature: \
+             cargo build --release -p netgauge --features mpi, then run target/release/netgauge \
+             (Open MPI and libclang: scripts/install-deps.sh)"
                 .into(),
         );
     }
@@ -154,6 +157,9 @@ pub struct StepRecord {
     pub hosts: usize,
     pub pairs: Vec<PairRecord>,
     pub aggregate: Aggregate,
+    /// Why the step has no result (a pair's client or server failed).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
 }
 
 /// Messages per second of one record (see [`PairRecord::msgs_per_s`]).
@@ -192,7 +198,13 @@ pub fn aggregate(pairs: &[PairRecord]) -> Aggregate {
 }
 
 /// Runs `--local --hosts N -x <multi-host pattern>`: builds the cluster,
-/// runs every mode and size, prints the per-pair and aggregate figures.
+/// runs every mode and size, prints the per-pair figures (-v, --json) and
+/// the table of the aggregates.
+///
+/// A step that fails is reported in its cell and the run goes on. Errors:
+/// a message naming the failed steps once everything was printed;
+/// `Interrupted` after Ctrl-C (what was measured is printed first);
+/// `BrokenPipe` when stdout closed; building the cluster.
 pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
     let n = args.hosts;
     let vc = Cluster::builder("netgauge")
@@ -209,15 +221,15 @@ pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
     if args.hostnames {
         let me = crate::output::hostname();
         for (i, h) in vc.hosts().iter().enumerate() {
-            println!(
+            out::println(&format!(
                 "# rank {i}: host {me}, namespace {}, {} {} {}",
                 h.ns, h.iface, h.mac, h.ip
-            );
+            ))?;
         }
     }
     if !args.json {
-        println!(
-            "# netgauge --local --hosts {n}: pattern {}, {} on a bridge, MTU {}, {} iterations per size, wait {}",
+        out::println(&format!(
+            "# netgauge --local --hosts {n}: pattern {}, {} on a {}, MTU {}, {} iterations per size, wait {}",
             args.pattern.name(),
             vc.hosts()
                 .iter()
@@ -225,23 +237,41 @@ pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
                 .map(|(i, h)| format!("rank {i} {} {}", h.mac, h.ip))
                 .collect::<Vec<_>>()
                 .join(", "),
+            if n > 2 { "bridge" } else { "veth pair" },
             vc.mtu(),
             args.count,
             args.wait().label()
-        );
-        println!(
-            "# {:<8} {:>8} {:>7} {:>10} {:>10} {:>12} {:>12} {:>8}",
-            "mode", "size", "pair", "p50(us)", "p99(us)", "Mbit/s", "msg/s", "loss%"
-        );
+        ))?;
+        if args.verbose > 0 {
+            out::println(&format!(
+                "# {:<8} {:>8} {:>7} {:>10} {:>10} {:>12} {:>12} {:>8}",
+                "mode", "size", "pair", "p50(us)", "p99(us)", "Mbit/s", "msg/s", "resent%"
+            ))?;
+        }
     }
-    let mut out = Vec::new();
-    for (mi, &mode) in modes.iter().enumerate() {
+    let progress = crate::output::progress::Progress::new(
+        crate::output::progress::wanted(args.json),
+        (modes.len() * sizes.len()) as u64,
+    );
+    let mut steps = Vec::new();
+    'modes: for (mi, &mode) in modes.iter().enumerate() {
+        let started = std::time::Instant::now();
+        let mut failed = 0;
         for (si, &size) in sizes.iter().enumerate() {
+            if crate::interrupt::requested() {
+                break 'modes;
+            }
+            progress.running(&format!("{} {size} B", mode.name()));
             let pairs = pairs(args.pattern, n, args.seed, si);
             let base = ((mi * sizes.len() + si) * pairs.len()) % 20_000;
-            let recs = run_step(args, &vc, exe, mode, size, &pairs, base as u16).map_err(|e| {
-                io::Error::new(e.kind(), format!("mode {}, {size} bytes: {e}", mode.name()))
-            })?;
+            let (recs, error) = match run_step(args, &vc, exe, mode, size, &pairs, base as u16) {
+                Ok(recs) => (recs, None),
+                Err(_) if crate::interrupt::requested() => break 'modes,
+                Err(e) => {
+                    failed += 1;
+                    (Vec::new(), Some(e.to_string()))
+                }
+            };
             let step = StepRecord {
                 pattern: args.pattern.name().into(),
                 mode: mode.name().into(),
@@ -249,28 +279,137 @@ pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
                 hosts: n,
                 aggregate: aggregate(&recs),
                 pairs: recs,
+                error,
             };
-            print_step(args, &step)?;
-            out.push(step);
+            progress.tick(&format!("{} {size} B", mode.name()));
+            print_step(args, &step, &progress)?;
+            steps.push(step);
+        }
+        if !args.json && !progress.shown() {
+            progress.eprintln(&format!(
+                "netgauge: {}: {} of {} sizes measured in {:.1} s{}",
+                mode.name(),
+                sizes.len() - failed,
+                sizes.len(),
+                started.elapsed().as_secs_f64(),
+                if failed > 0 {
+                    format!(", {failed} failed")
+                } else {
+                    String::new()
+                }
+            ));
         }
     }
+    progress.finish();
+    let failures: Vec<Failure> = steps
+        .iter()
+        .filter_map(|s| {
+            s.error.as_ref().map(|e| Failure {
+                mode: s.mode.clone(),
+                pattern: s.pattern.clone(),
+                size: s.size,
+                error: e.clone(),
+            })
+        })
+        .collect();
     if !args.json {
-        println!();
-        print!("{}", summary(&out));
+        out::println("")?;
+        if args.verbose > 0 {
+            out::print(&summary(&steps))?;
+            out::println("")?;
+        }
+        out::print(&table(args, &steps, &failures))?;
+        if crate::interrupt::requested() {
+            out::println("# interrupted (Ctrl-C): the sizes and modes after the last result were not measured")?;
+        }
     }
-    Ok(out)
+    if crate::interrupt::requested() {
+        return Err(crate::interrupt::error());
+    }
+    if !failures.is_empty() {
+        return Err(io::Error::other(crate::local::failure_summary(
+            &failures,
+            modes.len() * sizes.len(),
+        )));
+    }
+    Ok(steps)
 }
 
-/// Prints one step: a JSON line, or a row per pair and the aggregate row.
-pub(crate) fn print_step(args: &Args, s: &StepRecord) -> io::Result<()> {
+/// The table the run ends with (see [`crate::output::pivot::table`]): per
+/// size and mode the pattern's headline aggregate with its ratio to the
+/// kernel reference: the slowest pair's p50 (1toN, Nto1, one_one_bidir),
+/// the mean Mbit/s per pair (ebb, netgauge's effective bisection
+/// bandwidth), or the messages per second of all pairs (msgrate).
+pub(crate) fn table(args: &Args, steps: &[StepRecord], failures: &[Failure]) -> String {
+    use crate::output::pivot::{Entry, Shape};
+    let (what, short, higher): (&str, &str, bool) = match args.pattern {
+        Pattern::Ebb => ("mean throughput per pair (Mbit/s)", "Mbit/s per pair", true),
+        Pattern::MsgRate => ("messages per second, all pairs", "msg/s", true),
+        _ => ("p50 half round-trip of the slowest pair (us)", "p50", false),
+    };
+    let entries: Vec<Entry> = steps
+        .iter()
+        .filter(|s| s.error.is_none() && !s.pairs.is_empty())
+        .map(|s| {
+            let a = &s.aggregate;
+            let value = match args.pattern {
+                Pattern::Ebb => a.mbit_s_mean,
+                Pattern::MsgRate => a.msgs_per_s_sum,
+                _ => a.p50_max_us.unwrap_or(0.0),
+            };
+            let cpu: Vec<f64> = s
+                .pairs
+                .iter()
+                .filter_map(|p| {
+                    Some(p.record.cpu_us_per_iter_client? + p.record.cpu_us_per_iter_server?)
+                })
+                .collect();
+            Entry {
+                mode: s.mode.clone(),
+                size: s.size,
+                value,
+                cpu_us: (!cpu.is_empty()).then(|| cpu.iter().sum::<f64>() / cpu.len() as f64),
+            }
+        })
+        .collect();
+    let mut waits: Vec<(String, String)> = Vec::new();
+    for s in steps {
+        if let Some(p) = s.pairs.first() {
+            if !waits.iter().any(|(m, _)| *m == s.mode) && !p.record.wait.is_empty() {
+                waits.push((s.mode.clone(), p.record.wait.clone()));
+            }
+        }
+    }
+    let shape = Shape {
+        pattern: args.pattern.name(),
+        what,
+        short,
+        higher_is_better: higher,
+        waits,
+    };
+    crate::output::pivot::table(&shape, &entries, failures)
+}
+
+/// Prints one step: a JSON line, or with -v a row per pair and the
+/// aggregate row (a failed step: its error).
+pub(crate) fn print_step(
+    args: &Args,
+    s: &StepRecord,
+    progress: &crate::output::progress::Progress,
+) -> io::Result<()> {
     if args.json {
-        println!("{}", serde_json::to_string(s).map_err(io::Error::other)?);
+        return progress.println(&serde_json::to_string(s).map_err(io::Error::other)?);
+    }
+    if args.verbose == 0 {
         return Ok(());
+    }
+    if let Some(e) = &s.error {
+        return progress.println(&format!("  {:<8} {:>8}   FAILED: {e}", s.mode, s.size));
     }
     let cell = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
     for p in &s.pairs {
         let r = &p.record;
-        println!(
+        progress.println(&format!(
             "  {:<8} {:>8} {:>7} {:>10} {:>10} {:>12.1} {:>12.0} {:>8}",
             s.mode,
             s.size,
@@ -280,10 +419,10 @@ pub(crate) fn print_step(args: &Args, s: &StepRecord) -> io::Result<()> {
             r.mbit_s,
             p.msgs_per_s,
             cell(r.loss.map(|l| l * 100.0)),
-        );
+        ))?;
     }
     let a = &s.aggregate;
-    println!(
+    progress.println(&format!(
         "  {:<8} {:>8} {:>7} {:>10} {:>10} {:>12.1} {:>12.0} {:>8}   (p50 max; Mbit/s and msg/s summed)",
         s.mode,
         s.size,
@@ -293,11 +432,10 @@ pub(crate) fn print_step(args: &Args, s: &StepRecord) -> io::Result<()> {
         a.mbit_s_sum,
         a.msgs_per_s_sum,
         cell(a.loss_mean.map(|l| l * 100.0)),
-    );
-    Ok(())
+    ))
 }
 
-/// The closing table: per mode and size, the aggregate figures.
+/// The long table of -v: per mode and size, the aggregate figures.
 pub fn summary(steps: &[StepRecord]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
@@ -315,6 +453,10 @@ pub fn summary(steps: &[StepRecord]) -> String {
     );
     for st in steps {
         let a = &st.aggregate;
+        if st.error.is_some() {
+            let _ = writeln!(s, "  {:<19} {:>8}  FAILED", st.mode, st.size);
+            continue;
+        }
         let c = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
         let _ = writeln!(
             s,
@@ -371,6 +513,32 @@ fn session_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
     v
 }
 
+/// The ethertype of each pair's eth session: `base`, except for a pair
+/// between the same two hosts as an earlier pair (one_one_bidir's reverse
+/// pair), which takes [`crate::transport::eth::SECOND_ETHERTYPE`] (or
+/// `base`'s successor when `base` is that one), so that the sessions'
+/// frames stay apart (eth frames carry no port).
+pub(crate) fn eth_types(base: u16, pairs: &[(usize, usize)]) -> Vec<u16> {
+    use crate::transport::eth::SECOND_ETHERTYPE;
+    let second = if base == SECOND_ETHERTYPE {
+        base.wrapping_add(1)
+    } else {
+        SECOND_ETHERTYPE
+    };
+    let same = |a: (usize, usize), b: (usize, usize)| a == b || a == (b.1, b.0);
+    pairs
+        .iter()
+        .enumerate()
+        .map(|(k, &p)| {
+            if pairs[..k].iter().any(|&q| same(p, q)) {
+                second
+            } else {
+                base
+            }
+        })
+        .collect()
+}
+
 /// Runs one size of one mode on every pair at once. `base` offsets the
 /// ports (pair k uses `-P port + base + k`) so that consecutive steps do
 /// not meet a previous step's socket.
@@ -384,17 +552,34 @@ fn run_step(
     base: u16,
 ) -> io::Result<Vec<PairRecord>> {
     let mut servers = Vec::new();
-    for (k, &(srv, _)) in pairs.iter().enumerate() {
+    // Known to Ctrl-C's handler while the step runs.
+    let mut tracked = Vec::new();
+    let eth_types = eth_types(args.eth_type, pairs);
+    let eth_args = |k: usize, client: usize| -> Vec<String> {
+        if mode != Mode::Eth {
+            return Vec::new();
+        }
+        // Both ends: the pair's ethertype; the server: its one client.
+        let mut v = vec!["--eth-type".into(), format!("{:#06x}", eth_types[k])];
+        if client != usize::MAX {
+            v.extend(["-R".into(), vc.host(client).mac.to_string()]);
+        }
+        v
+    };
+    for (k, &(srv, cli)) in pairs.iter().enumerate() {
         let port = args.port.wrapping_add(base).wrapping_add(k as u16);
         let h = vc.host(srv);
         let mut c = h.command(exe);
         c.args(["-a", "--once"])
             .args(session_args(args, mode, port))
+            .args(eth_args(k, cli))
             .args(["-I", &h.iface])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        servers.push(Process::spawn(&mut c)?);
+        let p = Process::spawn(&mut c)?;
+        tracked.push(crate::interrupt::Tracked::new(p.id()));
+        servers.push(p);
     }
     // Every client connects, then waits for the common start.
     let start = unix_ms() + START_DELAY_MS + 10 * pairs.len() as u64;
@@ -404,6 +589,7 @@ fn run_step(
         let h = vc.host(cli);
         let mut c = h.command(exe);
         c.args(session_args(args, mode, port))
+            .args(eth_args(k, usize::MAX))
             .args(["-I", &h.iface])
             .args(["-R", &remote_of(mode, vc.host(srv)), "--json"])
             .args(["-s", &size.to_string(), "-c", &args.count.to_string()])
@@ -412,7 +598,9 @@ fn run_step(
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        clients.push(Process::spawn(&mut c)?);
+        let p = Process::spawn(&mut c)?;
+        tracked.push(crate::interrupt::Tracked::new(p.id()));
+        clients.push(p);
     }
     let mut out = Vec::new();
     let mut failures = Vec::new();
@@ -502,6 +690,19 @@ mod tests {
     }
 
     #[test]
+    fn eth_sessions_between_the_same_hosts_get_their_own_ethertype() {
+        use crate::transport::eth::{ETHERTYPE, SECOND_ETHERTYPE};
+        let bidir = pairs(Pattern::OneOneBidir, 2, 1, 0);
+        assert_eq!(eth_types(ETHERTYPE, &bidir), [ETHERTYPE, SECOND_ETHERTYPE]);
+        let one_to_n = pairs(Pattern::OneToN, 5, 1, 0);
+        assert_eq!(eth_types(ETHERTYPE, &one_to_n), [ETHERTYPE; 4]);
+        assert_eq!(
+            eth_types(SECOND_ETHERTYPE, &bidir),
+            [SECOND_ETHERTYPE, SECOND_ETHERTYPE + 1]
+        );
+    }
+
+    #[test]
     fn aggregates_sum_rates_and_take_the_slowest_latency() {
         let rec = |p50: f64, mbit: f64, loss: Option<f64>| {
             let s = crate::stats::Summary {
@@ -559,6 +760,7 @@ mod tests {
             hosts: 3,
             pairs: ps.to_vec(),
             aggregate: a,
+            error: None,
         })
         .unwrap();
         assert_eq!(j["pairs"][1]["record"]["lat_us"]["p50"], 30.0);

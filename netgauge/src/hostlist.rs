@@ -4,6 +4,7 @@
 
 use std::io;
 use std::net::{IpAddr, ToSocketAddrs};
+use std::time::Duration;
 
 use nix::ifaddrs::getifaddrs;
 
@@ -152,14 +153,15 @@ pub fn announcement(args: &Args, modes: &[Mode], ifaces: &[Iface]) -> String {
 /// client, then serves one session per mode, client after client, until
 /// stopped; with `--once` one client and the first error end it. A failed
 /// session (the client vanished, bad data) is reported on stderr and the
-/// server waits for the next client.
+/// server waits for the next client; an error that another try cannot
+/// change ([`is_fatal`]: the port is taken, no privilege, no such
+/// interface) ends it at once with what to do. Sessions that fail within a
+/// second of starting are paced to one a second, so a server never spins.
 pub fn serve(args: &Args, modes: &[Mode]) -> io::Result<()> {
     match interfaces(args.iface.as_deref()) {
-        Ok(ifs) => print!("{}", announcement(args, modes, &ifs)),
+        Ok(ifs) => crate::output::print(&announcement(args, modes, &ifs))?,
         Err(e) => eprintln!("netgauge: cannot list the interfaces: {e}"),
     }
-    use std::io::Write as _;
-    let _ = std::io::stdout().flush();
     let mut served = 0u64;
     loop {
         if !args.once {
@@ -167,19 +169,18 @@ pub fn serve(args: &Args, modes: &[Mode]) -> io::Result<()> {
             crate::privilege::expect_sessions(usize::MAX);
         }
         for &mode in modes {
+            let started = std::time::Instant::now();
             match crate::run::server(args, mode) {
                 Ok(()) => {}
-                Err(e) if args.once => {
-                    return Err(io::Error::new(
-                        e.kind(),
-                        format!("mode {}: {e}", mode.name()),
-                    ))
-                }
+                Err(e) if args.once || is_fatal(&e) => return Err(fatal(args, mode, e)),
                 Err(e) => {
                     eprintln!(
                         "netgauge: mode {}: session failed: {e}; waiting for the next client",
                         mode.name()
                     );
+                    if let Some(rest) = Duration::from_secs(1).checked_sub(started.elapsed()) {
+                        std::thread::sleep(rest);
+                    }
                     break;
                 }
             }
@@ -190,6 +191,49 @@ pub fn serve(args: &Args, modes: &[Mode]) -> io::Result<()> {
         }
         eprintln!("netgauge: client {served} done; waiting for the next one");
     }
+}
+
+/// Whether a server's error is one that the next client cannot change:
+/// the port is taken, the privilege or the interface is missing, the
+/// options are wrong.
+pub fn is_fatal(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::AddrInUse
+            | io::ErrorKind::AddrNotAvailable
+            | io::ErrorKind::PermissionDenied
+            | io::ErrorKind::NotFound
+            | io::ErrorKind::InvalidInput
+            | io::ErrorKind::Unsupported
+    )
+}
+
+/// The error a server ends with: the mode, the error, and for a taken port
+/// the port and the fix.
+fn fatal(args: &Args, mode: Mode, e: io::Error) -> io::Error {
+    let msg = if e.kind() == io::ErrorKind::AddrInUse && mode == Mode::Eth {
+        format!(
+            "mode eth: another eth server without -R already serves {} for ethertype {:#06x} \
+             (eth frames carry no port, so -P cannot tell them apart): stop it, or give this \
+             server and its client another --eth-type",
+            args.iface.as_deref().unwrap_or("this interface"),
+            args.eth_type
+        )
+    } else if e.kind() == io::ErrorKind::AddrInUse {
+        let what = e.to_string();
+        let what = if what.contains(&args.port.to_string()) {
+            what
+        } else {
+            format!("port {} is already in use ({what})", args.port)
+        };
+        format!(
+            "mode {}: {what}: stop the server holding it, or give this server and its client another port with -P PORT",
+            mode.name()
+        )
+    } else {
+        format!("mode {}: {e}", mode.name())
+    };
+    io::Error::new(e.kind(), msg)
 }
 
 /// Resolves `-R` for an IP mode: an address as is, else a host name

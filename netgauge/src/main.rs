@@ -11,6 +11,7 @@ mod flood;
 mod hold;
 mod hostlist;
 mod idle;
+mod interrupt;
 mod local;
 #[cfg(feature = "mpi")]
 mod mpi;
@@ -84,7 +85,15 @@ fn main() -> ExitCode {
             }
         };
     }
-    let args = Args::parse();
+    let mut args = Args::parse();
+    match args.apply_max_count() {
+        Ok(Some(note)) => eprintln!("{note}"),
+        Ok(None) => {}
+        Err(msg) => {
+            eprintln!("netgauge: {msg}");
+            return ExitCode::from(2);
+        }
+    }
     // RUST_LOG (e.g. `RUST_LOG=edp=debug,esp=trace`), else the level of
     // -v/-vv/-vvv (warn without), on stderr so the results on stdout stay
     // clean.
@@ -110,6 +119,13 @@ fn main() -> ExitCode {
     }
     match run_main(&args) {
         Ok(()) => ExitCode::SUCCESS,
+        // Ctrl-C: what was measured is printed; the shell's code for it.
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted && interrupt::requested() => {
+            ExitCode::from(130)
+        }
+        // The reader of stdout went away (`| head`): end quietly, as a
+        // program killed by SIGPIPE would (128 + 13).
+        Err(_) if output::stdout_closed() => ExitCode::from(141),
         Err(e) => {
             eprintln!("netgauge: {e}");
             ExitCode::FAILURE
@@ -139,12 +155,12 @@ fn run_main(args: &Args) -> std::io::Result<()> {
     if args.hostnames {
         let me = output::hostname();
         if args.server {
-            println!("# server: host {me}");
+            output::println(&format!("# server: host {me}"))?;
         } else {
-            println!(
+            output::println(&format!(
                 "# client: host {me}; server: {} (its host name is printed by the server's --hostnames)",
                 args.remote.as_deref().unwrap_or("?")
-            );
+            ))?;
         }
     }
     if args.server {
@@ -164,7 +180,7 @@ fn run_main(args: &Args) -> std::io::Result<()> {
             {"role": "client", "interface": args.iface},
             {"role": "server", "remote": args.remote, "remote_ip": args.remote_ip},
         ]);
-        println!("{}", output::json::metadata(hosts, mtu));
+        output::println(&output::json::metadata(hosts, mtu).to_string())?;
     }
     let mut all = Vec::new();
     let progress = output::progress::Progress::new(
@@ -173,20 +189,27 @@ fn run_main(args: &Args) -> std::io::Result<()> {
     );
     for &mode in &modes {
         progress.running(mode.name());
+        // The first error printing a record (stdout closed) ends the run
+        // once the session is over.
+        let mut printed = Ok(());
         let records = run::client(args, mode, &mut |r| {
             progress.step_done(r);
-            if args.json {
-                println!("{}", serde_json::to_string(r).expect("records serialize"));
+            let line = if args.json {
+                serde_json::to_string(r).expect("records serialize")
             } else {
-                progress.println(&report::short_line(r));
-                if let Some(s) = &r.transport_stats {
-                    progress.println(&format!("# {s}"));
+                match &r.transport_stats {
+                    Some(s) => format!("{}\n# {s}", report::short_line(r)),
+                    None => report::short_line(r),
                 }
+            };
+            if printed.is_ok() {
+                printed = progress.println(&line);
             }
         })
         .map_err(|e| with_mode(e, mode))?;
+        printed?;
         if !args.json {
-            progress.println(&format!("\n{}", report::table(&records).trim_end()));
+            progress.println(&format!("\n{}", report::table(&records).trim_end()))?;
         }
         if let Some(f) = &mut long_form {
             report::write_long_form(f, &records)?;

@@ -235,6 +235,8 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
     let modes = args.resolve_modes();
     let sizes = size_steps(args.size, args.grade);
     let mut steps = Vec::new();
+    // No bar: ranks share the terminal.
+    let progress = crate::output::progress::Progress::new(false, 0);
     for (mi, &mode) in modes.iter().enumerate() {
         for (si, &size) in sizes.iter().enumerate() {
             let pairs = cluster::pairs(args.pattern, n, args.seed, si);
@@ -286,8 +288,9 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
                     hosts: n,
                     aggregate: cluster::aggregate(&recs),
                     pairs: recs,
+                    error: None,
                 };
-                cluster::print_step(args, &step)?;
+                cluster::print_step(args, &step, &progress)?;
                 steps.push(step);
             } else {
                 world.process_at_rank(0).send(&text[..]);
@@ -296,7 +299,11 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
     }
     if rank == 0 && !args.json {
         println!();
-        print!("{}", cluster::summary(&steps));
+        if args.verbose > 0 {
+            print!("{}", cluster::summary(&steps));
+            println!();
+        }
+        print!("{}", cluster::table(args, &steps, &[]));
     }
     world.barrier();
     Ok(())

@@ -100,7 +100,7 @@ pub fn run(args: &Args) -> io::Result<()> {
         .ok_or_else(|| io::Error::other("netgauge's path is not UTF-8"))?
         .to_string();
     if !args.json {
-        println!(
+        crate::output::println(&format!(
             "# netgauge --local --hosts {} --{}: namespaces {}0..{}, subnet {}, launcher port {}",
             args.hosts,
             if args.srun { "srun" } else { "mpirun" },
@@ -108,7 +108,7 @@ pub fn run(args: &Args) -> io::Result<()> {
             args.hosts - 1,
             job.subnet(),
             job.launcher_link()
-        );
+        ))?;
     }
     // With an anchor the records are needed for the side-by-side table.
     let capture = args.anchor.is_some();
@@ -138,7 +138,7 @@ pub fn run(args: &Args) -> io::Result<()> {
         for line in BufReader::new(out).lines() {
             let line = line?;
             if args.json {
-                println!("{line}");
+                crate::output::println(&line)?;
             }
             if let Ok(s) = serde_json::from_str::<StepRecord>(&line) {
                 ours.push(s);
@@ -179,11 +179,11 @@ pub fn run(args: &Args) -> io::Result<()> {
         .collect();
     if args.json {
         for t in &theirs {
-            println!("{t}");
+            crate::output::println(&t.to_string())?;
         }
         return Ok(());
     }
-    print!("{}", side_by_side(&ours, &theirs));
+    crate::output::print(&side_by_side(&ours, &theirs))?;
     Ok(())
 }
 

@@ -68,6 +68,18 @@ pub struct Record {
     pub resends: Option<u64>,
 }
 
+/// A size step of a mode that produced no record, and why: a cell of
+/// `FAIL` in the tables, a `{"failure": ...}` line in `--json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub mode: String,
+    pub pattern: String,
+    /// Message size, bytes.
+    pub size: usize,
+    /// What went wrong (the failing process's message).
+    pub error: String,
+}
+
 fn one() -> usize {
     1
 }

@@ -30,6 +30,7 @@ pub fn session_config(args: &Args, mode: Mode) -> SessionConfig {
         udp_link: udp_link_spec(args),
         mtu: args.mtu,
         esp_checksum: args.esp_checksum,
+        eth_type: args.eth_type,
         user_timeout: args.user_timeout.map(|u| u.0),
     }
 }
@@ -109,6 +110,12 @@ pub fn client(
             ),
             _ => count,
         };
+        if injected_failure(mode, size) {
+            return Err(io::Error::other(format!(
+                "{size} bytes: failure injected by {}",
+                crate::cli::INJECT_FAILURE_ENV
+            )));
+        }
         let step_start = std::time::Instant::now();
         let hello = Ctrl {
             kind: Kind::Hello,
@@ -211,6 +218,17 @@ pub fn client(
     // sure the BYE arrived before exiting.
     ep.finish(cfg.timeout, true)?;
     Ok(records)
+}
+
+/// Whether [`crate::cli::INJECT_FAILURE_ENV`] asks the client of `mode` to
+/// fail at `size`.
+fn injected_failure(mode: Mode, size: usize) -> bool {
+    std::env::var(crate::cli::INJECT_FAILURE_ENV).is_ok_and(|v| {
+        v.split(',').any(|one| {
+            one.split_once(':')
+                .is_some_and(|(m, s)| m.trim() == mode.name() && s.trim().parse() == Ok(size))
+        })
+    })
 }
 
 /// Runs the server side of `mode` for one client session. Answers each

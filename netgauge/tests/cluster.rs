@@ -187,12 +187,12 @@ fn ctrl_c_removes_the_n_host_cluster() {
     if !testkit::root_or_skip("ctrl_c_removes_the_n_host_cluster") {
         return;
     }
-    let mut child = Command::new(NETGAUGE)
+    let child = Command::new(NETGAUGE)
         .args([
             "--local", "--hosts", "5", "-x", "Nto1", "-m", "udp", "-s", "64",
         ])
         .args(["-c", "100000000", "--warmup", "0"])
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -209,13 +209,17 @@ fn ctrl_c_removes_the_n_host_cluster() {
         .status()
         .unwrap();
     assert!(st.success());
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "{status}");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", out.status);
     assert!(
         testkit::namespaces_of(pid).is_empty(),
         "{:?}",
         testkit::namespaces_of(pid)
     );
+    // What was measured is printed: the table and the note.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("# Nto1: p50 half round-trip"), "{stdout}");
+    assert!(stdout.contains("# interrupted (Ctrl-C)"), "{stdout}");
 }
 
 #[test]
@@ -233,5 +237,140 @@ fn multi_host_options_are_checked() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+/// The `eth=sent/received` figures of a record's `-v` statistics line.
+fn eth_counts(r: &Value) -> (u64, u64, u64, u64) {
+    let stats = r["transport_stats"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no stats: {r}"));
+    let field = |name: &str| -> u64 {
+        let words: Vec<&str> = stats.split_whitespace().collect();
+        let i = words
+            .iter()
+            .position(|w| *w == name)
+            .unwrap_or_else(|| panic!("{name}: {stats}"));
+        words[i + 1].parse().unwrap()
+    };
+    (
+        field("sent"),
+        field("received"),
+        field("foreign"),
+        field("kernel_drops"),
+    )
+}
+
+/// eth frames carry no port: both sessions of one_one_bidir run between
+/// the same two interfaces, and each end must see only its own session's
+/// frames (a client that receives more frames than it sent took the other
+/// session's pings for echoes). Nto1: several eth servers on rank 0, each
+/// serving its own client.
+#[test]
+fn eth_sessions_between_the_same_hosts_stay_apart() {
+    if !testkit::root_or_skip("eth_sessions_between_the_same_hosts_stay_apart") {
+        return;
+    }
+    let bidir = run(&[
+        "--hosts",
+        "2",
+        "-x",
+        "one_one_bidir",
+        "-m",
+        "eth",
+        "-s",
+        "64-4096",
+        "-g",
+        "1",
+        "-c",
+        "300",
+        "--warmup",
+        "20",
+        "-v",
+    ]);
+    assert_eq!(bidir.len(), 7, "{bidir:?}");
+    for s in &bidir {
+        check_step(s, "one_one_bidir", 2);
+        for p in s["pairs"].as_array().unwrap() {
+            let (sent, received, foreign, drops) = eth_counts(&p["record"]);
+            assert_eq!(sent, received, "a client saw another session's frames: {p}");
+            assert_eq!((foreign, drops), (0, 0), "{p}");
+        }
+    }
+    let nto1 = run(&[
+        "--hosts", "3", "-x", "Nto1", "-m", "eth", "-s", "64-1500", "-g", "2", "-c", "200",
+        "--warmup", "20", "-v",
+    ]);
+    for s in &nto1 {
+        check_step(s, "Nto1", 3);
+        for p in s["pairs"].as_array().unwrap() {
+            let (sent, received, _, _) = eth_counts(&p["record"]);
+            assert_eq!(sent, received, "{p}");
+        }
+    }
+}
+
+/// A step that fails is reported (its JSON line carries the error), the
+/// other steps and modes still run, and the exit status says so.
+#[test]
+fn a_failed_step_is_reported_and_the_run_goes_on() {
+    if !testkit::root_or_skip("a_failed_step_is_reported_and_the_run_goes_on") {
+        return;
+    }
+    for json in [true, false] {
+        let mut cmd = Command::new(NETGAUGE);
+        cmd.args([
+            "--local",
+            "--hosts",
+            "2",
+            "-x",
+            "one_one_bidir",
+            "-m",
+            "udp,edp",
+        ])
+        .args(["-s", "8-32", "-g", "1", "-c", "50", "--warmup", "5"])
+        .env("NETGAUGE_INJECT_FAILURE", "udp:16");
+        if json {
+            cmd.arg("--json");
+        }
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}\n{stdout}");
+        assert!(
+            stderr.contains("1 of 6 measurements failed: udp at 16 B"),
+            "{stderr}"
+        );
+        assert!(testkit::namespaces_of(pid).is_empty());
+        if json {
+            let steps = testkit::json_lines(&stdout);
+            assert_eq!(steps.len(), 6, "{stdout}");
+            for s in &steps {
+                if s["mode"] == "udp" && s["size"] == 16 {
+                    assert!(
+                        s["error"].as_str().unwrap().contains("failure injected"),
+                        "{s}"
+                    );
+                } else {
+                    assert!(s.get("error").is_none(), "{s}");
+                    check_step(s, "one_one_bidir", 2);
+                }
+            }
+        } else {
+            let row = stdout
+                .lines()
+                .find(|l| l.starts_with("16 "))
+                .unwrap_or_else(|| panic!("no 16-byte row: {stdout}"));
+            let cells: Vec<&str> = row.split_whitespace().collect();
+            assert_eq!(cells[1], "FAIL[1]", "{stdout}");
+            assert!(stdout.contains("# [1] udp at 16 B: "), "{stdout}");
+            assert!(stdout.contains("# fastest"), "{stdout}");
+        }
     }
 }

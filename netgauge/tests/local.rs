@@ -267,8 +267,11 @@ fn long_form_output_file() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("4 bytes"), "{text}");
-    assert!(text.contains("p50/tcp"), "comparison table missing: {text}");
+    assert!(text.contains("\n4 "), "no 4-byte row: {text}");
+    assert!(
+        text.contains("# fastest"),
+        "comparison table missing: {text}"
+    );
     let long = std::fs::read_to_string(&dir).unwrap();
     let _ = std::fs::remove_file(&dir);
     assert!(long.contains("# Sysname : "), "{long}");
@@ -404,15 +407,120 @@ fn sigterm_without_root_stops_the_user_namespace_run() {
     let status = child.wait().unwrap();
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     assert_eq!(status.code(), Some(130), "{err}");
-    assert!(
-        err.contains("removed the virtual cluster (2 namespaces"),
-        "the inner netgauge cleaned up: {err}"
-    );
+    // The inner netgauge got the signal (forwarded as SIGTERM), printed
+    // what it had measured (nothing: one endless size) and removed its
+    // cluster on the way out, within the outer one's 5 s.
+    assert!(err.contains("netgauge: interrupted"), "{err}");
+    assert!(rest.contains("# interrupted (Ctrl-C)"), "{rest}");
     assert!(
         !std::path::Path::new(&format!("/proc/{inner}")).exists(),
         "the re-executed netgauge survived"
     );
+}
+
+/// A size that fails is a FAIL cell with its reason; the mode goes on
+/// from the next size in a new session, the other modes run, and the exit
+/// status says that something failed.
+#[test]
+fn a_failed_size_is_reported_and_the_run_goes_on() {
+    if !can_run() {
+        return;
+    }
+    let child = Command::new(NETGAUGE)
+        .args([
+            "--local",
+            "-m",
+            "edp,udp,tcp",
+            "-s",
+            "1-16",
+            "-g",
+            "1",
+            "-c",
+            "50",
+        ])
+        .args(["--warmup", "5"])
+        .env("NETGAUGE_INJECT_FAILURE", "udp:4")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}\n{stdout}");
+    assert!(
+        stderr.contains("1 of 15 measurements failed: udp at 4 B"),
+        "{stderr}"
+    );
+    assert!(testkit::namespaces_of(pid).is_empty());
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    // Sizes 1, 2, 4, 8, 16; edp, udp, tcp: a value and a ratio each, or FAIL.
+    assert_eq!(rows.len(), 5, "{stdout}");
+    for row in &rows {
+        if row[0] == "4" {
+            assert_eq!(row[3], "FAIL[1]", "{stdout}");
+            assert_eq!(row.len(), 6, "{stdout}");
+        } else {
+            assert_eq!(row.len(), 7, "every other cell measured: {stdout}");
+        }
+    }
+    assert!(
+        stdout.contains("# [1] udp at 4 B: client failed (exit status: 1): netgauge: mode udp: 4 bytes: failure injected"),
+        "{stdout}"
+    );
+}
+
+/// Ctrl-C (SIGINT) ends the run with the table of what was measured, the
+/// cluster removed and exit status 130.
+#[test]
+fn ctrl_c_prints_what_was_measured() {
+    if !can_run() {
+        return;
+    }
+    let mut child = Command::new(NETGAUGE)
+        .args([
+            "--local", "-m", "udp,tcp", "-s", "1-2", "-g", "1", "-c", "50000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Once udp is done (its line on stderr), interrupt tcp.
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("netgauge: udp: 2 of 2 sizes measured") {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+        assert!(n > 0, "netgauge ended before udp was measured");
+    }
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130));
+    assert!(testkit::namespaces_of(pid).is_empty());
+    assert!(
+        stdout.contains("# one_one: p50 half round-trip"),
+        "{stdout}"
+    );
+    let one: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.starts_with("1 "))
+        .unwrap_or_else(|| panic!("no 1-byte row: {stdout}"))
+        .split_whitespace()
+        .collect();
+    // Only udp's figure, the reference then (tcp was not measured).
+    assert_eq!(one.len(), 3, "{stdout}");
+    assert_eq!(one[2], "1.00x", "{stdout}");
+    assert!(stdout.contains("# interrupted (Ctrl-C)"), "{stdout}");
 }
 
 #[test]

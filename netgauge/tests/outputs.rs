@@ -85,39 +85,65 @@ fn pivoted_table_has_sizes_as_rows_and_modes_as_columns() {
     if !testkit::root_or_skip("netgauge outputs") {
         return;
     }
-    let out = Command::new(NETGAUGE)
-        .args([
+    for verbose in [false, true] {
+        let mut cmd = Command::new(NETGAUGE);
+        cmd.args([
             "--local", "-m", "edp,tcp", "-s", "64-256", "-g", "1", "-c", "50", "--warmup", "5",
-        ])
-        .output()
-        .expect("run netgauge");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
-    let start = stdout
-        .lines()
-        .position(|l| l.starts_with("# one_one: p50 half round-trip"))
-        .unwrap_or_else(|| panic!("no pivot table: {stdout}"));
-    let table: Vec<Vec<&str>> = stdout
-        .lines()
-        .skip(start + 1)
-        .take(4)
-        .map(|l| l.split_whitespace().collect())
-        .collect();
-    assert_eq!(table[0], ["#", "size", "edp", "tcp"], "{stdout}");
-    for (row, size) in table[1..].iter().zip(["64", "128", "256"]) {
-        assert_eq!(row[0], size, "{stdout}");
-        assert!(
-            row[1..]
-                .iter()
-                .all(|c| c.parse::<f64>().is_ok_and(|v| v > 0.0)),
+        ]);
+        if verbose {
+            cmd.arg("-v");
+        }
+        let out = cmd.output().expect("run netgauge");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}");
+        let start = stdout
+            .lines()
+            .position(|l| {
+                l.starts_with("# one_one: p50 half round-trip (us), each with its ratio to tcp")
+            })
+            .unwrap_or_else(|| panic!("no pivot table: {stdout}"));
+        let table: Vec<Vec<&str>> = stdout
+            .lines()
+            .skip(start + 1)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(table[0], ["#", "size", "edp", "tcp"], "{stdout}");
+        for (row, size) in table[1..].iter().zip(["64", "128", "256"]) {
+            assert_eq!(row[0], size, "{stdout}");
+            // Each mode: its p50 and its ratio to tcp.
+            assert_eq!(row.len(), 5, "{stdout}");
+            for pair in row[1..].chunks(2) {
+                assert!(pair[0].parse::<f64>().is_ok_and(|v| v > 0.0), "{stdout}");
+                let ratio = pair[1]
+                    .strip_suffix('x')
+                    .unwrap_or_else(|| panic!("{stdout}"));
+                assert!(ratio.parse::<f64>().is_ok_and(|v| v > 0.0), "{stdout}");
+            }
+            assert_eq!(row[4], "1.00x", "tcp is the reference: {stdout}");
+        }
+        // Then CPU, the wait policies, the fastest line: the table ends the output.
+        assert_eq!(table[4][..3], ["#", "cpu", "us"], "{stdout}");
+        assert_eq!(
+            table[5].join(" "),
+            "# wait: adaptive:50 (edp); block (tcp)",
             "{stdout}"
         );
+        assert!(
+            table[6]
+                .join(" ")
+                .starts_with("# fastest (lowest p50 at the most sizes): "),
+            "{stdout}"
+        );
+        assert_eq!(table.len(), 7, "{stdout}");
+        // netgauge's short lines (which say which statistic they show) and
+        // the long ratio table only with -v.
+        assert_eq!(
+            stdout.contains("us (min)") && stdout.contains("Mbit/s (p50)"),
+            verbose,
+            "{stdout}"
+        );
+        assert_eq!(stdout.contains("p50/tcp"), verbose, "{stdout}");
     }
-    // The short lines say which statistic they show.
-    assert!(
-        stdout.contains("us (min)") && stdout.contains("Mbit/s (p50)"),
-        "{stdout}"
-    );
 }
 
 /// `netgauge plot` reads saved JSON lines (header included) and draws an

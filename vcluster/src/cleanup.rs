@@ -94,6 +94,10 @@ pub fn install_signal_cleanup() -> bool {
         });
         match r {
             Ok(()) => INSTALLED.store(true, Ordering::Release),
+            // The program's own handler (see above): nothing to warn about.
+            Err(ctrlc::Error::MultipleHandlers) => {
+                tracing::debug!("the program handles SIGINT/SIGTERM itself")
+            }
             Err(e) => tracing::warn!(
                 "cannot install the SIGINT/SIGTERM cleanup ({e}); call vcluster::remove_all from the program's own handler"
             ),

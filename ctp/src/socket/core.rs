@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use edp::runtime::Ready;
 
+use super::upper::UpperLayer;
 use crate::endpoint::{Delivery, Endpoint, PeerAddr};
 use crate::wire::CTP_HEADER_LEN;
 
@@ -53,6 +54,9 @@ pub struct CtpCore<P: PeerAddr> {
     /// Received confirmations not yet handed to the endpoint, oldest first
     /// (see [`CtpCore::hold`]).
     held: Vec<Held<P>>,
+    /// The protocol above CTP that consumes deliveries in the engine turn
+    /// (`upper.rs`), if any.
+    pub(crate) upper: Option<Box<dyn UpperLayer<P>>>,
 }
 
 impl<P: PeerAddr> CtpCore<P> {
@@ -64,6 +68,7 @@ impl<P: PeerAddr> CtpCore<P> {
             deadline: None,
             deferred_until: None,
             held: Vec::new(),
+            upper: None,
         }
     }
 
@@ -144,8 +149,14 @@ impl<P: PeerAddr> CtpCore<P> {
 
     /// After the endpoint changed: routes new deliveries and refreshes the
     /// cached deadline.
+    /// With an upper layer, deliveries left by the subscribers go to it
+    /// (while it accepts them), and it runs its `after_event`.
     pub(crate) fn after_event(&mut self) {
+        let mut now = None;
         while self.queue.len() < APP_QUEUE_CAP {
+            if self.upper.as_ref().is_some_and(|u| !u.accepts()) {
+                break;
+            }
             let Some(d) = self.ep.poll_delivery() else {
                 break;
             };
@@ -153,11 +164,40 @@ impl<P: PeerAddr> CtpCore<P> {
                 Some(r) => r(d),
                 None => Some(d),
             };
+            let d = match (d, self.upper.as_mut()) {
+                (Some(d), Some(u)) => {
+                    let t = *now.get_or_insert_with(edp::time::now);
+                    u.on_delivery(&mut self.ep, t, d)
+                }
+                (d, _) => d,
+            };
             if let Some(d) = d {
                 self.queue.push_back(d);
             }
         }
+        if let Some(u) = self.upper.as_mut() {
+            u.after_event(&mut self.ep, now.unwrap_or_else(edp::time::now));
+        }
         self.deadline = self.ep.poll_timeout();
+    }
+
+    /// A count that grows with every delivery the application gets (queued
+    /// for it, or taken by the upper layer): compared before and after a
+    /// received packet to decide whether to hold the transmission for the
+    /// application's reply ([`CtpCore::defer`]).
+    pub(crate) fn delivered(&self) -> u64 {
+        self.queued() as u64 + self.upper.as_ref().map_or(0, |u| u.app_messages())
+    }
+
+    /// Whether the upper layer has news for a waiting caller (a delivery
+    /// it consumed completed something), without clearing it.
+    pub(crate) fn has_news(&self) -> bool {
+        self.upper.as_ref().is_some_and(|u| u.has_news())
+    }
+
+    /// [`CtpCore::has_news`], clearing it.
+    pub(crate) fn take_news(&mut self) -> bool {
+        self.upper.as_mut().is_some_and(|u| u.take_news())
     }
 
     /// Fires the endpoint's timers if due, and ends a held transmission
@@ -170,6 +210,11 @@ impl<P: PeerAddr> CtpCore<P> {
         if self.deadline.is_some_and(|t| t <= now) {
             self.ep.handle_timeout(now);
         }
+        if let Some(u) = self.upper.as_mut() {
+            if u.deadline().is_some_and(|t| t <= now) {
+                u.on_timeout(&mut self.ep, now);
+            }
+        }
         self.after_event();
     }
 
@@ -177,9 +222,10 @@ impl<P: PeerAddr> CtpCore<P> {
     /// or the latest time to hand held confirmations over).
     pub(crate) fn deadline(&self) -> Option<Instant> {
         let held = self.held.first().map(|h| h.at + DEFER_MAX);
+        let upper = self.upper.as_ref().and_then(|u| u.deadline());
         netcore::time::earliest(
             netcore::time::earliest(self.deadline, self.deferred_until),
-            held,
+            netcore::time::earliest(held, upper),
         )
     }
 
@@ -198,11 +244,11 @@ impl<P: PeerAddr> CtpCore<P> {
         self.queue.len()
     }
 
-    /// Readable while deliveries wait; writable while the sent-commands
+    /// Readable while deliveries wait or the upper layer has news; writable while the sent-commands
     /// storage has room for a small message.
     pub(crate) fn readiness(&self) -> Ready {
         let mut r = Ready::NONE;
-        if !self.queue.is_empty() {
+        if !self.queue.is_empty() || self.has_news() {
             r = r | Ready::READABLE;
         }
         if self.ep.has_room(1) {

@@ -19,6 +19,7 @@
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -34,10 +35,12 @@ use crate::wire::{Options, CTP_HEADER_LEN};
 mod core;
 mod over_edp;
 mod over_udp;
+mod upper;
 
 pub use self::core::{CtpCore, APP_QUEUE_CAP};
 pub use self::over_edp::{EdpAddr, EdpTransport};
 pub use self::over_udp::{UdpEngine, UdpTransport, MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
+pub use self::upper::UpperLayer;
 
 /// What carries a socket's packets: the engine holding its endpoint.
 pub trait Transport: Send + Sync + 'static {
@@ -133,6 +136,10 @@ struct Routes<T: Transport> {
 struct Shared<T: Transport> {
     tr: T,
     routes: Arc<RwLock<Routes<T>>>,
+    /// Whether `routes` has any handler: without one a delivery skips the
+    /// routes' lock (the engine turn of an upper layer takes no other
+    /// lock than the engine's).
+    routed: Arc<AtomicBool>,
     pool: Arc<DelivererPool>,
     name: String,
     send_timeout: Option<Duration>,
@@ -292,6 +299,7 @@ impl<T: Transport> CtpSocket<T> {
                 by_command: FxHashMap::default(),
                 default: None,
             })),
+            routed: Arc::new(AtomicBool::new(false)),
             pool: DelivererPool::new(cfg.max_deliverers),
             send_timeout: cfg.send_timeout,
             wait: RwLock::new(cfg.wait),
@@ -300,8 +308,12 @@ impl<T: Transport> CtpSocket<T> {
         // drives it); handlers run on the pool with a handle to the socket.
         let weak: Weak<Shared<T>> = Arc::downgrade(&shared);
         let routes = shared.routes.clone();
+        let routed = shared.routed.clone();
         let pool = shared.pool.clone();
         let route = Box::new(move |d: Delivery<T::Addr>| {
+            if !routed.load(Ordering::Acquire) {
+                return Some(d);
+            }
             let h = {
                 let r = routes.read().unwrap_or_else(|e| e.into_inner());
                 d.command()
@@ -347,6 +359,94 @@ impl<T: Transport> CtpSocket<T> {
             let _ = T::touched(e, slot, now);
             r
         })
+    }
+
+    /// Installs `upper` as the socket's upper layer (`upper.rs`): from now
+    /// on it takes the deliveries no subscriber takes, inside the engine
+    /// turn.
+    ///
+    /// Errors: `AlreadyExists` when the socket has one (one upper layer per
+    /// endpoint).
+    pub fn set_upper(&self, upper: Box<dyn UpperLayer<T::Addr>>) -> io::Result<()> {
+        self.with_core(|c, _| {
+            if c.upper.is_some() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "CTP endpoint {} already serves an upper layer (a communicator or tagged endpoint): bind a socket of its own",
+                        self.shared.name
+                    ),
+                ));
+            }
+            c.upper = Some(upper);
+            Ok(())
+        })
+    }
+
+    /// Runs `f` on the upper layer (of type `U`) and the endpoint, under the
+    /// engine lock, then lets the core route what changed and sends what
+    /// was queued: one lock for the whole call. `now` is one clock reading.
+    ///
+    /// Panics if the socket has no upper layer of type `U` (a handle only
+    /// calls it on the socket it installed its layer on).
+    pub fn with_upper<U: 'static, R>(
+        &self,
+        f: impl FnOnce(&mut U, &mut Endpoint<T::Addr>, Instant) -> R,
+    ) -> R {
+        self.with_core(|c, now| {
+            let u = upper_of::<T::Addr, U>(&mut c.upper);
+            f(u, &mut c.ep, now)
+        })
+    }
+
+    /// Waits through the runtime driver's one wait (the socket's wait
+    /// policy: busy-poll, adaptive or block) until `check`, run on the
+    /// upper layer of type `U` after each engine turn and each wake-up,
+    /// returns a value; with [`Deadline::Now`], one nonblocking turn. What
+    /// `check` queued in the endpoint is sent at once.
+    ///
+    /// Errors: `WouldBlock` ([`Deadline::Now`]) or `TimedOut` naming `what`
+    /// when `check` gave nothing; link errors.
+    ///
+    /// Panics as [`CtpSocket::with_upper`].
+    pub fn wait_upper<U: 'static, R>(
+        &self,
+        deadline: Deadline,
+        what: &str,
+        mut check: impl FnMut(&mut U, &mut Endpoint<T::Addr>, Instant) -> Option<R>,
+    ) -> io::Result<R> {
+        let slot = self.shared.tr.slot();
+        let name = &self.shared.name;
+        let mut first = true;
+        self.shared.tr.driver().wait(
+            slot,
+            self.wait_policy(),
+            deadline,
+            None,
+            &format_args!("{what} on {name}"),
+            |e, _| {
+                let now = edp::time::now();
+                let c = T::core(e, slot).ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::NotConnected, "CTP endpoint gone")
+                })?;
+                // Back in the library: what was held for the last delivery
+                // goes on now (see `wait`).
+                let resumed = std::mem::take(&mut first) && c.resume();
+                let accepts = |c: &CtpCore<T::Addr>| c.upper.as_ref().is_none_or(|u| u.accepts());
+                let held = !accepts(c);
+                let u = upper_of::<T::Addr, U>(&mut c.upper);
+                let r = check(u, &mut c.ep, now);
+                // Only when the check changed the endpoint (sent: timers to
+                // cache, packets to send) or let held deliveries in: a
+                // check that found nothing costs nothing more.
+                let released = held && accepts(c);
+                if resumed || released || c.ep.has_transmit() {
+                    c.after_event();
+                    T::touched(e, slot, now)?;
+                }
+                Ok(r)
+            },
+        )
     }
 
     /// Runs `f` on the protocol core (e.g. `set_broadcast_group`,
@@ -544,28 +644,34 @@ impl<T: Transport> CtpSocket<T> {
         }
     }
 
+    /// Changes the routes and whether there are any.
+    fn edit_routes(&self, f: impl FnOnce(&mut Routes<T>)) {
+        let mut r = self
+            .shared
+            .routes
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        f(&mut r);
+        let any = !r.by_command.is_empty() || r.default.is_some();
+        self.shared.routed.store(any, Ordering::Release);
+    }
+
     /// Registers `handler` for deliveries of `command` (data and errors about it).
     pub fn subscribe(
         &self,
         command: u16,
         handler: impl Fn(&CtpSocket<T>, Delivery<T::Addr>) + Send + Sync + 'static,
     ) {
-        self.shared
-            .routes
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .by_command
-            .insert(command, Arc::new(handler));
+        self.edit_routes(|r| {
+            r.by_command.insert(command, Arc::new(handler));
+        });
     }
 
     /// Removes the subscriber of `command`.
     pub fn unsubscribe(&self, command: u16) {
-        self.shared
-            .routes
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .by_command
-            .remove(&command);
+        self.edit_routes(|r| {
+            r.by_command.remove(&command);
+        });
     }
 
     /// Sets the default receiver: it gets deliveries no subscriber takes
@@ -575,20 +681,12 @@ impl<T: Transport> CtpSocket<T> {
         &self,
         handler: impl Fn(&CtpSocket<T>, Delivery<T::Addr>) + Send + Sync + 'static,
     ) {
-        self.shared
-            .routes
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .default = Some(Arc::new(handler));
+        self.edit_routes(|r| r.default = Some(Arc::new(handler)));
     }
 
     /// Removes the default receiver: unclaimed deliveries queue again.
     pub fn clear_default_handler(&self) {
-        self.shared
-            .routes
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .default = None;
+        self.edit_routes(|r| r.default = None);
     }
 
     /// Takes the next delivery from the queue (deliveries no subscriber or
@@ -691,6 +789,14 @@ impl<T: Transport> CtpSocket<T> {
             .driver()
             .with_untimed(|e| T::io_stats(e, slot))
     }
+}
+
+/// The upper layer of type `U` in `upper`.
+fn upper_of<P: PeerAddr, U: 'static>(upper: &mut Option<Box<dyn UpperLayer<P>>>) -> &mut U {
+    upper
+        .as_mut()
+        .and_then(|u| u.as_any_mut().downcast_mut::<U>())
+        .expect("the socket's upper layer is of the handle's type")
 }
 
 edp::slot_source!(impl<T: Transport> for CtpSocket<T>, |s| (s.shared.tr.driver(), s.shared.tr.slot()));

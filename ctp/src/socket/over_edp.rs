@@ -77,7 +77,7 @@ impl Socket for CtpSlot {
                 return;
             }
         };
-        let before = self.core.queued();
+        let before = self.core.delivered();
         // Several packets share a frame: confirmations, then at most one
         // other packet, last (PROTOCOL.md "Confirmations share a frame").
         // A frame breaking that rule is dropped whole before any of it
@@ -102,7 +102,7 @@ impl Socket for CtpSlot {
             packet = next;
         }
         self.core.after_event();
-        if self.core.queued() > before {
+        if self.core.delivered() > before {
             self.core.defer(cx.now);
         }
     }
@@ -190,6 +190,10 @@ impl Socket for CtpSlot {
 
     fn wants_transmit(&self) -> bool {
         self.more
+    }
+
+    fn take_wake(&mut self) -> bool {
+        self.core.take_news()
     }
 
     fn on_handle_dropped(&mut self, _now: Instant) -> bool {

@@ -95,7 +95,9 @@ impl UdpEngine {
 
     fn update_ready(&mut self) {
         let r = self.core.readiness();
-        if r != self.ready {
+        // News of the upper layer is reported even at the same readiness
+        // (see `edp::runtime::Socket::take_wake`).
+        if self.core.take_news() || r != self.ready {
             self.ready = r;
             self.changed = true;
         }
@@ -116,7 +118,7 @@ impl Engine for UdpEngine {
     ) -> io::Result<usize> {
         let mut got = 0;
         let mut errors = 0;
-        let before = self.core.queued();
+        let before = self.core.delivered();
         while got < RX_BATCH {
             match self.sock.recv_from(&mut self.rx) {
                 Ok((n, from)) => {
@@ -138,7 +140,7 @@ impl Engine for UdpEngine {
             }
         }
         self.core.on_timeout(now);
-        if self.core.queued() > before {
+        if self.core.delivered() > before {
             self.core.defer(now);
         }
         self.transmit(now);

@@ -93,22 +93,31 @@ const YIELD_EVERY: Duration = Duration::from_micros(5);
 /// on need_resched(); user space yields (one cheap syscall when nobody
 /// waits). A spin that finishes within `YIELD_EVERY` (the usual 2 us
 /// ping-pong) never yields.
+/// Public for spinners outside the runtime that wait on a link of their
+/// own (netgauge's raw-frame floor).
 #[derive(Debug, Clone, Copy)]
-struct YieldPacer(Instant);
+pub struct YieldPacer(Instant);
+
+impl Default for YieldPacer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl YieldPacer {
-    fn new() -> Self {
+    /// A pacer started now.
+    pub fn new() -> Self {
         YieldPacer(Instant::now())
     }
 
     /// A pacer started at `now` (a clock reading the caller already has).
-    fn starting(now: Instant) -> Self {
+    pub fn starting(now: Instant) -> Self {
         YieldPacer(now)
     }
 
     /// Yields when due; returns the time after the call: `now` itself, or
     /// a fresh reading when it yielded (the yield may have lasted).
-    fn tick(&mut self, now: Instant) -> Instant {
+    pub fn tick(&mut self, now: Instant) -> Instant {
         if now - self.0 >= YIELD_EVERY {
             std::thread::yield_now();
             self.0 = Instant::now();

@@ -895,11 +895,15 @@ impl State {
         let r = slot.socket.readiness();
         let parent = slot.parent;
         let changed = r != slot.ready;
+        let woke = slot.socket.take_wake();
         if changed {
             slot.ready = r;
         }
         if slot.timed {
             self.retime(id);
+        }
+        if woke && !changed {
+            self.changed.push((id, r));
         }
         if changed {
             self.changed.push((id, r));

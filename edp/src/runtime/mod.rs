@@ -52,7 +52,7 @@ pub use config::{
     DEFAULT_RX_RING, DEFAULT_SPIN,
 };
 pub use demux::DemuxKey;
-pub use driver::{Deadline, Driver, Engine, Guard};
+pub use driver::{Deadline, Driver, Engine, Guard, YieldPacer};
 pub use engine::EthEngine;
 pub use responder::UnclaimedHandler;
 pub use socket::{Cx, DirectRead, GatherRef, Ready, SlotId, Socket, Spawn};

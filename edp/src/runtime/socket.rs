@@ -252,6 +252,16 @@ pub trait Socket: Send + 'static {
         let _ = now;
     }
 
+    /// Whether something a waiting thread may want happened since the last
+    /// call (clears it): the slot is then reported as changed even when
+    /// its readiness is the same, so every thread waiting on it looks
+    /// again. For sockets whose callers wait for different things on one
+    /// slot (a layer above CTP completing requests of several threads).
+    /// Default false.
+    fn take_wake(&mut self) -> bool {
+        false
+    }
+
     /// The handle was dropped. Returns true when the slot may be removed at
     /// once; false to linger (the runtime keeps driving it until
     /// [`Socket::is_finished`]).

@@ -79,6 +79,23 @@ fn series(records: &[Record]) -> Vec<Series> {
     out
 }
 
+/// Checks, before any measurement, that `--plot PATH` can be drawn: an
+/// `.svg` or `.png` name and a TrueType font for the text. Errors: a
+/// message for the user.
+pub fn check_target(path: &Path) -> Result<(), String> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    if !matches!(ext.as_deref(), Some("svg" | "png")) {
+        return Err(format!(
+            "--plot {}: expected a file name ending in .svg or .png",
+            path.display()
+        ));
+    }
+    register_font().map_err(|e| format!("--plot {}: {e}", path.display()))
+}
+
 /// Draws the charts of `records` to `path`: SVG or PNG by its extension.
 /// Errors: an unknown extension, no records, no font, or the file.
 pub fn plot(records: &[Record], path: &Path) -> io::Result<()> {

@@ -55,11 +55,34 @@ impl Progress {
         }
     }
 
-    /// Prints `line` on stdout without tearing the bar.
-    pub fn println(&self, line: &str) {
+    /// Whether a bar is shown (stderr is a terminal).
+    pub fn shown(&self) -> bool {
+        self.bar.is_some()
+    }
+
+    /// One step done: tick and show `what`.
+    pub fn tick(&self, what: &str) {
+        if let Some(b) = &self.bar {
+            b.inc(1);
+            b.set_message(what.to_string());
+        }
+    }
+
+    /// Prints `line` on stdout without tearing the bar. Errors: as
+    /// [`super::print`] (`BrokenPipe`).
+    pub fn println(&self, line: &str) -> std::io::Result<()> {
         match &self.bar {
-            Some(b) => b.suspend(|| println!("{line}")),
-            None => println!("{line}"),
+            Some(b) => b.suspend(|| super::println(line)),
+            None => super::println(line),
+        }
+    }
+
+    /// Prints `line` on stderr without tearing the bar (what runs now,
+    /// when no bar shows it).
+    pub fn eprintln(&self, line: &str) {
+        match &self.bar {
+            Some(b) => b.suspend(|| eprintln!("{line}")),
+            None => eprintln!("{line}"),
         }
     }
 

@@ -12,15 +12,22 @@
 //!   [`MIN_PAYLOAD`] bytes; veth does not, real NICs do). The receiver knows
 //!   each message's size from netgauge's control exchange and drops the
 //!   padding; control messages and the stream pattern tolerate it.
-//! - A session is told apart by MAC addresses: frames of the ethertype not
-//!   addressed to this interface, or (once the peer is known; the server
-//!   learns it from the first frame) not from the peer, are counted as
-//!   foreign and dropped. One eth session per pair of interfaces at a time.
+//! - A session is told apart by MAC addresses and its ethertype: frames of
+//!   the session's ethertype not addressed to this interface, or (once the
+//!   peer is known) not from the peer, are counted as foreign and dropped.
+//!   The server learns its peer from the first frame, or is told it (`-R
+//!   CLIENT_MAC` on the server). Every packet socket of the ethertype on an
+//!   interface sees every frame, so two sessions between the same two
+//!   interfaces at once (one_one_bidir: each host is the client of the
+//!   other) need different ethertypes (`--eth-type`, [`SECOND_ETHERTYPE`]):
+//!   otherwise each end also takes the other session's pings and echoes for
+//!   its own.
 //! - A message larger than the MTU goes as a train of frames, sent with
 //!   sendmmsg(2) [`MAX_BATCH`] at a time, like EDP's.
 //!
 //! Waiting follows `--wait` as the runtime's driver does: spin on the ring's
-//! status word (or on recv(2) without a ring) in busy mode, sleep in
+//! status word (or on recv(2) without a ring) in busy mode, yielding the CPU
+//! every few microseconds ([`YieldPacer`]), sleep in
 //! ppoll(2) on the socket when blocking, spin up to the budget and then
 //! sleep when adaptive.
 
@@ -30,7 +37,7 @@ use std::time::{Duration, Instant};
 use ::edp::link::fault::FaultLink;
 use ::edp::link::packet::{PacketConfig, PacketLink, MAX_BATCH};
 use ::edp::link::Link;
-use ::edp::runtime::WaitPolicy;
+use ::edp::runtime::{WaitPolicy, YieldPacer};
 use ::edp::wire::ETH_HEADER_LEN;
 use ::edp::MacAddr;
 use nix::poll::{ppoll, PollFd, PollFlags};
@@ -38,13 +45,42 @@ use nix::sys::time::TimeSpec;
 
 use super::{recv_train, timed_out, Endpoint, SessionConfig};
 
-/// Ethertype of eth-mode frames. IEEE 802 has two local experimental
-/// ethertypes, 0x88B5 and 0x88B6, and EDP and ESP use them; 0x88B7 is the
-/// next value (IEEE 802a's OUI Extended Ethertype, whose 5-byte protocol
-/// identifier these frames do not carry): a departure, harmless on the
-/// virtual cluster's private links, that keeps the floor's frames out of
-/// EDP's and ESP's filters.
+/// Default ethertype of eth-mode frames (`--eth-type`). IEEE 802 has two
+/// local experimental ethertypes, 0x88B5 and 0x88B6, and EDP and ESP use
+/// them; 0x88B7 is the next value (IEEE 802a's OUI Extended Ethertype, whose
+/// 5-byte protocol identifier these frames do not carry): a departure,
+/// harmless on the virtual cluster's private links, that keeps the floor's
+/// frames out of EDP's and ESP's filters.
 pub const ETHERTYPE: u16 = 0x88B7;
+
+/// Ethertype of a second eth session between the same two interfaces
+/// (one_one_bidir's reverse pair). 0x88B8 is registered to IEC 61850 GOOSE:
+/// the same departure as [`ETHERTYPE`], on the virtual cluster's private
+/// links only.
+pub const SECOND_ETHERTYPE: u16 = 0x88B8;
+
+/// Parses `--eth-type`: hexadecimal with `0x` (`0x88B7`) or decimal; an
+/// Ethernet II type (at least 0x0600: smaller values are IEEE 802.3
+/// lengths) other than EDP's and ESP's. Errors: a message for the user.
+pub fn parse_ethertype(s: &str) -> Result<u16, String> {
+    let t = s.trim();
+    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u16::from_str_radix(hex, 16),
+        None => t.parse::<u16>(),
+    }
+    .map_err(|_| format!("--eth-type {s:?}: expected an ethertype such as 0x88B7"))?;
+    if v < 0x0600 {
+        return Err(format!(
+            "--eth-type {s}: values below 0x0600 are IEEE 802.3 lengths, not ethertypes"
+        ));
+    }
+    if v == ::edp::wire::ETHERTYPE_EDP || v == ::edp::wire::ETHERTYPE_ESP {
+        return Err(format!(
+            "--eth-type {s}: that is EDP's or ESP's ethertype; eth frames need their own"
+        ));
+    }
+    Ok(v)
+}
 
 /// Smallest Ethernet payload, bytes (IEEE 802.3: a 64-byte minimum frame
 /// minus the 14-byte header and 4-byte FCS). Shorter payloads arrive padded
@@ -75,7 +111,10 @@ struct Counters {
 pub struct Eth {
     link: Box<dyn Link>,
     local: MacAddr,
-    /// The other end; the server learns it from the first frame.
+    /// The session's ethertype (`--eth-type`).
+    ethertype: u16,
+    /// The other end; the server learns it from the first frame unless
+    /// told (`-R`).
     peer: Option<MacAddr>,
     /// Destination, source, ethertype of every frame sent (valid once
     /// `peer` is known).
@@ -84,6 +123,8 @@ pub struct Eth {
     timeout: Duration,
     mtu: usize,
     n: Counters,
+    /// A server without `-R`: its claim on the interface and ethertype.
+    _lease: Option<::edp::ports::PortLease>,
 }
 
 /// Opens the packet socket on `cfg`'s interface with the runtime's link
@@ -96,7 +137,7 @@ fn open(cfg: &SessionConfig, peer: Option<MacAddr>) -> io::Result<Eth> {
     let iface = cfg.iface()?;
     let lc = cfg.runtime().link;
     let pc = PacketConfig {
-        ethertype: ETHERTYPE,
+        ethertype: cfg.eth_type,
         rcvbuf: lc.socket_buffer,
         sndbuf: lc.socket_buffer,
         rx_ring: lc.rx_ring,
@@ -116,12 +157,14 @@ fn open(cfg: &SessionConfig, peer: Option<MacAddr>) -> io::Result<Eth> {
     let mut eth = Eth {
         link,
         local,
+        ethertype: cfg.eth_type,
         peer: None,
         header: [0; ETH_HEADER_LEN],
         wait: cfg.wait(),
         timeout: cfg.timeout,
         mtu,
         n: Counters::default(),
+        _lease: None,
     };
     if let Some(p) = peer {
         eth.set_peer(p);
@@ -135,9 +178,29 @@ pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     Ok(Box::new(open(cfg, Some(peer))?))
 }
 
-/// Server: the source of the first frame becomes the peer.
+/// Server: serves the client `-R MAC` when given, else the source of the
+/// first frame becomes the peer.
+///
+/// Errors: `InvalidInput` for a `-R` that is not a MAC address; as
+/// [`open`].
 pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
-    Ok(Box::new(open(cfg, None)?))
+    let peer = match cfg.remote.as_deref() {
+        Some(_) => Some(cfg.remote_mac()?),
+        None => None,
+    };
+    // A server that takes any client must be the only one on the interface
+    // for this ethertype (eth frames carry no port): it holds the
+    // ethertype's control-port lease (edp::ports) for the session.
+    let lease = match peer {
+        None => Some(::edp::ports::PortLease::control(
+            cfg.iface()?,
+            cfg.eth_type,
+        )?),
+        Some(_) => None,
+    };
+    let mut eth = open(cfg, peer)?;
+    eth._lease = lease;
+    Ok(Box::new(eth))
 }
 
 /// Whether a send error means "the socket's buffer is full, retry".
@@ -153,7 +216,7 @@ impl Eth {
         self.peer = Some(peer);
         self.header[0..6].copy_from_slice(&peer.0);
         self.header[6..12].copy_from_slice(&self.local.0);
-        self.header[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
+        self.header[12..14].copy_from_slice(&self.ethertype.to_be_bytes());
     }
 
     /// Sends each of `payloads` as one frame, in order, [`MAX_BATCH`] per
@@ -258,6 +321,7 @@ impl Eth {
     ) -> io::Result<T> {
         let start = Instant::now();
         let deadline = start + timeout;
+        let mut pacer = YieldPacer::starting(start);
         let spin_until = match self.wait {
             WaitPolicy::BusyPoll => None,
             WaitPolicy::Block => Some(start),
@@ -266,10 +330,11 @@ impl Eth {
         loop {
             let mut out = None;
             let (local, peer, n) = (self.local, self.peer, &mut self.n);
+            let ethertype = self.ethertype.to_be_bytes();
             let r = self.link.recv_with(1, &mut |frame: &[u8]| {
                 if frame.len() < ETH_HEADER_LEN
                     || frame[0..6] != local.0
-                    || frame[12..14] != ETHERTYPE.to_be_bytes()
+                    || frame[12..14] != ethertype
                     || peer.is_some_and(|p| frame[6..12] != p.0)
                 {
                     n.foreign += 1;
@@ -308,13 +373,15 @@ impl Eth {
             };
             if spinning {
                 // Spin on the ring's status word (without a ring, go back
-                // to recv(2) at once).
+                // to recv(2) at once), yielding the CPU as the runtime's
+                // spins do: a peer on the same CPU must get to answer.
                 for _ in 0..SPINS_PER_LOOK {
                     if self.link.rx_ready() != Some(false) {
                         break;
                     }
                     std::hint::spin_loop();
                 }
+                pacer.tick(now);
             } else {
                 self.sleep(PollFlags::POLLIN, deadline)?;
             }
@@ -398,6 +465,17 @@ mod tests {
         assert_ne!(ETHERTYPE, ::edp::wire::ETHERTYPE_ESP);
         // The minimum frame: header + minimum payload + FCS = 64 bytes.
         assert_eq!(ETH_HEADER_LEN + MIN_PAYLOAD + 4, 64);
+    }
+
+    #[test]
+    fn ethertypes_are_checked() {
+        assert_eq!(parse_ethertype("0x88B7"), Ok(ETHERTYPE));
+        assert_eq!(parse_ethertype("0x88b8"), Ok(SECOND_ETHERTYPE));
+        assert_eq!(parse_ethertype("34999"), Ok(0x88B7));
+        assert!(parse_ethertype("0x0100").unwrap_err().contains("802.3"));
+        assert!(parse_ethertype("0x88B5").unwrap_err().contains("EDP"));
+        assert!(parse_ethertype("0x88B6").is_err());
+        assert!(parse_ethertype("eth").is_err());
     }
 
     #[test]

@@ -84,8 +84,8 @@ pub struct SessionConfig {
     pub mode: Mode,
     /// Interface for Ethernet modes.
     pub iface: Option<String>,
-    /// The server's address: MAC (Ethernet modes) or IP (IP modes). Unused
-    /// by the server.
+    /// The server's address: MAC (Ethernet modes) or IP (IP modes). On the
+    /// server only eth uses it: the one client it serves.
     pub remote: Option<String>,
     pub port: u16,
     /// How our modes wait (`--wait`); udp and tcp spin in user space when
@@ -101,6 +101,8 @@ pub struct SessionConfig {
     pub mtu: usize,
     /// `--esp-checksum`: when ESP computes its checksum.
     pub esp_checksum: ::esp::Checksum,
+    /// `--eth-type`: the ethertype of eth-mode frames.
+    pub eth_type: u16,
     /// `--user-timeout`: ESP's and CTP's user timeout (`Some(None)`: the
     /// thesis's and the spec's rule; `None`: the protocols' default).
     pub user_timeout: Option<Option<Duration>>,

@@ -50,7 +50,8 @@ fn open(bind: SocketAddr, cfg: &SessionConfig) -> io::Result<UdpSocket> {
         socket2::Type::DGRAM,
         Some(socket2::Protocol::UDP),
     )?;
-    s.set_reuse_address(true)?;
+    // No SO_REUSEADDR: with it a second server would bind the same UDP
+    // port and share its datagrams instead of being refused.
     // Large buffers, as EDP's PacketLink uses, so both are measured alike.
     let _ = s.set_recv_buffer_size(4 << 20);
     let _ = s.set_send_buffer_size(4 << 20);

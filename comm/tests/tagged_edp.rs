@@ -1,0 +1,137 @@
+//! The tagged endpoint (`comm::tagged`) over CTP over EDP, as root: two
+//! network namespaces on a bridge (`vcluster`), each endpoint on its
+//! host's interface in the process's shared runtime; skipped with a printed
+//! reason without root unless `CI=true`. Names exchanged as bytes (the
+//! interface MAC and the port), a ping-pong with CQ data under an ignore
+//! mask, 0 B to 16 MiB byte-exact, truncation and cancel.
+
+use std::time::{Duration, Instant};
+
+use comm::tagged::{OpError, PeerName, TaggedConfig, TaggedEndpoint};
+use comm::TaggedCompletion;
+use ctp::{CtpConfig, EdpAddr, EdpTransport};
+
+const PORT: u16 = 4300;
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn completions(e: &TaggedEndpoint<EdpTransport>, n: usize) -> Vec<TaggedCompletion> {
+    let deadline = Instant::now() + LIMIT;
+    let mut out = Vec::new();
+    while out.len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} completions",
+            out.len()
+        );
+        e.wait_completion(Some(Duration::from_millis(200))).unwrap();
+        let want = n - out.len();
+        e.poll_completions(&mut out, want).unwrap();
+    }
+    out
+}
+
+#[test]
+fn two_namespaces_exchange_tagged_messages_over_edp() {
+    let Some(net) = testkit::setup("comm_tagged_edp", 2, 1500) else {
+        return;
+    };
+    let names: Vec<Vec<u8>> = net
+        .hosts()
+        .iter()
+        .map(|h| (h.mac, PORT).to_name())
+        .collect();
+    let threads: Vec<_> = net
+        .hosts()
+        .iter()
+        .map(|h| {
+            let (iface, me, names) = (h.iface.clone(), h.index, names.clone());
+            h.spawn(move || {
+                let e = TaggedEndpoint::bind_edp(
+                    &iface,
+                    PORT,
+                    TaggedConfig::default(),
+                    CtpConfig::default(),
+                )
+                .expect("bind on the namespace's interface");
+                assert_eq!(
+                    e.local_name(),
+                    names[me],
+                    "the name is the MAC and the port"
+                );
+                let peer = e.insert_name(&names[1 - me]).unwrap();
+                let addr: EdpAddr =
+                    TaggedEndpoint::<EdpTransport>::parse_name(&names[1 - me]).unwrap();
+                assert_eq!(e.peer_addr(peer), Some(addr));
+                // Ping-pong: protocol bits 1 in the high half, round in the low.
+                for round in 0..200u64 {
+                    let tag = (1 << 32) | round;
+                    if me == 0 {
+                        e.send(peer, tag, &round.to_le_bytes(), Some(round * 3), 1, false)
+                            .unwrap();
+                        e.recv(Some(peer), 1 << 32, 0xffff_ffff, Box::new(vec![0u8; 8]), 2)
+                            .unwrap();
+                    } else {
+                        e.recv(None, 1 << 32, 0xffff_ffff, Box::new(vec![0u8; 8]), 2)
+                            .unwrap();
+                    }
+                    let mut c = completions(&e, 1);
+                    assert_eq!(
+                        (c[0].tag, c[0].data, c[0].error.clone()),
+                        (tag, Some(round * 3), None)
+                    );
+                    assert_eq!(c[0].buf.as_mut().unwrap().bytes_mut(), round.to_le_bytes());
+                    if me == 1 {
+                        e.send(peer, tag, &round.to_le_bytes(), Some(round * 3), 1, false)
+                            .unwrap();
+                    }
+                }
+                // Sizes across fragments and CTP's large messages.
+                let sizes = [0usize, 1500, 100_000, 16 << 20];
+                if me == 0 {
+                    for (i, &n) in sizes.iter().enumerate() {
+                        let data = testkit::pattern::pattern(n, i as u64);
+                        e.send(peer, 7, &data, None, 10 + i as u64, true).unwrap();
+                    }
+                    // One more, longer than the receiver's buffer.
+                    e.send(peer, 8, &[5u8; 3000], None, 20, true).unwrap();
+                    let done = completions(&e, sizes.len() + 1);
+                    assert!(done.iter().all(|c| c.error.is_none()), "{done:?}");
+                } else {
+                    for (i, &n) in sizes.iter().enumerate() {
+                        e.recv(None, 7, 0, Box::new(vec![0u8; n]), i as u64)
+                            .unwrap();
+                    }
+                    e.recv(None, 99, 0, Box::new(vec![0u8; 1]), 50).unwrap();
+                    assert!(e.cancel(50));
+                    e.recv(None, 8, 0, Box::new(vec![0u8; 1000]), 51).unwrap();
+                    let mut got = completions(&e, sizes.len() + 2);
+                    assert_eq!(
+                        (got[0].context, got[0].error.clone()),
+                        (50, Some(OpError::Canceled))
+                    );
+                    for (i, &n) in sizes.iter().enumerate() {
+                        let c = &mut got[i + 1];
+                        assert_eq!((c.context, c.len), (i as u64, n as u64));
+                        let want = testkit::pattern::pattern(n, i as u64);
+                        assert!(
+                            c.buf.as_mut().unwrap().bytes_mut() == &want[..],
+                            "{n} bytes"
+                        );
+                    }
+                    let t = &got[sizes.len() + 1];
+                    assert_eq!(
+                        (t.len, t.error.clone()),
+                        (1000, Some(OpError::Truncated { olen: 3000 }))
+                    );
+                }
+                e.flush(LIMIT).unwrap();
+                // Let the peer's last confirmations in.
+                e.socket().poll(Duration::from_millis(200)).unwrap();
+                me
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
