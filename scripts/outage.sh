@@ -27,7 +27,8 @@
 #       two hosts; the server is killed (SIGKILL) mid-stream; with restart
 #       a new server starts on the same port at once
 #
-# MODE: esp, ctp-edp (streams), edp (ping-pong), tcp (iperf3, reference).
+# MODE: esp, ctp-edp, comm-edp (streams), edp (ping-pong), tcp (iperf3,
+# reference).
 # Environment: NETGAUGE (default target/release/netgauge), SIZE (65536),
 # COUNT (stream messages, default 40000; ping-pong 300000), USER_TIMEOUT
 # (netgauge --user-timeout; default the protocols' 60 s), TIMEOUT
@@ -52,6 +53,7 @@ die() { echo "outage.sh: $*" >&2; exit 2; }
 [ -x "$NG" ] || die "no $NG: cargo build --release -p netgauge (or set NETGAUGE)"
 
 cleanup() {
+    set +e # a process already gone must not end the clean-up early
     for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null || true; done
     for ns in "$A" "$B" "$C" "$SW"; do ip netns del "$ns" 2>/dev/null || true; done
 }
