@@ -819,24 +819,6 @@ fn rx_ring_wraps_around_many_times() {
 }
 
 #[test]
-fn sending_on_a_down_interface_is_an_error_naming_it() {
-    let Some(net) = setup("down_interface", 2, 1500) else {
-        return;
-    };
-    let (a, b) = (net.host(0).clone(), net.host(1).clone());
-    let mut s = a.run(|| EdpSocket::bind_with((a.iface.as_str(), 0), quiet()).unwrap());
-    let st = std::process::Command::new("ip")
-        .args(["-n", &a.ns, "link", "set", &a.iface, "down"])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let e = s.send_to(b"x", (b.mac, 7900)).unwrap_err();
-    assert!(e.to_string().contains(&a.iface), "{e}");
-    assert_eq!(s.stats().send_errors, 1);
-    assert_eq!(s.stats().sent, 0);
-}
-
-#[test]
 fn broadcast_reaches_every_host_on_a_bridge() {
     let Some(net) = setup("broadcast_on_bridge", 3, 1500) else {
         return;
