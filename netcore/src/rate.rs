@@ -52,6 +52,11 @@ impl PerSecond {
         ok
     }
 
+    /// When the current window ends (`None` before the first event).
+    pub fn window_end(&self) -> Option<Instant> {
+        self.window.map(|t| t + Duration::from_secs(1))
+    }
+
     /// The limit, events per second.
     pub fn limit(&self) -> u32 {
         self.limit

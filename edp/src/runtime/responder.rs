@@ -23,7 +23,11 @@
 //! [`RESETS_PER_SEC`] per second (a flood of segments to closed ports must
 //! not become an equal flood of RSTs; Linux limits its out-of-window
 //! answers alike, `tcp_invalid_ratelimit`); beyond it they are counted in
-//! `rate_limited`.
+//! `rate_limited`. Once a second's RSTs are spent on segments to closed
+//! ports, the role leaves the kernel filter until the second ends
+//! (`rst_pauses`): the rest of a flood of forged segments is then dropped
+//! by the kernel, as frames of a foreign ethertype are, instead of each
+//! costing a receive in user space to be dropped unanswered anyway.
 //!
 //! This replaces the responder threads of the first design, which each had
 //! their own packet socket (two more sockets per process that every frame
@@ -124,6 +128,9 @@ pub struct Responder {
     resets: PerSecond,
     /// `esp_elsewhere` changed in a rescan outside `on_timeout`.
     filter_changed: bool,
+    /// The RST role is out of the kernel filter until then (this second's
+    /// RSTs are spent).
+    rst_paused_until: Option<Instant>,
     stats: ResponderStats,
 }
 
@@ -148,6 +155,7 @@ impl Responder {
             next_rescan: None,
             resets: PerSecond::new(RESETS_PER_SEC),
             filter_changed: false,
+            rst_paused_until: None,
             stats: ResponderStats::default(),
         }
     }
@@ -184,6 +192,12 @@ impl Responder {
         self.esp.lease.is_some()
     }
 
+    /// Whether the kernel filter lets segments to unowned ports through
+    /// now: the ESP lease is held and this second's RSTs are not spent.
+    pub(crate) fn answers_esp(&self) -> bool {
+        self.holds_esp() && self.rst_paused_until.is_none()
+    }
+
     /// ESP ports other processes held at the last scan (empty unless this
     /// runtime holds the ESP lease).
     pub fn esp_elsewhere(&self) -> &[u16] {
@@ -201,6 +215,7 @@ impl Responder {
             self.edp.next_try.filter(|_| self.edp.lease.is_none()),
             self.esp.next_try.filter(|_| self.esp.lease.is_none()),
         );
+        let t = netcore::time::earliest(t, self.rst_paused_until);
         netcore::time::earliest(t, self.next_rescan.filter(|_| self.esp.lease.is_some()))
     }
 
@@ -210,7 +225,11 @@ impl Responder {
         let a = self.edp.try_lease(self.iface.as_deref(), now);
         let b = self.esp.try_lease(self.iface.as_deref(), now);
         let c = self.rescan(now, b);
-        a || b || c
+        let d = self.rst_paused_until.is_some_and(|t| now >= t);
+        if d {
+            self.rst_paused_until = None;
+        }
+        a || b || c || d
     }
 
     /// Rescans the ESP ports other processes hold when due (or `force`d);
@@ -308,6 +327,14 @@ impl Responder {
             }
             if !self.reset_available(now) {
                 self.stats.rate_limited += 1;
+                if !ours && self.rst_paused_until.is_none() {
+                    // The rest of this second's segments to closed ports
+                    // would be dropped here unanswered: let the kernel
+                    // drop them.
+                    self.rst_paused_until = self.resets.window_end();
+                    self.stats.rst_pauses += 1;
+                    self.filter_changed = true;
+                }
                 return false;
             }
             if !ours && dst_port != CONTROL_PORT {
