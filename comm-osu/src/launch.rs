@@ -103,7 +103,7 @@ fn finish_ompi(
 }
 
 /// The Open MPI program's arguments: BENCH MIN MAX ITERS WARMUP WINDOW.
-fn ompi_args(a: &Args) -> Vec<String> {
+pub(crate) fn ompi_args(a: &Args) -> Vec<String> {
     vec![
         a.bench.name().into(),
         a.sizes.0.to_string(),
@@ -131,7 +131,7 @@ fn free_loopback(n: usize) -> Result<Vec<String>, String> {
 /// discarded, stderr passed through) and waits for all; returns the first
 /// one's output. A rank that fails or a run longer than `limit` stops
 /// every rank and gives an error.
-fn run_ranks(cmds: Vec<Command>, limit: Duration) -> Result<String, String> {
+pub(crate) fn run_ranks(cmds: Vec<Command>, limit: Duration) -> Result<String, String> {
     let mut procs = Vec::new();
     let mut reader = None;
     for (r, mut c) in cmds.into_iter().enumerate() {

@@ -15,11 +15,16 @@
 //!     table of both with the ratio)
 //!   comm-osu bw --local 2 --link edp --mtu 9000 --ompi target/osu-ompi
 //!     (the same on jumbo frames)
+//!   comm-osu latency-p50 --local 2 --link edp --ompi target/osu-ompi \
+//!     --provider target/fi --repeat 3
+//!     (the Open MPI program over the libfabric provider and over Open
+//!     MPI's TCP BTL, alternating, side by side: `provider.rs`)
 #![forbid(unsafe_code)]
 
 mod bench;
 mod compare;
 mod launch;
+mod provider;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -131,6 +136,19 @@ pub struct Args {
     /// 03:4d:41:4b:00:0c, EDP port --port + 1) instead of a binomial tree.
     #[arg(long)]
     pub mcast: bool,
+    /// With --local and --ompi: instead of comm's ranks, run the Open MPI
+    /// program over the libfabric provider `clusternet` in this folder
+    /// (FI_PROVIDER_PATH; scripts/build-provider.sh prints it) and over
+    /// Open MPI's TCP BTL, alternating, side by side with the ratio.
+    #[arg(long, value_name = "DIR", requires = "ompi")]
+    pub provider: Option<String>,
+    /// With --provider: an FI_PROVIDER value for the provider path (e.g.
+    /// `clusternet;ofi_rxd`); default: the provider's own FI_EP_RDM.
+    #[arg(long, value_name = "NAME", requires = "provider")]
+    pub fi_provider: Option<String>,
+    /// With --provider: runs, each TCP then the provider.
+    #[arg(long, default_value_t = 1, requires = "provider")]
+    pub repeat: usize,
 }
 
 fn parse_range(s: &str) -> Result<(usize, usize), String> {
@@ -244,7 +262,10 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let r = match (a.local, a.rank) {
-        (Some(n), _) => launch::local(&a, n),
+        (Some(n), _) => match (&a.provider, &a.ompi) {
+            (Some(dir), Some(prog)) => provider::compare(&a, n, prog, dir),
+            _ => launch::local(&a, n),
+        },
         (None, Some(rank)) => run_rank(&a, rank),
         (None, None) => {
             Err("give --hosts LIST --rank R (one rank) or --local N (all ranks)".into())

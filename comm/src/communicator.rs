@@ -311,6 +311,20 @@ impl<T: Transport> Communicator<T> {
 
     fn isend_parts(&self, dest: usize, tag: Tag, parts: &[&[u8]]) -> Result<Request, CommError> {
         let len = HEADER_LEN + parts.iter().map(|p| p.len()).sum::<usize>();
+        if len - HEADER_LEN > crate::tagged::COPY_UNLOCKED {
+            // Copied before the engine lock is taken (see
+            // `TaggedEndpoint::send`).
+            let mut buf = Vec::with_capacity(len);
+            buf.resize(HEADER_LEN, 0);
+            for p in parts {
+                buf.extend_from_slice(p);
+            }
+            return self.with(|st, ep, now| {
+                let id = st.isend_built(dest, tag, buf, false)?;
+                crate::layer::step(st, ep, now);
+                Ok(Request { id })
+            });
+        }
         self.with(|st, ep, now| {
             // A large message goes in a spent buffer of CTP's pool if it
             // has one.

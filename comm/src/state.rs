@@ -36,6 +36,47 @@ use tx::Intro;
 use tx::{OutMessage, PeerTx};
 
 pub use tagged::PeekMode;
+
+/// A message's bytes as [`State::send_msg`] takes them.
+pub(crate) enum Body<'a> {
+    /// Concatenated into the buffer (emptied first; its capacity reused).
+    Parts(&'a [&'a [u8]], Vec<u8>),
+    /// Built already by the caller (outside the engine lock): `HEADER_LEN`
+    /// bytes of room for the header, then the payload.
+    Built(Vec<u8>),
+}
+
+impl Body<'_> {
+    /// The payload's length, bytes.
+    fn len(&self) -> usize {
+        match self {
+            Body::Parts(parts, _) => parts.iter().map(|p| p.len()).sum(),
+            Body::Built(b) => b.len().saturating_sub(HEADER_LEN),
+        }
+    }
+
+    /// The message's buffer: header room, then the payload.
+    fn into_buf(self) -> Vec<u8> {
+        match self {
+            Body::Parts(parts, mut buf) => {
+                let len = parts.iter().map(|p| p.len()).sum::<usize>();
+                buf.clear();
+                buf.reserve_exact(HEADER_LEN + len);
+                buf.resize(HEADER_LEN, 0);
+                for p in parts {
+                    buf.extend_from_slice(p);
+                }
+                buf
+            }
+            Body::Built(mut b) => {
+                if b.len() < HEADER_LEN {
+                    b.resize(HEADER_LEN, 0);
+                }
+                b
+            }
+        }
+    }
+}
 #[cfg(test)]
 #[path = "state_tests.rs"]
 mod tests;
@@ -270,25 +311,45 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         if tag > MAX_TAG {
             return Err(CommError::InvalidTag(tag));
         }
-        self.send_msg(dest, u64::from(tag), None, parts, coll, buf, None)
+        self.send_msg(
+            dest,
+            u64::from(tag),
+            None,
+            Body::Parts(parts, buf),
+            coll,
+            None,
+        )
     }
 
-    /// Queues a message of the concatenated `parts` to `dest` with a 64-bit
-    /// tag and optional CQ data, built in `buf`; `op` makes it a tagged
-    /// endpoint's send. Returns its request.
-    #[allow(clippy::too_many_arguments)]
+    /// As [`State::isend`], of a message built already: `buf` holds
+    /// `HEADER_LEN` bytes of room for the header, then the payload (the
+    /// caller copies a large message outside the engine lock).
+    pub fn isend_built(
+        &mut self,
+        dest: usize,
+        tag: Tag,
+        buf: Vec<u8>,
+        coll: bool,
+    ) -> Result<u64, CommError> {
+        if tag > MAX_TAG {
+            return Err(CommError::InvalidTag(tag));
+        }
+        self.send_msg(dest, u64::from(tag), None, Body::Built(buf), coll, None)
+    }
+
+    /// Queues message `body` to `dest` with a 64-bit tag and optional CQ
+    /// data; `op` makes it a tagged endpoint's send. Returns its request.
     pub(crate) fn send_msg(
         &mut self,
         dest: usize,
         tag: u64,
         cq_data: Option<u64>,
-        parts: &[&[u8]],
+        body: Body<'_>,
         coll: bool,
-        mut buf: Vec<u8>,
         op: Option<TaggedOp>,
     ) -> Result<u64, CommError> {
         self.check_rank(dest)?;
-        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let len = body.len();
         if len as u64 > self.cfg.max_message_bytes {
             return Err(CommError::TooLarge {
                 len: len as u64,
@@ -316,7 +377,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.stats.messages_sent += 1;
         self.stats.bytes_sent += len as u64;
         if dest == self.rank {
-            let data = parts.concat();
+            let data = match body {
+                Body::Parts(parts, _) => parts.concat(),
+                Body::Built(mut b) => b.split_off(HEADER_LEN),
+            };
             let env = TagEnvelope {
                 source: self.rank,
                 tag,
@@ -341,12 +405,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 },
             );
         }
-        buf.clear();
-        buf.reserve_exact(HEADER_LEN + len);
-        buf.resize(HEADER_LEN, 0);
-        for p in parts {
-            buf.extend_from_slice(p);
-        }
+        let buf = body.into_buf();
         self.tx[dest].pending.push_back(OutMessage {
             context,
             tag,

@@ -8,7 +8,7 @@
 use std::hash::Hash;
 
 use super::tx::PeerTx;
-use super::State;
+use super::{Body, State};
 use crate::completion::{OpError, OpKind, RecvBuf, TaggedCompletion};
 use crate::config::CommConfig;
 use crate::flow::Grants;
@@ -135,7 +135,6 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     ///
     /// Errors: [`CommError::CompletionQueueFull`] (when it makes a
     /// completion), and those of [`State::isend`].
-    #[allow(clippy::too_many_arguments)]
     pub fn tagged_send(
         &mut self,
         dest: usize,
@@ -145,11 +144,37 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         buf: Vec<u8>,
         op: TaggedOp,
     ) -> Result<(), CommError> {
+        self.tagged_send_body(dest, tag, cq_data, Body::Parts(&[data], buf), op)
+    }
+
+    /// As [`State::tagged_send`], of a message built already: `buf` holds
+    /// [`HEADER_LEN`](crate::wire::HEADER_LEN) bytes of room for the
+    /// header, then the payload (the caller copies a large message outside
+    /// the engine lock).
+    pub fn tagged_send_built(
+        &mut self,
+        dest: usize,
+        tag: u64,
+        cq_data: Option<u64>,
+        buf: Vec<u8>,
+        op: TaggedOp,
+    ) -> Result<(), CommError> {
+        self.tagged_send_body(dest, tag, cq_data, Body::Built(buf), op)
+    }
+
+    fn tagged_send_body(
+        &mut self,
+        dest: usize,
+        tag: u64,
+        cq_data: Option<u64>,
+        body: Body<'_>,
+        op: TaggedOp,
+    ) -> Result<(), CommError> {
         if op.completion {
             self.cq_room()?;
             self.tagged_outstanding += 1;
         }
-        match self.send_msg(dest, tag, cq_data, &[data], false, buf, Some(op)) {
+        match self.send_msg(dest, tag, cq_data, body, false, Some(op)) {
             Ok(_) => Ok(()),
             Err(e) => {
                 if op.completion {

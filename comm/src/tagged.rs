@@ -56,6 +56,13 @@ use crate::matching::Selector;
 use crate::request::TaggedOp;
 use crate::state::State;
 use crate::stats::CommStats;
+
+/// Messages longer than this, bytes, are copied before the engine lock is
+/// taken ([`TaggedEndpoint::send`]); shorter ones into a buffer of CTP's
+/// pool under it (no fresh pages to fault in). At a few GB/s the copy of
+/// 4 MiB holds the lock about a millisecond, the length of CTP's shortest
+/// resend timeout.
+pub const COPY_UNLOCKED: usize = 4 << 20;
 use crate::CommError;
 
 #[path = "tagged/name.rs"]
@@ -237,15 +244,29 @@ where
         completion: bool,
     ) -> Result<(), CommError> {
         let len = crate::wire::HEADER_LEN + data.len();
+        let op = TaggedOp {
+            context,
+            completion,
+        };
+        if data.len() > COPY_UNLOCKED {
+            // Built before the engine lock is taken: copying (and faulting
+            // in) hundreds of MiB under it would keep the service thread
+            // from confirming anything meanwhile, and a peer waiting on
+            // this rank would see it silent.
+            let mut buf = Vec::with_capacity(len);
+            buf.resize(crate::wire::HEADER_LEN, 0);
+            buf.extend_from_slice(data);
+            return self.sock.with_upper(|st: &mut State<T::Addr>, ep, now| {
+                st.tagged_send_built(dest, tag, cq_data, buf, op)?;
+                crate::layer::step(st, ep, now);
+                Ok(())
+            });
+        }
         self.sock.with_upper(|st: &mut State<T::Addr>, ep, now| {
             let buf = if len >= ctp::MIN_POOLED {
                 ep.take_buffer(len).unwrap_or_default()
             } else {
                 Vec::new()
-            };
-            let op = TaggedOp {
-                context,
-                completion,
             };
             st.tagged_send(dest, tag, cq_data, data, buf, op)?;
             crate::layer::step(st, ep, now);

@@ -3,7 +3,8 @@
 //! data, messages of 0 B to 64 MiB copied into caller buffers, truncation
 //! with the real length, peek / claim / discard, cancel, peers inserted and
 //! removed at run time, the completion queue's bound, a dead peer's
-//! explicit error, and threads waiting on one endpoint.
+//! explicit error, threads waiting on one endpoint, and a large reply
+//! that keeps its sender answering.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -389,4 +390,44 @@ fn threads_waiting_on_one_endpoint_each_get_their_message() {
     for (ctx, data) in all {
         assert_eq!(data, (ctx % 1000).to_be_bytes(), "context {ctx}");
     }
+}
+
+/// A rank that replies with a large message stays alive to its peer: the
+/// copy is made before the engine lock is taken, so the confirmation held
+/// for the reply (and every other one) goes out meanwhile. Before, the
+/// copy of 512 MiB held the lock for seconds on a loaded host with the
+/// confirmation of the peer's last packet behind it, and the peer's CTP
+/// suspected it (or its failure detector declared it dead). CTP's error
+/// deadline here is short (2 resends, 150 ms floor) so that a copy of
+/// 384 MiB under the lock outlasts it: without the change this test fails
+/// with `PeerUnreachable` ("peer unresponsive").
+#[test]
+fn a_large_reply_does_not_silence_the_replier() {
+    let cfg = TaggedConfig {
+        comm: CommConfig {
+            failure_timeout: Some(Duration::from_millis(300)),
+            ..CommConfig::default()
+        },
+        ..TaggedConfig::default()
+    };
+    let mut ctp = CtpConfig::default();
+    ctp.protocol.max_resends = 2;
+    ctp.protocol.min_error_delay = Duration::from_millis(150);
+    let ep = || TaggedEndpoint::bind_udp("127.0.0.1:0", cfg.clone(), ctp.clone()).unwrap();
+    let (a, b) = (ep(), ep());
+    let ab = a.insert_name(&b.local_name()).unwrap();
+    let ba = b.insert_name(&a.local_name()).unwrap();
+    let n = 384 << 20;
+    let data = testkit::pattern::pattern(n, 7);
+    a.recv(Some(ab), 6, 0, Box::new(vec![0u8; n]), 1).unwrap();
+    b.recv(Some(ba), 5, 0, Box::new(vec![0u8; 16]), 2).unwrap();
+    a.send(ab, 5, b"ping", None, 0, false).unwrap();
+    assert_eq!(completions(&b, 1)[0].error, None);
+    // The reply at once, while the ping's confirmation is held for it.
+    b.send(ba, 6, &data, None, 3, true).unwrap();
+    let mut c = completions(&a, 1);
+    assert_eq!(c[0].error, None, "{:?}", a.socket().stats());
+    assert!(bytes(&mut c[0]) == data, "the message arrived changed");
+    assert_eq!(a.stats().peer_failures, 0, "{:?}", a.stats());
+    assert_eq!(completions(&b, 1)[0].error, None);
 }

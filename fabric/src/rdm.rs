@@ -377,6 +377,29 @@ impl RdmEp {
         }
     }
 
+    /// The core's and CTP's counters that are not zero, one line each
+    /// (libfabric's log at close).
+    pub fn counters(&self) -> [String; 2] {
+        fn nonzero(d: String) -> String {
+            d.split(", ")
+                .filter(|f| !f.ends_with(": 0") && !f.ends_with(": 0 }"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+        [
+            format!(
+                "{:?}: {}",
+                self.name,
+                nonzero(format!("{:?}", self.core.stats()))
+            ),
+            format!(
+                "{:?}: CTP {}",
+                self.name,
+                nonzero(format!("{:?}", self.core.socket().stats()))
+            ),
+        ]
+    }
+
     /// Largest message, bytes.
     pub fn max_msg_size(&self) -> usize {
         self.max_msg

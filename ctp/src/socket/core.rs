@@ -51,6 +51,9 @@ pub struct CtpCore<P: PeerAddr> {
     deadline: Option<Instant>,
     /// Transmission held back until then (see [`CtpCore::defer`]).
     pub(crate) deferred_until: Option<Instant>,
+    /// Nonblocking polls that found nothing since the hold began or a poll
+    /// last found something (see [`CtpCore::polled`]).
+    idle_polls: u8,
     /// Received confirmations not yet handed to the endpoint, oldest first
     /// (see [`CtpCore::hold`]).
     held: Vec<Held<P>>,
@@ -67,6 +70,7 @@ impl<P: PeerAddr> CtpCore<P> {
             route: None,
             deadline: None,
             deferred_until: None,
+            idle_polls: 0,
             held: Vec::new(),
             upper: None,
         }
@@ -87,6 +91,26 @@ impl<P: PeerAddr> CtpCore<P> {
         if self.deferred_until.is_none() {
             self.deferred_until = Some(now + DEFER_MAX);
         }
+        self.idle_polls = 0;
+    }
+
+    /// After a nonblocking poll of the application (`fi_cq_read`, a
+    /// progress call) that `found` what it polled for or not: a poll is
+    /// not a reply, so it ends a hold only when it is the second in a row
+    /// to find nothing. The first empty poll after a delivery is usually
+    /// the application draining its queue before it replies (Open MPI's
+    /// progress reads the completion queue until it is empty), and ending
+    /// the hold there sends the confirmation in a frame of its own, just
+    /// before the reply that could have carried it; a second one means the
+    /// application is waiting for something else. True if a hold ended
+    /// (then there may be packets to send).
+    pub(crate) fn polled(&mut self, found: bool) -> bool {
+        if found || (self.deferred_until.is_none() && self.held.is_empty()) {
+            self.idle_polls = 0;
+            return false;
+        }
+        self.idle_polls = self.idle_polls.saturating_add(1);
+        self.idle_polls >= 2 && self.resume()
     }
 
     /// Whether transmission is held back at `now`.

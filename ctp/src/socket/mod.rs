@@ -353,6 +353,8 @@ impl<T: Transport> CtpSocket<T> {
         let slot = self.shared.tr.slot();
         self.shared.tr.driver().with(|e, now| {
             let c = T::core(e, slot).expect("a CTP socket's core lives as long as the socket");
+            // Back in the library: what was held for the last delivery
+            // goes on, with what `f` sends.
             c.resume();
             let r = f(c, now);
             c.after_event();
@@ -405,6 +407,12 @@ impl<T: Transport> CtpSocket<T> {
     /// returns a value; with [`Deadline::Now`], one nonblocking turn. What
     /// `check` queued in the endpoint is sent at once.
     ///
+    /// A blocking wait ends a hold of the transmission behind the last
+    /// delivery (`CtpCore::defer`) at once; a nonblocking turn only when it
+    /// is the second in a row to find nothing (`CtpCore::polled`), so that
+    /// an application polling for completions still sends its reply in the
+    /// frame that carries the confirmation.
+    ///
     /// Errors: `WouldBlock` ([`Deadline::Now`]) or `TimedOut` naming `what`
     /// when `check` gave nothing; link errors.
     ///
@@ -417,7 +425,10 @@ impl<T: Transport> CtpSocket<T> {
     ) -> io::Result<R> {
         let slot = self.shared.tr.slot();
         let name = &self.shared.name;
-        let mut first = true;
+        let poll = deadline == Deadline::Now;
+        // Calls of `check`: a nonblocking turn checks before and after
+        // its one engine poll.
+        let mut calls = 0u8;
         self.shared.tr.driver().wait(
             slot,
             self.wait_policy(),
@@ -429,13 +440,18 @@ impl<T: Transport> CtpSocket<T> {
                 let c = T::core(e, slot).ok_or_else(|| {
                     io::Error::new(io::ErrorKind::NotConnected, "CTP endpoint gone")
                 })?;
-                // Back in the library: what was held for the last delivery
-                // goes on now (see `wait`).
-                let resumed = std::mem::take(&mut first) && c.resume();
+                calls = calls.saturating_add(1);
+                // Back in the library to wait: what was held for the last
+                // delivery goes on now (see `wait`).
+                let mut resumed = !poll && calls == 1 && c.resume();
                 let accepts = |c: &CtpCore<T::Addr>| c.upper.as_ref().is_none_or(|u| u.accepts());
                 let held = !accepts(c);
                 let u = upper_of::<T::Addr, U>(&mut c.upper);
                 let r = check(u, &mut c.ep, now);
+                if poll && (r.is_some() || calls == 2) {
+                    // The poll's outcome.
+                    resumed |= c.polled(r.is_some());
+                }
                 // Only when the check changed the endpoint (sent: timers to
                 // cache, packets to send) or let held deliveries in: a
                 // check that found nothing costs nothing more.

@@ -104,6 +104,10 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
         if let Endpoint::Rdm(r) = unsafe { the_ep(f as *const c_void) }? {
             // Messages sent go out before the socket does.
             r.flush();
+            // The endpoint's counters (FI_LOG_LEVEL=info shows them).
+            for line in r.counters() {
+                super::log(FI_LOG_INFO, FI_LOG_EP_DATA, || line);
+            }
         }
         // SAFETY: as above.
         unsafe { free::<fid_ep, EpInner>(f, FI_CLASS_EP, |_| None) }

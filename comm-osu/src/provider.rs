@@ -1,0 +1,167 @@
+//! `--provider DIR`: the Open MPI program (benches/osu/osu-ompi.c) under
+//! Open MPI twice on the same hosts, side by side: over Open MPI's TCP BTL
+//! (`pml ob1`, `btl self,tcp`) and over the libfabric provider `clusternet`
+//! (`pml cm`, `mtl ofi`, libfabric loading `DIR/libclusternet-fi.so`, which
+//! scripts/build-provider.sh puts there), alternating TCP, provider, TCP,
+//! ... `--repeat` times, with the ratio provider / TCP per size and run
+//! (ratios within one run: absolute times on a shared machine swing).
+//!
+//! The hosts are those of `--local N` (`launch.rs`): loopback with `--link
+//! udp` (the provider's UDP link, `FI_CLUSTERNET_LINK=udp` on `lo`,
+//! unprivileged) or a virtual cluster with `--link edp` (the provider on
+//! raw Ethernet; root).
+
+use std::process::Command;
+use std::time::Duration;
+
+use vcluster::LaunchCluster;
+
+use crate::{compare, launch, Args, Link};
+
+/// Runs `prog` over the TCP BTL and over the provider in `fi_dir`,
+/// alternating `a.repeat` times on `n` ranks; prints each output and then
+/// the table.
+pub fn compare(a: &Args, n: usize, prog: &str, fi_dir: &str) -> Result<(), String> {
+    let limit = Duration::from_secs(a.timeout.saturating_mul(20));
+    let fi_dir = std::fs::canonicalize(fi_dir)
+        .ok()
+        .filter(|d| d.join("libclusternet-fi.so").exists())
+        .ok_or_else(|| {
+            format!(
+                "--provider {fi_dir}: no libclusternet-fi.so there \
+                 (scripts/build-provider.sh builds it into target/fi)"
+            )
+        })?;
+    let fi_dir = fi_dir.to_string_lossy();
+    let job = match a.link {
+        Link::Edp => Some(
+            LaunchCluster::build("osufi", n, a.mtu, false)
+                .map_err(|e| format!("virtual cluster of {n} hosts (needs root): {e}"))?,
+        ),
+        Link::Udp => None,
+    };
+    let args = launch::ompi_args(a);
+    let mpirun = || match &job {
+        Some(j) => j.mpirun(n, prog, &args),
+        None => {
+            let mut m = vcluster::mpirun_base(n);
+            m.args(["--mca", "btl_tcp_if_include", "lo"])
+                .arg(prog)
+                .args(&args);
+            m
+        }
+    };
+    let mut runs = Vec::new();
+    for run in 0..a.repeat.max(1) {
+        let mut tcp = mpirun();
+        tcp.env("OMPI_MCA_pml", "ob1");
+        let tcp = launch::run_ranks(vec![tcp], limit)
+            .map_err(|e| format!("Open MPI over TCP, run {run}: {e}"))?;
+        println!("# run {run}, Open MPI TCP BTL:\n{}", tcp.trim_end());
+        let mut ours = mpirun();
+        over_provider(&mut ours, &fi_dir, a);
+        let ours = launch::run_ranks(vec![ours], limit)
+            .map_err(|e| format!("Open MPI over the provider, run {run}: {e}"))?;
+        println!("# run {run}, provider {}:\n{}", label(a), ours.trim_end());
+        runs.push((compare::parse_rows(&tcp), compare::parse_rows(&ours)));
+    }
+    let link = match a.link {
+        Link::Edp => format!("EDP, virtual cluster, MTU {}", a.mtu),
+        Link::Udp => "UDP link, loopback".into(),
+    };
+    print!("{}", table(a, &link, &runs));
+    Ok(())
+}
+
+/// The provider's name in the output: the FI_PROVIDER given, or the
+/// provider's own FI_EP_RDM.
+fn label(a: &Args) -> &str {
+    a.fi_provider.as_deref().unwrap_or("clusternet")
+}
+
+/// Open MPI's settings for the provider path.
+fn over_provider(c: &mut Command, fi_dir: &str, a: &Args) {
+    c.env("OMPI_MCA_pml", "cm")
+        .env("OMPI_MCA_mtl", "ofi")
+        .env("OMPI_MCA_mtl_ofi_provider_include", "clusternet")
+        .env("FI_PROVIDER_PATH", fi_dir);
+    if let Some(p) = &a.fi_provider {
+        c.env("FI_PROVIDER", p);
+    }
+    if a.link == Link::Udp {
+        c.env("FI_CLUSTERNET_LINK", "udp")
+            .env("FI_CLUSTERNET_IFACE", "lo");
+    }
+}
+
+type Rows = Vec<(usize, f64)>;
+
+/// One line per size: per run, TCP's value, ours, and ours / TCP.
+fn table(a: &Args, link: &str, runs: &[(Rows, Rows)]) -> String {
+    let better = if a.bench.higher_is_better() {
+        "higher is better"
+    } else {
+        "lower is better"
+    };
+    let mut s = format!(
+        "\n# {} on {} ranks, {link}: provider ({}) / Open MPI TCP BTL per run, {} ({better})\n{:<10}",
+        a.bench.title(),
+        a.local.unwrap_or(2),
+        label(a),
+        a.bench.column(),
+        "# size"
+    );
+    for r in 0..runs.len() {
+        s.push_str(&format!(
+            "{:>12}{:>12}{:>8}",
+            format!("tcp#{r}"),
+            format!("ours#{r}"),
+            "ratio"
+        ));
+    }
+    s.push('\n');
+    let sizes = runs.first().map(|(t, _)| t.clone()).unwrap_or_default();
+    for (size, _) in sizes {
+        s.push_str(&format!("{size:<10}"));
+        for (tcp, ours) in runs {
+            let t = tcp.iter().find(|(z, _)| *z == size).map(|x| x.1);
+            let o = ours.iter().find(|(z, _)| *z == size).map(|x| x.1);
+            match (t, o) {
+                (Some(t), Some(o)) => {
+                    let ratio = if t > 0.0 { o / t } else { f64::NAN };
+                    s.push_str(&format!("{t:>12.2}{o:>12.2}{ratio:>8.2}"));
+                }
+                _ => s.push_str(&format!("{:>12}{:>12}{:>8}", "-", "-", "-")),
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn the_table_pairs_each_run_by_size() {
+        let a = Args::parse_from(["comm-osu", "latency-p50", "--local", "2"]);
+        let runs = vec![
+            (vec![(8, 4.0), (16, 5.0)], vec![(8, 2.0), (16, 10.0)]),
+            (vec![(8, 8.0), (16, 5.0)], vec![(8, 2.0)]),
+        ];
+        let t = table(&a, "UDP link, loopback", &runs);
+        let lines: Vec<&str> = t.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 4, "{t}");
+        assert!(lines[0].contains("lower is better"), "{t}");
+        assert_eq!(
+            lines[2].split_whitespace().collect::<Vec<_>>(),
+            ["8", "4.00", "2.00", "0.50", "8.00", "2.00", "0.25"]
+        );
+        assert_eq!(
+            lines[3].split_whitespace().collect::<Vec<_>>(),
+            ["16", "5.00", "10.00", "2.00", "-", "-", "-"]
+        );
+    }
+}
