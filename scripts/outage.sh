@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Outage scenarios of docs/measurements/outages.txt, reproducible: link
+# Outage scenarios of docs/measurements/issue33-survive.txt, reproducible: link
 # flaps, blackholes, floods and dead peers during netgauge runs between
 # network namespaces (root). Every scenario is bounded in time, and the
 # namespaces it makes (named ol<pid>...) are removed on exit, also on
@@ -27,7 +27,8 @@
 #       two hosts; the server is killed (SIGKILL) mid-stream; with restart
 #       a new server starts on the same port at once
 #
-# MODE: esp, ctp-edp (streams), edp (ping-pong), tcp (iperf3, reference).
+# MODE: esp, ctp-edp, comm-edp (streams), edp (ping-pong), tcp (iperf3,
+# reference).
 # Environment: NETGAUGE (default target/release/netgauge), SIZE (65536),
 # COUNT (stream messages, default 40000; ping-pong 300000), USER_TIMEOUT
 # (netgauge --user-timeout; default the protocols' 60 s), TIMEOUT
@@ -52,6 +53,7 @@ die() { echo "outage.sh: $*" >&2; exit 2; }
 [ -x "$NG" ] || die "no $NG: cargo build --release -p netgauge (or set NETGAUGE)"
 
 cleanup() {
+    set +e # a process already gone must not end the clean-up early
     for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null || true; done
     for ns in "$A" "$B" "$C" "$SW"; do ip netns del "$ns" 2>/dev/null || true; done
 }
@@ -158,6 +160,10 @@ PY
     else
         tail -n 6 "$LOG/client.out"
     fi
+    # A server that lost its client (a restarted one never had it) waits
+    # for another: give it a few seconds, then end it.
+    for _ in 1 2 3 4 5; do kill -0 "$SERVER" 2>/dev/null || break; sleep 1; done
+    kill -KILL "$SERVER" 2>/dev/null || true
     wait "$SERVER" 2>/dev/null || true
     return 0
 }

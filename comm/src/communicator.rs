@@ -745,6 +745,22 @@ impl<T: Transport> Communicator<T> {
         self.with(|st, _, _| st.peer_state(peer))
     }
 
+    /// How long `peer` has been silent if it is *suspected*, after one
+    /// progress step: it answered nothing (no message, no confirmation)
+    /// for `CommConfig::suspect_timeout` while this rank waited on it, or
+    /// CTP found it silent at a message's error deadline. Nothing fails
+    /// while a peer is only suspected: it is probed, and its calls fail
+    /// with [`CommError::PeerFailed`] only at `CommConfig::failure_timeout`
+    /// (then [`Communicator::state`] says [`PeerState::Failed`] and this
+    /// returns `None`). `None` also while it answers, and for ourselves.
+    /// Units: the duration is the silence so far.
+    ///
+    /// Errors: [`CommError::InvalidRank`], transport errors.
+    pub fn unresponsive(&self, peer: usize) -> Result<Option<Duration>, CommError> {
+        self.progress()?;
+        self.with(|st, _, _| st.unresponsive(peer))
+    }
+
     /// Sends on the collective context (for `collective.rs`).
     pub(crate) fn coll_send(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<(), CommError> {
         let id = self.with(|st, ep, now| {

@@ -78,21 +78,35 @@ pub struct CommConfig {
     /// TIME-WAIT, RFC 9293 3.6.1, for the last ACK). Default 200 ms: many
     /// resend timeouts on a LAN (CTP's floor is 1 ms).
     pub linger: Duration,
-    /// Failure detection bound (issue 12; LAM's short echo timeout,
-    /// `liveness.rs`): a peer this rank waits on (data toward it, a receive
-    /// naming it, a receive from any source) that answers nothing for this
-    /// long while the rank is inside a call is declared failed: the calls
-    /// waiting on it fail with [`CommError::PeerFailed`](crate::CommError::PeerFailed)
-    /// and its state becomes [`PeerState::Failed`](crate::PeerState::Failed)
-    /// until a restarted process at its address announces itself. Probes
-    /// go after a quarter of it of silence. `None` (or zero) turns
-    /// detection off (a dead peer is then only reported to those sending
-    /// to it, by CTP's "not confirmed" error). Default 3 s: three times
-    /// CTP's error floor (`min_error_delay`, 1 s, chosen so that a loaded
-    /// host's half-second stall is not an error; ctp/PROTOCOL.md "Error
-    /// floor"), since a declared failure is final for the process; short
-    /// against the minutes a TCP connect to a dead host takes.
+    /// Failure detection bound, the rank's *user timeout* (RFC 5482's
+    /// idea, as ESP's and CTP's; `liveness.rs`): a peer this rank waits on
+    /// (data toward it, a receive naming it, a receive from any source)
+    /// that answers nothing for this long while the rank is inside a call
+    /// is declared failed: the calls waiting on it fail with
+    /// [`CommError::PeerFailed`](crate::CommError::PeerFailed) and its
+    /// state becomes [`PeerState::Failed`](crate::PeerState::Failed) until
+    /// a restarted process at its address announces itself. `None` (or
+    /// zero) turns detection off (a dead peer is then only reported to
+    /// those sending to it, by CTP's "not confirmed" error). Default 60 s,
+    /// the default of `ctp::Config::user_timeout` and
+    /// `esp::TransportConfig::user_timeout` (docs/DECISIONS.md, "Suspect
+    /// is not dead": a classic-STP bridge reconverges in 30 s; Open MPI's
+    /// InfiniBand defaults give up after about 30 s), so that a link flap
+    /// or a blackhole of seconds ends no job; the application learns of a
+    /// silent peer after `suspect_timeout`. Set it to `suspect_timeout`
+    /// for the rule before suspicion (failed at 3 s of silence).
     pub failure_timeout: Option<Duration>,
+    /// Suspicion bound (LAM's short echo timeout, `liveness.rs`): a peer
+    /// this rank waits on that answers nothing for this long is
+    /// *suspected*: [`Communicator::unresponsive`](crate::Communicator::unresponsive)
+    /// returns its silence, a `warn` event and `CommStats::suspicions`
+    /// count it, nothing fails, and it is probed (once per quarter of this)
+    /// until it answers or `failure_timeout` passes. Capped at
+    /// `failure_timeout`; `None`: `failure_timeout`. Default 3 s: three
+    /// times CTP's error floor (`min_error_delay`, 1 s, chosen so that a
+    /// loaded host's half-second stall is not an error; ctp/PROTOCOL.md
+    /// "Error floor").
+    pub suspect_timeout: Option<Duration>,
 }
 
 impl Default for CommConfig {
@@ -109,7 +123,8 @@ impl Default for CommConfig {
             limits: MatchLimits::default(),
             wait_timeout: None,
             linger: Duration::from_millis(200),
-            failure_timeout: Some(Duration::from_secs(3)),
+            failure_timeout: Some(Duration::from_secs(60)),
+            suspect_timeout: Some(Duration::from_secs(3)),
         }
     }
 }

@@ -33,9 +33,11 @@
 //!   addresses exchanged with one MPI_Allgather.
 //!
 //! The C ABI is the `comm-ffi` crate; OSU-style benchmarks are `comm-osu`.
-//! - `liveness` (internal): failure detection by probes within
-//!   `CommConfig::failure_timeout`, and the rejoin of a restarted rank
-//!   (a new incarnation).
+//! - `liveness` (internal): failure detection by probes: a silent peer is
+//!   suspected after `CommConfig::suspect_timeout`
+//!   (`Communicator::unresponsive`) and failed only after
+//!   `CommConfig::failure_timeout`; the rejoin of a restarted rank (a new
+//!   incarnation).
 //! - `mcast` (internal): `bcast` over MAK reliable multicast
 //!   (`Communicator::enable_multicast_bcast`).
 #![forbid(unsafe_code)]

@@ -247,3 +247,112 @@ fn no_failure_is_declared_while_the_peers_last_messages_are_held_back() {
         CommError::PeerFailed { rank: 1, .. }
     ));
 }
+
+#[test]
+fn a_stalled_rank_is_suspected_at_once_and_failed_only_at_the_failure_timeout() {
+    // The defaults: suspected after 3 s of silence, failed after 60 s.
+    let cfg = CommConfig::default();
+    let (s, t) = (cfg.suspect_timeout.unwrap(), cfg.failure_timeout.unwrap());
+    let check = s / 32 + Duration::from_millis(20);
+    let (clock, hosts, mut nodes) = cluster(2, cfg, FaultConfig::default());
+    nodes[1].st.isend(0, 0, &[b"hello"], false).unwrap();
+    let ten = Duration::from_secs(10);
+    until(&clock, &hosts, &mut nodes, &[0, 1], ten, |n| {
+        n[0].st.snapshot().unexpected == 1
+    });
+    assert_eq!(received(&mut nodes[0], 1), vec![b"hello".to_vec()]);
+
+    // Rank 1 stalls for 20 s while rank 0 waits on it and sends to it.
+    let waiting = nodes[0]
+        .st
+        .irecv(SourceSel::Rank(1), TagSel::Any, false)
+        .unwrap();
+    nodes[0].st.isend(1, 0, &[b"during"], false).unwrap();
+    let stall = clock.now();
+    until(&clock, &hosts, &mut nodes, &[0], ten, |n| {
+        n[0].st.unresponsive(1).unwrap().is_some()
+    });
+    let suspected = clock.now() - stall;
+    assert!(
+        suspected <= s + check,
+        "suspected {suspected:?} after the stall (bound {s:?})"
+    );
+    let end = stall + Duration::from_secs(20);
+    until(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0],
+        Duration::from_secs(30),
+        |_| clock.now() >= end,
+    );
+    let silence = nodes[0]
+        .st
+        .unresponsive(1)
+        .unwrap()
+        .expect("still suspected");
+    assert!(silence >= Duration::from_secs(19), "{silence:?}");
+    let state = nodes[0].st.peer_state(1).unwrap();
+    assert!(
+        matches!(state, PeerState::Connected | PeerState::Connecting),
+        "{state:?}"
+    );
+    assert!(!nodes[0].st.is_complete(waiting).unwrap(), "nothing fails");
+    nodes[0]
+        .st
+        .isend(1, 0, &[b"while suspected"], false)
+        .unwrap();
+
+    // It comes back: the suspicion ends, everything arrives once.
+    nodes[1].st.isend(0, 0, &[b"back"], false).unwrap();
+    let mut got = Vec::new();
+    until(&clock, &hosts, &mut nodes, &[0, 1], ten, |n| {
+        got.extend(received(&mut n[1], 0));
+        n[0].st.is_complete(waiting).unwrap() && got.len() == 2
+    });
+    assert_eq!(got, vec![b"during".to_vec(), b"while suspected".to_vec()]);
+    match nodes[0].st.take_complete(waiting).map(|r| r.finish()) {
+        Some(Ok(crate::request::Completion::Received(_, d))) => assert_eq!(d, b"back"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(nodes[0].st.unresponsive(1).unwrap(), None);
+    let st0 = nodes[0].st.snapshot();
+    assert!(
+        st0.suspicions >= 1 && st0.suspicion_recoveries >= 1,
+        "{st0:?}"
+    );
+    assert_eq!(st0.detected_failures, 0);
+
+    // It stalls for good: suspected again at once, failed at the timeout.
+    let waiting = nodes[0]
+        .st
+        .irecv(SourceSel::Rank(1), TagSel::Any, false)
+        .unwrap();
+    let stall = clock.now();
+    let mut suspected = None;
+    run(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0],
+        t * 2,
+        |n| {
+            if suspected.is_none() && n[0].st.unresponsive(1).unwrap().is_some() {
+                suspected = Some(clock.now() - stall);
+            }
+        },
+        |n| n[0].st.peer_state(1).unwrap() == PeerState::Failed,
+    );
+    let failed = clock.now() - stall;
+    let suspected = suspected.expect("suspected before it failed");
+    assert!(suspected <= s + check, "suspected after {suspected:?}");
+    assert!(
+        failed + Duration::from_millis(100) >= t && failed <= t + check,
+        "failed {failed:?} after the stall (failure_timeout {t:?})"
+    );
+    assert!(matches!(
+        recv_error(&mut nodes[0], waiting),
+        CommError::PeerFailed { rank: 1, .. }
+    ));
+    assert_eq!(nodes[0].st.unresponsive(1).unwrap(), None);
+}

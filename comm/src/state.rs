@@ -213,7 +213,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             incarnation: liveness::new_incarnation(),
             peer_incarnation: vec![None; size],
             expelled: vec![false; size],
-            liveness: Liveness::new(size, cfg.failure_timeout),
+            liveness: Liveness::new(size, cfg.failure_timeout, cfg.suspect_timeout),
             to_cancel: Vec::new(),
             awaited: None,
             addrs: hosts.to_vec(),
@@ -628,11 +628,15 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         let rank = e.peer.and_then(|p| self.by_addr.get(&p).copied());
         match (e.kind, rank) {
             // CTP suspects a silent peer (and keeps resending) at the
-            // spec's deadline, and fails its messages only at its user
-            // timeout: either is an implicit disconnect.
-            (ErrorType::NotConfirmed | ErrorType::Unresponsive, Some(rank)) => {
-                self.implicit_disconnect(rank, e.to_string())
+            // spec's deadline: suspected, nothing fails. It fails a
+            // message at its user timeout (or, without one, at the
+            // spec's deadline): an implicit disconnect.
+            (ErrorType::Unresponsive, Some(rank)) => {
+                if self.liveness.suspect(rank) {
+                    self.on_suspected(rank, &e.to_string());
+                }
             }
+            (ErrorType::NotConfirmed, Some(rank)) => self.implicit_disconnect(rank, e.to_string()),
             _ => tracing::warn!(error = %e, "comm: CTP error"),
         }
     }

@@ -112,8 +112,36 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 // may be among them. The count goes on.
                 Verdict::Fail(_) if self.holding() => {}
                 Verdict::Fail(silence) => self.declare_failed(r, silence),
+                Verdict::Suspect(silence) => {
+                    self.on_suspected(r, &format!("no answer for {} ms", silence.as_millis()))
+                }
             }
         }
+    }
+
+    /// `rank` became suspected (the detector's verdict or CTP's): counted
+    /// and logged; nothing fails until the failure timeout.
+    pub(super) fn on_suspected(&mut self, rank: usize, why: &str) {
+        self.stats.suspicions += 1;
+        tracing::warn!(
+            rank = self.rank,
+            peer = rank,
+            reason = why,
+            failure_timeout_ms = self.cfg.failure_timeout.map(|t| t.as_millis()),
+            "comm: peer unresponsive: suspected, not failed; probing until the failure timeout"
+        );
+    }
+
+    /// How long `rank` has been silent, if it is suspected (the
+    /// detector's `S` of silence passed, or CTP suspects it), at the
+    /// latest step; `None` while it answers, and once it failed
+    /// (`peer_state` says so then).
+    pub fn unresponsive(&self, rank: usize) -> Result<Option<Duration>, CommError> {
+        self.check_rank(rank)?;
+        if rank == self.rank || self.failed[rank].is_some() {
+            return Ok(None);
+        }
+        Ok(self.liveness.suspected(rank))
     }
 
     /// The failure detector's verdict: `rank` did not answer.

@@ -107,7 +107,15 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// The peer answered (a message or a confirmation): an implicit
     /// disconnect ends.
     pub(super) fn heard_from(&mut self, rank: usize) {
-        self.liveness.heard(rank);
+        if let Some(t) = self.liveness.heard(rank) {
+            self.stats.suspicion_recoveries += 1;
+            tracing::info!(
+                rank = self.rank,
+                peer = rank,
+                suspected_ms = t.as_millis(),
+                "comm: suspected peer answers again"
+            );
+        }
         if self.tx[rank].win.implicit.take().is_some() {
             self.stats.implicit_recoveries += 1;
             tracing::info!(

@@ -35,6 +35,11 @@ pub struct CommStats {
     pub peer_failures: u64,
     /// Implicit disconnects that ended because the peer answered again.
     pub implicit_recoveries: u64,
+    /// Times a peer became suspected (silent for
+    /// `CommConfig::suspect_timeout`, or CTP's `Unresponsive`).
+    pub suspicions: u64,
+    /// Suspicions that ended because the peer answered again.
+    pub suspicion_recoveries: u64,
     /// Peers the failure detector declared failed (no answer to probes
     /// within `CommConfig::failure_timeout`).
     pub detected_failures: u64,

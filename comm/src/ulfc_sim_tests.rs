@@ -274,7 +274,13 @@ fn disconnect_fails_writes_and_reconnect_delivers_the_rest_exactly_once() {
 
 #[test]
 fn a_silent_peer_is_implicitly_disconnected_and_recovers_when_it_answers() {
-    let (clock, hosts, mut nodes) = cluster(2, CommConfig::default(), FaultConfig::default());
+    // The failure detector off: only CTP speaks (suspected at its spec
+    // deadline, "not confirmed" at its user timeout).
+    let cfg = CommConfig {
+        failure_timeout: None,
+        ..CommConfig::default()
+    };
+    let (clock, hosts, mut nodes) = cluster(2, cfg, FaultConfig::default());
     // Connect first.
     nodes[0].st.isend(1, 0, &[b"hello"], false).unwrap();
     until(
@@ -286,8 +292,18 @@ fn a_silent_peer_is_implicitly_disconnected_and_recovers_when_it_answers() {
         |n| n[0].st.peer_state(1).unwrap() == PeerState::Connected,
     );
     assert_eq!(received(&mut nodes[1], 0), vec![b"hello".to_vec()]);
-    // Rank 1 goes silent (not stepped): CTP's "not confirmed" comes.
+    // Rank 1 goes silent (not stepped): CTP suspects it first (nothing
+    // fails), then its "not confirmed" comes.
     nodes[0].st.isend(1, 0, &[b"while silent"], false).unwrap();
+    until(
+        &clock,
+        &hosts,
+        &mut nodes,
+        &[0],
+        Duration::from_secs(10),
+        |n| n[0].st.unresponsive(1).unwrap().is_some(),
+    );
+    assert_eq!(nodes[0].st.peer_state(1).unwrap(), PeerState::Connected);
     until(
         &clock,
         &hosts,

@@ -215,6 +215,9 @@ pub struct SendTiming {
     pub suspected_since: Option<Instant>,
     /// When the last suspicion ended.
     pub recovered_at: Option<Instant>,
+    /// Since when the destination is silent, as its user timeout counts
+    /// (set at the first postponed error, cleared by a confirmation).
+    pub stall_start: Option<Instant>,
 }
 
 impl SendTiming {
@@ -225,6 +228,7 @@ impl SendTiming {
             last_confirm: None,
             suspected_since: None,
             recovered_at: None,
+            stall_start: None,
         }
     }
 

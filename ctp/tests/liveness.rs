@@ -294,3 +294,57 @@ fn a_live_peer_refusing_a_packet_still_fails_it_at_the_spec_deadline() {
     );
     assert!(errors(&net.got_a, ErrorType::Unresponsive).is_empty());
 }
+
+#[test]
+fn messages_sent_to_a_suspected_peer_do_not_restart_its_clock() {
+    // A sender that keeps sending to a silent peer: every message fails
+    // by the peer's user timeout (plus one spec span, 1 s at T's floor, and
+    // a probe period), not a user timeout after its own first send.
+    let ut = Duration::from_secs(20);
+    let mut net = Net::new(cfg(ut), cfg(ut));
+    // Connect: a few messages confirmed, then the path is cut for good.
+    let mut warm = Vec::new();
+    net.run(Duration::from_secs(10), |n| {
+        if warm.is_empty() {
+            for i in 0..5 {
+                warm.push(n.a.send(n.now, 1, B, &body(i), Options::NONE).unwrap());
+            }
+        }
+        (n.a.storage_sizes().awaiting_confirmation == 0, None)
+    });
+    net.cut = true;
+    let cut = net.now;
+    let mut next_send = net.now;
+    let mut sent = Vec::new();
+    net.run(Duration::from_secs(120), |n| {
+        if n.now >= next_send && n.now < cut + Duration::from_secs(40) {
+            let m =
+                n.a.send(n.now, 1, B, b"still there?", Options::DEL_AFTER_ERROR)
+                    .unwrap();
+            sent.push((m, n.now));
+            next_send = n.now + Duration::from_secs(2);
+        }
+        let failed = errors(&n.got_a, ErrorType::NotConfirmed).len();
+        let end = cut + Duration::from_secs(40);
+        (
+            failed == sent.len() && n.now >= end,
+            Some(if n.now < end { next_send.min(end) } else { end }),
+        )
+    });
+    let dead = errors(&net.got_a, ErrorType::NotConfirmed);
+    assert_eq!(dead.len(), sent.len());
+    let sent_at: HashMap<MsgId, Instant> = sent.into_iter().collect();
+    for (t, m) in &dead {
+        // By the peer's user timeout (its clock started at the cut), or,
+        // sent after it, min_error_delay (1 s) after its send; within one
+        // probe period of that.
+        let due = (cut + ut).max(sent_at[m] + Duration::from_secs(1));
+        assert!(
+            *t <= due + Duration::from_millis(1100),
+            "message {m} failed {:?} after the cut, due {:?}",
+            *t - cut,
+            due - cut
+        );
+    }
+    assert_eq!(errors(&net.got_a, ErrorType::Unresponsive).len(), 1);
+}

@@ -18,11 +18,18 @@
 //! is dropped and counted (as TCP does): the client retransmits its SYN
 //! with backoff and gets in once `accept` made room, or times out.
 //!
+//! A segment to the listening port that matches no connection and returns
+//! no valid cookie draws an RST (RFC 9293 sec. 3.10.7.2), at most
+//! [`RESETS_PER_SEC`] per second, as the host responder's: a flood of
+//! forged ACKs does not make the host send one RST each.
+//!
 //! Memory: at most `max_half_open + backlog` connections, each a
 //! [`Connection`] with empty buffers (a few kilobytes; buffers grow only
 //! with data), whatever the SYN rate.
 
 use std::time::Instant;
+
+use netcore::rate::PerSecond;
 
 use crate::auth::{choose, AuthMethod, EncMethod, MethodList, TagStatus};
 use crate::config::TransportConfig;
@@ -70,6 +77,9 @@ pub enum DropReason {
     /// A segment without a valid frame tag where the negotiated method
     /// needs one (a final ACK completing a cookie).
     Unauthenticated,
+    /// A segment that matched no connection, past the listener's RST rate
+    /// limit ([`RESETS_PER_SEC`]): dropped unanswered.
+    RateLimited,
 }
 
 /// Counters of a listener.
@@ -95,6 +105,9 @@ pub struct ListenerStats {
     /// Segments dropped for want of a valid frame tag under the method
     /// they were bound to.
     pub auth_dropped: u64,
+    /// Segments that matched no connection and drew no RST: the RST rate
+    /// limit ([`RESETS_PER_SEC`]) was reached.
+    pub rate_limited: u64,
 }
 
 /// A connection owned by the listener, with the caller's handle.
@@ -117,7 +130,16 @@ pub struct Listener<H> {
     cookies: SynCookies,
     entries: Vec<Entry<H>>,
     stats: ListenerStats,
+    /// RSTs to segments that match no connection, at most
+    /// [`RESETS_PER_SEC`] per second.
+    resets: PerSecond,
 }
+
+/// Most RSTs per second a listener sends to segments that match no
+/// connection (the host responder's limit, `edp::runtime::responder`): a
+/// flood of forged ACKs to a listening port costs the host one RST each
+/// only up to this rate.
+pub const RESETS_PER_SEC: u32 = edp::runtime::responder::RESETS_PER_SEC;
 
 impl<H> Listener<H> {
     /// A listener on `local` (MAC, port) for links of MTU `mtu` bytes; limits
@@ -132,6 +154,7 @@ impl<H> Listener<H> {
             cookies: SynCookies::random(),
             entries: Vec::new(),
             stats: ListenerStats::default(),
+            resets: PerSecond::new(RESETS_PER_SEC),
         }
     }
 
@@ -238,6 +261,10 @@ impl<H> Listener<H> {
                 if let Some(o) = self.complete_cookie(now, clock_us, src_mac, repr, payload, tag) {
                     return o;
                 }
+            }
+            if !self.resets.allow(now) {
+                self.stats.rate_limited += 1;
+                return SynOutcome::Drop(DropReason::RateLimited);
             }
             self.stats.resets += 1;
             return match repr.reset_reply() {

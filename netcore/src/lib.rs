@@ -13,7 +13,9 @@
 //! - [`bpf`]: classic-BPF program builder with labels, the port-set filters
 //!   the I/O runtime installs, and an interpreter for tests;
 //! - [`frame`]: helpers shared by the checked-view frame codecs;
-//! - [`seq`]: 32-bit sequence numbers with wraparound (RFC 1982).
+//! - [`seq`]: 32-bit sequence numbers with wraparound (RFC 1982);
+//! - [`rate`]: a per-second allowance (the limits on answers to forged
+//!   segments).
 //!
 //! Protocol cores (`esp::conn`, `ctp::Endpoint`, `mak`) take `now` as an
 //! argument and use these; the I/O runtime (`edp::runtime`) owns the clock.
@@ -24,6 +26,7 @@ pub mod assembler;
 pub mod bpf;
 pub mod congestion;
 pub mod frame;
+pub mod rate;
 pub mod rtt;
 pub mod seq;
 pub mod time;

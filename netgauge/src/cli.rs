@@ -653,13 +653,14 @@ pub struct Args {
     #[arg(long = "timeout", default_value_t = 10.0)]
     pub timeout_s: f64,
 
-    /// The user timeout of ESP connections and CTP destinations (esp,
-    /// ctp-*, comm-*): seconds without progress before the peer is
-    /// declared dead (it is suspected after about a second: `-v` prints
-    /// it). `none`: the thesis's rule for ESP (dead after 8
-    /// retransmissions) and the CTP spec's ("not confirmed" after 8
-    /// resends). Default: the protocols' (60 s). Give `--timeout` above it
-    /// to let an outage run into it.
+    /// The user timeout of ESP connections, CTP destinations and comm
+    /// ranks (esp, ctp-*, comm-*): seconds without progress before the
+    /// peer is declared dead (it is suspected after about a second, a
+    /// comm rank after 3 s: `-v` prints it). `none`: the thesis's rule for
+    /// ESP (dead after 8 retransmissions), the CTP spec's ("not confirmed"
+    /// after 8 resends), and a comm rank failed once suspected. Default:
+    /// the protocols' (60 s). Give `--timeout` above it to let an outage
+    /// run into it.
     #[arg(long = "user-timeout", value_name = "SECONDS|none")]
     pub user_timeout: Option<UserTimeout>,
 

@@ -7,7 +7,9 @@
 //! T` after its first send, at least `min_error_delay`):
 //! - if the destination is *silent* (it confirmed nothing for at least half
 //!   of that span), the packet's error is postponed to the moment the
-//!   destination will have been silent for the user timeout, and the
+//!   destination will have been silent for the user timeout (the
+//!   destination's clock: from its last confirmation, or from the first
+//!   packet sent after it; later messages do not restart it), and the
 //!   destination is *suspected*: one [`ErrorType::Unresponsive`] delivery
 //!   per episode (code: milliseconds since its last confirmation), a
 //!   `warn` trace event, `Stats::unresponsive`. Resends to a suspected
@@ -54,12 +56,16 @@ impl<P: PeerAddr> Endpoint<P> {
             return false; // NoResend: the spec's rule
         }
         let span = self.cfg.error_after(p.base);
-        let t = &self.send_sessions.at_mut(session).timing;
+        let t = &mut self.send_sessions.at_mut(session).timing;
         let heard = t.last_confirm;
         let silent = heard.is_none_or(|c| now.saturating_duration_since(c) >= span / 2);
         let deadline = if silent {
-            // Dead once silent for the user timeout.
-            let quiet_from = heard.map_or(p.first_sent, |c| c.max(p.first_sent));
+            // Dead once silent for the user timeout: the destination's
+            // clock, which a message sent after the silence began does not
+            // restart.
+            let quiet_from = *t
+                .stall_start
+                .get_or_insert_with(|| heard.map_or(p.first_sent, |c| c.max(p.first_sent)));
             later(quiet_from, ut)
         } else if p.postponed {
             // The destination is back: a fresh spec span from its return.
@@ -147,6 +153,7 @@ impl<P: PeerAddr> Endpoint<P> {
 /// suspicion ends (counted in `stats`).
 #[cold]
 pub(super) fn heard_again(t: &mut SendTiming, stats: &mut Stats, now: Instant) {
+    t.stall_start = None;
     let Some(since) = t.suspected_since.take() else {
         return;
     };

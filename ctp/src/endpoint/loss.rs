@@ -53,7 +53,7 @@ impl<P: PeerAddr> Endpoint<P> {
         let s = self.send_sessions.at_mut(session);
         // the destination works (live-link resend cap)
         s.timing.last_confirm = Some(now);
-        if s.timing.suspected_since.is_some() {
+        if s.timing.stall_start.is_some() {
             super::liveness::heard_again(&mut s.timing, &mut self.stats, now);
         }
         if bcast && !group.is_empty() {

@@ -343,6 +343,17 @@ impl<P: PeerAddr> Endpoint<P> {
                 let error_after = self.cfg.error_after(timeout);
                 p.resend_at = (!no_resend).then(|| later(now, timeout));
                 p.error_at = Some(later(now, error_after));
+                if let (Some(stall), Some(ut)) = (sess.timing.stall_start, self.cfg.user_timeout) {
+                    // To a suspected destination: its error comes by the
+                    // destination's user timeout (at least min_error_delay
+                    // after this send), however long T grew meanwhile
+                    // (liveness.rs).
+                    let dead = later(stall, ut).max(later(now, self.cfg.min_error_delay));
+                    p.error_at = p.error_at.map(|e| e.min(dead));
+                    p.resend_at = p
+                        .resend_at
+                        .map(|r| r.min(later(now, self.cfg.max_probe_period)));
+                }
                 p.update_due();
                 unqueued = Some((key, i));
             }

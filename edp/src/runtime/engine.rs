@@ -612,7 +612,7 @@ impl EthEngine {
             edp_ports: self.st.demux.ports_of(self.st.edp_ethertype),
             esp_ports: self.st.demux.ports_of(self.st.esp_ethertype),
             edp_control: self.st.responder.holds_edp(),
-            esp_rst_any: self.st.responder.holds_esp(),
+            esp_rst_any: self.st.responder.answers_esp(),
             esp_elsewhere: self.st.responder.esp_elsewhere().to_vec(),
         };
         let installed = match plan.program() {

@@ -23,13 +23,19 @@
 //! [`RESETS_PER_SEC`] per second (a flood of segments to closed ports must
 //! not become an equal flood of RSTs; Linux limits its out-of-window
 //! answers alike, `tcp_invalid_ratelimit`); beyond it they are counted in
-//! `rate_limited`.
+//! `rate_limited`. Once a second's RSTs are spent on segments to closed
+//! ports, the role leaves the kernel filter until the second ends
+//! (`rst_pauses`): the rest of a flood of forged segments is then dropped
+//! by the kernel, as frames of a foreign ethertype are, instead of each
+//! costing a receive in user space to be dropped unanswered anyway.
 //!
 //! This replaces the responder threads of the first design, which each had
 //! their own packet socket (two more sockets per process that every frame
 //! visited): the role now rides on the runtime's one socket and filter.
 
 use std::time::{Duration, Instant};
+
+use netcore::rate::PerSecond;
 
 use crate::ports::{self, PortLease};
 use crate::wire::{MacAddr, CONTROL_PORT};
@@ -118,11 +124,13 @@ pub struct Responder {
     /// ESP ports other processes hold (while holding the ESP lease).
     esp_elsewhere: Vec<u16>,
     next_rescan: Option<Instant>,
-    /// Start of the current one-second RST interval and RSTs sent in it.
-    reset_window: Option<Instant>,
-    resets_in_window: u32,
+    /// RSTs allowed: [`RESETS_PER_SEC`].
+    resets: PerSecond,
     /// `esp_elsewhere` changed in a rescan outside `on_timeout`.
     filter_changed: bool,
+    /// The RST role is out of the kernel filter until then (this second's
+    /// RSTs are spent).
+    rst_paused_until: Option<Instant>,
     stats: ResponderStats,
 }
 
@@ -145,9 +153,9 @@ impl Responder {
             esp_handler: None,
             esp_elsewhere: Vec::new(),
             next_rescan: None,
-            reset_window: None,
-            resets_in_window: 0,
+            resets: PerSecond::new(RESETS_PER_SEC),
             filter_changed: false,
+            rst_paused_until: None,
             stats: ResponderStats::default(),
         }
     }
@@ -184,6 +192,12 @@ impl Responder {
         self.esp.lease.is_some()
     }
 
+    /// Whether the kernel filter lets segments to unowned ports through
+    /// now: the ESP lease is held and this second's RSTs are not spent.
+    pub(crate) fn answers_esp(&self) -> bool {
+        self.holds_esp() && self.rst_paused_until.is_none()
+    }
+
     /// ESP ports other processes held at the last scan (empty unless this
     /// runtime holds the ESP lease).
     pub fn esp_elsewhere(&self) -> &[u16] {
@@ -201,6 +215,7 @@ impl Responder {
             self.edp.next_try.filter(|_| self.edp.lease.is_none()),
             self.esp.next_try.filter(|_| self.esp.lease.is_none()),
         );
+        let t = netcore::time::earliest(t, self.rst_paused_until);
         netcore::time::earliest(t, self.next_rescan.filter(|_| self.esp.lease.is_some()))
     }
 
@@ -210,7 +225,11 @@ impl Responder {
         let a = self.edp.try_lease(self.iface.as_deref(), now);
         let b = self.esp.try_lease(self.iface.as_deref(), now);
         let c = self.rescan(now, b);
-        a || b || c
+        let d = self.rst_paused_until.is_some_and(|t| now >= t);
+        if d {
+            self.rst_paused_until = None;
+        }
+        a || b || c || d
     }
 
     /// Rescans the ESP ports other processes hold when due (or `force`d);
@@ -240,14 +259,7 @@ impl Responder {
 
     /// Whether another RST may go out now (without taking it).
     fn reset_available(&mut self, now: Instant) -> bool {
-        if self
-            .reset_window
-            .is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(1))
-        {
-            self.reset_window = Some(now);
-            self.resets_in_window = 0;
-        }
-        self.resets_in_window < RESETS_PER_SEC
+        self.resets.available(now)
     }
 
     /// Whether the kernel filter must change (a rescan while receiving
@@ -315,6 +327,14 @@ impl Responder {
             }
             if !self.reset_available(now) {
                 self.stats.rate_limited += 1;
+                if !ours && self.rst_paused_until.is_none() {
+                    // The rest of this second's segments to closed ports
+                    // would be dropped here unanswered: let the kernel
+                    // drop them.
+                    self.rst_paused_until = self.resets.window_end();
+                    self.stats.rst_pauses += 1;
+                    self.filter_changed = true;
+                }
                 return false;
             }
             if !ours && dst_port != CONTROL_PORT {
@@ -335,7 +355,7 @@ impl Responder {
             match handler.answer(frame, mac, max_frame, tx.next_buf()) {
                 Some(n) => {
                     tx.commit(n, None);
-                    self.resets_in_window += 1;
+                    self.resets.take();
                     self.stats.resets += 1;
                     true
                 }

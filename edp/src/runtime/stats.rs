@@ -72,4 +72,8 @@ pub struct ResponderStats {
     /// RSTs not sent because more than
     /// [`super::responder::RESETS_PER_SEC`] were due in one second.
     pub rate_limited: u64,
+    /// Times the RST role left the kernel filter for the rest of a second
+    /// whose RSTs were spent (segments to closed ports are then dropped by
+    /// the kernel, uncounted, instead of in user space).
+    pub rst_pauses: u64,
 }

@@ -90,11 +90,20 @@ pub struct Comm<T: Transport> {
 }
 
 /// The communicator's tunables: comm's defaults, with blocking calls bounded
-/// by the session timeout (`--timeout`) instead of waiting forever.
+/// by the session timeout (`--timeout`) instead of waiting forever, and a
+/// rank failed after `--user-timeout` (as its CTP socket's messages; `off`:
+/// failed once suspected, the rule before suspicion).
 fn comm_config(cfg: &SessionConfig) -> CommConfig {
+    let d = CommConfig::default();
+    let failure_timeout = match cfg.user_timeout {
+        None => d.failure_timeout,
+        Some(Some(t)) => Some(t),
+        Some(None) => d.suspect_timeout,
+    };
     CommConfig {
         wait_timeout: Some(cfg.timeout),
-        ..CommConfig::default()
+        failure_timeout,
+        ..d
     }
 }
 

@@ -365,7 +365,7 @@ pub(crate) fn runtime_line(rt: &::edp::runtime::Runtime) -> String {
     format!(
         "runtime rx_frames {} malformed {} foreign {} bad_source {} unclaimed {} kernel_filter_errors {} \
          link outages {} recoveries {} rebinds {} mtu_changes {} down_ms {} tx_unsent {} link_errors {} \
-         responder echo_replies {} resets {} ignored {} rate_limited {} auth verified {} failures {}",
+         responder echo_replies {} resets {} ignored {} rate_limited {} rst_pauses {} auth verified {} failures {}",
         s.rx_frames,
         s.malformed,
         s.foreign,
@@ -383,6 +383,7 @@ pub(crate) fn runtime_line(rt: &::edp::runtime::Runtime) -> String {
         s.responder.resets,
         s.responder.ignored,
         s.responder.rate_limited,
+        s.responder.rst_pauses,
         s.auth.verified,
         s.auth.failures()
     )
