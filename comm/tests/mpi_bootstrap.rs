@@ -21,7 +21,9 @@ fn four_ranks_under_mpirun_find_each_other_and_talk() {
         return;
     }
     let out = Command::new("mpirun")
-        .args(["--oversubscribe", "-np", "4", CHECK])
+        // Bounded: mpirun ends the job (and fails) after 120 s, so a hang
+        // is a failure naming itself, not a stalled test run.
+        .args(["--oversubscribe", "--timeout", "120", "-np", "4", CHECK])
         // mpirun refuses root unless told; CI runs as root.
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
