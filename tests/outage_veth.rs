@@ -61,32 +61,39 @@ fn outage(net: &Cluster, fault: Fault) {
         Fault::Recreate => {
             ip(&["-n", &a.ns, "link", "del", &a.iface]);
             std::thread::sleep(OUTAGE);
-            ip(&[
-                "link",
-                "add",
-                &a.iface,
-                "netns",
-                &a.ns,
-                "address",
-                &a.mac.to_string(),
-                "mtu",
-                &net.mtu().to_string(),
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &b.iface,
-                "netns",
-                &b.ns,
-                "address",
-                &b.mac.to_string(),
-                "mtu",
-                &net.mtu().to_string(),
-            ]);
-            for h in [a, b] {
-                ip(&["-n", &h.ns, "link", "set", &h.iface, "up"]);
-            }
+            recreate_pair(a, b, net.mtu());
         }
+    }
+}
+
+/// Creates the veth pair between `a` and `b` again, with the same names,
+/// MACs and `mtu` (new ifindexes), and sets both ends up.
+fn recreate_pair(a: &Host, b: &Host, mtu: usize) {
+    let mtu = mtu.to_string();
+    ip(&[
+        "link",
+        "add",
+        &a.iface,
+        "netns",
+        &a.ns,
+        "address",
+        &a.mac.to_string(),
+        "mtu",
+        &mtu,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &b.iface,
+        "netns",
+        &b.ns,
+        "address",
+        &b.mac.to_string(),
+        "mtu",
+        &mtu,
+    ]);
+    for h in [a, b] {
+        ip(&["-n", &h.ns, "link", "set", &h.iface, "up"]);
     }
 }
 
@@ -265,29 +272,7 @@ fn edp_datagrams_during_an_outage_are_counted_and_a_sleeping_reader_wakes_up() {
         std::thread::sleep(OUTAGE);
         match fault {
             Fault::DownUp => ip(&["-n", &a.ns, "link", "set", &a.iface, "up"]),
-            Fault::Recreate => {
-                ip(&[
-                    "link",
-                    "add",
-                    &a.iface,
-                    "netns",
-                    &a.ns,
-                    "address",
-                    &a.mac.to_string(),
-                    "type",
-                    "veth",
-                    "peer",
-                    "name",
-                    &b.iface,
-                    "netns",
-                    &b.ns,
-                    "address",
-                    &b.mac.to_string(),
-                ]);
-                for h in [&a, &b] {
-                    ip(&["-n", &h.ns, "link", "set", &h.iface, "up"]);
-                }
-            }
+            Fault::Recreate => recreate_pair(&a, &b, net.mtu()),
         }
         let mut sends = 0;
         while !reader.is_finished() && sends < 600 {
