@@ -10,7 +10,6 @@
 
 use std::io::{Read, Write};
 use std::net::Shutdown;
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -18,6 +17,7 @@ use std::time::Duration;
 use edp::runtime::{EngineStats, LinkConfig, Runtime, RuntimeConfig, WaitPolicy};
 use edp::{EdpConfig, EdpSocket};
 use esp::{EspConfig, EspListener, EspStream};
+use testkit::ip;
 use testkit::pattern::{check, fill, Digest};
 use testkit::{setup, wait_until, Cluster, Host};
 
@@ -26,18 +26,6 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// How long the link stays out.
 const OUTAGE: Duration = Duration::from_millis(1500);
 const STREAM: usize = 48 << 20;
-
-/// Runs `ip args...` in the caller's namespace; panics naming the command
-/// if it fails.
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// What the test does to the link once the stream is under way.
 #[derive(Debug, Clone, Copy, PartialEq)]

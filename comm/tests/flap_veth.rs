@@ -8,13 +8,13 @@
 //! prints why and returns, except under CI=true. Bounded: every wait has a
 //! limit; the namespaces go with the cluster, also on a panic.
 
-use std::process::Command;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use comm::{CommConfig, CommStats, Communicator};
 use ctp::{CtpConfig, CtpSocket, EdpAddr};
+use testkit::ip;
 use testkit::{setup, wait_until};
 
 const PORT: u16 = 4300;
@@ -33,17 +33,6 @@ fn body(i: u64) -> Vec<u8> {
     (0..LEN)
         .map(|k| (i as usize * 131 + k * 7 + k / 251) as u8)
         .collect()
-}
-
-/// Runs `ip args...`; panics naming the command if it fails.
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn communicator(iface: &str, rank: usize, hosts: Vec<EdpAddr>) -> Communicator<ctp::EdpTransport> {

@@ -106,6 +106,21 @@ pub fn run_clean(cmd: &mut std::process::Command) -> String {
     stdout
 }
 
+/// Runs `ip args...` (iproute2) in the caller's network namespace;
+/// panics naming the command and its stderr if it fails.
+pub fn ip(args: &[&str]) {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .expect("run ip (iproute2: scripts/install-deps.sh)");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The JSON objects of a `--json` output: every line that starts with `{`,
 /// parsed (a line that does not parse fails the test).
 pub fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
