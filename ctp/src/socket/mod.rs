@@ -39,7 +39,7 @@ mod upper;
 
 pub use self::core::{CtpCore, APP_QUEUE_CAP};
 pub use self::over_edp::{EdpAddr, EdpTransport};
-pub use self::over_udp::{UdpEngine, UdpTransport, MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
+pub use self::over_udp::{UdpCore, UdpEngine, UdpTransport, MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
 pub use self::upper::UpperLayer;
 
 /// What carries a socket's packets: the engine holding its endpoint.

@@ -1,184 +1,112 @@
 //! CTP over UDP (CTP v1.2's own transport, wire-compatible: the 25-byte
-//! header is the UDP payload). One kernel UDP socket and one endpoint form
-//! an engine driven by the same driver as the Ethernet runtime
+//! header is the UDP payload). The endpoint's core is hosted alone on one
+//! kernel UDP socket by the runtime's single-socket engine
+//! (`edp::runtime::udp`), driven by the same driver as the Ethernet runtime
 //! (`edp::runtime::driver`): the same wait policies, deadlines, idle
 //! progress and readiness.
 
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
-use std::os::fd::OwnedFd;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Instant;
 
-use edp::runtime::{DirectRead, Driver, Engine, Progress, Ready, SlotId};
-use socket2::{Domain, Protocol, Socket, Type};
+use edp::runtime::udp::{self, DatagramCore, UdpEvent};
+use edp::runtime::{Driver, Progress, Ready, SlotId};
 
 use super::core::CtpCore;
 use super::{CtpIoStats, Transport};
 
-/// Default UDP socket buffers in bytes (capped by `net.core.rmem_max` / `wmem_max`).
-pub const UDP_SOCKET_BUFFER: usize = 4 << 20;
+pub use edp::runtime::udp::{MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
 
-/// Largest UDP payload over IPv4, bytes.
-pub const MAX_UDP_PAYLOAD: usize = 65507;
+/// The UDP engine of a CTP endpoint.
+pub type UdpEngine = edp::runtime::UdpEngine<UdpCore>;
 
-/// Datagrams received per engine turn.
-const RX_BATCH: usize = 64;
-
-/// The UDP engine: a socket and a CTP core.
-pub struct UdpEngine {
-    sock: UdpSocket,
+/// A CTP core on a UDP socket: the core and the socket's counters.
+pub struct UdpCore {
     pub(crate) core: CtpCore<SocketAddr>,
-    rx: Vec<u8>,
-    tx: Vec<u8>,
-    /// A datagram the socket refused with `WouldBlock`, sent first next time.
-    blocked: Option<(SocketAddr, usize)>,
+    stats: CtpIoStats,
+    /// The last send failed (one error delivery per run of failures).
     last_send_failed: bool,
-    ready: Ready,
-    changed: bool,
-    pub(crate) stats: CtpIoStats,
+    /// Deliveries counted when the engine turn began.
+    delivered_before: u64,
 }
 
-impl std::fmt::Debug for UdpEngine {
+impl std::fmt::Debug for UdpCore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UdpEngine")
-            .field("local", &self.sock.local_addr().ok())
+        f.debug_struct("UdpCore")
             .field("stats", &self.stats)
             .finish()
     }
 }
 
-impl UdpEngine {
-    fn transmit(&mut self, now: Instant) {
-        if self.core.holds(now) {
-            return;
-        }
-        if let Some((dest, len)) = self.blocked {
-            match self.sock.send_to(&self.tx[..len], dest) {
-                Ok(_) => self.blocked = None,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) => {
-                    self.blocked = None;
-                    self.send_failed(e, dest, now);
-                }
-            }
-        }
-        while let Some(t) = self.core.ep.poll_transmit(&mut self.tx) {
-            match self.sock.send_to(&self.tx[..t.len], t.dest) {
-                Ok(_) => self.last_send_failed = false,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.stats.send_blocked += 1;
-                    self.blocked = Some((t.dest, t.len));
-                    break;
-                }
-                Err(e) => self.send_failed(e, t.dest, now),
-            }
-        }
-        self.core.after_event();
+impl DatagramCore for UdpCore {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        self.core.ep.handle_datagram(now, from, datagram);
     }
 
-    fn send_failed(&mut self, e: io::Error, dest: SocketAddr, now: Instant) {
-        self.stats.send_errors += 1;
-        // One error delivery per run of failures, not one per datagram; the
-        // packet itself stays stored and is resent on its schedule.
-        if !self.last_send_failed {
-            tracing::warn!(%dest, error = %e, "ctp: send failed");
-            self.core.ep.push_error(
-                now,
-                crate::ErrorType::Transport,
-                e.raw_os_error().unwrap_or(0) as i64,
-                Some(dest),
-            );
-        }
-        self.last_send_failed = true;
-    }
-
-    fn update_ready(&mut self) {
-        let r = self.core.readiness();
-        // News of the upper layer is reported even at the same readiness
-        // (see `edp::runtime::Socket::take_wake`).
-        if self.core.take_news() || r != self.ready {
-            self.ready = r;
-            self.changed = true;
-        }
-    }
-
-    /// Sends what the core has queued (after a handle's call).
-    pub(crate) fn touched(&mut self, now: Instant) {
-        self.transmit(now);
-        self.update_ready();
-    }
-}
-
-impl Engine for UdpEngine {
-    fn poll(
-        &mut self,
-        now: Instant,
-        _direct: Option<(SlotId, &mut DirectRead<'_>)>,
-    ) -> io::Result<usize> {
-        let mut got = 0;
-        let mut errors = 0;
-        let before = self.core.delivered();
-        while got < RX_BATCH {
-            match self.sock.recv_from(&mut self.rx) {
-                Ok((n, from)) => {
-                    self.core.ep.handle_datagram(now, from, &self.rx[..n]);
-                    got += 1;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    // ICMP errors (port unreachable) surface here; they are
-                    // not fatal for a connectionless socket.
-                    self.stats.recv_errors += 1;
-                    errors += 1;
-                    tracing::debug!(error = %e, "ctp: UDP receive error");
-                    if errors > 64 {
-                        break;
-                    }
-                }
-            }
-        }
+    fn handle_timeout(&mut self, now: Instant) {
         self.core.on_timeout(now);
-        if self.core.delivered() > before {
-            self.core.defer(now);
-        }
-        self.transmit(now);
-        self.update_ready();
-        Ok(got)
     }
 
-    fn on_deadline(&mut self, now: Instant) -> io::Result<()> {
-        self.core.on_timeout(now);
-        self.transmit(now);
-        self.update_ready();
-        Ok(())
-    }
-
-    fn next_deadline(&mut self) -> Option<Instant> {
+    fn poll_timeout(&mut self) -> Option<Instant> {
         self.core.deadline()
     }
 
-    fn before_sleep(&mut self, _slot: Option<SlotId>, _now: Instant) -> io::Result<()> {
-        Ok(())
+    fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        self.core.ep.poll_transmit(buf).map(|t| (t.dest, t.len))
     }
 
-    fn rx_ready(&self) -> Option<bool> {
-        None
-    }
-
-    fn drain_changed(&mut self, f: &mut dyn FnMut(SlotId, Ready)) {
-        if std::mem::take(&mut self.changed) {
-            f(SlotId::FIRST, self.ready);
-        }
-    }
-
-    fn readiness(&self, _slot: SlotId) -> Ready {
+    fn readiness(&self) -> Ready {
         self.core.readiness()
     }
 
-    fn has_lingering(&self) -> bool {
-        false
+    fn take_news(&mut self) -> bool {
+        // News of the upper layer is reported even at the same readiness
+        // (see `edp::runtime::Socket::take_wake`).
+        self.core.take_news()
+    }
+
+    fn holds(&self, now: Instant) -> bool {
+        self.core.holds(now)
+    }
+
+    fn turn_begins(&mut self) {
+        self.delivered_before = self.core.delivered();
+    }
+
+    fn turn_received(&mut self, now: Instant) {
+        if self.core.delivered() > self.delivered_before {
+            self.core.defer(now);
+        }
+    }
+
+    fn transmitted(&mut self) {
+        self.core.after_event();
+    }
+
+    fn on_event(&mut self, now: Instant, event: UdpEvent<'_>) {
+        match event {
+            UdpEvent::Sent => self.last_send_failed = false,
+            UdpEvent::SendBlocked => self.stats.send_blocked += 1,
+            UdpEvent::SendFailed { dest, error } => {
+                self.stats.send_errors += 1;
+                // One error delivery per run of failures, not one per
+                // datagram; the packet itself stays stored and is resent on
+                // its schedule.
+                if !self.last_send_failed {
+                    tracing::warn!(%dest, %error, "ctp: send failed");
+                    self.core.ep.push_error(
+                        now,
+                        crate::ErrorType::Transport,
+                        error.raw_os_error().unwrap_or(0) as i64,
+                        Some(dest),
+                    );
+                }
+                self.last_send_failed = true;
+            }
+            UdpEvent::RecvFailed(_) => self.stats.recv_errors += 1,
+            UdpEvent::Malformed => self.stats.malformed += 1,
+        }
     }
 }
 
@@ -205,35 +133,22 @@ impl UdpTransport {
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to bind"))?;
-        let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-        // Best effort: the kernel caps these at rmem_max / wmem_max.
-        let _ = s.set_recv_buffer_size(UDP_SOCKET_BUFFER);
-        let _ = s.set_send_buffer_size(UDP_SOCKET_BUFFER);
-        if broadcast {
-            s.set_broadcast(true)?;
-        }
-        s.set_nonblocking(true)?;
-        s.bind(&addr.into())?;
-        let sock: UdpSocket = s.into();
+        let sock = udp::bind_socket(addr, "ctp", |s| {
+            if broadcast {
+                s.set_broadcast(true)?;
+            }
+            Ok(())
+        })?;
         let local = sock.local_addr()?;
-        let fd: OwnedFd = sock.try_clone()?.into();
         let core = make(MAX_UDP_PAYLOAD)?;
-        let buf = core.ep.config().max_packet_len().max(MAX_UDP_PAYLOAD) + 64;
-        let engine = UdpEngine {
-            sock,
+        let room = core.ep.config().max_packet_len().max(MAX_UDP_PAYLOAD) + 64;
+        let core = UdpCore {
             core,
-            rx: vec![0; buf],
-            tx: vec![0; buf],
-            blocked: None,
-            last_send_failed: false,
-            ready: Ready::NONE,
-            changed: false,
             stats: CtpIoStats::default(),
+            last_send_failed: false,
+            delivered_before: 0,
         };
-        let driver = Driver::new(engine, Some(fd), progress, format!("cn-ctp-{local}"))?;
-        if matches!(progress, Progress::WhenIdle { .. }) {
-            driver.ensure_service();
-        }
+        let driver = UdpEngine::spawn(sock, core, room, progress, format!("cn-ctp-{local}"))?;
         Ok(Self { driver, local })
     }
 
@@ -254,17 +169,17 @@ impl Transport for UdpTransport {
         SlotId::FIRST
     }
     fn core(e: &mut UdpEngine, _slot: SlotId) -> Option<&mut CtpCore<SocketAddr>> {
-        Some(&mut e.core)
+        Some(&mut e.core_mut().core)
     }
     fn core_ref(e: &UdpEngine, _slot: SlotId) -> Option<&CtpCore<SocketAddr>> {
-        Some(&e.core)
+        Some(&e.core().core)
     }
     fn touched(e: &mut UdpEngine, _slot: SlotId, now: Instant) -> io::Result<()> {
         e.touched(now);
         Ok(())
     }
     fn io_stats(e: &UdpEngine, _slot: SlotId) -> CtpIoStats {
-        e.stats
+        e.core().stats
     }
     fn local_name(&self) -> String {
         format!("udp {}", self.local)

@@ -16,7 +16,9 @@
 //!   scheme, readiness for parked threads and `mio`;
 //! - `service`: the deadline and idle-progress thread;
 //! - [`responder`]: echo replies and RSTs for the host;
-//! - [`socket`]: the [`Socket`] trait protocol sockets implement.
+//! - [`socket`]: the [`Socket`] trait protocol sockets implement;
+//! - [`udp`]: a protocol core alone on one kernel UDP socket, driven by the
+//!   same driver ([`UdpEngine`]).
 //!
 //! Runtimes are shared per (network namespace, interface, [`LinkConfig`]):
 //! [`Runtime::shared`] returns the process's runtime for that key, opening
@@ -46,6 +48,7 @@ pub(crate) mod service;
 pub mod socket;
 pub mod stats;
 pub mod tx;
+pub mod udp;
 
 pub use config::{
     LinkConfig, Progress, RuntimeConfig, WaitPolicy, DEFAULT_IDLE_PROGRESS, DEFAULT_LINK_BUFFER,
@@ -58,6 +61,7 @@ pub use responder::UnclaimedHandler;
 pub use socket::{Cx, DirectRead, GatherRef, Ready, SlotId, Socket, Spawn};
 pub use stats::{EngineStats, ResponderStats};
 pub use tx::{TxQueue, MAX_BATCH};
+pub use udp::{DatagramCore, UdpEngine, UdpEvent};
 
 impl Engine for EthEngine {
     fn poll(

@@ -10,29 +10,22 @@
 //! form an engine driven by the workspace's one driver
 //! (`edp::runtime::driver`), as CTP's UDP engine.
 
-use std::io::{self, IoSlice};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::os::fd::{AsFd, OwnedFd};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Instant;
 
-use edp::runtime::{DirectRead, Driver, Engine, Progress, Ready, SlotId};
-use edp::sys::mmsg::{Mmsg, MsgFlags, RecvMeta};
-use socket2::{Domain, Protocol, Socket, Type};
+use edp::runtime::udp::{self, DatagramCore, UdpEvent};
+use edp::runtime::{Driver, Ready, SlotId};
 
 use super::core::GroupCore;
 use super::{Carrier, GroupSpec, MakConfig, MakSocket};
 use crate::member::Dest;
 
-/// Default UDP socket buffers in bytes (capped by `net.core.rmem_max` /
-/// `wmem_max`).
-pub const UDP_SOCKET_BUFFER: usize = 4 << 20;
+pub use edp::runtime::udp::UDP_SOCKET_BUFFER;
 
 /// IPv4 (20) and UDP (8) header bytes inside the interface MTU.
 const IP_UDP_HEADERS: usize = 28;
-
-/// Datagrams per recvmmsg(2) / sendmmsg(2).
-const BATCH: usize = 64;
 
 /// Where a group's frames go over UDP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -50,191 +43,53 @@ impl UdpGroup {
     }
 }
 
-/// The UDP engine: a socket and a member.
-pub struct UdpEngine {
-    sock: UdpSocket,
+/// The UDP engine of a member.
+pub type UdpEngine = edp::runtime::UdpEngine<UdpMember>;
+
+/// A member on a UDP socket: its core and the group's address.
+#[derive(Debug)]
+pub struct UdpMember {
     pub(crate) core: GroupCore<SocketAddr>,
     group: SocketAddr,
-    mmsg: Mmsg,
-    rx: Vec<u8>,
-    rx_meta: Vec<RecvMeta>,
-    /// Room per datagram in `rx` and `tx`.
-    slot: usize,
-    /// Largest MAK frame.
-    frame: usize,
-    tx: Vec<u8>,
-    tx_len: Vec<usize>,
-    tx_dst: Vec<SocketAddr>,
-    /// Frames `tx_sent..tx_len.len()` wait for room in the socket.
-    tx_sent: usize,
-    ready: Ready,
-    changed: bool,
 }
 
-impl std::fmt::Debug for UdpEngine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UdpEngine")
-            .field("local", &self.sock.local_addr().ok())
-            .field("group", &self.group)
-            .field("core", &self.core)
-            .finish()
-    }
-}
-
-impl UdpEngine {
-    /// Sends the frames waiting, then what the member has, in batches,
-    /// until the member has nothing or the socket is full.
-    fn transmit(&mut self, now: Instant) {
-        loop {
-            if self.tx_sent == self.tx_len.len() {
-                self.tx_len.clear();
-                self.tx_dst.clear();
-                self.tx_sent = 0;
-                while self.tx_len.len() < BATCH {
-                    let i = self.tx_len.len();
-                    let buf = &mut self.tx[i * self.slot..][..self.frame];
-                    let Some(t) = self.core.poll_transmit(now, buf) else {
-                        break;
-                    };
-                    self.tx_len.push(t.len);
-                    self.tx_dst.push(match t.dest {
-                        Dest::Group => self.group,
-                        Dest::Member(a) => a,
-                    });
-                }
-                if self.tx_len.is_empty() {
-                    return;
-                }
-            }
-            let (from, to) = (self.tx_sent, self.tx_len.len());
-            let pieces: Vec<[IoSlice<'_>; 1]> = (from..to)
-                .map(|i| [IoSlice::new(&self.tx[i * self.slot..][..self.tx_len[i]])])
-                .collect();
-            let msgs: Vec<&[IoSlice<'_>]> = pieces.iter().map(|p| &p[..]).collect();
-            let r = self.mmsg.send(
-                self.sock.as_fd(),
-                &msgs,
-                &self.tx_dst[from..to],
-                MsgFlags::MSG_DONTWAIT,
-            );
-            match r {
-                Ok(n) => {
-                    self.tx_sent += n;
-                    if self.tx_sent < to {
-                        // The socket's queue is full: the rest waits.
-                        self.core.stats.send_blocked += 1;
-                        return;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.core.stats.send_blocked += 1;
-                    return;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    // An ICMP error of an earlier unicast (a member gone:
-                    // ECONNREFUSED) or a refused datagram: skip the first
-                    // frame, the protocol recovers it.
-                    self.core.stats.send_errors += 1;
-                    tracing::debug!(error = %e, dst = %self.tx_dst[from], "MAK/UDP: send failed");
-                    self.tx_sent += 1;
-                }
-            }
-        }
+impl DatagramCore for UdpMember {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        self.core.on_frame(now, from, datagram);
     }
 
-    fn update_ready(&mut self) {
-        let r = self.core.readiness();
-        if r != self.ready {
-            self.ready = r;
-            self.changed = true;
-        }
-    }
-
-    fn receive(&mut self, now: Instant) -> usize {
-        let r = self.mmsg.recv_slots(
-            self.sock.as_fd(),
-            &mut self.rx,
-            self.slot,
-            &mut self.rx_meta,
-            MsgFlags::MSG_DONTWAIT,
-        );
-        let n = match r {
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                0
-            }
-            Err(e) => {
-                // ICMP errors (port unreachable) surface here; they are not
-                // fatal for a connectionless socket.
-                self.core.stats.recv_errors += 1;
-                tracing::debug!(error = %e, "MAK/UDP: receive error");
-                0
-            }
-        };
-        for i in 0..n {
-            let m = self.rx_meta[i];
-            match m.src {
-                Some(from) if !m.truncated => {
-                    let bytes = &self.rx[i * self.slot..][..m.len];
-                    self.core.on_frame(now, from, bytes);
-                }
-                _ => self.core.stats.malformed += 1,
-            }
-        }
-        n
-    }
-}
-
-impl Engine for UdpEngine {
-    fn poll(
-        &mut self,
-        now: Instant,
-        _direct: Option<(SlotId, &mut DirectRead<'_>)>,
-    ) -> io::Result<usize> {
-        let got = self.receive(now);
+    fn handle_timeout(&mut self, now: Instant) {
         self.core.handle_timeout(now);
-        self.transmit(now);
-        self.update_ready();
-        Ok(got)
     }
 
-    fn on_deadline(&mut self, now: Instant) -> io::Result<()> {
-        self.core.handle_timeout(now);
-        self.transmit(now);
-        self.update_ready();
-        Ok(())
-    }
-
-    fn next_deadline(&mut self) -> Option<Instant> {
+    fn poll_timeout(&mut self) -> Option<Instant> {
         self.core.poll_timeout()
     }
 
-    fn before_sleep(&mut self, _slot: Option<SlotId>, _now: Instant) -> io::Result<()> {
-        Ok(())
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        let t = self.core.poll_transmit(now, buf)?;
+        let dest = match t.dest {
+            Dest::Group => self.group,
+            Dest::Member(a) => a,
+        };
+        Some((dest, t.len))
     }
 
-    fn rx_ready(&self) -> Option<bool> {
-        None
-    }
-
-    fn drain_changed(&mut self, f: &mut dyn FnMut(SlotId, Ready)) {
-        if std::mem::take(&mut self.changed) {
-            f(SlotId::FIRST, self.ready);
-        }
-    }
-
-    fn readiness(&self, _slot: SlotId) -> Ready {
+    fn readiness(&self) -> Ready {
         self.core.readiness()
     }
 
-    fn has_lingering(&self) -> bool {
-        false
+    fn on_event(&mut self, _now: Instant, event: UdpEvent<'_>) {
+        let stats = &mut self.core.stats;
+        match event {
+            UdpEvent::Sent => {}
+            UdpEvent::SendBlocked => stats.send_blocked += 1,
+            // An ICMP error of an earlier unicast (a member gone:
+            // ECONNREFUSED) or a refused datagram: the protocol recovers it.
+            UdpEvent::SendFailed { .. } => stats.send_errors += 1,
+            UdpEvent::RecvFailed(_) => stats.recv_errors += 1,
+            UdpEvent::Malformed => stats.malformed += 1,
+        }
     }
 }
 
@@ -269,11 +124,10 @@ impl Carrier for UdpCarrier {
         SlotId::FIRST
     }
     fn core(e: &mut UdpEngine, _slot: SlotId) -> Option<&mut GroupCore<SocketAddr>> {
-        Some(&mut e.core)
+        Some(&mut e.core_mut().core)
     }
     fn touched(e: &mut UdpEngine, _slot: SlotId, now: Instant) -> io::Result<()> {
-        e.transmit(now);
-        e.update_ready();
+        e.touched(now);
         Ok(())
     }
     fn local_name(&self) -> String {
@@ -353,58 +207,35 @@ impl MakSocket<UdpCarrier> {
         )?;
         let core = GroupCore::new(&spec, &protocol, cfg.seed(), cfg.link_fault.as_ref())?;
 
-        let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-        // Best effort: the kernel caps these at rmem_max / wmem_max.
-        let _ = s.set_recv_buffer_size(UDP_SOCKET_BUFFER);
-        let _ = s.set_send_buffer_size(UDP_SOCKET_BUFFER);
-        s.set_nonblocking(true)?;
-        s.bind(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, group.addr.port()).into())
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("MAK/UDP bind of port {}: {e}", group.addr.port()),
-                )
-            })?;
-        s.join_multicast_v4(group.addr.ip(), &local_ip)
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "IP_ADD_MEMBERSHIP {} on {iface} ({local_ip}): {e}",
-                        group.addr.ip()
-                    ),
-                )
-            })?;
-        s.set_multicast_if_v4(&local_ip)?;
-        s.set_multicast_loop_v4(false)?;
-        s.set_multicast_all_v4(false)?;
-        s.set_multicast_ttl_v4(cfg.udp_ttl)?;
-        let sock: UdpSocket = s.into();
+        let bind = SocketAddr::from(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, group.addr.port()));
+        let sock = udp::bind_socket(bind, "MAK/UDP", |s| {
+            s.join_multicast_v4(group.addr.ip(), &local_ip)
+                .map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "IP_ADD_MEMBERSHIP {} on {iface} ({local_ip}): {e}",
+                            group.addr.ip()
+                        ),
+                    )
+                })?;
+            s.set_multicast_if_v4(&local_ip)?;
+            s.set_multicast_loop_v4(false)?;
+            s.set_multicast_all_v4(false)?;
+            s.set_multicast_ttl_v4(cfg.udp_ttl)
+        })?;
         let local = SocketAddr::new(IpAddr::V4(local_ip), group.addr.port());
-        let fd: OwnedFd = sock.try_clone()?.into();
-        let frame = protocol.mtu;
-        let slot = frame.next_multiple_of(64);
-        let engine = UdpEngine {
-            sock,
+        let member = UdpMember {
             core,
             group: SocketAddr::V4(group.addr),
-            mmsg: Mmsg::new(BATCH, BATCH),
-            rx: vec![0; slot * BATCH],
-            rx_meta: vec![RecvMeta::default(); BATCH],
-            slot,
-            frame,
-            tx: vec![0; slot * BATCH],
-            tx_len: Vec::with_capacity(BATCH),
-            tx_dst: Vec::with_capacity(BATCH),
-            tx_sent: 0,
-            ready: Ready::NONE,
-            changed: false,
         };
-        let progress = cfg.runtime.progress;
-        let driver = Driver::new(engine, Some(fd), progress, format!("cn-mak-{local}"))?;
-        if matches!(progress, Progress::WhenIdle { .. }) {
-            driver.ensure_service();
-        }
+        let driver = UdpEngine::spawn(
+            sock,
+            member,
+            protocol.mtu,
+            cfg.runtime.progress,
+            format!("cn-mak-{local}"),
+        )?;
         tracing::debug!(group = spec.group.0, me = spec.me.0, addr = %group.addr, %iface, "MAK member joined over UDP");
         let carrier = UdpCarrier {
             driver,
