@@ -51,7 +51,7 @@ pub use peer::{IdStatus, RecvIdList};
 pub use pool::MIN_POOLED;
 pub use sender::Dest;
 pub use socket::{
-    CtpConfig, CtpIoStats, CtpSocket, EdpAddr, EdpTransport, Handler, Transport, UdpTransport,
-    UpperLayer,
+    Carrier, CtpConfig, CtpIoStats, CtpSocket, EdpAddr, EdpTransport, Handler, Transport,
+    UdpTransport, UpperLayer,
 };
 pub use wire::Options;

@@ -23,7 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
-use edp::runtime::{Deadline, Driver, Engine, Runtime, RuntimeConfig, SlotId, WaitPolicy};
+pub use edp::runtime::Carrier;
+use edp::runtime::{Deadline, Runtime, RuntimeConfig, SlotId, WaitPolicy};
 use rustc_hash::FxHashMap;
 
 use crate::deliver::DelivererPool;
@@ -42,31 +43,12 @@ pub use self::over_edp::{EdpAddr, EdpTransport};
 pub use self::over_udp::{UdpCore, UdpEngine, UdpTransport, MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
 pub use self::upper::UpperLayer;
 
-/// What carries a socket's packets: the engine holding its endpoint.
-pub trait Transport: Send + Sync + 'static {
-    /// Peer address type.
-    type Addr: PeerAddr;
-    /// The engine the endpoint lives in.
-    type Engine: Engine;
-    /// The driver of that engine.
-    fn driver(&self) -> &Arc<Driver<Self::Engine>>;
-    /// The endpoint's slot in the engine.
-    fn slot(&self) -> SlotId;
-    /// The endpoint's core inside the engine.
-    fn core(e: &mut Self::Engine, slot: SlotId) -> Option<&mut CtpCore<Self::Addr>>;
-    /// The endpoint's core, read-only.
-    fn core_ref(e: &Self::Engine, slot: SlotId) -> Option<&CtpCore<Self::Addr>>;
-    /// After a handle changed the core: send what it queued.
-    ///
-    /// Errors: fatal link errors.
-    fn touched(e: &mut Self::Engine, slot: SlotId, now: Instant) -> io::Result<()>;
+/// What carries a socket's packets: the engine holding its endpoint's core
+/// (the runtime's [`Carrier`] with a [`CtpCore`] for core), and its I/O
+/// counters.
+pub trait Transport: Carrier<Core = CtpCore<<Self as Carrier>::Addr>> {
     /// I/O counters.
     fn io_stats(e: &Self::Engine, slot: SlotId) -> CtpIoStats;
-    /// Human-readable local address.
-    fn local_name(&self) -> String;
-    /// The last handle is gone: remove the endpoint (after its queued
-    /// confirmations are sent).
-    fn release(&self);
 }
 
 /// I/O counters of a CTP socket's transport.
@@ -126,7 +108,7 @@ impl Default for CtpConfig {
 
 /// A delivery handler: gets the socket (to reply) and the delivery.
 pub type Handler<T> =
-    Arc<dyn Fn(&CtpSocket<T>, Delivery<<T as Transport>::Addr>) + Send + Sync + 'static>;
+    Arc<dyn Fn(&CtpSocket<T>, Delivery<<T as Carrier>::Addr>) + Send + Sync + 'static>;
 
 struct Routes<T: Transport> {
     by_command: FxHashMap<u16, Handler<T>>,

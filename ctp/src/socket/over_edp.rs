@@ -16,7 +16,7 @@ use edp::runtime::{
 use edp::wire::{EdpFrame, EdpRepr, EthernetRepr, MacAddr, EDP_HEADER_LEN, ETH_HEADER_LEN};
 
 use super::core::CtpCore;
-use super::Transport;
+use super::{Carrier, Transport};
 use crate::endpoint::PayloadRef;
 use crate::wire::{CONFIRM_BIT, CTP_HEADER_LEN};
 
@@ -263,8 +263,9 @@ impl EdpTransport {
     }
 }
 
-impl Transport for EdpTransport {
+impl Carrier for EdpTransport {
     type Addr = EdpAddr;
+    type Core = CtpCore<EdpAddr>;
     type Engine = EthEngine;
 
     fn driver(&self) -> &Arc<Driver<EthEngine>> {
@@ -282,15 +283,6 @@ impl Transport for EdpTransport {
     fn touched(e: &mut EthEngine, slot: SlotId, now: Instant) -> io::Result<()> {
         e.touched(slot, now)
     }
-    fn io_stats(e: &EthEngine, slot: SlotId) -> super::CtpIoStats {
-        let s = e.stats();
-        super::CtpIoStats {
-            send_errors: s.send_errors,
-            recv_errors: s.recv_errors,
-            send_blocked: s.tx_lost,
-            malformed: e.socket::<CtpSlot>(slot).map_or(0, |c| c.malformed),
-        }
-    }
     fn local_name(&self) -> String {
         format!(
             "edp {} {} port {}",
@@ -301,6 +293,18 @@ impl Transport for EdpTransport {
     }
     fn release(&self) {
         self.rt.release(self.slot);
+    }
+}
+
+impl Transport for EdpTransport {
+    fn io_stats(e: &EthEngine, slot: SlotId) -> super::CtpIoStats {
+        let s = e.stats();
+        super::CtpIoStats {
+            send_errors: s.send_errors,
+            recv_errors: s.recv_errors,
+            send_blocked: s.tx_lost,
+            malformed: e.socket::<CtpSlot>(slot).map_or(0, |c| c.malformed),
+        }
     }
 }
 

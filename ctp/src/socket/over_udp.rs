@@ -14,7 +14,7 @@ use edp::runtime::udp::{self, DatagramCore, UdpEvent};
 use edp::runtime::{Driver, Progress, Ready, SlotId};
 
 use super::core::CtpCore;
-use super::{CtpIoStats, Transport};
+use super::{Carrier, CtpIoStats, Transport};
 
 pub use edp::runtime::udp::{MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
 
@@ -158,8 +158,9 @@ impl UdpTransport {
     }
 }
 
-impl Transport for UdpTransport {
+impl Carrier for UdpTransport {
     type Addr = SocketAddr;
+    type Core = CtpCore<SocketAddr>;
     type Engine = UdpEngine;
 
     fn driver(&self) -> &Arc<Driver<UdpEngine>> {
@@ -178,11 +179,14 @@ impl Transport for UdpTransport {
         e.touched(now);
         Ok(())
     }
-    fn io_stats(e: &UdpEngine, _slot: SlotId) -> CtpIoStats {
-        e.core().stats
-    }
     fn local_name(&self) -> String {
         format!("udp {}", self.local)
     }
     fn release(&self) {}
+}
+
+impl Transport for UdpTransport {
+    fn io_stats(e: &UdpEngine, _slot: SlotId) -> CtpIoStats {
+        e.core().stats
+    }
 }

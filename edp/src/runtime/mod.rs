@@ -17,6 +17,8 @@
 //! - `service`: the deadline and idle-progress thread;
 //! - [`responder`]: echo replies and RSTs for the host;
 //! - [`socket`]: the [`Socket`] trait protocol sockets implement;
+//! - [`carrier`]: the [`Carrier`] trait, a protocol socket's place in an
+//!   engine (a slot of the Ethernet engine or a UDP engine of its own);
 //! - [`udp`]: a protocol core alone on one kernel UDP socket, driven by the
 //!   same driver ([`UdpEngine`]).
 //!
@@ -38,6 +40,7 @@ use crate::link::Link;
 use crate::ports::{self, PortLease};
 use crate::wire::MacAddr;
 
+pub mod carrier;
 pub mod config;
 pub mod demux;
 pub mod driver;
@@ -50,6 +53,7 @@ pub mod stats;
 pub mod tx;
 pub mod udp;
 
+pub use carrier::Carrier;
 pub use config::{
     LinkConfig, Progress, RuntimeConfig, WaitPolicy, DEFAULT_IDLE_PROGRESS, DEFAULT_LINK_BUFFER,
     DEFAULT_RX_RING, DEFAULT_SPIN,

@@ -49,11 +49,10 @@
 //! ```
 
 use std::io;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use edp::link::fault::FaultConfig;
-use edp::runtime::{Deadline, Driver, Engine, RuntimeConfig, SlotId, WaitPolicy};
+use edp::runtime::{Deadline, RuntimeConfig, WaitPolicy};
 
 use crate::member::Addr;
 use crate::reassembly::DropReason;
@@ -382,27 +381,18 @@ impl MakConfig {
     }
 }
 
-/// What carries a member's frames: the engine holding its [`GroupCore`].
-pub trait Carrier: Send + Sync + 'static {
-    /// Member address type.
-    type Addr: Addr;
-    /// The engine the member lives in.
-    type Engine: Engine;
-    /// The driver of that engine.
-    fn driver(&self) -> &Arc<Driver<Self::Engine>>;
-    /// The member's slot in the engine.
-    fn slot(&self) -> SlotId;
-    /// The member inside the engine.
-    fn core(e: &mut Self::Engine, slot: SlotId) -> Option<&mut GroupCore<Self::Addr>>;
-    /// After a handle changed the member: send what it queued, update
-    /// readiness and deadlines.
-    ///
-    /// Errors: fatal link errors.
-    fn touched(e: &mut Self::Engine, slot: SlotId, now: Instant) -> io::Result<()>;
-    /// Human-readable local address.
-    fn local_name(&self) -> String;
-    /// The handle is gone.
-    fn release(&self);
+/// What carries a member's frames: the runtime's
+/// [`Carrier`](edp::runtime::Carrier) (the engine holding the member, its
+/// slot, `touched`, `release`) with a [`GroupCore`] for core. Implemented
+/// by every such carrier.
+pub trait Carrier:
+    edp::runtime::Carrier<Core = GroupCore<<Self as edp::runtime::Carrier>::Addr>>
+{
+}
+
+impl<T> Carrier for T where
+    T: edp::runtime::Carrier<Core = GroupCore<<T as edp::runtime::Carrier>::Addr>>
+{
 }
 
 /// A member of a reliable multicast group. See the module documentation.

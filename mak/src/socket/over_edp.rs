@@ -17,7 +17,7 @@ use edp::runtime::{Cx, DemuxKey, Driver, EthEngine, Ready, Runtime, SlotId, Sock
 use edp::wire::{EdpFrame, EdpRepr, EthernetRepr, MacAddr, EDP_HEADER_LEN, ETH_HEADER_LEN};
 
 use super::core::GroupCore;
-use super::{Carrier, GroupSpec, MakConfig, MakSocket};
+use super::{GroupSpec, MakConfig, MakSocket};
 use crate::member::Dest;
 
 /// An EDP member address: MAC address and EDP port (the group's port).
@@ -177,8 +177,9 @@ impl EdpCarrier {
     }
 }
 
-impl Carrier for EdpCarrier {
+impl edp::runtime::Carrier for EdpCarrier {
     type Addr = EdpAddr;
+    type Core = GroupCore<EdpAddr>;
     type Engine = EthEngine;
 
     fn driver(&self) -> &Arc<Driver<EthEngine>> {
@@ -189,6 +190,9 @@ impl Carrier for EdpCarrier {
     }
     fn core(e: &mut EthEngine, slot: SlotId) -> Option<&mut GroupCore<EdpAddr>> {
         e.socket_mut::<MakSlot>(slot).map(|s| &mut s.core)
+    }
+    fn core_ref(e: &EthEngine, slot: SlotId) -> Option<&GroupCore<EdpAddr>> {
+        e.socket::<MakSlot>(slot).map(|s| &s.core)
     }
     fn touched(e: &mut EthEngine, slot: SlotId, now: Instant) -> io::Result<()> {
         e.touched(slot, now)

@@ -19,7 +19,7 @@ use edp::runtime::udp::{self, DatagramCore, UdpEvent};
 use edp::runtime::{Driver, Ready, SlotId};
 
 use super::core::GroupCore;
-use super::{Carrier, GroupSpec, MakConfig, MakSocket};
+use super::{GroupSpec, MakConfig, MakSocket};
 use crate::member::Dest;
 
 pub use edp::runtime::udp::UDP_SOCKET_BUFFER;
@@ -113,8 +113,9 @@ impl UdpCarrier {
     }
 }
 
-impl Carrier for UdpCarrier {
+impl edp::runtime::Carrier for UdpCarrier {
     type Addr = SocketAddr;
+    type Core = GroupCore<SocketAddr>;
     type Engine = UdpEngine;
 
     fn driver(&self) -> &Arc<Driver<UdpEngine>> {
@@ -125,6 +126,9 @@ impl Carrier for UdpCarrier {
     }
     fn core(e: &mut UdpEngine, _slot: SlotId) -> Option<&mut GroupCore<SocketAddr>> {
         Some(&mut e.core_mut().core)
+    }
+    fn core_ref(e: &UdpEngine, _slot: SlotId) -> Option<&GroupCore<SocketAddr>> {
+        Some(&e.core().core)
     }
     fn touched(e: &mut UdpEngine, _slot: SlotId, now: Instant) -> io::Result<()> {
         e.touched(now);
