@@ -150,14 +150,29 @@ impl Control {
 
     /// Decodes a control message; returns it and its context.
     ///
-    /// Errors: [`WireError`] for a wrong length ([`WireError::Short`]),
-    /// version, or an unknown kind or mode ([`WireError::Flags`]).
+    /// Errors: [`WireError`] for a wrong length
+    /// ([`WireError::Truncated`], [`WireError::Oversized`]), another
+    /// version ([`WireError::Version`]), or an unknown kind or mode
+    /// ([`WireError::Unknown`]).
     pub fn decode(d: &[u8]) -> Result<(Control, u16), WireError> {
-        if d.len() != CONTROL_LEN {
-            return Err(WireError::Short(d.len()));
+        if d.len() < CONTROL_LEN {
+            return Err(WireError::Truncated {
+                need: CONTROL_LEN,
+                have: d.len(),
+            });
+        }
+        if d.len() > CONTROL_LEN {
+            return Err(WireError::Oversized {
+                len: d.len(),
+                max: CONTROL_LEN,
+            });
         }
         if d[0] != CONTROL_VERSION {
-            return Err(WireError::Version(d[0]));
+            return Err(WireError::Version {
+                protocol: "comm control",
+                got: d[0],
+                expected: CONTROL_VERSION,
+            });
         }
         let context = u16::from_be_bytes([d[2], d[3]]);
         let a = u64::from_be_bytes(d[4..12].try_into().expect("8 bytes"));
@@ -169,14 +184,24 @@ impl Control {
                 0 => Mode::Normal,
                 1 => Mode::Through,
                 2 => Mode::Rapid,
-                _ => return Err(WireError::Flags(d[1])),
+                _ => {
+                    return Err(WireError::Unknown {
+                        field: "comm window request mode",
+                        value: b,
+                    })
+                }
             }),
             4 => Control::Disconnect,
             5 => Control::Applied { seq: a },
             6 => Control::SeqReset { seq: a },
             7 => Control::Probe { incarnation: a },
             8 => Control::Expel,
-            k => return Err(WireError::Flags(k)),
+            k => {
+                return Err(WireError::Unknown {
+                    field: "comm control kind",
+                    value: k.into(),
+                })
+            }
         };
         Ok((c, context))
     }
@@ -210,10 +235,23 @@ mod tests {
             assert_eq!(Control::decode(&d), Ok((c, 0x0102)));
         }
         let d = Control::Connect { incarnation: 1 }.encode(1);
-        assert_eq!(Control::decode(&d[..19]), Err(WireError::Short(19)));
+        assert_eq!(
+            Control::decode(&d[..19]),
+            Err(WireError::Truncated {
+                need: CONTROL_LEN,
+                have: 19
+            })
+        );
         let mut v = d;
         v[0] = 9;
-        assert_eq!(Control::decode(&v), Err(WireError::Version(9)));
+        assert_eq!(
+            Control::decode(&v),
+            Err(WireError::Version {
+                protocol: "comm control",
+                got: 9,
+                expected: CONTROL_VERSION
+            })
+        );
         let mut k = d;
         k[1] = 9;
         assert!(Control::decode(&k).is_err());

@@ -104,21 +104,33 @@ impl Header {
     /// message.
     pub fn decode(datagram: &[u8]) -> Result<(Header, &[u8]), WireError> {
         if datagram.len() < HEADER_LEN {
-            return Err(WireError::Short(datagram.len()));
+            return Err(WireError::Truncated {
+                need: HEADER_LEN,
+                have: datagram.len(),
+            });
         }
         if datagram[0] != VERSION {
-            return Err(WireError::Version(datagram[0]));
+            return Err(WireError::Version {
+                protocol: "comm header",
+                got: datagram[0],
+                expected: VERSION,
+            });
         }
         let flags = datagram[1];
         if flags & !(FLAG_LAST | FLAG_DATA) != 0 {
-            return Err(WireError::Flags(flags));
+            return Err(WireError::Unknown {
+                field: "comm header flags",
+                value: flags.into(),
+            });
         }
         let u64_at = |o: usize| u64::from_be_bytes(datagram[o..o + 8].try_into().expect("8 bytes"));
         let data = u64_at(28);
         let cq_data = if flags & FLAG_DATA != 0 {
             Some(data)
         } else if data != 0 {
-            return Err(WireError::Data);
+            return Err(WireError::Inconsistent(
+                "comm header carries CQ data bytes without its flag",
+            ));
         } else {
             None
         };
@@ -132,39 +144,19 @@ impl Header {
         };
         let payload = &datagram[HEADER_LEN..];
         if payload.len() as u64 > h.len {
-            return Err(WireError::Fragment {
-                fragment: payload.len(),
-                len: h.len,
+            // The fragment is longer than the whole message.
+            return Err(WireError::Oversized {
+                len: payload.len(),
+                max: usize::try_from(h.len).unwrap_or(usize::MAX),
             });
         }
         Ok((h, payload))
     }
 }
 
-/// Why a datagram is not a communicator message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum WireError {
-    /// Shorter than the header.
-    #[error("{0} bytes: shorter than the {HEADER_LEN}-byte comm header")]
-    Short(usize),
-    /// Another header version.
-    #[error("comm header version {0}, expected {VERSION}")]
-    Version(u8),
-    /// Unknown flag bits.
-    #[error("comm header flags {0:#04x} have unknown bits")]
-    Flags(u8),
-    /// Nonzero CQ data bytes without the flag.
-    #[error("comm header carries CQ data bytes without its flag")]
-    Data,
-    /// The fragment is longer than the whole message.
-    #[error("fragment of {fragment} bytes in a message of {len} bytes")]
-    Fragment {
-        /// Fragment length, bytes.
-        fragment: usize,
-        /// Announced message length, bytes.
-        len: u64,
-    },
-}
+/// Why a datagram is not a communicator message: the workspace's one wire
+/// error type.
+pub use netcore::frame::WireError;
 
 #[cfg(test)]
 mod tests {
@@ -205,25 +197,41 @@ mod tests {
         assert_eq!(Header::decode(&d).unwrap(), (header(), &b"hello"[..]));
         assert_eq!(
             Header::decode(&d[..HEADER_LEN - 1]),
-            Err(WireError::Short(HEADER_LEN - 1))
+            Err(WireError::Truncated {
+                need: HEADER_LEN,
+                have: HEADER_LEN - 1
+            })
         );
         let mut v = d.clone();
         v[0] = 1;
-        assert_eq!(Header::decode(&v), Err(WireError::Version(1)));
+        assert_eq!(
+            Header::decode(&v),
+            Err(WireError::Version {
+                protocol: "comm header",
+                got: 1,
+                expected: VERSION
+            })
+        );
         let mut f = d.clone();
         f[1] = 0x81;
-        assert_eq!(Header::decode(&f), Err(WireError::Flags(0x81)));
+        assert_eq!(
+            Header::decode(&f),
+            Err(WireError::Unknown {
+                field: "comm header flags",
+                value: 0x81
+            })
+        );
         let mut n = d.clone();
         n[1] = FLAG_LAST;
-        assert_eq!(Header::decode(&n), Err(WireError::Data));
+        assert!(matches!(
+            Header::decode(&n),
+            Err(WireError::Inconsistent(_))
+        ));
         let mut long = d.clone();
         long.push(0);
         assert_eq!(
             Header::decode(&long),
-            Err(WireError::Fragment {
-                fragment: 6,
-                len: 5
-            })
+            Err(WireError::Oversized { len: 6, max: 5 })
         );
     }
 

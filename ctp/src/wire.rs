@@ -38,21 +38,9 @@ pub const DEFAULT_UDP_DATA_SIZE: usize = 65400;
 /// Largest packet the 16-bit size field can describe, in bytes.
 pub const MAX_PACKET_LEN: usize = u16::MAX as usize;
 
-/// Why a datagram was rejected as a CTP packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum WireError {
-    /// The datagram is shorter than the header or than the size field claims.
-    #[error("truncated CTP packet: need {need} bytes, have {have}")]
-    Truncated {
-        /// Bytes the packet needs.
-        need: usize,
-        /// Bytes it has.
-        have: usize,
-    },
-    /// A field contradicts another field or the protocol.
-    #[error("inconsistent CTP header: {0}")]
-    Inconsistent(&'static str),
-}
+/// Why a datagram was rejected as a CTP packet: the workspace's one wire
+/// error type.
+pub use netcore::frame::WireError;
 
 /// The option bits of the header (spec, "Options" and the `Options` enum of `CCTPNet`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -46,27 +46,8 @@ pub const MIN_MTU: usize = DATA_HEADER_LEN + 1;
 /// Largest frame the 16-bit length fields can describe, bytes.
 pub const MAX_FRAME_LEN: usize = DATA_HEADER_LEN + u16::MAX as usize;
 
-/// Why a frame was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum WireError {
-    /// The buffer is shorter than the header or than the length field claims.
-    #[error("truncated MAK frame: need {need} bytes, have {have}")]
-    Truncated {
-        /// Bytes needed.
-        need: usize,
-        /// Bytes present.
-        have: usize,
-    },
-    /// The first byte is not [`MAGIC`]: not a MAK frame.
-    #[error("not a MAK frame: first byte {0:#04x}, expected 0x4d")]
-    NotMak(u8),
-    /// A MAK frame of another protocol version.
-    #[error("MAK version {0} not supported (this implementation speaks version 1)")]
-    Version(u8),
-    /// A field holds a value that contradicts another field or the protocol.
-    #[error("inconsistent MAK header: {0}")]
-    Inconsistent(&'static str),
-}
+/// Why a frame was refused: the workspace's one wire error type.
+pub use netcore::frame::WireError;
 
 /// Sequence numbers with wraparound (RFC 1982), shared with the other
 /// protocols of the workspace.
@@ -243,7 +224,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
             });
         }
         if b[field::MAGIC] != MAGIC {
-            return Err(WireError::NotMak(b[field::MAGIC]));
+            return Err(WireError::Magic {
+                protocol: "MAK",
+                got: b[field::MAGIC],
+                expected: MAGIC,
+            });
         }
         if b.len() < HEADER_LEN {
             return Err(WireError::Truncated {
@@ -253,7 +238,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         let vt = b[field::VER_TYPE];
         if vt >> 4 != VERSION {
-            return Err(WireError::Version(vt >> 4));
+            return Err(WireError::Version {
+                protocol: "MAK",
+                got: vt >> 4,
+                expected: VERSION,
+            });
         }
         let Some(ty) = FrameType::from_u8(vt & 0x0f) else {
             return Err(WireError::Inconsistent("unknown frame type"));

@@ -85,8 +85,22 @@ fn malformed_frames_are_errors() {
         b[at] = v;
         Repr::parse(&b).unwrap_err()
     };
-    assert_eq!(bad(0, 0x45), WireError::NotMak(0x45));
-    assert_eq!(bad(1, 0x21), WireError::Version(2));
+    assert_eq!(
+        bad(0, 0x45),
+        WireError::Magic {
+            protocol: "MAK",
+            got: 0x45,
+            expected: 0x4d
+        }
+    );
+    assert_eq!(
+        bad(1, 0x21),
+        WireError::Version {
+            protocol: "MAK",
+            got: 2,
+            expected: 1
+        }
+    );
     assert!(matches!(bad(1, 0x14), WireError::Inconsistent(_)));
     assert!(matches!(bad(2, 0x20), WireError::Inconsistent(_))); // undefined flag
     assert!(matches!(bad(2, 0x02), WireError::Inconsistent(_))); // LAST without ACK_REQ

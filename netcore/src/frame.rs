@@ -6,8 +6,9 @@
 //!   setters write them with [`set_u16`] / [`set_u32`], so `emit` writes
 //!   through the same ranges `parse` reads;
 //! - [`check_len`] is the length check every `new_checked` starts with;
-//! - [`WireError`] is the one error type of the Ethernet, EDP and ESP
-//!   codecs (malformed input is an error, never a panic);
+//! - [`WireError`] is the one error type of the workspace's codecs
+//!   (Ethernet, EDP, ESP, CTP, MAK, comm): malformed input is an error,
+//!   never a panic;
 //! - [`fmt_flags`] prints a flag byte as `SYN|ACK` (`-` when empty).
 //!
 //! All multi-byte fields are big-endian (network byte order).
@@ -28,7 +29,8 @@ pub enum WireError {
         /// Bytes present.
         have: usize,
     },
-    /// The frame is longer than the largest frame the link can carry.
+    /// The frame (or a part of it) is longer than its limit: the largest
+    /// frame the link can carry, the message a fragment belongs to.
     #[error("oversized: {len} bytes exceeds the limit of {max}")]
     Oversized {
         /// Length of the frame in bytes.
@@ -43,6 +45,37 @@ pub enum WireError {
         got: u16,
         /// The protocol's ethertype.
         expected: u16,
+    },
+    /// The first byte is not the protocol's magic number: not a frame of
+    /// this protocol.
+    #[error("not a {protocol} frame: first byte {got:#04x}, expected {expected:#04x}")]
+    Magic {
+        /// The protocol expected (`"MAK"`).
+        protocol: &'static str,
+        /// The frame's first byte.
+        got: u8,
+        /// The protocol's magic number.
+        expected: u8,
+    },
+    /// A header of a protocol version this implementation does not speak.
+    #[error(
+        "{protocol} version {got} not supported (this implementation speaks version {expected})"
+    )]
+    Version {
+        /// The protocol or header (`"MAK"`, `"comm header"`).
+        protocol: &'static str,
+        /// The header's version.
+        got: u8,
+        /// The version spoken here.
+        expected: u8,
+    },
+    /// A field holds a value (or bits) the protocol does not define.
+    #[error("unknown {field} {value:#04x}")]
+    Unknown {
+        /// The field (`"comm header flags"`).
+        field: &'static str,
+        /// Its value.
+        value: u64,
     },
     /// A field holds a value that contradicts another field or the protocol.
     #[error("inconsistent header: {0}")]
