@@ -9,6 +9,8 @@ use std::time::Duration;
 use clap::Parser;
 use edp::runtime::WaitPolicy;
 
+use crate::mcast::{self, McastConfig, McastMode};
+
 /// A transport netgauge can measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -173,6 +175,8 @@ pub enum ModeArg {
     /// `comm` without a carrier: over EDP if `-R` is a MAC, else over UDP.
     Comm,
     All,
+    /// A reliable-multicast mode (pattern 1toN on a virtual cluster).
+    Mcast(McastMode),
 }
 
 impl FromStr for ModeArg {
@@ -193,12 +197,16 @@ impl FromStr for ModeArg {
             "comm-udp" => ModeArg::One(Mode::CommUdp),
             "comm-edp" => ModeArg::One(Mode::CommEdp),
             "all" => ModeArg::All,
-            other => {
-                return Err(format!(
-                "unknown mode {other:?}: expected eth, edp, udp, udp-bp, tcp, tcp-bp, esp, ctp, ctp-udp, ctp-edp, \
-                 comm, comm-udp, comm-edp or all"
-            ))
-            }
+            other => match McastMode::from_name(other) {
+                Some(m) => ModeArg::Mcast(m),
+                None => {
+                    return Err(format!(
+                        "unknown mode {other:?}: expected eth, edp, udp, udp-bp, tcp, tcp-bp, esp, ctp, ctp-udp, \
+                         ctp-edp, comm, comm-udp, comm-edp, all, or a multicast mode: mak, mak-ack, mak-nak, \
+                         mak-iter, norm, raw"
+                    ))
+                }
+            },
         })
     }
 }
@@ -225,7 +233,8 @@ pub enum Pattern {
     #[value(name = "stream")]
     Stream,
     /// Multi-host (`--local --hosts N`): rank 0 against every other rank
-    /// at once, rank 0 sending (ping-pong with each peer; netgauge's 1toN).
+    /// at once, rank 0 sending (ping-pong with each peer; netgauge's 1toN);
+    /// with the multicast modes, host 0 multicasting to every other host.
     #[value(name = "1toN")]
     OneToN,
     /// Multi-host: every other rank against rank 0 at once, the peers
@@ -340,7 +349,9 @@ Examples:
   # without privileges: our frames in UDP datagrams (loopback, or two hosts)
   netgauge --local --link udp -m edp,esp,ctp-edp,udp
   nodeA$ netgauge -a --link udp -m esp --link-peer nodeB:19471
-  nodeB$ netgauge --link udp -m esp -R nodeA";
+  nodeB$ netgauge --link udp -m esp -R nodeA
+  # reliable multicast from host 0 to 2, 4 and 6 receivers (root)
+  netgauge -m mak,mak-ack,mak-nak,mak-iter,norm,raw -x 1toN --hosts 3,5,7";
 
 /// `--user-timeout`: seconds, or `none` for the thesis's and the CTP
 /// spec's rule (no user timeout).
@@ -390,6 +401,14 @@ pub struct Args {
     /// an IP -R), comm-udp, comm-edp, all.
     /// Comma-separated; default with --local: all, without udp-bp and
     /// tcp-bp when our side does not spin (--wait block).
+    ///
+    /// Reliable multicast, -x 1toN on a virtual cluster of --hosts N built
+    /// for the run (host 0 sends to the N-1 others): mak (the MAK paper's
+    /// algorithm), mak-ack, mak-nak, mak-iter (its ACK, NAK and iterative
+    /// baselines), norm (NORM, RFC 5740, libnorm), raw (unreliable
+    /// multicast: the floor), and esp beside them (one 1 -> 1 ESP stream,
+    /// the unicast reference of --measure stream). They run on their own
+    /// (not mixed with the two-host modes).
     #[arg(short = 'm', long = "mode", value_delimiter = ',')]
     pub modes: Vec<ModeArg>,
 
@@ -402,9 +421,10 @@ pub struct Args {
     )]
     pub pattern: Pattern,
 
-    /// Message size range in bytes, MIN-MAX (k/M suffixes allowed).
-    #[arg(short = 's', long = "size", default_value = "1-65536")]
-    pub size: SizeRange,
+    /// Message size range in bytes, MIN-MAX (k/M suffixes allowed; default
+    /// 1-65536, for the multicast modes 1024).
+    #[arg(short = 's', long = "size")]
+    pub size: Option<SizeRange>,
 
     /// Measured iterations per size (one_one round trips; stream messages).
     #[arg(short = 'c', long = "testcount", default_value_t = 1000)]
@@ -472,9 +492,16 @@ pub struct Args {
 
     /// With --local: hosts of the virtual cluster (2..=64; on a bridge
     /// when more than 2), for the multi-host patterns (-x 1toN, Nto1,
-    /// one_one_bidir, ebb, msgrate).
-    #[arg(long = "hosts", value_name = "N", default_value_t = 2)]
-    pub hosts: usize,
+    /// one_one_bidir, ebb, msgrate). The multicast modes take a
+    /// comma-separated list (2..=16 each), one cluster per entry, and
+    /// report the growth with the number of receivers.
+    #[arg(
+        long = "hosts",
+        value_name = "N",
+        value_delimiter = ',',
+        default_value = "2"
+    )]
+    pub hosts_list: Vec<usize>,
 
     /// Server: serve one client session, then exit (default: serve client
     /// after client until stopped).
@@ -673,6 +700,90 @@ pub struct Args {
     /// Keep the virtual cluster's namespaces after the run (debugging).
     #[arg(long = "keep", hide = true)]
     pub keep: bool,
+
+    /// Carriers of the multicast modes mak* and raw, comma-separated: edp
+    /// (EDP datagrams to a group MAC), udp (IPv4 multicast). norm runs on
+    /// UDP, esp on EDP.
+    #[arg(
+        long = "carrier",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "edp",
+        help_heading = "Multicast modes"
+    )]
+    pub carrier: Vec<mcast::Carrier>,
+
+    /// What the multicast modes measure, comma-separated: latency (one
+    /// message at a time, each until the last receiver has it), stream
+    /// (messages back to back: time per message and throughput until the
+    /// last receiver has the last one).
+    #[arg(
+        long = "measure",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "latency",
+        help_heading = "Multicast modes"
+    )]
+    pub measure: Vec<mcast::Measure>,
+
+    /// MAK window W, packets.
+    #[arg(
+        long = "window",
+        default_value_t = 64,
+        help_heading = "Multicast modes"
+    )]
+    pub window: u16,
+
+    /// Window of mak-nak, packets (it frees only by its linger).
+    #[arg(
+        long = "nak-window",
+        default_value_t = 4096,
+        help_heading = "Multicast modes"
+    )]
+    pub nak_window: u16,
+
+    /// MAK's Tw (and Ts), microseconds.
+    #[arg(
+        long = "tw-us",
+        default_value_t = 1000,
+        help_heading = "Multicast modes"
+    )]
+    pub tw_us: u64,
+
+    /// MAK's Dmax (and delta), microseconds.
+    #[arg(
+        long = "dmax-us",
+        default_value_t = 100,
+        help_heading = "Multicast modes"
+    )]
+    pub dmax_us: u64,
+
+    /// --measure latency: how the sender waits until every receiver has a
+    /// message: drive (keeps polling its member, 20 us at a time) or
+    /// condvar (sleeps; its runtime's service thread takes the ACKs).
+    #[arg(
+        long = "pace",
+        value_enum,
+        default_value = "drive",
+        help_heading = "Multicast modes"
+    )]
+    pub pace: mcast::Pace,
+
+    /// Check every delivered multicast message byte by byte.
+    #[arg(long = "verify", help_heading = "Multicast modes")]
+    pub verify: bool,
+
+    /// NORM's fixed transmit rate, Mbit/s (0: NORM's own congestion
+    /// control, NORM-CC). Default: the best of 400, 800 and 2000 for a
+    /// stream of 300 x 64 KiB to one receiver on this project's 2-core
+    /// test machine (32, 52 and 10 MB/s; NORM-CC 4 MB/s): faster rates
+    /// overrun the receiver and the repairs cost more than they save.
+    #[arg(
+        long = "norm-rate-mbps",
+        default_value_t = 800,
+        help_heading = "Multicast modes"
+    )]
+    pub norm_rate_mbps: u64,
 }
 
 /// Writes the man page (roff) of netgauge's command line to `w` (`-w`).
@@ -681,6 +792,179 @@ pub fn write_man_page(w: &mut dyn std::io::Write) -> std::io::Result<()> {
 }
 
 impl Args {
+    /// The size range: `-s`, else 1-65536 (1024 for the multicast modes).
+    pub fn size(&self) -> SizeRange {
+        self.size.unwrap_or(if self.is_mcast() {
+            SizeRange {
+                min: 1024,
+                max: 1024,
+            }
+        } else {
+            SizeRange { min: 1, max: 65536 }
+        })
+    }
+
+    /// Hosts of the virtual cluster (`--hosts`; the last of a list).
+    pub fn hosts(&self) -> usize {
+        self.hosts_list.last().copied().unwrap_or(2)
+    }
+
+    /// Whether `-m` names a multicast mode.
+    pub fn is_mcast(&self) -> bool {
+        self.modes.iter().any(|m| matches!(m, ModeArg::Mcast(_)))
+    }
+
+    /// The multicast modes of `-m`, in order, without duplicates; `esp`
+    /// among them is the 1 -> 1 ESP reference stream.
+    pub fn mcast_modes(&self) -> Vec<McastMode> {
+        let mut out = Vec::new();
+        for m in &self.modes {
+            let m = match m {
+                ModeArg::Mcast(m) => *m,
+                ModeArg::One(Mode::Esp) => McastMode::Esp,
+                _ => continue,
+            };
+            if !out.contains(&m) {
+                out.push(m);
+            }
+        }
+        out
+    }
+
+    /// The multicast run of these options (see [`Args::validate`] first).
+    pub fn mcast_config(&self) -> McastConfig {
+        McastConfig {
+            modes: self.mcast_modes(),
+            carriers: self.carrier.clone(),
+            receivers: self.hosts_list.iter().map(|h| h - 1).collect(),
+            sizes: size_steps(self.size(), self.grade),
+            count: self.count,
+            measure: self.measure.clone(),
+            mtu: self.mtu,
+            loss: self.loss / 100.0,
+            window: self.window,
+            nak_window: self.nak_window,
+            tw: Duration::from_micros(self.tw_us),
+            dmax: Duration::from_micros(self.dmax_us),
+            wait: self.wait().0,
+            pace: self.pace,
+            verify: self.verify,
+            norm_rate_mbps: self.norm_rate_mbps,
+            timeout: Duration::from_secs_f64(self.timeout_s),
+            json: self.json,
+            csv: self.csv_path().map(Into::into),
+            plot: self.plot.clone(),
+        }
+    }
+
+    /// Checks the options of a multicast run. Returns a message for the
+    /// user.
+    fn validate_mcast(&self) -> Result<(), String> {
+        let others: Vec<String> = self
+            .modes
+            .iter()
+            .filter_map(|m| match m {
+                ModeArg::Mcast(_) | ModeArg::One(Mode::Esp) => None,
+                ModeArg::One(m) => Some(m.name().to_string()),
+                ModeArg::Ctp => Some("ctp".into()),
+                ModeArg::Comm => Some("comm".into()),
+                ModeArg::All => Some("all".into()),
+            })
+            .collect();
+        if !others.is_empty() {
+            return Err(format!(
+                "-m {}: the multicast modes (mak, mak-ack, mak-nak, mak-iter, norm, raw) run on their own; \
+                 measure {} in a separate run",
+                self.modes_text(),
+                others.join(", ")
+            ));
+        }
+        if self.pattern != Pattern::OneToN {
+            return Err(format!(
+                "-x {}: the multicast modes run pattern 1toN (host 0 sends to every other host): use -x 1toN",
+                self.pattern.name()
+            ));
+        }
+        let max = mcast::MAX_RECEIVERS + 1;
+        if let Some(h) = self.hosts_list.iter().find(|&&h| !(2..=max).contains(&h)) {
+            return Err(format!(
+                "--hosts {h}: the multicast modes take 2..={max} hosts (1..={} receivers)",
+                mcast::MAX_RECEIVERS
+            ));
+        }
+        if self.count < mcast::MIN_COUNT {
+            return Err(format!(
+                "-c {}: the multicast modes need at least {} messages (a tenth warm up)",
+                self.count,
+                mcast::MIN_COUNT
+            ));
+        }
+        if !(0.0..mcast::MAX_LOSS_PERCENT).contains(&self.loss) {
+            return Err(format!(
+                "--loss {}: the multicast modes take 0 <= P < {} (percent)",
+                self.loss,
+                mcast::MAX_LOSS_PERCENT
+            ));
+        }
+        if self.dup > 0.0 || self.reorder > 0.0 {
+            return Err(
+                "--dup and --reorder: the multicast modes inject loss only (--loss)".into(),
+            );
+        }
+        if !(MIN_MTU..=65535).contains(&self.mtu) {
+            return Err(format!(
+                "--mtu {}: expected {MIN_MTU}..65535 bytes",
+                self.mtu
+            ));
+        }
+        if self.server
+            || self.remote.is_some()
+            || self.iface.is_some()
+            || self.mpi
+            || self.mpirun
+            || self.srun
+            || self.link != LinkKind::Packet
+        {
+            return Err(
+                "the multicast modes run on a virtual cluster built for the run: drop -a, -R, -I, \
+                 --link udp and --mpi/--mpirun/--srun"
+                    .into(),
+            );
+        }
+        if self
+            .output
+            .as_ref()
+            .is_some_and(|p| !crate::output::csv::is_csv_path(p))
+            || self.repeat > 1
+            || self.full_log.is_some()
+        {
+            return Err(
+                "-o FILE (long form), -f and --repeat are two-host options; the multicast modes write \
+                 --json, --csv FILE and --plot FILE"
+                    .into(),
+            );
+        }
+        if let Some(p) = &self.plot {
+            crate::output::plot::check_target(p)?;
+        }
+        Ok(())
+    }
+
+    /// `-m` as given, comma-separated.
+    fn modes_text(&self) -> String {
+        self.modes
+            .iter()
+            .map(|m| match m {
+                ModeArg::One(m) => m.name(),
+                ModeArg::Ctp => "ctp",
+                ModeArg::Comm => "comm",
+                ModeArg::All => "all",
+                ModeArg::Mcast(m) => m.name(),
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// Where to write CSV: `--csv FILE`, or `-o FILE` ending in `.csv`.
     pub fn csv_path(&self) -> Option<&std::path::Path> {
         self.csv.as_deref().or(self
@@ -750,6 +1034,7 @@ impl Args {
                 }
                 ModeArg::Comm if remote_is_mac => push(Mode::CommEdp),
                 ModeArg::Comm => push(Mode::CommUdp),
+                ModeArg::Mcast(_) => {}
             }
         }
         out
@@ -848,6 +1133,19 @@ impl Args {
 
     /// Checks combinations clap cannot express. Returns a message for the user.
     pub fn validate(&self) -> Result<(), String> {
+        if self.is_mcast() {
+            return self.validate_mcast();
+        }
+        if self.hosts_list.len() != 1 {
+            return Err(format!(
+                "--hosts {}: one number of hosts (a list sweeps the multicast modes only)",
+                self.hosts_list
+                    .iter()
+                    .map(|h| h.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
         for (name, p) in [
             ("--loss", self.loss),
             ("--dup", self.dup),
@@ -970,7 +1268,7 @@ impl Args {
                 || self.mpi
                 || self.mpirun
                 || self.srun
-                || self.hosts > 2
+                || self.hosts() > 2
             {
                 return Err(
                     "--link udp runs one pair (one_one or stream, client/server or --local); \
@@ -1259,6 +1557,84 @@ mod tests {
             parse(&["--local", "--wait", "block", "-m", "all"]).resolve_modes(),
             block
         );
+    }
+
+    #[test]
+    fn multicast_modes_follow_netgauges_conventions() {
+        let a = parse(&[
+            "-m",
+            "mak,norm,raw,esp",
+            "-x",
+            "1toN",
+            "--hosts",
+            "3,7",
+            "-s",
+            "512-1024",
+            "-g",
+            "1",
+            "--loss",
+            "5",
+            "-c",
+            "50",
+        ]);
+        assert!(a.is_mcast());
+        assert_eq!(a.validate(), Ok(()));
+        let c = a.mcast_config();
+        assert_eq!(
+            c.modes,
+            vec![
+                McastMode::Mak,
+                McastMode::Norm,
+                McastMode::Raw,
+                McastMode::Esp
+            ]
+        );
+        assert_eq!(c.receivers, vec![2, 6]);
+        assert_eq!(c.sizes, vec![512, 1024]);
+        assert!((c.loss - 0.05).abs() < 1e-12, "percent on the command line");
+        assert_eq!(c.count, 50);
+        // Without -s: 1024-byte messages, as before.
+        assert_eq!(
+            parse(&["-m", "mak", "-x", "1toN"]).mcast_config().sizes,
+            vec![1024]
+        );
+        // Every multicast mode parses by its name.
+        for m in McastMode::ALL {
+            let want = if m == McastMode::Esp {
+                ModeArg::One(Mode::Esp)
+            } else {
+                ModeArg::Mcast(m)
+            };
+            assert_eq!(m.name().parse::<ModeArg>(), Ok(want));
+        }
+    }
+
+    #[test]
+    fn multicast_runs_are_checked() {
+        let err = |v: &[&str]| parse(v).validate().unwrap_err();
+        assert!(err(&["-m", "mak,edp", "-x", "1toN"]).contains("run on their own"));
+        assert!(err(&["-m", "mak"]).contains("-x 1toN"));
+        assert!(err(&["-m", "mak", "-x", "1toN", "--hosts", "17"]).contains("2..=16"));
+        assert!(err(&["-m", "mak", "-x", "1toN", "--loss", "60"]).contains("--loss"));
+        assert!(err(&["-m", "mak", "-x", "1toN", "--dup", "1"]).contains("loss only"));
+        assert!(err(&["-m", "mak", "-x", "1toN", "-c", "5"]).contains("at least 10"));
+        assert!(err(&["-m", "mak", "-x", "1toN", "-R", "10.0.0.1"]).contains("drop -a, -R"));
+        // A list of hosts is the multicast modes' sweep only.
+        assert!(err(&["--local", "-x", "1toN", "--hosts", "3,4"]).contains("one number"));
+    }
+
+    #[test]
+    fn help_lists_every_mode() {
+        let help = <Args as clap::CommandFactory>::command()
+            .render_long_help()
+            .to_string();
+        for m in Mode::ALL
+            .iter()
+            .map(|m| m.name())
+            .chain(McastMode::ALL.iter().map(|m| m.name()))
+        {
+            assert!(help.contains(&format!(" {m}")), "{m} missing: {help}");
+        }
     }
 
     #[test]

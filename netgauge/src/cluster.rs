@@ -47,13 +47,16 @@ pub const MAX_HOSTS: usize = 64;
 /// Checks the multi-host options; `Some(message)` when they do not fit.
 pub fn validate(args: &Args) -> Option<String> {
     let p = args.pattern;
-    if !(2..=MAX_HOSTS).contains(&args.hosts) {
-        return Some(format!("--hosts {}: expected 2..={MAX_HOSTS}", args.hosts));
+    if !(2..=MAX_HOSTS).contains(&args.hosts()) {
+        return Some(format!(
+            "--hosts {}: expected 2..={MAX_HOSTS}",
+            args.hosts()
+        ));
     }
-    if args.hosts > 2 && !p.is_multi_host() && !args.mpirun && !args.srun {
+    if args.hosts() > 2 && !p.is_multi_host() && !args.mpirun && !args.srun {
         return Some(format!(
             "--hosts {} with -x {}: a two-host pattern; use -x 1toN, Nto1, one_one_bidir, ebb or msgrate",
-            args.hosts,
+            args.hosts(),
             p.name()
         ));
     }
@@ -206,7 +209,7 @@ pub fn aggregate(pairs: &[PairRecord]) -> Aggregate {
 /// `Interrupted` after Ctrl-C (what was measured is printed first);
 /// `BrokenPipe` when stdout closed; building the cluster.
 pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
-    let n = args.hosts;
+    let n = args.hosts();
     let vc = Cluster::builder("netgauge")
         .hosts(n)
         .mtu(args.mtu)
@@ -217,7 +220,7 @@ pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
         .to_str()
         .ok_or_else(|| io::Error::other("netgauge's path is not UTF-8"))?;
     let modes = args.resolve_modes();
-    let sizes = size_steps(args.size, args.grade);
+    let sizes = size_steps(args.size(), args.grade);
     if args.hostnames {
         let me = crate::output::hostname();
         for (i, h) in vc.hosts().iter().enumerate() {

@@ -182,7 +182,7 @@ fn run_on(args: &Args, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
         // The header; each mode's client appends its rows.
         crate::output::raw::RawLog::open(p, false)?;
     }
-    let sizes = crate::cli::size_steps(args.size, args.grade);
+    let sizes = crate::cli::size_steps(args.size(), args.grade);
     let steps = sizes.len() * modes.len() * args.repeat;
     let progress = crate::output::progress::Progress::new(
         crate::output::progress::wanted(args.json),

@@ -13,6 +13,7 @@ mod hostlist;
 mod idle;
 mod interrupt;
 mod local;
+mod mcast;
 #[cfg(feature = "mpi")]
 mod mpi;
 #[cfg(feature = "mpi")]
@@ -137,6 +138,14 @@ fn run_main(args: &Args) -> std::io::Result<()> {
     if args.hold {
         return hold::hold(args);
     }
+    if args.is_mcast() {
+        return match mcast::run(&args.mcast_config())? {
+            true => Ok(()),
+            false => Err(std::io::Error::other(
+                "some multicast runs did not complete (see the counters)",
+            )),
+        };
+    }
     #[cfg(feature = "mpi")]
     {
         if args.mpi {
@@ -185,7 +194,7 @@ fn run_main(args: &Args) -> std::io::Result<()> {
     let mut all = Vec::new();
     let progress = output::progress::Progress::new(
         output::progress::wanted(args.json),
-        (cli::size_steps(args.size, args.grade).len() * modes.len()) as u64,
+        (cli::size_steps(args.size(), args.grade).len() * modes.len()) as u64,
     );
     for &mode in &modes {
         progress.running(mode.name());

@@ -233,7 +233,7 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
     }
 
     let modes = args.resolve_modes();
-    let sizes = size_steps(args.size, args.grade);
+    let sizes = size_steps(args.size(), args.grade);
     let mut steps = Vec::new();
     // No bar: ranks share the terminal.
     let progress = crate::output::progress::Progress::new(false, 0);
@@ -365,10 +365,10 @@ fn run_sessions(
         a.pattern = args.pattern.session();
         a.port = args.port.wrapping_add(base).wrapping_add(k as u16);
         a.iface = Some(route.iface.clone());
-        a.size = SizeRange {
+        a.size = Some(SizeRange {
             min: size,
             max: size,
-        };
+        });
         let ip = infos[peer]
             .ifaces
             .iter()

@@ -53,7 +53,7 @@ fn rank_args(args: &Args, json: bool) -> Vec<String> {
         "-x".into(),
         args.pattern.name().into(),
         "-s".into(),
-        format!("{}-{}", args.size.min, args.size.max),
+        format!("{}-{}", args.size().min, args.size().max),
         "-g".into(),
         args.grade.to_string(),
         "-c".into(),
@@ -93,7 +93,7 @@ fn rank_args(args: &Args, json: bool) -> Vec<String> {
 
 /// Runs the launch: netgauge's ranks, then the anchor if asked.
 pub fn run(args: &Args) -> io::Result<()> {
-    let job = LaunchCluster::build("ngmpi", args.hosts, args.mtu, args.keep)?;
+    let job = LaunchCluster::build("ngmpi", args.hosts(), args.mtu, args.keep)?;
     let exe = std::env::current_exe()?;
     let exe = exe
         .to_str()
@@ -102,10 +102,10 @@ pub fn run(args: &Args) -> io::Result<()> {
     if !args.json {
         crate::output::println(&format!(
             "# netgauge --local --hosts {} --{}: namespaces {}0..{}, subnet {}, launcher port {}",
-            args.hosts,
+            args.hosts(),
             if args.srun { "srun" } else { "mpirun" },
             job.ns_prefix(),
-            args.hosts - 1,
+            args.hosts() - 1,
             job.subnet(),
             job.launcher_link()
         ))?;
@@ -121,9 +121,9 @@ pub fn run(args: &Args) -> io::Result<()> {
                 "--srun: no working srun; start a local Slurm with scripts/slurm-local.sh start",
             ));
         }
-        srun(&job, args.hosts, &exe, &rank_args)
+        srun(&job, args.hosts(), &exe, &rank_args)
     } else {
-        job.mpirun(args.hosts, &exe, &rank_args)
+        job.mpirun(args.hosts(), &exe, &rank_args)
     };
     cmd.stdout(if capture {
         Stdio::piped()
@@ -163,7 +163,7 @@ pub fn run(args: &Args) -> io::Result<()> {
         &[
             "--json".into(),
             args.count.to_string(),
-            args.size.max.max(8).to_string(),
+            args.size().max.max(8).to_string(),
         ],
     );
     let out = cmd.stderr(Stdio::inherit()).output()?;

@@ -86,8 +86,8 @@ pub fn client(
     if let Some(ms) = args.start_at_ms {
         crate::cluster::sleep_until_unix_ms(ms);
     }
-    let sizes = size_steps(args.size, args.grade);
-    let payload = Payload::new(args.size.max);
+    let sizes = size_steps(args.size(), args.grade);
+    let payload = Payload::new(args.size().max);
     // -t: the previous step's (size, time per iteration).
     let mut last_step: Option<(usize, std::time::Duration)> = None;
     let mut raw_log = match &args.full_log {
