@@ -38,7 +38,7 @@ use ::ctp::{CtpSocket, Delivery, EdpAddr, Options, Transport};
 
 use super::ctp::{bind_edp, bind_udp_client, bind_udp_server};
 use super::{Endpoint, SessionConfig};
-use crate::cli::Mode;
+use crate::modes::Mode;
 
 /// The client's rank.
 pub const CLIENT_RANK: usize = 0;

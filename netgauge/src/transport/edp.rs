@@ -141,8 +141,8 @@ impl Endpoint for Edp {
 #[cfg(test)]
 mod tests {
     use super::fixes_peer;
-    use crate::cli::Pattern;
     use crate::control::{Ctrl, Kind};
+    use crate::patterns::Pattern;
 
     #[test]
     fn only_a_hello_fixes_the_servers_peer() {
