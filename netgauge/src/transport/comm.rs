@@ -1,5 +1,5 @@
 //! The `comm` crate's communicator (`-m comm-udp`, `-m comm-edp`): MPI-style
-//! tag-matched messages over CTP over kernel UDP or over EDP (issue 12).
+//! tag-matched messages over CTP over kernel UDP or over EDP.
 //!
 //! Each session is a communicator of 2 ranks: the client is rank 0, the
 //! server rank 1. Messages go with [`Communicator::send`] (standard mode,
