@@ -141,6 +141,11 @@ impl Args {
 
     /// Checks combinations clap cannot express. Returns a message for the user.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(t) = self.timeout_s.filter(|t| !(*t > 0.0 && t.is_finite())) {
+            return Err(format!(
+                "--timeout {t}: expected a number of seconds above 0"
+            ));
+        }
         if self.is_mcast() {
             return self.validate_mcast();
         }

@@ -21,7 +21,18 @@ use crate::sizes::{size_steps, SizeRange};
 use crate::transport::udp_link::{resolve, UdpLinkSpec};
 use crate::transport::{LinkKind, SessionConfig};
 
+/// `--timeout` of the two-host and multi-host runs, seconds.
+const TIMEOUT_S: f64 = 10.0;
+
+/// `--timeout` of the multicast modes, seconds: a bound of each run.
+const MCAST_TIMEOUT_S: f64 = 60.0;
+
 impl Args {
+    /// Seconds without progress before a session is abandoned (`--timeout`).
+    pub fn timeout_s(&self) -> f64 {
+        self.timeout_s.unwrap_or(TIMEOUT_S)
+    }
+
     /// The size range: `-s`, else 1-65536 (1024 for the multicast modes).
     pub fn size(&self) -> SizeRange {
         self.size.unwrap_or(if self.is_mcast() {
@@ -80,7 +91,7 @@ impl Args {
             pace: self.pace,
             verify: self.verify,
             norm_rate_mbps: self.norm_rate_mbps,
-            timeout: Duration::from_secs_f64(self.timeout_s),
+            timeout: Duration::from_secs_f64(self.timeout_s.unwrap_or(MCAST_TIMEOUT_S)),
             json: self.json,
             csv: self.csv_path().map(Into::into),
             plot: self.plot.clone(),
@@ -355,7 +366,7 @@ impl Args {
             port: args.port,
             wait_policy: args.wait().0,
             fault: args.fault(),
-            timeout: Duration::from_secs_f64(args.timeout_s),
+            timeout: Duration::from_secs_f64(args.timeout_s()),
             udp_link: args.udp_link_spec(),
             mtu: args.mtu,
             esp_checksum: args.esp_checksum,
@@ -404,7 +415,7 @@ impl Args {
         let args = self;
         let mut v: Vec<String> = vec![
             "--timeout".into(),
-            args.timeout_s.to_string(),
+            args.timeout_s().to_string(),
             "--seed".into(),
             args.seed.to_string(),
         ];
@@ -473,7 +484,7 @@ impl Args {
             "-P".into(),
             args.port.to_string(),
             "--timeout".into(),
-            args.timeout_s.to_string(),
+            args.timeout_s().to_string(),
             "--seed".into(),
             args.seed.to_string(),
             "--wait".into(),

@@ -416,9 +416,11 @@ pub struct Args {
     #[arg(long = "seed", default_value_t = 1)]
     pub seed: u64,
 
-    /// Seconds without progress before a run is abandoned with an error.
-    #[arg(long = "timeout", default_value_t = 10.0)]
-    pub timeout_s: f64,
+    /// Seconds without progress before a run is abandoned with an error
+    /// (default 10; for the multicast modes 60, a bound of each run: NORM's
+    /// whole run must end within it).
+    #[arg(long = "timeout", value_name = "SECONDS")]
+    pub timeout_s: Option<f64>,
 
     /// The user timeout of ESP connections, CTP destinations and comm
     /// ranks (esp, ctp-*, comm-*): seconds without progress before the

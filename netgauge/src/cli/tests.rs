@@ -231,6 +231,13 @@ fn multicast_modes_follow_netgauges_conventions() {
     assert_eq!(c.sizes, vec![512, 1024]);
     assert!((c.loss - 0.05).abs() < 1e-12, "percent on the command line");
     assert_eq!(c.count, 50);
+    // A run's bound: 60 s unless --timeout; the sessions' stays 10 s.
+    assert_eq!(c.timeout, Duration::from_secs(60));
+    assert_eq!(a.session(Mode::Edp).timeout, Duration::from_secs(10));
+    assert!(parse(&["--local", "--timeout=-1"])
+        .validate()
+        .unwrap_err()
+        .contains("--timeout"));
     // Without -s: 1024-byte messages, as before.
     assert_eq!(
         parse(&["-m", "mak", "-x", "1toN"]).mcast_config().sizes,
