@@ -400,7 +400,8 @@ pub struct Args {
     #[arg(long = "mtu", default_value_t = 1500)]
     pub mtu: usize,
 
-    /// Inject loss with probability P (percent) on both ends of EDP/ESP/CTP-EDP runs.
+    /// Inject loss with probability P (percent) on both ends of EDP/ESP/CTP-EDP runs;
+    /// with the multicast modes, on every receiver's link (0 <= P < 50).
     #[arg(long = "loss", value_name = "P", default_value_t = 0.0)]
     pub loss: f64,
 
