@@ -87,7 +87,9 @@ fn csv_raw_samples_and_run_index() {
         }
     }
     assert!(
-        raw_rows[1..].iter().all(|l| l.starts_with("edp,") || l.starts_with("udp,")),
+        raw_rows[1..]
+            .iter()
+            .all(|l| l.starts_with("edp,") || l.starts_with("udp,")),
         "{raw_text}"
     );
 }

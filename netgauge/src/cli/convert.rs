@@ -85,6 +85,7 @@ impl Args {
             loss: self.loss / 100.0,
             window: self.window,
             nak_window: self.nak_window,
+            nak_linger: Duration::from_millis(self.nak_linger_ms),
             tw: Duration::from_micros(self.tw_us),
             dmax: Duration::from_micros(self.dmax_us),
             wait: self.wait().0,

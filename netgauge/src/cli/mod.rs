@@ -485,6 +485,19 @@ pub struct Args {
     )]
     pub nak_window: u16,
 
+    /// How long mak-nak keeps a sent packet after its last transmission,
+    /// ms (MAK's default 16: the paper's NAK frees only by this linger, so
+    /// a NAK that comes later, e.g. from a receiver descheduled on a loaded
+    /// host, finds the packet gone and the receiver reports the source
+    /// silent).
+    #[arg(
+        long = "nak-linger-ms",
+        default_value_t = 16,
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Multicast modes"
+    )]
+    pub nak_linger_ms: u64,
+
     /// MAK's Tw (and Ts), microseconds.
     #[arg(
         long = "tw-us",

@@ -41,6 +41,9 @@ pub struct McastConfig {
     pub window: u16,
     /// Window of the NAK baseline, packets (it frees only by its linger).
     pub nak_window: u16,
+    /// How long the NAK baseline keeps a sent packet after its last
+    /// transmission (`mak::Config::nak_linger`).
+    pub nak_linger: Duration,
     /// Tw (and Ts).
     pub tw: Duration,
     /// Dmax (and delta).

@@ -92,6 +92,7 @@ pub fn config(o: &McastConfig, s: Strategy, seed: u64, loss: f64) -> MakConfig {
     c.protocol.suppression = o.tw;
     c.protocol.nak_delay_max = o.dmax;
     c.protocol.resend_dedup = o.dmax;
+    c.protocol.nak_linger = Some(o.nak_linger);
     c.protocol.send_buffer_bytes = 256 << 20;
     c.protocol.recv_buffer_bytes = 64 << 20;
     if loss > 0.0 {
