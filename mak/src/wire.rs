@@ -194,7 +194,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// strategy codes, the flags, and that the buffer holds the header and
     /// the body the length field announces.
     ///
-    /// Errors: [`WireError::Truncated`], [`WireError::NotMak`],
+    /// Errors: [`WireError::Truncated`], [`WireError::Magic`],
     /// [`WireError::Version`], [`WireError::Inconsistent`] (unknown type or
     /// strategy, undefined flags, flags on ACK/NAK, LAST without ACK_REQ, an
     /// ACK with a length, an empty NAK, a DATA or NAK whose emitter does not
