@@ -210,7 +210,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             rr: 0,
             coll_seq: 0,
             stats: CommStats::default(),
-            incarnation: liveness::new_incarnation(),
+            incarnation: crate::control::new_incarnation(),
             peer_incarnation: vec![None; size],
             expelled: vec![false; size],
             liveness: Liveness::new(size, cfg.failure_timeout, cfg.suspect_timeout),

@@ -3,7 +3,7 @@
 //! peers declared and reset, traffic from a failed process refused, and a
 //! restarted rank taken back when it announces a new incarnation.
 
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 use std::time::{Duration, Instant};
 
 use super::tx::{Intro, PeerTx};
@@ -13,17 +13,6 @@ use crate::flow::Grants;
 use crate::liveness::{Verdict, Watch};
 use crate::request::ReqState;
 use crate::CommError;
-
-/// A random nonzero incarnation: std's randomly keyed hasher (keys from
-/// the OS), over the process id and the time, so two processes, or two
-/// communicators of one process, draw different ones.
-pub(super) fn new_incarnation() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let h = std::collections::hash_map::RandomState::new().hash_one((std::process::id(), nanos));
-    h.max(1)
-}
 
 impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// Queues control message `c` to `peer`, after the introduction

@@ -102,3 +102,30 @@ fn nothing_goes_to_a_peer_before_its_introduction_is_confirmed() {
         ]
     );
 }
+
+/// A process that restarted at a rank's address and has not joined yet
+/// answers the old rank's traffic with `control::restart_notice`: a rank
+/// that knew the earlier process's incarnation fails its sends to it at
+/// once ("restarted"), and takes the address back as a peer.
+#[test]
+fn a_restart_notice_fails_the_sends_to_the_old_process() {
+    let cfg = CommConfig::default();
+    let mut st = State::new(0, &[1u8, 2], cfg.clone()).unwrap();
+    let ctx = cfg.context & !COLLECTIVE_CONTEXT;
+    st.on_control(1, &Control::Probe { incarnation: 77 }.encode(ctx));
+    let req = st.isend(1, 0, &[b"to the old process"], false).unwrap();
+    assert!(!st.is_complete(req).unwrap());
+    st.on_control(1, &crate::control::restart_notice(&cfg));
+    let e = st.take_complete(req).unwrap().finish().unwrap_err();
+    assert!(
+        matches!(&e, CommError::PeerFailed { rank: 1, reason } if reason.contains("restarted")),
+        "{e}"
+    );
+    assert_eq!(st.snapshot().rejoins, 1);
+    assert_ne!(st.peer_state(1).unwrap(), crate::flow::PeerState::Failed);
+    // A rank that never heard of the old process records the new one.
+    let mut fresh = State::new(0, &[1u8, 2], cfg.clone()).unwrap();
+    fresh.on_control(1, &crate::control::restart_notice(&cfg));
+    assert_eq!(fresh.snapshot().rejoins, 0);
+    assert!(fresh.peer_incarnation[1].is_some());
+}
