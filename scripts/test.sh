@@ -5,7 +5,8 @@
 #   scripts/test.sh -h | --help
 #
 # Installs missing system packages (scripts/install-deps.sh), then: the
-# style gates (rustfmt, clippy with -D warnings), the declared
+# style gates (rustfmt, clippy with -D warnings, the API documentation
+# without broken or private links: cargo doc -D warnings), the declared
 # rust-version when that toolchain is installed, every test of the
 # workspace, and the tests of the `mpi` features (netgauge's mpirun/srun
 # launch, comm's MPI bootstrap). Arguments go to every `cargo test`.
@@ -21,7 +22,7 @@
 # Each step prints its wall time.
 set -euo pipefail
 case "${1:-}" in
-  -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -39,6 +40,7 @@ step() { # name command...
 # Style gates first (cheap, and a red CI should name the real cause).
 step "rustfmt" cargo fmt --all -- --check
 step "clippy" cargo clippy --workspace --all-targets --quiet -- -D warnings
+step "doc" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 # The rust-version Cargo.toml declares, checked when that toolchain is
 # installed (`rustup toolchain install 1.88 --profile minimal`).
 msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)

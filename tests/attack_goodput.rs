@@ -1,4 +1,4 @@
-//! Measurement (issue 13 closing note): "under a blind attacker sending
+//! Measurement (docs/measurements): "under a blind attacker sending
 //! random pure ACKs / data / RST at the rate a Python sender reaches
 //! (~140 k frames/s), an ESP stream completes byte-exact with goodput >=
 //! 0.8x of the same run without the attacker."

@@ -1,4 +1,4 @@
-//! An attacker on the same Ethernet segment (issue 13): forged frames from
+//! An attacker on the same Ethernet segment: forged frames from
 //! a raw packet socket in one namespace against EDP/ESP sockets in
 //! another, over veth pairs and bridges (`vcluster` through `testkit`).
 //! Needs root; without it each test prints why and returns, except under

@@ -1,6 +1,6 @@
 //! clusternetd on a virtual cluster: with the daemon running and no
 //! application of the stack on its host, `ping` (EDP echo) answers and a
-//! segment to a closed port draws RST (issue 13, break 5: a host answered
+//! segment to a closed port draws RST (before, a host answered
 //! only while some local process ran the stack, so reachability discovery
 //! reported idle hosts as dead). Needs root; without it the test prints why
 //! and returns, except under CI=true where it fails.

@@ -4,7 +4,7 @@
 //!
 //! - latency: ranks 0 and 1 ping-pong; half the mean round trip, us;
 //! - latency-p50: the same ping-pong, half the median (p50) round trip, us
-//!   (not in OMB, which reports means; the must-shows of issue 12 are
+//!   (not in OMB, which reports means; the project judges latency by
 //!   p50s, and a mean moves with a few descheduled iterations);
 //! - bw: rank 0 posts a window of nonblocking sends, rank 1 a window of
 //!   receives, then a 4-byte ack; MB/s (10^6 bytes/s) of payload;

@@ -1,5 +1,5 @@
-//! `comm-osu`: OSU-style micro-benchmarks of the `comm` communicator
-//! (issue 12, item 7): latency, bw, bibw, bcast, allreduce, in the OSU
+//! `comm-osu`: OSU-style micro-benchmarks of the `comm` communicator:
+//! latency, bw, bibw, bcast, allreduce, in the OSU
 //! micro-benchmarks' output format, and beside Open MPI over TCP with
 //! `--ompi` (scripts/osu-compare).
 //!

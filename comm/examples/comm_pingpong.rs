@@ -1,7 +1,7 @@
 //! Two ranks in one process over CTP on UDP loopback: ping-pong latency of
 //! small messages and one-way bandwidth of large ones, next to the same
 //! ping-pong on the bare CTP socket (the communicator's overhead).
-//! Unprivileged. A first look, not the OSU-style benchmarks of issue 12.
+//! Unprivileged. A first look; the OSU-style benchmarks are `comm-osu`.
 //!
 //! Run: `cargo run --release -p comm --example comm_pingpong [ITERS] [busy]`
 //! (`busy`: busy-poll waits instead of the default adaptive spin-then-sleep,

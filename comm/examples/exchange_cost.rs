@@ -11,7 +11,7 @@
 //! confirmation rides in front of the next data packet to the same peer
 //! (ctp/PROTOCOL.md "Confirmations share a frame"), so an exchange is one
 //! frame each way, as TCP's ACK rides on the reply. Before that it was two,
-//! and an exchange cost a whole round trip (issue 12, docs/measurements).
+//! and an exchange cost a whole round trip (docs/measurements).
 //!
 //! Run: `cargo run --release -p comm --example exchange_cost`
 

@@ -1,7 +1,7 @@
 //! The user-level flow-control API (ULFC, `notes-mak-ulfc.md`) measured on
 //! a virtual cluster of 8 hosts (root: network namespaces on a bridge,
 //! veth, MTU 1500), one rank per host over CTP over EDP, rank 0 the
-//! receiver (issue 12, "Must show", second and third lines):
+//! receiver:
 //!
 //! - `7to1`: ranks 1..7 send flat out into rank 0 (64 KiB messages, 16 in
 //!   flight each): each sender's throughput, Jain's fairness index over

@@ -442,7 +442,7 @@ impl<T: Transport> Communicator<T> {
     /// spent buffers, `ctp::Config::max_spare_bytes`; buffers under
     /// `ctp::MIN_POOLED` bytes are simply freed). Optional: without it a
     /// large message's buffer is allocated afresh, its pages faulting in
-    /// one by one (11 % to 45 % of the CPU time at 1 MiB, issue 12).
+    /// one by one (11 % to 45 % of the CPU time at 1 MiB, docs/measurements).
     /// [`Communicator::recv_into`] does it itself.
     pub fn recycle(&self, buf: Vec<u8>) {
         if buf.capacity() >= ctp::MIN_POOLED {

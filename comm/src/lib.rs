@@ -1,5 +1,5 @@
 //! `comm`: a communicator in MPI's terms over one CTP endpoint per process
-//! (issue 12; the thesis's Open MPI port, ch. 6, and the user-level
+//! (the thesis's Open MPI port, ch. 6, and the user-level
 //! flow-control library paper, `notes-mak-ulfc.md` "ULFC").
 //!
 //! Layers, each usable alone:

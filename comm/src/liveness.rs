@@ -1,5 +1,5 @@
 //! Failure detection, sans-IO: which peers to probe and which to declare
-//! failed, from what was heard from them and when (issue 12 item 5).
+//! failed, from what was heard from them and when.
 //!
 //! Source: the LAM journal's advice to detect a down host with a short
 //! echo timeout rather than a long connect, and the thesis's Open MPI port

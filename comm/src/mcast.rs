@@ -1,5 +1,4 @@
-//! `bcast` over MAK reliable multicast (issue 12 item 4: "bcast over the
-//! reliable multicast of the MAK issue where it is there"): every rank is a
+//! `bcast` over MAK reliable multicast where the link has it: every rank is a
 //! member of one MAK group on the communicator's interface (`mak::socket`,
 //! EDP to a group MAC), sending its own stream and following every other
 //! rank's. The root of a broadcast sends the data once, to the group MAC;

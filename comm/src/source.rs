@@ -1,4 +1,4 @@
-//! [`Communicator`] as a `mio::event::Source` (issue 12 item 2: requests
+//! [`Communicator`] as a `mio::event::Source` (requests
 //! usable from an event loop): registering a communicator registers its
 //! CTP socket's runtime slot (`edp::slot_source!`), which is readable while
 //! CTP holds deliveries for it (messages, confirmations' errors). An event

@@ -1,4 +1,4 @@
-//! Failure detection on a real link (issue 12 item 5): four ranks, each a
+//! Failure detection on a real link: four ranks, each a
 //! process in its own network namespace of a virtual cluster, exchange
 //! rounds with rank 3 over CTP over EDP; rank 3 is killed with SIGKILL; every
 //! other rank must report it failed within the bound

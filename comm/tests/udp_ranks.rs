@@ -388,3 +388,47 @@ fn allreduce_gives_every_rank_the_same_bits_on_1_to_7_ranks() {
         }
     }
 }
+
+/// A rank that joins late does not lose what a faster rank sent before it
+/// joined: rank 0's message reaches rank 1's CTP socket (and is confirmed
+/// by it, on idle progress) while rank 1 is still between binding its
+/// socket and creating its communicator (under `mpirun`, between the
+/// address exchange and `Communicator::new`); the communicator then takes
+/// it.
+#[test]
+fn a_message_sent_before_the_receiver_joined_is_received() {
+    let socks: Vec<_> = (0..2)
+        .map(|_| CtpSocket::bind_udp("127.0.0.1:0", CtpConfig::default()).unwrap())
+        .collect();
+    let hosts: Vec<_> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
+    let mut socks = socks.into_iter();
+    let (s0, s1) = (socks.next().unwrap(), socks.next().unwrap());
+    let c0 = Communicator::new(s0, 0, hosts.clone(), cfg()).unwrap();
+    let payload = pattern(1013, 7);
+    let req = c0.isend(1, 5, &payload).unwrap();
+    let deadline = Instant::now() + LIMIT;
+    while c0.socket().stats().messages_confirmed == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "rank 1's socket never confirmed the message without a communicator (idle progress)"
+        );
+        let _ = c0.test(&req).unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let c1 = Communicator::new(
+        s1,
+        1,
+        hosts,
+        CommConfig {
+            wait_timeout: Some(Duration::from_secs(10)),
+            ..CommConfig::default()
+        },
+    )
+    .unwrap();
+    let (st, data) = c1
+        .recv(0usize, 5u32)
+        .expect("the message sent before rank 1 joined");
+    assert_eq!((st.source, st.tag), (0, 5));
+    assert!(data == payload, "not byte-exact");
+    c0.wait(req).unwrap();
+}

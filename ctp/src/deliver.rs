@@ -83,7 +83,7 @@ impl DelivererPool {
     fn worker(self: Arc<Self>) {
         // Capabilities belong to threads: a deliverer started by a caller
         // that still held CAP_NET_RAW would keep it after the program
-        // dropped its own (issue 13, break 8). Handlers need none: sockets
+        // dropped its own (docs/DECISIONS.md). Handlers need none: sockets
         // are opened before they run.
         if let Err(e) = edp::privilege::drop_capabilities() {
             tracing::debug!(error = %e, "ctp deliverer: could not drop capabilities");

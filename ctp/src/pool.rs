@@ -8,7 +8,7 @@
 //! megabyte or more is soon given back to the kernel (heap trimming above
 //! `M_TRIM_THRESHOLD`, or `munmap` above `M_MMAP_THRESHOLD`), so the next
 //! one faults in and zeroes a fresh page every 4 KiB. Measured on the comm
-//! bandwidth benchmark (1 MiB messages over EDP, issue 12,
+//! bandwidth benchmark (1 MiB messages over EDP,
 //! docs/measurements/issue12-osu.txt): the pool (with comm handing its
 //! buffers through) took 98 % of the page
 //! faults and 11 % (MTU 1500) to 45 % (MTU 9000) of both ranks' CPU time

@@ -1423,7 +1423,7 @@ fn rss_bytes() -> u64 {
     pages * 4096
 }
 
-/// Measurement (issue 13 closing note): the memory a receiver holds under
+/// Measurement (docs/measurements): the memory a receiver holds under
 /// 1 M forged sources each announcing a 2^48-byte message and sending
 /// out-of-order ids, with the default limits, and whether a new peer is
 /// then served. Run with

@@ -376,7 +376,7 @@ fn mio_readiness_is_the_delivery_queue() {
     assert!(a.try_recv_delivery().is_none());
 }
 
-/// Issue 13, break 10: a receiver confirmed only inside calls into its
+/// Regression: a receiver confirmed only inside calls into its
 /// socket, so one that computed for a second after taking a delivery made
 /// the sender report "not confirmed" for messages that had arrived. Now
 /// the runtime's service thread (the spec's "server thread", which always
@@ -418,7 +418,7 @@ fn thread_caps() -> (u64, u64) {
     (field("CapEff:"), field("CapPrm:"))
 }
 
-/// Issue 13, break 8: capabilities belong to threads, and a thread started
+/// Regression: capabilities belong to threads, and a thread started
 /// before the program dropped its capabilities kept them (the ESP alarm
 /// thread then; CTP's deliverers, started by whichever thread drives the
 /// socket, now). Deliverers drop theirs when they start: a handler never

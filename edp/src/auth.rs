@@ -1,6 +1,6 @@
 //! Frame authentication: a per-cluster key, a MAC tag and a replay counter
 //! on every EDP/ESP/CTP-over-EDP frame a runtime sends, checked on every
-//! frame it receives before any socket sees it (issue 13). Beyond TCP,
+//! frame it receives before any socket sees it. Beyond TCP,
 //! which has only TCP-AO (RFC 5925) and TCP-MD5: here the whole frame is
 //! covered, Ethernet addresses and ethertype included.
 //!

@@ -15,7 +15,7 @@
 //!   without that access (a user without `CAP_NET_RAW`, who could not use a
 //!   port anyway) cannot hold a lease that blocks root: no squatting of
 //!   servers' ports, of the ephemeral range, or of the control port of the
-//!   echo/RST responder (issue 13, break 7).
+//!   echo/RST responder.
 //! - **Abstract** (no lease directory; the default of a machine where the
 //!   install script never ran, of tests and of development): a lease is
 //!   the abstract Unix socket named `"\0clusternet/<iface>/<ethertype

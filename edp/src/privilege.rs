@@ -11,7 +11,7 @@
 //! sockets and before spawning workers. The threads the libraries start
 //! drop their own capabilities as soon as they start (the runtime's service
 //! thread, CTP's deliverers), so a thread started by a privileged caller
-//! before its drop keeps none (issue 13, break 8).
+//! before its drop keeps none.
 
 use std::io;
 

@@ -1,4 +1,4 @@
-//! Issue 13, break 7: a user without any capability could hold EDP/ESP port
+//! Regression: a user without any capability could hold EDP/ESP port
 //! leases (abstract Unix socket names anyone may bind), so a root server
 //! could not bind its port. With a privileged lease directory (mode 2770,
 //! root's group) such a user gets `PermissionDenied` and root keeps every

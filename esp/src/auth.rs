@@ -1,6 +1,6 @@
 //! Negotiation of a connection's authentication (and, later, encryption)
 //! method in ESP's handshake, where the acceptor's list governs: the LAM
-//! journal's rule (issue 13; `../shared/seeds/`): authentication methods
+//! journal's rule (`../shared/seeds/`): authentication methods
 //! first, then encryption methods; both ends must agree or the connection
 //! is refused.
 //!

@@ -1,4 +1,4 @@
-//! Blind-attacker traces (issue 13, breaks 1 and 2): two sans-IO
+//! Blind-attacker traces: two sans-IO
 //! connections with frames moved by hand, and forged segments injected by
 //! an attacker who sees none of the traffic.
 
@@ -621,7 +621,7 @@ fn an_idle_listener_checks_no_ack_for_a_cookie() {
     assert!(srv.accepted.is_empty() && srv.l.entries().is_empty());
 }
 
-/// Measurement (issue 13 closing note): this process's resident memory
+/// Measurement (docs/measurements): this process's resident memory
 /// around a 50 000 SYN/s flood of 2 s (100 000 SYNs from random
 /// addresses, 20 legitimate clients) against one listener. Run with
 /// `cargo test --release -p esp --test attack_trace -- --ignored syn_flood_memory --nocapture`.

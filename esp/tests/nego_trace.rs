@@ -1,4 +1,4 @@
-//! Negotiation traces (issue 13, `esp::auth`): two sans-IO ends, frames
+//! Negotiation traces (`esp::auth`): two sans-IO ends, frames
 //! moved by hand through the wire codec, each frame's authentication
 //! verdict (`TagStatus`) given as the runtime would give it.
 

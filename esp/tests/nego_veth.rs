@@ -1,5 +1,5 @@
-//! Negotiation of the authentication method through real packet sockets
-//! (issue 13): two network namespaces on veth (`vcluster`, through
+//! Negotiation of the authentication method through real packet sockets:
+//! two network namespaces on veth (`vcluster`, through
 //! `testkit`). A listener whose runtime has the cluster key (default
 //! policy: authentication required) refuses a client without the key with
 //! an explicit error and serves a client with it, byte-exact. Needs root;

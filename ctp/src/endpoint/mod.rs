@@ -272,7 +272,7 @@ impl<P: PeerAddr> Endpoint<P> {
 
     /// After [`poll_transmit_gather`](Self::poll_transmit_gather) returned a
     /// packet to `to`: takes the confirmations queued for the same peer
-    /// (among the first [`PACK_SCAN`] queued) and writes their 25-byte
+    /// (among the first `PACK_SCAN` queued) and writes their 25-byte
     /// headers back to back into `hdrs`, as many as fit; returns the bytes
     /// written (a multiple of 25). A carrier that can put several CTP
     /// packets in one datagram (CTP over EDP, ctp/PROTOCOL.md

@@ -80,6 +80,30 @@ impl<P: PeerAddr> CtpCore<P> {
         self.route = Some(route);
     }
 
+    /// Installs the upper layer and hands it the deliveries queued before
+    /// it existed (no subscriber took them; at most [`APP_QUEUE_CAP`]), in
+    /// arrival order; what it gives back stays queued for
+    /// `recv_delivery`. Without this hand-over a message that a faster
+    /// peer sent between this socket's bind and the installation would
+    /// stay in the application queue, which nobody reads once an upper
+    /// layer serves the socket: confirmed to its sender, never matched.
+    pub(crate) fn install_upper(&mut self, upper: Box<dyn UpperLayer<P>>, now: Instant) {
+        let early = std::mem::take(&mut self.queue);
+        let u = self.upper.insert(upper);
+        if !early.is_empty() {
+            tracing::debug!(
+                deliveries = early.len(),
+                "ctp: deliveries that arrived before the upper layer handed to it"
+            );
+        }
+        for d in early {
+            if let Some(d) = u.on_delivery(&mut self.ep, now, d) {
+                self.queue.push_back(d);
+            }
+        }
+        self.after_event();
+    }
+
     /// After a received packet queued a delivery for the application: hold
     /// what the endpoint has to send (the confirmation) for at most
     /// [`DEFER_MAX`], so the application gets its delivery one system call

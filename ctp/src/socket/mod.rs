@@ -365,12 +365,14 @@ impl<T: Transport> CtpSocket<T> {
 
     /// Installs `upper` as the socket's upper layer (`upper.rs`): from now
     /// on it takes the deliveries no subscriber takes, inside the engine
-    /// turn.
+    /// turn. Deliveries that arrived before (a peer that joined first and
+    /// sent at once, while this process was still between binding its
+    /// socket and installing the layer) go to it first, in arrival order.
     ///
     /// Errors: `AlreadyExists` when the socket has one (one upper layer per
     /// endpoint).
     pub fn set_upper(&self, upper: Box<dyn UpperLayer<T::Addr>>) -> io::Result<()> {
-        self.with_core(|c, _| {
+        self.with_core(|c, now| {
             if c.upper.is_some() {
                 return Err(io::Error::new(
                     io::ErrorKind::AlreadyExists,
@@ -380,7 +382,7 @@ impl<T: Transport> CtpSocket<T> {
                     ),
                 ));
             }
-            c.upper = Some(upper);
+            c.install_upper(upper, now);
             Ok(())
         })
     }

@@ -85,7 +85,7 @@ pub trait Engine: Send + 'static {
 const YIELD_EVERY: Duration = Duration::from_micros(5);
 
 /// The one pacing of every spin in this file: yields the CPU once
-/// [`YIELD_EVERY`] has passed since the pacer started or last yielded. A
+/// `YIELD_EVERY` has passed since the pacer started or last yielded. A
 /// spinner that shares its CPU with its peer (two processes of a ping-pong
 /// on a busy 2-CPU machine) would otherwise hold it for a whole time slice
 /// while the peer cannot answer: measured p50 was the spin budget plus 8 us

@@ -53,7 +53,7 @@ impl FilterPlan {
     /// The rule set of this plan.
     pub fn frame_filter(&self) -> FrameFilter {
         let mut f = FrameFilter::new();
-        // Frames of VLANs this interface does not carry (issue 13, break 6).
+        // Frames of VLANs this interface does not carry.
         f.untagged();
         f.ports(self.edp_ethertype, self.edp_ports.iter().copied());
         f.ports(self.esp_ethertype, self.esp_ports.iter().copied());

@@ -15,7 +15,7 @@
 //! holds (RFC 9293 3.10.7.1, "If the state is CLOSED ... a reset is sent in
 //! response to any incoming segment except another reset"), not only SYNs:
 //! a client whose server process died learns it from its next segment
-//! instead of waiting for its retransmission limit (issue 13, break 5). Its
+//! instead of waiting for its retransmission limit. Its
 //! kernel filter excludes the ports other processes hold (rescanned every
 //! [`ELSEWHERE_RESCAN`], on the timer and when such frames arrive); a
 //! port bound since the last scan is checked with [`ports::is_held`]

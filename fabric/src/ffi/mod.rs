@@ -4,15 +4,15 @@
 //! libfabric loads `libclusternet-fi.so` and calls [`fi_prov_ini`]
 //! (rdma/providers/fi_prov.h), then reaches everything else through the
 //! function tables of the objects this module hands out. Each object is a
-//! `#[repr(C)]` [`Obj`] whose first field is libfabric's `fid_*` struct
+//! `#[repr(C)]` `Obj` whose first field is libfabric's `fid_*` struct
 //! (libfabric and applications cast `struct fid *` to it) followed by the
 //! safe Rust object. Rules kept in every function here:
 //!
 //! - every table function is `extern "C"` and runs its body in
-//!   [`guard`], so a panic becomes `-FI_EOTHER` and a log line, never an
+//!   `guard`, so a panic becomes `-FI_EOTHER` and a log line, never an
 //!   unwind into C;
 //! - every pointer C passes is checked for NULL, and every `struct fid *`
-//!   for its class ([`obj`]) before it is turned into a reference; the
+//!   for its class (`obj`) before it is turned into a reference; the
 //!   invariant each block relies on is stated at the block;
 //! - objects are freed only by their `close`, which refuses (`-FI_EBUSY`)
 //!   while other objects still hold them.

@@ -1,5 +1,5 @@
 //! Machine-readable outputs beside the text report: CSV (`--csv FILE`, or
-//! `-o FILE.csv`); and [`print`], the one way results reach stdout.
+//! `-o FILE.csv`); and [`print()`], the one way results reach stdout.
 
 use std::io::{self, Write as _};
 
@@ -36,13 +36,13 @@ pub fn print(text: &str) -> io::Result<()> {
 
 static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Whether [`print`] found stdout closed by its reader (as opposed to a
+/// Whether [`print()`] found stdout closed by its reader (as opposed to a
 /// socket's `BrokenPipe`).
 pub fn stdout_closed() -> bool {
     STDOUT_CLOSED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
-/// [`print`] with a line break after `line`.
+/// [`print()`] with a line break after `line`.
 pub fn println(line: &str) -> io::Result<()> {
     print(&format!("{line}\n"))
 }
