@@ -217,7 +217,7 @@ flood)
             echo "round $r $kind: ${g:-?} Mbit/s"
             for end in server client; do
                 st=$(cat "$LOG/$end.out" "$LOG/$end.err" 2>/dev/null | grep -o 'runtime rx_frames [0-9]* .*rst_pauses [0-9]*' | tail -n 1 |
-                    sed -E 's/ (kernel_filter_errors|link outages).*(responder)/ \2/')
+                    sed -E 's/ (kernel_filter_errors|link outages).*(responder)/ \2/' || true)
                 [ -n "$st" ] && echo "  $end $st"
             done
             echo "$kind ${g:-0}" >>"$LOG/goodput"

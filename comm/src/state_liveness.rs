@@ -175,6 +175,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.liveness.reset(rank);
         self.expelled[rank] = false;
         let mut tagged = Vec::new();
+        let mut carried = 0;
         for (id, r) in self.requests.iter_mut() {
             if let ReqState::Send {
                 dest,
@@ -186,6 +187,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             {
                 if *dest == rank && *left > 0 && failed.is_none() {
                     *failed = Some(err());
+                    carried += 1;
                     if op.is_some() {
                         tagged.push(*id);
                     }
@@ -197,9 +199,13 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         }
         let mut gone = self.p2p.cancel_source(rank);
         gone.extend(self.coll.cancel_source(rank));
+        carried += gone.len();
         for req in gone {
             self.fail_recv(req, err());
         }
+        // No request carried it: the application's next call naming the
+        // rank does (it may have rejoined by then: a restart).
+        self.unreported[rank] = (carried == 0).then_some(reason);
     }
 
     /// `src` announced incarnation `inc` (a `CONNECT` or `PROBE`). Returns
