@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds benches/norm/norm_mcast.cpp (the NORM driver of netgauge-mcast's
-# `norm` mode; NORM = RFC 5740, Debian's libnorm) into
-# ${1:-$CARGO_TARGET_DIR/release}/norm_mcast. Installs libnorm-dev (and g++)
-# with apt-get if they are missing. netgauge-mcast also builds it itself
-# when libnorm-dev is present.
+# Builds benches/norm/norm_mcast.cpp (the NORM driver of netgauge's `norm`
+# mode, `netgauge -m norm -x 1toN --hosts N`; NORM = RFC 5740, Debian's
+# libnorm) into ${1:-$CARGO_TARGET_DIR/release}/norm_mcast. Installs
+# libnorm-dev (and g++) with apt-get if they are missing. netgauge also
+# builds it itself when libnorm-dev is present.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 out_dir="${1:-${CARGO_TARGET_DIR:-$here/target}/release}"

@@ -3,7 +3,8 @@
 # Debian/Ubuntu machine: a Rust toolchain (rustup, if cargo is missing),
 # iproute2 (ip netns, veth), util-linux (unshare, setpriv), libcap2-bin (setcap),
 # tshark (the Wireshark dissector's tests; not setuid: see below), Open MPI
-# and libclang (netgauge's mpi feature), libfabric (the provider, fabric/).
+# and libclang (netgauge's mpi feature), libfabric (the provider, fabric/),
+# libnorm-dev and g++ (netgauge -m norm builds benches/norm/norm_mcast.cpp).
 # Does nothing for what is already there.
 set -euo pipefail
 
@@ -24,6 +25,9 @@ command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)
 # tools (fi_info, fi_pingpong).
 [ -f /usr/include/rdma/providers/fi_prov.h ] || missing+=(libfabric-dev)
 command -v fi_pingpong >/dev/null 2>&1 || missing+=(libfabric-bin)
+# NORM (RFC 5740): netgauge's norm mode compiles its driver against libnorm.
+[ -f /usr/include/normApi.h ] || missing+=(libnorm-dev)
+command -v c++ >/dev/null 2>&1 || missing+=(g++)
 command -v curl >/dev/null 2>&1 || { command -v cargo >/dev/null 2>&1 || missing+=(curl ca-certificates); }
 
 if [ ${#missing[@]} -gt 0 ]; then

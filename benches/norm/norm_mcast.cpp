@@ -1,5 +1,5 @@
 // norm_mcast: NORM (NACK-Oriented Reliable Multicast, RFC 5740) sender and
-// receiver for netgauge-mcast (netgauge/src/bin/netgauge-mcast/norm.rs),
+// receiver for netgauge's norm mode (netgauge/src/mcast/norm.rs),
 // over Debian's libnorm (libnorm-dev; scripts/build-norm.sh installs it and builds this). C++ only
 // because normApi.h uses C++ default arguments and references; the API is
 // NORM's C API.

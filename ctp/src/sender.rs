@@ -258,10 +258,10 @@ impl<P> SentMsg<P> {
         let (s, e) = self.part(i);
         let mut options = self.options;
         if self.start_session && i == 0 {
-            options = options.with(Options::START_SESSION);
+            options = options.union(Options::START_SESSION);
         }
         if matches!(self.dest, Dest::Broadcast) {
-            options = options.with(Options::BROADCAST);
+            options = options.union(Options::BROADCAST);
         }
         Repr {
             command: self.command,

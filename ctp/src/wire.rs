@@ -54,55 +54,34 @@ pub enum WireError {
     Inconsistent(&'static str),
 }
 
-/// The option bits of the header (spec, "Options" and the `Options` enum of `CCTPNet`).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Options(pub u8);
-
-impl Options {
-    /// No option.
-    pub const NONE: Options = Options(0);
-    /// Delete the command from the sent-commands storage after its first
-    /// "not confirmed" error instead of resending it further (the "ErrorOnce"
-    /// of the spec's ping example).
-    pub const DEL_AFTER_ERROR: Options = Options(0x01);
-    /// Send each packet once; never resend it (the error still comes when it
-    /// is not confirmed in time).
-    pub const NO_RESEND: Options = Options(0x02);
-    /// At most one unconfirmed command with this command number per peer:
-    /// sending it drops older unconfirmed ones with the same number.
-    pub const UNIQUE_COMMAND: Options = Options(0x04);
-    /// The command is broadcast; ids come from the sender's broadcast session.
-    pub const BROADCAST: Options = Options(0x08);
-    /// First packet to a peer: tells the receiver the sender's starting id.
-    pub const START_SESSION: Options = Options(0x10);
-    /// A ping: DelAfterError | NoResend | UniqueCommand (spec, "Options").
-    pub const PING: Options = Options(0x07);
-    /// The bits this implementation knows.
-    pub const KNOWN: u8 = 0x1f;
-
-    /// True if every bit of `other` is set in `self`.
-    pub fn contains(self, other: Options) -> bool {
-        self.0 & other.0 == other.0
-    }
-    /// `self` with the bits of `other` set.
-    pub fn with(self, other: Options) -> Options {
-        Options(self.0 | other.0)
-    }
-    /// `self` with the bits of `other` cleared.
-    pub fn without(self, other: Options) -> Options {
-        Options(self.0 & !other.0)
-    }
-    /// The raw bits.
-    pub fn bits(self) -> u8 {
-        self.0
+bitflags::bitflags! {
+    /// The option bits of the header (spec, "Options" and the `Options` enum of `CCTPNet`).
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct Options: u8 {
+        /// Delete the command from the sent-commands storage after its first
+        /// "not confirmed" error instead of resending it further (the "ErrorOnce"
+        /// of the spec's ping example).
+        const DEL_AFTER_ERROR = 0x01;
+        /// Send each packet once; never resend it (the error still comes when it
+        /// is not confirmed in time).
+        const NO_RESEND = 0x02;
+        /// At most one unconfirmed command with this command number per peer:
+        /// sending it drops older unconfirmed ones with the same number.
+        const UNIQUE_COMMAND = 0x04;
+        /// The command is broadcast; ids come from the sender's broadcast session.
+        const BROADCAST = 0x08;
+        /// First packet to a peer: tells the receiver the sender's starting id.
+        const START_SESSION = 0x10;
+        /// A ping: DelAfterError | NoResend | UniqueCommand (spec, "Options").
+        const PING = 0x07;
     }
 }
 
-impl std::ops::BitOr for Options {
-    type Output = Options;
-    fn bitor(self, rhs: Options) -> Options {
-        self.with(rhs)
-    }
+impl Options {
+    /// No option (`Options::empty()`).
+    pub const NONE: Options = Options::empty();
+    /// The bits this implementation knows.
+    pub const KNOWN: u8 = Options::all().bits();
 }
 
 impl fmt::Debug for Options {
@@ -117,7 +96,7 @@ impl fmt::Debug for Options {
         let mut first = true;
         write!(f, "Options(")?;
         for (bit, name) in NAMES {
-            if self.0 & bit != 0 {
+            if self.bits() & bit != 0 {
                 if !first {
                     write!(f, "|")?;
                 }
@@ -125,7 +104,7 @@ impl fmt::Debug for Options {
                 first = false;
             }
         }
-        let unknown = self.0 & !Self::KNOWN;
+        let unknown = self.bits() & !Self::KNOWN;
         if unknown != 0 {
             if !first {
                 write!(f, "|")?;
@@ -222,7 +201,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
     /// Options byte.
     pub fn options(&self) -> Options {
-        Options(self.buf.as_ref()[field::OPTIONS])
+        Options::from_bits_retain(self.buf.as_ref()[field::OPTIONS])
     }
     /// The body: bytes 25..packet size.
     pub fn payload(&self) -> &[u8] {
@@ -339,7 +318,7 @@ impl Repr {
         b[field::AMOUNT].copy_from_slice(&self.amount.to_le_bytes());
         b[field::ID].copy_from_slice(&self.id.to_le_bytes());
         b[field::MESSAGE_SIZE].copy_from_slice(&self.message_size.to_le_bytes());
-        b[field::OPTIONS] = self.options.0;
+        b[field::OPTIONS] = self.options.bits();
     }
 }
 
@@ -364,7 +343,7 @@ mod tests {
             Options::DEL_AFTER_ERROR | Options::NO_RESEND | Options::UNIQUE_COMMAND
         );
         assert_eq!(
-            format!("{:?}", Options(0x15 | 0x40)),
+            format!("{:?}", Options::from_bits_retain(0x15 | 0x40)),
             "Options(DelAfterError|UniqueCommand|StartSession|0x40)"
         );
     }

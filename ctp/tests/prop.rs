@@ -29,7 +29,7 @@ proptest! {
         let r = Repr {
             command, confirm, number, amount, id,
             message_size: if confirm { 0 } else if large { len as u64 * 3 } else { len as u64 },
-            options: Options(opts),
+            options: Options::from_bits_retain(opts),
             payload_len,
         };
         let mut buf = vec![0xAAu8; r.packet_len()];

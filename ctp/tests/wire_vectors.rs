@@ -137,7 +137,7 @@ fn each_option_bit() {
         (Options::BROADCAST, 0x08),
         (Options::START_SESSION, 0x10),
         (Options::PING, 0x07),
-        (Options(0x1f), 0x1f),
+        (Options::from_bits_retain(0x1f), 0x1f),
     ];
     for (opt, byte) in cases {
         let r = Repr {

@@ -54,35 +54,22 @@ pub use nego::{Nego, OPT_NEGO};
 /// protocols of the workspace.
 pub use netcore::seq::Seq;
 
-/// ESP header flags (byte 6). The bit values are TCP's.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Flags(pub u8);
+bitflags::bitflags! {
+    /// ESP header flags (byte 6). The bit values are TCP's (RFC 9293 3.1).
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct Flags: u8 {
+        /// No more data from the sender (consumes one sequence number).
+        const FIN = 0x01;
+        /// Synchronize sequence numbers (consumes one sequence number).
+        const SYN = 0x02;
+        /// Reset the connection.
+        const RST = 0x04;
+        /// The acknowledgement number is valid.
+        const ACK = 0x10;
+    }
+}
 
 impl Flags {
-    /// No more data from the sender (consumes one sequence number).
-    pub const FIN: Flags = Flags(0x01);
-    /// Synchronize sequence numbers (consumes one sequence number).
-    pub const SYN: Flags = Flags(0x02);
-    /// Reset the connection.
-    pub const RST: Flags = Flags(0x04);
-    /// The acknowledgement number is valid.
-    pub const ACK: Flags = Flags(0x10);
-    const KNOWN: u8 = 0x01 | 0x02 | 0x04 | 0x10;
-
-    /// No flag set.
-    pub const fn empty() -> Flags {
-        Flags(0)
-    }
-    /// True if every flag of `other` is set in `self`.
-    #[inline]
-    pub const fn contains(self, other: Flags) -> bool {
-        self.0 & other.0 == other.0
-    }
-    /// True if any flag of `other` is set in `self`.
-    #[inline]
-    pub const fn intersects(self, other: Flags) -> bool {
-        self.0 & other.0 != 0
-    }
     /// Shorthand for `contains(SYN)`.
     pub const fn syn(self) -> bool {
         self.contains(Flags::SYN)
@@ -98,19 +85,6 @@ impl Flags {
     /// Shorthand for `contains(RST)`.
     pub const fn rst(self) -> bool {
         self.contains(Flags::RST)
-    }
-}
-
-impl std::ops::BitOr for Flags {
-    type Output = Flags;
-    fn bitor(self, rhs: Flags) -> Flags {
-        Flags(self.0 | rhs.0)
-    }
-}
-
-impl std::ops::BitOrAssign for Flags {
-    fn bitor_assign(&mut self, rhs: Flags) {
-        self.0 |= rhs.0;
     }
 }
 
@@ -262,7 +236,7 @@ impl<T: AsRef<[u8]>> EspPacket<T> {
         if hlen < ESP_HEADER_LEN {
             return Err(WireError::Inconsistent("ESP header length below 20 bytes"));
         }
-        if b[field::FLAGS] & !Flags::KNOWN != 0 {
+        if Flags::from_bits(b[field::FLAGS]).is_none() {
             return Err(WireError::Inconsistent("undefined ESP flag bits set"));
         }
         check_len(b, hlen + get_u16(b, field::LENGTH) as usize)?;
@@ -304,7 +278,7 @@ impl<T: AsRef<[u8]>> EspPacket<T> {
     }
     /// Flags.
     pub fn flags(&self) -> Flags {
-        Flags(self.buf.as_ref()[field::FLAGS])
+        Flags::from_bits_retain(self.buf.as_ref()[field::FLAGS])
     }
     /// Header length including options, in bytes.
     pub fn header_len(&self) -> usize {
@@ -348,7 +322,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EspPacket<T> {
     }
     /// Sets the flags.
     pub fn set_flags(&mut self, v: Flags) {
-        self.buf.as_mut()[field::FLAGS] = v.0;
+        self.buf.as_mut()[field::FLAGS] = v.bits();
     }
     /// Sets the header length in bytes (options included).
     pub fn set_header_len(&mut self, v: u8) {
@@ -725,7 +699,7 @@ mod tests {
         // SYN with payload
         let mut b = [0u8; 64];
         b[..n].copy_from_slice(&buf[..n]);
-        b[6] = Flags::SYN.0;
+        b[6] = Flags::SYN.bits();
         b[5] = 1;
         assert!(EspRepr::parse(&b[..n + 1]).is_err());
     }

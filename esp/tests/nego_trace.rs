@@ -322,7 +322,7 @@ fn malformed_option_lists_are_errors_and_change_nothing() {
     assert!(bad(&|b| b[at + 1] = 6), "length disagrees with the counts");
     assert!(bad(&|b| b[at + 1] = 40), "length beyond the header");
     assert!(
-        bad(&|b| b[6] = Flags::ACK.0),
+        bad(&|b| b[6] = Flags::ACK.bits()),
         "negotiation option on a segment other than SYN/RST"
     );
     // A malformed SYN never reaches the listener: the slot counts it

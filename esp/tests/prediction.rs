@@ -361,9 +361,9 @@ fn unpredicted_segments_are_refused_untouched() {
         (what, f)
     };
     let cases = [
-        edited("FIN", &|f| f[ETH + 6] = (Flags::ACK | Flags::FIN).0),
-        edited("RST", &|f| f[ETH + 6] = (Flags::ACK | Flags::RST).0),
-        edited("SYN", &|f| f[ETH + 6] = (Flags::ACK | Flags::SYN).0),
+        edited("FIN", &|f| f[ETH + 6] = (Flags::ACK | Flags::FIN).bits()),
+        edited("RST", &|f| f[ETH + 6] = (Flags::ACK | Flags::RST).bits()),
+        edited("SYN", &|f| f[ETH + 6] = (Flags::ACK | Flags::SYN).bits()),
         edited("no ACK", &|f| f[ETH + 6] = 0),
         edited("options", &|f| f[ETH + 7] = 24),
         edited("checksum to verify", &|f| set_u16(f, 18, 0x1234)),
@@ -432,7 +432,7 @@ fn plausible(a: &Connection, payload: &[u8]) -> Vec<u8> {
     s[0..2].copy_from_slice(&PB.to_be_bytes());
     s[2..4].copy_from_slice(&PA.to_be_bytes());
     s[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
-    s[6] = Flags::ACK.0;
+    s[6] = Flags::ACK.bits();
     s[7] = 20;
     s[8..12].copy_from_slice(&a.rcv_nxt().0.to_be_bytes());
     s[12..16].copy_from_slice(&a.snd_nxt().0.to_be_bytes());

@@ -94,7 +94,12 @@ fn run_pair(cmd: impl Fn(usize) -> Command) {
             s.proc.kill();
         }
         let err = s.stderr.join().unwrap();
-        let out: Vec<String> = s.lines.try_iter().collect();
+        // The reader thread may pass the last lines on after the exit:
+        // read until it ends (EOF closes the channel).
+        let mut out: Vec<String> = Vec::new();
+        while let Ok(l) = s.lines.recv_timeout(LIMIT) {
+            out.push(l);
+        }
         eprintln!("role {r}: {}", err.trim_end());
         assert!(
             st.is_some_and(|st| st.success()),

@@ -41,7 +41,7 @@ fn data(r: &mut Receiver<u8>, now: Instant, seq: u32, flags: Flags) {
             source: MemberId(0),
             member: MemberId(0),
         },
-        flags: flags.with(Flags::START).with(Flags::END),
+        flags: flags.union(Flags::START).union(Flags::END),
         seq: Seq(seq),
         msg: seq,
         msg_len: 1,
@@ -106,7 +106,7 @@ fn delivered(r: &mut Receiver<u8>) -> Vec<u32> {
 }
 
 const REQ: Flags = Flags::ACK_REQ;
-const LAST: Flags = Flags(Flags::ACK_REQ.0 | Flags::LAST.0);
+const LAST: Flags = Flags::ACK_REQ.union(Flags::LAST);
 
 #[test]
 fn in_order_packets_are_delivered_and_an_ack_request_acknowledged() {
@@ -118,7 +118,7 @@ fn in_order_packets_are_delivered_and_an_ack_request_acknowledged() {
     assert_eq!(drain(&mut r, t0), [Out::Ack(Dest::Member(SRC), 1)]);
     assert_eq!(delivered(&mut r), [0, 1]);
     // The source resends the request (our ACK was lost): ACK again.
-    data(&mut r, at(t0, 1000), 1, REQ.with(Flags::RETX));
+    data(&mut r, at(t0, 1000), 1, REQ.union(Flags::RETX));
     assert_eq!(
         drain(&mut r, at(t0, 1000)),
         [Out::Ack(Dest::Member(SRC), 1)]
@@ -409,7 +409,7 @@ fn forged_and_foreign_frames_change_nothing() {
             source: MemberId(0),
             member: MemberId(0),
         },
-        flags: Flags::START.with(Flags::END),
+        flags: Flags::START.union(Flags::END),
         seq: Seq(0),
         msg: 0,
         msg_len: 1,

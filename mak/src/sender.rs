@@ -693,7 +693,7 @@ impl<A: Addr> Sender<A> {
                 Cause::Tail => self.stats.retx_tail += 1,
             }
             if tx.cause != Cause::Fresh {
-                flags = flags.with(Flags::RETX);
+                flags = flags.union(Flags::RETX);
                 slot.last_retx = Some(now);
             }
             if i == 0 && self.cfg.strategy == Strategy::Nak {
@@ -719,18 +719,18 @@ impl<A: Addr> Sender<A> {
         let m = &self.msgs[mi];
         let mut flags = Flags::empty();
         if idx == 0 {
-            flags = flags.with(Flags::START);
+            flags = flags.union(Flags::START);
         }
         if idx + 1 == m.packets {
-            flags = flags.with(Flags::END);
+            flags = flags.union(Flags::END);
         }
         let last = seq.add(1) == self.end;
         let fills = seq.diff(self.base) as u32 + 1 == self.window;
         let strategy = self.cfg.strategy;
         if last {
-            flags = flags.with(Flags::ACK_REQ).with(Flags::LAST);
+            flags = flags.union(Flags::ACK_REQ).union(Flags::LAST);
         } else if fills && strategy != Strategy::Nak {
-            flags = flags.with(Flags::ACK_REQ);
+            flags = flags.union(Flags::ACK_REQ);
         }
         self.slots.push_back(Slot {
             flags,

@@ -110,7 +110,7 @@ fn events(s: &mut Sender<u8>) -> Vec<SenderEvent<u8>> {
 }
 
 const REQ: Flags = Flags::ACK_REQ;
-const LAST: Flags = Flags(Flags::ACK_REQ.0 | Flags::LAST.0);
+const LAST: Flags = Flags::ACK_REQ.union(Flags::LAST);
 
 #[test]
 fn window_full_asks_for_acks_and_waits() {
@@ -140,7 +140,7 @@ fn window_full_asks_for_acks_and_waits() {
     assert_eq!(s.window(), (Seq(2), Seq(4)));
     let out = drain(&mut s, at(t0, 50));
     assert_eq!(seqs(&out), [4, 5], "room for two more");
-    assert_eq!(out[1].flags, LAST.with(Flags::END));
+    assert_eq!(out[1].flags, LAST.union(Flags::END));
     assert_eq!(
         s.poll_timeout(),
         Some(at(t0, 1050)),
@@ -170,7 +170,7 @@ fn lost_last_packet_is_resent_on_the_timer() {
     s.send(vec![2u8; 150]).unwrap(); // 2 packets
     let out = drain(&mut s, t0);
     assert_eq!(seqs(&out), [0, 1]);
-    assert_eq!(out[1].flags, LAST.with(Flags::END));
+    assert_eq!(out[1].flags, LAST.union(Flags::END));
     ack(&mut s, at(t0, 30), 1, 1);
     // Member 2 lost packet 1 and cannot know it: no ACK, no NAK.
     assert!(drain(&mut s, at(t0, 999)).is_empty());
@@ -183,7 +183,7 @@ fn lost_last_packet_is_resent_on_the_timer() {
         [Out {
             dest: Dest::Group,
             seq: 1,
-            flags: LAST.with(Flags::END).with(Flags::RETX),
+            flags: LAST.union(Flags::END).union(Flags::RETX),
             msg: 0,
             len: 50
         }],
@@ -340,7 +340,7 @@ fn ack_baseline_is_stop_and_wait_multicast() {
     assert_eq!(seqs(&out), [0]);
     assert_eq!(
         (out[0].dest, out[0].flags),
-        (Dest::Group, REQ.with(Flags::START))
+        (Dest::Group, REQ.union(Flags::START))
     );
     ack(&mut s, at(t0, 10), 1, 0);
     assert!(drain(&mut s, at(t0, 10)).is_empty(), "waits for every ACK");
@@ -390,7 +390,7 @@ fn nak_baseline_linger_frees_and_the_tail_repeats() {
     let mut s = sender(c, 1);
     s.send(vec![8u8; 150]).unwrap();
     let out = drain(&mut s, t0);
-    assert_eq!(out[1].flags, LAST.with(Flags::END));
+    assert_eq!(out[1].flags, LAST.union(Flags::END));
     assert_eq!(s.poll_timeout(), Some(at(t0, 1000)));
     for k in 1..=2u64 {
         s.handle_timeout(at(t0, 1000 * k));

@@ -129,39 +129,23 @@ impl Strategy {
     }
 }
 
-/// DATA flags (byte 2).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Flags(pub u8);
-
-impl Flags {
-    /// Acknowledgement request: every member acknowledges once it holds this
-    /// packet and every one before it (the window-closing packet, paper
-    /// §3.1 and fig. 6).
-    pub const ACK_REQ: Flags = Flags(0x01);
-    /// The last packet the source has to send for now (the paper's "last
-    /// packet"); always together with [`Flags::ACK_REQ`].
-    pub const LAST: Flags = Flags(0x02);
-    /// First packet of a message.
-    pub const START: Flags = Flags(0x04);
-    /// Last packet of a message.
-    pub const END: Flags = Flags(0x08);
-    /// A retransmission (informational: counted, traced).
-    pub const RETX: Flags = Flags(0x10);
-    const KNOWN: u8 = 0x1f;
-
-    /// No flag set.
-    pub const fn empty() -> Flags {
-        Flags(0)
-    }
-    /// True if every flag of `other` is set in `self`.
-    #[inline]
-    pub const fn contains(self, other: Flags) -> bool {
-        self.0 & other.0 == other.0
-    }
-    /// `self` with the flags of `other` set too.
-    #[inline]
-    pub const fn with(self, other: Flags) -> Flags {
-        Flags(self.0 | other.0)
+bitflags::bitflags! {
+    /// DATA flags (byte 2).
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct Flags: u8 {
+        /// Acknowledgement request: every member acknowledges once it holds this
+        /// packet and every one before it (the window-closing packet, paper
+        /// §3.1 and fig. 6).
+        const ACK_REQ = 0x01;
+        /// The last packet the source has to send for now (the paper's "last
+        /// packet"); always together with [`Flags::ACK_REQ`].
+        const LAST = 0x02;
+        /// First packet of a message.
+        const START = 0x04;
+        /// Last packet of a message.
+        const END = 0x08;
+        /// A retransmission (informational: counted, traced).
+        const RETX = 0x10;
     }
 }
 
@@ -266,10 +250,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
         let same = be16(b, field::SOURCE.start) == be16(b, field::MEMBER.start);
         let need = match ty {
             FrameType::Data => {
-                if flags & !Flags::KNOWN != 0 {
+                if Flags::from_bits(flags).is_none() {
                     return Err(WireError::Inconsistent("undefined DATA flag bits set"));
                 }
-                let f = Flags(flags);
+                let f = Flags::from_bits_retain(flags);
                 if f.contains(Flags::LAST) && !f.contains(Flags::ACK_REQ) {
                     return Err(WireError::Inconsistent("LAST without ACK_REQ"));
                 }
@@ -311,7 +295,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
                     "DATA payload longer than its message",
                 ));
             }
-            let f = Flags(flags);
+            let f = Flags::from_bits_retain(flags);
             if f.contains(Flags::START) && f.contains(Flags::END) && len != msg_len {
                 return Err(WireError::Inconsistent(
                     "single-packet message whose payload is not the message",
@@ -326,7 +310,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
     /// DATA flags (0 on ACK and NAK).
     pub fn flags(&self) -> Flags {
-        Flags(self.buf.as_ref()[field::FLAGS])
+        Flags::from_bits_retain(self.buf.as_ref()[field::FLAGS])
     }
     /// The strategy of the emitter.
     pub fn strategy(&self) -> Strategy {
@@ -558,7 +542,7 @@ impl<'a> Repr<'a> {
                 seq,
                 payload,
                 ..
-            } => (FrameType::Data, flags.0, payload.len(), *seq),
+            } => (FrameType::Data, flags.bits(), payload.len(), *seq),
             Repr::Ack { seq, .. } => (FrameType::Ack, 0, 0, *seq),
             Repr::Nak { cum, missing, .. } => {
                 assert!(!missing.is_empty(), "a NAK lists at least one packet");

@@ -20,7 +20,7 @@ fn emit(r: &Repr) -> Vec<u8> {
 fn data_layout_is_the_documented_one() {
     let r = Repr::Data {
         header: hdr(Strategy::Mak, 3, 3),
-        flags: Flags::START.with(Flags::ACK_REQ),
+        flags: Flags::START.union(Flags::ACK_REQ),
         seq: Seq(0x0102_0304),
         msg: 9,
         msg_len: 5,
@@ -157,8 +157,8 @@ proptest! {
     fn data_round_trips(seq in any::<u32>(), msg in any::<u32>(), extra in 0u32..1000,
                         payload in proptest::collection::vec(any::<u8>(), 0..64),
                         src in any::<u16>(), flags in 0u8..0x20) {
-        let mut flags = Flags(flags);
-        if flags.contains(Flags::LAST) { flags = flags.with(Flags::ACK_REQ); }
+        let mut flags = Flags::from_bits_retain(flags);
+        if flags.contains(Flags::LAST) { flags = flags.union(Flags::ACK_REQ); }
         let msg_len = if flags.contains(Flags::START) && flags.contains(Flags::END) {
             payload.len() as u32
         } else {

@@ -37,58 +37,50 @@ use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use vcluster::{Cluster, Host, Process};
 
-use crate::cli::{size_steps, Args, Mode, Pattern};
+use crate::modes::{Mode, Wait};
 use crate::output as out;
+use crate::patterns::Pattern;
 use crate::report::{Failure, Record};
+use crate::sizes::{size_steps, SizeRange};
 
 /// Most hosts of `--hosts`.
 pub const MAX_HOSTS: usize = 64;
 
-/// Checks the multi-host options; `Some(message)` when they do not fit.
-pub fn validate(args: &Args) -> Option<String> {
-    let p = args.pattern;
-    if !(2..=MAX_HOSTS).contains(&args.hosts) {
-        return Some(format!("--hosts {}: expected 2..={MAX_HOSTS}", args.hosts));
-    }
-    if args.hosts > 2 && !p.is_multi_host() && !args.mpirun && !args.srun {
-        return Some(format!(
-            "--hosts {} with -x {}: a two-host pattern; use -x 1toN, Nto1, one_one_bidir, ebb or msgrate",
-            args.hosts,
-            p.name()
-        ));
-    }
-    if !p.is_multi_host() && !args.mpirun && !args.srun {
-        return None;
-    }
-    if (args.mpi || args.mpirun || args.srun) && !cfg!(feature = "mpi") {
-        return Some(
-            "--mpi, --mpirun and --srun need netgauge built with the mpi feature: \
-             cargo build --release -p netgauge --features mpi, then run target/release/netgauge \
-             (Open MPI and libclang: scripts/install-deps.sh)"
-                .into(),
-        );
-    }
-    if args.mpirun && !args.local {
-        return Some(
-            "--mpirun launches the ranks on the virtual cluster of --local --hosts N".into(),
-        );
-    }
-    if args.mpi || args.mpirun {
-        return None;
-    }
-    if !args.local {
-        return Some(format!(
-            "-x {} runs on several hosts: use --local --hosts N (a virtual cluster)",
-            p.name()
-        ));
-    }
-    if args.output.is_some() || args.repeat > 1 || args.idle_procs > 1 {
-        return Some(format!(
-            "-x {}: -o, --repeat and --idle-procs are two-host options; use --json for the per-rank records",
-            p.name()
-        ));
-    }
-    None
+/// A `--local --hosts N` run of a multi-host pattern, converted from the
+/// command line by `cli`.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// Hosts of the virtual cluster (2..=[`MAX_HOSTS`]).
+    pub hosts: usize,
+    /// The modes, in order.
+    pub modes: Vec<Mode>,
+    /// The multi-host pattern.
+    pub pattern: Pattern,
+    /// The size sweep (`-s`, `-g`).
+    pub size: SizeRange,
+    pub grade: u32,
+    /// Measured and warm-up iterations per size and pair.
+    pub count: usize,
+    pub warmup: usize,
+    /// Seed of ebb's pairings.
+    pub seed: u64,
+    /// First port; each step's pairs take ports after it.
+    pub port: u16,
+    /// The ethertype of eth sessions (a second one for reverse pairs).
+    pub eth_type: u16,
+    /// The cluster's MTU, bytes; keep the namespaces after the run.
+    pub mtu: usize,
+    pub keep: bool,
+    /// Print JSON records instead of text; `verbose` > 0 adds a row per pair.
+    pub json: bool,
+    pub verbose: u8,
+    /// Print the participants' host names first.
+    pub hostnames: bool,
+    /// How our modes wait (for the header line).
+    pub wait: Wait,
+    /// The options both ends of a session get after `-m -P -x` (see
+    /// [`crate::local::session_args`]).
+    pub child_args: Vec<String>,
 }
 
 /// The pairs (server rank, client rank) of `pattern` on `n` ranks at size
@@ -205,7 +197,7 @@ pub fn aggregate(pairs: &[PairRecord]) -> Aggregate {
 /// a message naming the failed steps once everything was printed;
 /// `Interrupted` after Ctrl-C (what was measured is printed first);
 /// `BrokenPipe` when stdout closed; building the cluster.
-pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
+pub fn run(args: &ClusterConfig) -> io::Result<Vec<StepRecord>> {
     let n = args.hosts;
     let vc = Cluster::builder("netgauge")
         .hosts(n)
@@ -216,7 +208,7 @@ pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
     let exe = exe
         .to_str()
         .ok_or_else(|| io::Error::other("netgauge's path is not UTF-8"))?;
-    let modes = args.resolve_modes();
+    let modes = args.modes.clone();
     let sizes = size_steps(args.size, args.grade);
     if args.hostnames {
         let me = crate::output::hostname();
@@ -240,7 +232,7 @@ pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
             if n > 2 { "bridge" } else { "veth pair" },
             vc.mtu(),
             args.count,
-            args.wait().label()
+            args.wait.label()
         ))?;
         if args.verbose > 0 {
             out::println(&format!(
@@ -282,7 +274,7 @@ pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
                 error,
             };
             progress.tick(&format!("{} {size} B", mode.name()));
-            print_step(args, &step, &progress)?;
+            print_step(args.json, args.verbose, &step, &progress)?;
             steps.push(step);
         }
         if !args.json && !progress.shown() {
@@ -318,7 +310,7 @@ pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
             out::print(&summary(&steps))?;
             out::println("")?;
         }
-        out::print(&table(args, &steps, &failures))?;
+        out::print(&table(args.pattern, &steps, &failures))?;
         if crate::interrupt::requested() {
             out::println("# interrupted (Ctrl-C): the sizes and modes after the last result were not measured")?;
         }
@@ -340,9 +332,9 @@ pub fn run(args: &Args) -> io::Result<Vec<StepRecord>> {
 /// kernel reference: the slowest pair's p50 (1toN, Nto1, one_one_bidir),
 /// the mean Mbit/s per pair (ebb, netgauge's effective bisection
 /// bandwidth), or the messages per second of all pairs (msgrate).
-pub(crate) fn table(args: &Args, steps: &[StepRecord], failures: &[Failure]) -> String {
+pub(crate) fn table(pattern: Pattern, steps: &[StepRecord], failures: &[Failure]) -> String {
     use crate::output::pivot::{Entry, Shape};
-    let (what, short, higher): (&str, &str, bool) = match args.pattern {
+    let (what, short, higher): (&str, &str, bool) = match pattern {
         Pattern::Ebb => ("mean throughput per pair (Mbit/s)", "Mbit/s per pair", true),
         Pattern::MsgRate => ("messages per second, all pairs", "msg/s", true),
         _ => ("p50 half round-trip of the slowest pair (us)", "p50", false),
@@ -352,7 +344,7 @@ pub(crate) fn table(args: &Args, steps: &[StepRecord], failures: &[Failure]) -> 
         .filter(|s| s.error.is_none() && !s.pairs.is_empty())
         .map(|s| {
             let a = &s.aggregate;
-            let value = match args.pattern {
+            let value = match pattern {
                 Pattern::Ebb => a.mbit_s_mean,
                 Pattern::MsgRate => a.msgs_per_s_sum,
                 _ => a.p50_max_us.unwrap_or(0.0),
@@ -381,7 +373,7 @@ pub(crate) fn table(args: &Args, steps: &[StepRecord], failures: &[Failure]) -> 
         }
     }
     let shape = Shape {
-        pattern: args.pattern.name(),
+        pattern: pattern.name(),
         what,
         short,
         higher_is_better: higher,
@@ -393,14 +385,15 @@ pub(crate) fn table(args: &Args, steps: &[StepRecord], failures: &[Failure]) -> 
 /// Prints one step: a JSON line, or with -v a row per pair and the
 /// aggregate row (a failed step: its error).
 pub(crate) fn print_step(
-    args: &Args,
+    json: bool,
+    verbose: u8,
     s: &StepRecord,
     progress: &crate::output::progress::Progress,
 ) -> io::Result<()> {
-    if args.json {
+    if json {
         return progress.println(&serde_json::to_string(s).map_err(io::Error::other)?);
     }
-    if args.verbose == 0 {
+    if verbose == 0 {
         return Ok(());
     }
     if let Some(e) = &s.error {
@@ -505,12 +498,8 @@ fn remote_of(mode: Mode, h: &Host) -> String {
 
 /// The arguments both ends of a pair's session share: `--local`'s, with
 /// the pattern's two-host pattern.
-fn session_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
-    let mut v = crate::local::common_args(args, mode, port);
-    if let Some(i) = v.iter().position(|a| a == "-x") {
-        v[i + 1] = args.pattern.session().name().into();
-    }
-    v
+fn session_args(args: &ClusterConfig, mode: Mode, port: u16) -> Vec<String> {
+    crate::local::session_args(&args.child_args, mode, args.pattern.session(), port)
 }
 
 /// The ethertype of each pair's eth session: `base`, except for a pair
@@ -543,7 +532,7 @@ pub(crate) fn eth_types(base: u16, pairs: &[(usize, usize)]) -> Vec<u16> {
 /// ports (pair k uses `-P port + base + k`) so that consecutive steps do
 /// not meet a previous step's socket.
 fn run_step(
-    args: &Args,
+    args: &ClusterConfig,
     vc: &Cluster,
     exe: &str,
     mode: Mode,

@@ -13,7 +13,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::cli::Pattern;
+use crate::patterns::Pattern;
 use crate::transport::eth::MIN_PAYLOAD;
 use crate::transport::Endpoint;
 

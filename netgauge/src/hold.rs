@@ -17,8 +17,7 @@ use std::process::{Command, Stdio};
 
 use ::esp::socket::EspListener;
 
-use crate::cli::{Args, Mode};
-use crate::transport;
+use crate::transport::{self, SessionConfig};
 
 /// Most processes per host (`--idle-procs`).
 pub const MAX_PROCS: usize = 256;
@@ -33,11 +32,10 @@ const READY: &str = "ready";
 ///
 /// Errors: those of binding (e.g. `PermissionDenied` naming CAP_NET_RAW);
 /// stdin and stdout errors.
-pub fn hold(args: &Args) -> io::Result<()> {
-    let cfg = crate::run::session_config(args, Mode::Edp);
+pub fn hold(cfg: &SessionConfig) -> io::Result<()> {
     let iface = cfg.iface()?.to_string();
-    let edp = transport::edp::open_socket(&cfg, 0)?;
-    let esp = EspListener::bind_with(&iface, 0, transport::esp::config(&cfg))?;
+    let edp = transport::edp::open_socket(cfg, 0)?;
+    let esp = EspListener::bind_with(&iface, 0, transport::esp::config(cfg))?;
     crate::privilege::drop_after_open();
     let (_, _, edp_port) = edp.local_addr()?;
     let (_, _, esp_port) = esp.local_addr()?;

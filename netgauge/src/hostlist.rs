@@ -8,7 +8,27 @@ use std::time::Duration;
 
 use nix::ifaddrs::getifaddrs;
 
-use crate::cli::{Args, Mode};
+use crate::modes::Mode;
+use crate::run::RunConfig;
+use crate::transport::{LinkKind, SessionConfig};
+
+/// A server started by hand (`-a`), converted from the command line by
+/// `cli`.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// The port it listens on (`-P`).
+    pub port: u16,
+    /// Serve one client, then exit (`--once`).
+    pub once: bool,
+    /// Its interface (`-I`), if given.
+    pub iface: Option<String>,
+    /// The ethertype of eth sessions (`--eth-type`).
+    pub eth_type: u16,
+    /// The link of our modes (`--link`) and, for a UDP link, the clients'
+    /// addresses (`--link-peer`).
+    pub link: LinkKind,
+    pub link_peers: Vec<String>,
+}
 
 /// One interface of this host: name, MAC, IPv4/IPv6 addresses.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,7 +84,7 @@ pub fn interfaces(only: Option<&str>) -> io::Result<Vec<Iface>> {
 /// #   eth0  MAC 02:00:00:00:00:01  IP 10.0.0.1
 /// # on the client: netgauge -m edp -I <client interface> -R 02:00:00:00:00:01 -P 19470
 /// ```
-pub fn announcement(args: &Args, modes: &[Mode], ifaces: &[Iface]) -> String {
+pub fn announcement(args: &ServeConfig, modes: &[Mode], ifaces: &[Iface]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let names: Vec<&str> = modes.iter().map(|m| m.name()).collect();
@@ -93,9 +113,8 @@ pub fn announcement(args: &Args, modes: &[Mode], ifaces: &[Iface]) -> String {
             }
         );
     }
-    let ethernet =
-        modes.iter().any(|m| m.is_ethernet()) && args.link == crate::cli::LinkKind::Packet;
-    let ip_only = modes.iter().all(|m| !m.is_ethernet()) || args.link == crate::cli::LinkKind::Udp;
+    let ethernet = modes.iter().any(|m| m.is_ethernet()) && args.link == LinkKind::Packet;
+    let ip_only = modes.iter().all(|m| !m.is_ethernet()) || args.link == LinkKind::Udp;
     // The address to give: the MAC of the server's interface for Ethernet
     // modes (all modes then need it), else its first IPv4 address.
     let first = ifaces.iter().find(|i| {
@@ -135,7 +154,7 @@ pub fn announcement(args: &Args, modes: &[Mode], ifaces: &[Iface]) -> String {
             cmd.push_str(&format!(" --remote-ip {ip}"));
         }
     }
-    if args.link == crate::cli::LinkKind::Udp {
+    if args.link == LinkKind::Udp {
         // The client's UDP link must be one of --link-peer's addresses.
         let peers = args.link_peers.join(", ");
         cmd = format!(
@@ -157,9 +176,10 @@ pub fn announcement(args: &Args, modes: &[Mode], ifaces: &[Iface]) -> String {
 /// change ([`is_fatal`]: the port is taken, no privilege, no such
 /// interface) ends it at once with what to do. Sessions that fail within a
 /// second of starting are paced to one a second, so a server never spins.
-pub fn serve(args: &Args, modes: &[Mode]) -> io::Result<()> {
+pub fn serve(args: &ServeConfig, run: &RunConfig, sessions: &[SessionConfig]) -> io::Result<()> {
+    let modes: Vec<Mode> = sessions.iter().map(|s| s.mode).collect();
     match interfaces(args.iface.as_deref()) {
-        Ok(ifs) => crate::output::print(&announcement(args, modes, &ifs))?,
+        Ok(ifs) => crate::output::print(&announcement(args, &modes, &ifs))?,
         Err(e) => eprintln!("netgauge: cannot list the interfaces: {e}"),
     }
     let mut served = 0u64;
@@ -168,9 +188,10 @@ pub fn serve(args: &Args, modes: &[Mode]) -> io::Result<()> {
             // Every session opens its sockets anew: keep the capabilities.
             crate::privilege::expect_sessions(usize::MAX);
         }
-        for &mode in modes {
+        for cfg in sessions {
+            let mode = cfg.mode;
             let started = std::time::Instant::now();
-            match crate::run::server(args, mode) {
+            match crate::run::server(run, cfg) {
                 Ok(()) => {}
                 Err(e) if args.once || is_fatal(&e) => return Err(fatal(args, mode, e)),
                 Err(e) => {
@@ -210,7 +231,7 @@ pub fn is_fatal(e: &io::Error) -> bool {
 
 /// The error a server ends with: the mode, the error, and for a taken port
 /// the port and the fix.
-fn fatal(args: &Args, mode: Mode, e: io::Error) -> io::Error {
+fn fatal(args: &ServeConfig, mode: Mode, e: io::Error) -> io::Error {
     let msg = if e.kind() == io::ErrorKind::AddrInUse && mode == Mode::Eth {
         format!(
             "mode eth: another eth server without -R already serves {} for ethertype {:#06x} \
@@ -269,7 +290,6 @@ pub fn resolve(name: &str) -> io::Result<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     #[test]
     fn names_and_addresses_resolve() {
@@ -289,7 +309,14 @@ mod tests {
             mac: Some(edp::MacAddr([2, 0, 0, 0, 0, 1])),
             ips: vec!["10.0.0.1".parse().unwrap()],
         }];
-        let args = Args::parse_from(["netgauge", "-a", "-P", "6000"]);
+        let args = ServeConfig {
+            port: 6000,
+            once: false,
+            iface: None,
+            eth_type: crate::transport::eth::ETHERTYPE,
+            link: LinkKind::Packet,
+            link_peers: Vec::new(),
+        };
         let a = announcement(&args, &[Mode::Edp, Mode::Esp], &ifs);
         assert!(a.contains("MAC 02:00:00:00:00:01  IP 10.0.0.1"), "{a}");
         assert!(

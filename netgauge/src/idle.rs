@@ -20,6 +20,16 @@ use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
 use crate::transport::{self, SessionConfig};
 
+/// Idle sockets each netgauge process opens beside the measured one
+/// (`--idle-edp`, `--idle-esp`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IdleConfig {
+    /// Idle EDP sockets (at most [`MAX_IDLE_EDP`]).
+    pub edp: usize,
+    /// Idle ESP listeners (at most [`MAX_IDLE_ESP`]).
+    pub esp: usize,
+}
+
 /// Most idle EDP sockets per process (the ephemeral range has 16 384 ports).
 pub const MAX_IDLE_EDP: usize = 10_000;
 /// Most idle ESP listeners per process.

@@ -15,34 +15,85 @@ use std::time::Duration;
 
 use vcluster::{Cluster, Process};
 
-use crate::cli::{Args, LinkKind, Mode, Pattern};
-use crate::output as out;
-use crate::report::{self, Failure, Record};
+use std::path::PathBuf;
 
-/// Runs `--local`. Returns every record, already printed. Errors: see
-/// [`run_on`] (failed sizes, `Interrupted`, `BrokenPipe`); building the
-/// cluster.
-pub fn run(args: &Args) -> io::Result<Vec<Record>> {
-    let reexec = args.link != LinkKind::Udp && !vcluster::userns::can_build_directly();
-    if !reexec {
-        // Ctrl-C prints what was measured; the re-executing parent instead
-        // keeps vcluster's handler, which forwards the signal to the child
-        // and waits for it.
-        if let Err(e) = crate::interrupt::install() {
-            tracing::debug!("no Ctrl-C handler of netgauge's own: {e}");
-        }
-    }
-    if args.link == LinkKind::Udp {
-        return run_on(args, &Ends::Loopback);
-    }
-    if reexec {
-        // The re-executed netgauge printed everything; mirror its status.
+use crate::idle::IdleConfig;
+use crate::modes::{Mode, Wait};
+use crate::output as out;
+use crate::patterns::Pattern;
+use crate::report::{self, Failure, Record};
+use crate::sizes::SizeRange;
+use crate::transport::LinkKind;
+
+/// A `--local` run of two hosts, converted from the command line by `cli`.
+#[derive(Debug, Clone)]
+pub struct LocalConfig {
+    /// The modes, in the order they run (alternated under `repeat`).
+    pub modes: Vec<Mode>,
+    /// one_one or stream.
+    pub pattern: Pattern,
+    /// The size sweep (`-s`, `-g`): the client's `-s` and `-g`.
+    pub size: SizeRange,
+    pub grade: u32,
+    /// Measured and warm-up iterations per size.
+    pub count: usize,
+    pub warmup: usize,
+    /// First port; each session takes two of its own after it.
+    pub port: u16,
+    /// The veth pair's MTU, bytes.
+    pub mtu: usize,
+    /// Keep the namespaces after the run.
+    pub keep: bool,
+    /// Our modes on AF_PACKET in a virtual cluster, or on UDP links on
+    /// loopback.
+    pub link: LinkKind,
+    /// How our modes wait (for the header line and the holders).
+    pub wait: Wait,
+    /// Runs of the whole comparison.
+    pub repeat: usize,
+    /// Idle sockets per process, and processes per host.
+    pub idle: IdleConfig,
+    pub idle_procs: usize,
+    /// Print JSON records instead of text; `verbose` > 0 adds the
+    /// per-size lines and logs.
+    pub json: bool,
+    pub verbose: u8,
+    /// Print the participants' host names first.
+    pub hostnames: bool,
+    /// Outputs: every sample (`-f`), CSV, netgauge's long form, charts.
+    pub full_log: Option<PathBuf>,
+    pub csv: Option<PathBuf>,
+    pub long_form: Option<PathBuf>,
+    pub plot: Option<PathBuf>,
+    /// The options both ends of a session get after `-m -P -x` (see
+    /// [`session_args`]).
+    pub child_args: Vec<String>,
+}
+
+/// Prepares this process for a `--local` run over `link`: without the
+/// privilege to build a virtual cluster, netgauge re-executes itself in a
+/// new user + network + mount namespace and exits with its status (the
+/// re-executed netgauge prints everything); otherwise Ctrl-C prints what
+/// was measured. Errors: re-executing.
+pub fn enter(link: LinkKind) -> io::Result<()> {
+    if link != LinkKind::Udp && !vcluster::userns::can_build_directly() {
+        // The re-executing parent keeps vcluster's handler, which forwards
+        // the signal to the child and waits for it.
         let status = vcluster::userns::reexec()?;
         std::process::exit(status.code().unwrap_or(1));
     }
-    if args.pattern.is_multi_host() {
-        crate::cluster::run(args)?;
-        return Ok(Vec::new());
+    if let Err(e) = crate::interrupt::install() {
+        tracing::debug!("no Ctrl-C handler of netgauge's own: {e}");
+    }
+    Ok(())
+}
+
+/// Runs `--local` with two hosts (after [`enter`]). Returns every record,
+/// already printed. Errors: see [`run_on`] (failed sizes, `Interrupted`,
+/// `BrokenPipe`); building the cluster.
+pub fn run(args: &LocalConfig) -> io::Result<Vec<Record>> {
+    if args.link == LinkKind::Udp {
+        return run_on(args, &Ends::Loopback);
     }
     let vc = Cluster::builder("netgauge")
         .hosts(2)
@@ -109,12 +160,12 @@ impl Ends<'_> {
 /// naming the failed sizes once everything was printed; `Interrupted`
 /// after Ctrl-C (what was measured is printed first); `BrokenPipe` when
 /// stdout closed.
-fn run_on(args: &Args, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
+fn run_on(args: &LocalConfig, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
     let exe = std::env::current_exe()?;
     let exe = exe
         .to_str()
         .ok_or_else(|| io::Error::other("netgauge's path is not UTF-8"))?;
-    let modes = args.resolve_modes();
+    let modes = args.modes.clone();
     // --idle-procs: P-1 holding processes per host, for the whole run.
     let mut holders = crate::hold::Holders::default();
     if let (true, Ends::Cluster(vc)) = (args.idle_procs > 1, ends) {
@@ -149,7 +200,7 @@ fn run_on(args: &Args, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
                 args.mtu,
                 args.pattern.name(),
                 args.count,
-                args.wait().label()
+                args.wait.label()
             ))?;
         }
     }
@@ -165,15 +216,15 @@ fn run_on(args: &Args, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
             out::println(&format!(
                 "# netgauge --local: hosts {} ({}, {}) and {} ({}, {}), veth MTU {}, pattern {}, {} iterations per size, wait {}",
                 a.ns, a.mac, a.ip, b.ns, b.mac, b.ip, vc.mtu(),
-                args.pattern.name(), args.count, args.wait().label()
+                args.pattern.name(), args.count, args.wait.label()
             ))?;
-            if args.idle_procs > 1 || args.idle_edp > 0 || args.idle_esp > 0 {
+            if args.idle_procs > 1 || args.idle.edp > 0 || args.idle.esp > 0 {
                 out::println(&format!(
                     "# per host: {} netgauge process(es) ({} holding one EDP socket and one ESP listener each); per process {} idle EDP sockets, {} idle ESP listeners",
                     args.idle_procs,
                     holders.count() / 2,
-                    args.idle_edp,
-                    args.idle_esp
+                    args.idle.edp,
+                    args.idle.esp
                 ))?;
             }
         }
@@ -182,7 +233,7 @@ fn run_on(args: &Args, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
         // The header; each mode's client appends its rows.
         crate::output::raw::RawLog::open(p, false)?;
     }
-    let sizes = crate::cli::size_steps(args.size, args.grade);
+    let sizes = crate::sizes::size_steps(args.size, args.grade);
     let steps = sizes.len() * modes.len() * args.repeat;
     let progress = crate::output::progress::Progress::new(
         crate::output::progress::wanted(args.json),
@@ -260,7 +311,7 @@ fn run_on(args: &Args, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
             out::println("# interrupted (Ctrl-C): the sizes and modes after the last result were not measured")?;
         }
     }
-    if let Some(path) = args.csv_path() {
+    if let Some(path) = &args.csv {
         crate::output::csv::write_runs(path, &runs)?;
     }
     if let Some(path) = &args.plot {
@@ -271,7 +322,7 @@ fn run_on(args: &Args, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
         };
         crate::output::plot::plot(&shown, path)?;
     }
-    if let Some(path) = args.long_form_path() {
+    if let Some(path) = &args.long_form {
         let mut f = std::fs::File::create(path)?;
         for mode in &modes {
             let rs: Vec<Record> = all
@@ -326,7 +377,7 @@ pub(crate) fn failure_summary(failures: &[Failure], steps: usize) -> String {
 /// Prints the records of run `run` as they come: JSON lines (with the
 /// run index), or with -v netgauge's per-size lines.
 fn print_records(
-    args: &Args,
+    args: &LocalConfig,
     records: &[Record],
     run: usize,
     progress: &crate::output::progress::Progress,
@@ -349,66 +400,30 @@ fn print_records(
     Ok(())
 }
 
-/// The arguments both ends share.
-pub(crate) fn common_args(args: &Args, mode: Mode, port: u16) -> Vec<String> {
-    let mut v = vec![
+/// The arguments both ends of a session of `mode` on `port` share:
+/// `-m MODE -P PORT -x PATTERN` and `child_args`.
+pub(crate) fn session_args(
+    child_args: &[String],
+    mode: Mode,
+    pattern: Pattern,
+    port: u16,
+) -> Vec<String> {
+    let mut v: Vec<String> = vec![
         "-m".into(),
         mode.name().into(),
         "-P".into(),
         port.to_string(),
         "-x".into(),
-        args.pattern.name().into(),
-        "--timeout".into(),
-        args.timeout_s.to_string(),
-        "--seed".into(),
-        args.seed.to_string(),
+        pattern.name().into(),
     ];
-    v.push("--wait".into());
-    v.push(args.wait().label());
-    if args.esp_checksum != ::esp::Checksum::Auto {
-        v.push("--esp-checksum".into());
-        v.push(args.esp_checksum.to_string());
-    }
-    if let Some(u) = args.user_timeout {
-        v.push("--user-timeout".into());
-        v.push(u.to_string());
-    }
-    for (flag, n) in [("--idle-edp", args.idle_edp), ("--idle-esp", args.idle_esp)] {
-        if n > 0 {
-            v.push(flag.into());
-            v.push(n.to_string());
-        }
-    }
-    if let Some(p) = &args.full_log {
-        v.push("-f".into());
-        let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
-        v.push(abs.display().to_string());
-        v.push("--full-log-append".into());
-    }
-    if let Some(t) = args.time_limit_s {
-        v.push("-t".into());
-        v.push(t.to_string());
-    }
-    for _ in 0..args.verbose {
-        v.push("-v".into());
-    }
-    for (flag, p) in [
-        ("--loss", args.loss),
-        ("--dup", args.dup),
-        ("--reorder", args.reorder),
-    ] {
-        if p > 0.0 {
-            v.push(flag.into());
-            v.push(p.to_string());
-        }
-    }
+    v.extend(child_args.iter().cloned());
     v
 }
 
 /// The arguments of a holding process (`--idle-procs`): the session's
 /// wait policy, hence its runtime configuration.
-fn hold_args(args: &Args) -> Vec<String> {
-    vec!["--wait".into(), args.wait().label()]
+fn hold_args(args: &LocalConfig) -> Vec<String> {
+    vec!["--wait".into(), args.wait.label()]
 }
 
 /// Runs `mode` over `sizes`: a session from the first size on, and after
@@ -419,7 +434,7 @@ fn hold_args(args: &Args) -> Vec<String> {
 /// Ctrl-C. Errors: only those of printing (`BrokenPipe`).
 #[allow(clippy::too_many_arguments)]
 fn run_mode(
-    args: &Args,
+    args: &LocalConfig,
     ends: &Ends<'_>,
     exe: &str,
     mode: Mode,
@@ -486,7 +501,7 @@ fn run_mode(
 /// client in the other): the records the client reported, and what went
 /// wrong if the session did not complete them all.
 fn session(
-    args: &Args,
+    args: &LocalConfig,
     ends: &Ends<'_>,
     exe: &str,
     mode: Mode,
@@ -513,7 +528,7 @@ fn session(
 
 #[allow(clippy::too_many_arguments)]
 fn session_into(
-    args: &Args,
+    args: &LocalConfig,
     ends: &Ends<'_>,
     exe: &str,
     mode: Mode,
@@ -522,7 +537,7 @@ fn session_into(
     progress: &crate::output::progress::Progress,
     records: &mut Vec<Record>,
 ) -> io::Result<()> {
-    let common = common_args(args, mode, port);
+    let common = session_args(&args.child_args, mode, args.pattern, port);
     let (mut server, mut client) = ends.commands(exe, mode, port);
     server.args(["-a", "--once"]).args(&common);
     server

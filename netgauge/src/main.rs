@@ -13,6 +13,8 @@ mod hostlist;
 mod idle;
 mod interrupt;
 mod local;
+mod mcast;
+mod modes;
 #[cfg(feature = "mpi")]
 mod mpi;
 #[cfg(feature = "mpi")]
@@ -23,6 +25,7 @@ mod patterns;
 mod reach;
 mod report;
 mod run;
+mod sizes;
 mod stats;
 mod transport;
 
@@ -135,19 +138,32 @@ fn main() -> ExitCode {
 
 fn run_main(args: &Args) -> std::io::Result<()> {
     if args.hold {
-        return hold::hold(args);
+        return hold::hold(&args.session(modes::Mode::Edp));
+    }
+    if args.is_mcast() {
+        return match mcast::run(&args.mcast_config())? {
+            true => Ok(()),
+            false => Err(std::io::Error::other(
+                "some multicast runs did not complete (see the counters)",
+            )),
+        };
     }
     #[cfg(feature = "mpi")]
     {
         if args.mpi {
-            return mpi::rank_main(args);
+            return mpi::rank_main(&args.rank_config());
         }
         if args.mpirun || args.srun {
-            return mpi_launch::run(args);
+            return mpi_launch::run(&args.launch_config());
         }
     }
     if args.local {
-        local::run(args)?;
+        local::enter(args.link)?;
+        if args.pattern.is_multi_host() {
+            cluster::run(&args.cluster_config())?;
+        } else {
+            local::run(&args.local_config())?;
+        }
         return Ok(());
     }
     let modes = args.resolve_modes();
@@ -164,7 +180,8 @@ fn run_main(args: &Args) -> std::io::Result<()> {
         }
     }
     if args.server {
-        return hostlist::serve(args, &modes);
+        let sessions: Vec<_> = modes.iter().map(|&m| args.session(m)).collect();
+        return hostlist::serve(&args.serve_config(), &args.run_config(), &sessions);
     }
     let mut long_form = match args.long_form_path() {
         Some(path) => Some(std::fs::File::create(path)?),
@@ -185,14 +202,15 @@ fn run_main(args: &Args) -> std::io::Result<()> {
     let mut all = Vec::new();
     let progress = output::progress::Progress::new(
         output::progress::wanted(args.json),
-        (cli::size_steps(args.size, args.grade).len() * modes.len()) as u64,
+        (sizes::size_steps(args.size(), args.grade).len() * modes.len()) as u64,
     );
+    let run_config = args.run_config();
     for &mode in &modes {
         progress.running(mode.name());
         // The first error printing a record (stdout closed) ends the run
         // once the session is over.
         let mut printed = Ok(());
-        let records = run::client(args, mode, &mut |r| {
+        let records = run::client(&run_config, &args.session(mode), &mut |r| {
             progress.step_done(r);
             let line = if args.json {
                 serde_json::to_string(r).expect("records serialize")
@@ -226,6 +244,6 @@ fn run_main(args: &Args) -> std::io::Result<()> {
     Ok(())
 }
 
-fn with_mode(e: std::io::Error, mode: cli::Mode) -> std::io::Error {
+fn with_mode(e: std::io::Error, mode: modes::Mode) -> std::io::Error {
     std::io::Error::new(e.kind(), format!("mode {}: {e}", mode.name()))
 }

@@ -22,10 +22,13 @@ use std::time::Duration;
 
 use mpi::traits::*;
 
-use crate::cli::{size_steps, Args, Mode, SizeRange};
 use crate::cluster::{self, PairRecord, StepRecord};
 use crate::hostlist;
+use crate::patterns::Pattern;
 use crate::reach::{self, EchoConfig};
+use crate::run::RunConfig;
+use crate::sizes::{size_steps, SizeRange};
+use crate::transport::SessionConfig;
 
 /// Interfaces per rank exchanged (the first ones that have a MAC).
 const MAX_IFACES: usize = 4;
@@ -73,8 +76,37 @@ impl RankInfo {
     }
 }
 
+/// One rank of an MPI job (`--mpi`), converted from the command line by
+/// `cli`.
+#[derive(Debug, Clone)]
+pub struct RankConfig {
+    /// After MPI_Init, enter network namespace PREFIXr (`--rank-netns`).
+    pub rank_netns: Option<String>,
+    /// The interface to use (`-I`), else every one that is up.
+    pub iface: Option<String>,
+    /// Print every participant's host name first.
+    pub hostnames: bool,
+    /// EDP echo rounds per peer address, and the wait for each reply.
+    pub echo_attempts: u32,
+    pub echo_timeout: Duration,
+    /// Rank 0 prints JSON records instead of text; `verbose` > 0 adds a
+    /// row per pair.
+    pub json: bool,
+    pub verbose: u8,
+    /// The multi-host pattern and the seed of ebb's pairings.
+    pub pattern: Pattern,
+    pub seed: u64,
+    /// First port; each step's pairs take ports after it.
+    pub port: u16,
+    /// The sessions' plan (its pattern and size are set per step).
+    pub run: RunConfig,
+    /// One session template per mode, in order (interface, remote and
+    /// port are set per pair).
+    pub sessions: Vec<SessionConfig>,
+}
+
 /// Runs one rank. Errors end every rank (MPI_Abort) after printing.
-pub fn rank_main(args: &Args) -> io::Result<()> {
+pub fn rank_main(args: &RankConfig) -> io::Result<()> {
     let universe =
         ::mpi::initialize().ok_or_else(|| io::Error::other("MPI was initialized twice"))?;
     let world = universe.world();
@@ -93,7 +125,7 @@ pub fn rank_main(args: &Args) -> io::Result<()> {
     }
 }
 
-fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
+fn run(args: &RankConfig, world: &impl Communicator) -> io::Result<()> {
     let rank = world.rank() as usize;
     let n = world.size() as usize;
     // Every session opens sockets anew: keep the capabilities.
@@ -157,7 +189,7 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
     // Routes by EDP echo.
     let cfg = EchoConfig {
         attempts: args.echo_attempts,
-        timeout: Duration::from_millis(args.echo_timeout_ms),
+        timeout: args.echo_timeout,
     };
     let names: Vec<&str> = ifs.iter().map(|i| i.name.as_str()).collect();
     let mut routes: Vec<Option<reach::Route>> = vec![None; n];
@@ -232,12 +264,12 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
         tracing::warn!(rank, peer = j, "peer unreachable: {}", why[j]);
     }
 
-    let modes = args.resolve_modes();
-    let sizes = size_steps(args.size, args.grade);
+    let sizes = size_steps(args.run.size, args.run.grade);
     let mut steps = Vec::new();
     // No bar: ranks share the terminal.
     let progress = crate::output::progress::Progress::new(false, 0);
-    for (mi, &mode) in modes.iter().enumerate() {
+    for (mi, template) in args.sessions.iter().enumerate() {
+        let mode = template.mode;
         for (si, &size) in sizes.iter().enumerate() {
             let pairs = cluster::pairs(args.pattern, n, args.seed, si);
             for &(s, c) in &pairs {
@@ -253,7 +285,16 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
             }
             let base = ((mi * sizes.len() + si) * pairs.len()) % 20_000;
             quiet_barrier(world);
-            let mine = run_sessions(args, mode, size, &pairs, base as u16, rank, &infos, &routes);
+            let mine = run_sessions(
+                args,
+                template,
+                size,
+                &pairs,
+                base as u16,
+                rank,
+                &infos,
+                &routes,
+            );
             let mine = match mine {
                 Ok(m) => m,
                 Err(e) => {
@@ -290,7 +331,7 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
                     pairs: recs,
                     error: None,
                 };
-                cluster::print_step(args, &step, &progress)?;
+                cluster::print_step(args.json, args.verbose, &step, &progress)?;
                 steps.push(step);
             } else {
                 world.process_at_rank(0).send(&text[..]);
@@ -303,7 +344,7 @@ fn run(args: &Args, world: &impl Communicator) -> io::Result<()> {
             print!("{}", cluster::summary(&steps));
             println!();
         }
-        print!("{}", cluster::table(args, &steps, &[]));
+        print!("{}", cluster::table(args.pattern, &steps, &[]));
     }
     world.barrier();
     Ok(())
@@ -345,8 +386,8 @@ fn quiet_barrier(world: &impl Communicator) {
 /// client records.
 #[allow(clippy::too_many_arguments)]
 fn run_sessions(
-    args: &Args,
-    mode: Mode,
+    args: &RankConfig,
+    template: &SessionConfig,
     size: usize,
     pairs: &[(usize, usize)],
     base: u16,
@@ -354,21 +395,21 @@ fn run_sessions(
     infos: &[RankInfo],
     routes: &[Option<reach::Route>],
 ) -> io::Result<Vec<PairRecord>> {
-    let session = |k: usize, peer: usize, server: bool| -> io::Result<Args> {
+    let mode = template.mode;
+    let mut run = args.run.clone();
+    run.pattern = args.pattern.session();
+    run.size = SizeRange {
+        min: size,
+        max: size,
+    };
+    let run = &run;
+    let session = |k: usize, peer: usize| -> io::Result<SessionConfig> {
         let route = routes[peer].as_ref().ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotFound, format!("no route to rank {peer}"))
         })?;
-        let mut a = args.clone();
-        a.server = server;
-        a.once = true;
-        a.mpi = false;
-        a.pattern = args.pattern.session();
+        let mut a = template.clone();
         a.port = args.port.wrapping_add(base).wrapping_add(k as u16);
         a.iface = Some(route.iface.clone());
-        a.size = SizeRange {
-            min: size,
-            max: size,
-        };
         let ip = infos[peer]
             .ifaces
             .iter()
@@ -388,7 +429,6 @@ fn run_sessions(
                 )
             })?
         });
-        a.remote_ip = None;
         Ok(a)
     };
     std::thread::scope(|s| {
@@ -396,16 +436,16 @@ fn run_sessions(
         let mut clients = Vec::new();
         for (k, &(srv, cli)) in pairs.iter().enumerate() {
             if srv == rank {
-                let a = session(k, cli, true)?;
-                servers.push(s.spawn(move || crate::run::server(&a, mode)));
+                let a = session(k, cli)?;
+                servers.push(s.spawn(move || crate::run::server(run, &a)));
             }
         }
         for (k, &(srv, cli)) in pairs.iter().enumerate() {
             if cli == rank {
-                let a = session(k, srv, false)?;
+                let a = session(k, srv)?;
                 clients.push((
                     srv,
-                    s.spawn(move || crate::run::client(&a, mode, &mut |_| {})),
+                    s.spawn(move || crate::run::client(run, &a, &mut |_| {})),
                 ));
             }
         }

@@ -20,7 +20,6 @@ use std::process::{Command, Stdio};
 
 use vcluster::{LaunchCluster, Process};
 
-use crate::cli::Args;
 use crate::cluster::StepRecord;
 
 /// `srun` for `np` ranks of netgauge: each rank initializes MPI in this
@@ -43,56 +42,31 @@ fn srun(job: &LaunchCluster, np: usize, exe: &str, args: &[String]) -> Command {
     c
 }
 
-/// The rank arguments: everything of the run but the launch options.
-fn rank_args(args: &Args, json: bool) -> Vec<String> {
-    let modes: Vec<&str> = args.resolve_modes().iter().map(|m| m.name()).collect();
-    let mut v: Vec<String> = vec![
-        "--mpi".into(),
-        "-m".into(),
-        modes.join(","),
-        "-x".into(),
-        args.pattern.name().into(),
-        "-s".into(),
-        format!("{}-{}", args.size.min, args.size.max),
-        "-g".into(),
-        args.grade.to_string(),
-        "-c".into(),
-        args.count.to_string(),
-        "--warmup".into(),
-        args.warmup.to_string(),
-        "-P".into(),
-        args.port.to_string(),
-        "--timeout".into(),
-        args.timeout_s.to_string(),
-        "--seed".into(),
-        args.seed.to_string(),
-        "--wait".into(),
-        args.wait().label(),
-        "--echo-attempts".into(),
-        args.echo_attempts.to_string(),
-        "--echo-timeout-ms".into(),
-        args.echo_timeout_ms.to_string(),
-    ];
-    if let Some(i) = &args.iface {
-        v.extend(["-I".into(), i.clone()]);
-    }
-    if json {
-        v.push("--json".into());
-    }
-    for (flag, p) in [
-        ("--loss", args.loss),
-        ("--dup", args.dup),
-        ("--reorder", args.reorder),
-    ] {
-        if p > 0.0 {
-            v.extend([flag.into(), p.to_string()]);
-        }
-    }
-    v
+/// A launch of netgauge's ranks by `mpirun` or `srun` on a virtual
+/// cluster (`--local --hosts N --mpirun|--srun`), converted from the
+/// command line by `cli`.
+#[derive(Debug, Clone)]
+pub struct LaunchConfig {
+    /// Ranks, one per host of the cluster; the cluster's MTU; keep its
+    /// namespaces after the run.
+    pub hosts: usize,
+    pub mtu: usize,
+    pub keep: bool,
+    /// Launch with Slurm's srun instead of mpirun.
+    pub srun: bool,
+    /// Print the ranks' JSON records instead of their tables.
+    pub json: bool,
+    /// Open MPI's ping-pong to run beside ours (`--anchor`), with the
+    /// count and the largest size it measures.
+    pub anchor: Option<std::path::PathBuf>,
+    pub count: usize,
+    pub max_size: usize,
+    /// Every rank's arguments (`--mpi` and the run's options) but `--json`.
+    pub rank_args: Vec<String>,
 }
 
 /// Runs the launch: netgauge's ranks, then the anchor if asked.
-pub fn run(args: &Args) -> io::Result<()> {
+pub fn run(args: &LaunchConfig) -> io::Result<()> {
     let job = LaunchCluster::build("ngmpi", args.hosts, args.mtu, args.keep)?;
     let exe = std::env::current_exe()?;
     let exe = exe
@@ -112,7 +86,10 @@ pub fn run(args: &Args) -> io::Result<()> {
     }
     // With an anchor the records are needed for the side-by-side table.
     let capture = args.anchor.is_some();
-    let rank_args = rank_args(args, args.json || capture);
+    let mut rank_args = args.rank_args.clone();
+    if args.json || capture {
+        rank_args.push("--json".into());
+    }
     let mut cmd = if args.srun {
         let found = Command::new("srun").arg("--version").output();
         if !found.is_ok_and(|o| o.status.success()) {
@@ -163,7 +140,7 @@ pub fn run(args: &Args) -> io::Result<()> {
         &[
             "--json".into(),
             args.count.to_string(),
-            args.size.max.max(8).to_string(),
+            args.max_size.max(8).to_string(),
         ],
     );
     let out = cmd.stderr(Stdio::inherit()).output()?;

@@ -4,67 +4,46 @@
 use std::io;
 use std::time::Duration;
 
-use crate::cli::{size_steps, Args, Mode, Pattern};
 use crate::control::{self, Ctrl, Kind};
 use crate::cpu::{self, CpuClock};
+use crate::idle::IdleConfig;
 use crate::idle::IdleSockets;
+use crate::modes::{wait_label, Mode, Wait};
+use crate::patterns::Pattern;
 use crate::patterns::{one_one, resend, stream, Payload};
 use crate::report::Record;
+use crate::sizes::{size_steps, SizeRange};
 use crate::transport::{self, SessionConfig};
 
-/// The session parameters of `mode` from the command line.
-pub fn session_config(args: &Args, mode: Mode) -> SessionConfig {
-    let remote = if mode.is_ethernet() {
-        args.remote.clone()
-    } else {
-        args.remote_ip.clone().or_else(|| args.remote.clone())
-    };
-    SessionConfig {
-        mode,
-        iface: args.iface.clone(),
-        remote,
-        port: args.port,
-        wait_policy: args.wait().0,
-        fault: args.fault(),
-        timeout: Duration::from_secs_f64(args.timeout_s),
-        udp_link: udp_link_spec(args),
-        mtu: args.mtu,
-        esp_checksum: args.esp_checksum,
-        eth_type: args.eth_type,
-        user_timeout: args.user_timeout.map(|u| u.0),
-    }
-}
+/// Environment variable that makes a client fail on purpose at one size of
+/// one mode, `MODE:SIZE` (e.g. `edp:1024`), to see how a run reports a
+/// failed measurement (tests, and the README check).
+pub const INJECT_FAILURE_ENV: &str = "NETGAUGE_INJECT_FAILURE";
 
-/// `--link udp`: the UDP link of this end (see `transport::udp_link`); the
-/// remote or a peer that does not resolve leaves it out of the table, and
-/// the session's socket then reports the bad -R / --link-peer.
-fn udp_link_spec(args: &Args) -> Option<crate::transport::udp_link::UdpLinkSpec> {
-    use crate::transport::udp_link::{resolve, UdpLinkSpec};
-    if args.link != crate::cli::LinkKind::Udp {
-        return None;
-    }
-    let (default_port, peers) = if args.server {
-        let peers = args
-            .link_peers
-            .iter()
-            .filter_map(|p| resolve(p, args.port.wrapping_add(1), "--link-peer").ok())
-            .collect();
-        (args.port, peers)
-    } else {
-        let peers = args
-            .remote
-            .as_deref()
-            .and_then(|r| resolve(r, args.port, "-R").ok())
-            .into_iter()
-            .collect();
-        (args.port.wrapping_add(1), peers)
-    };
-    Some(UdpLinkSpec {
-        bind: args
-            .link_bind
-            .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], default_port))),
-        peers,
-    })
+/// The measurement plan of one session, converted from the command line
+/// by `cli`: what the client asks of its server, step by step.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The two-host pattern of the session (one_one or stream).
+    pub pattern: Pattern,
+    /// Sizes of the sweep (`-s`) and its grade (`-g`).
+    pub size: SizeRange,
+    pub grade: u32,
+    /// Measured iterations per size (`-c`) and warm-up ones (`--warmup`).
+    pub count: usize,
+    pub warmup: usize,
+    /// Time limit per size (`-t`).
+    pub time_limit: Option<Duration>,
+    /// Every sample to this file (`-f`), appended without a header when
+    /// `full_log_append`.
+    pub full_log: Option<std::path::PathBuf>,
+    pub full_log_append: bool,
+    /// Idle sockets beside the measured one.
+    pub idle: IdleConfig,
+    /// Start the first step at this time, ms since the Unix epoch.
+    pub start_at_ms: Option<u64>,
+    /// `-v`: the transports' statistics in the records and on stderr.
+    pub verbose: bool,
 }
 
 /// Runs the client side of `mode`: every size step, then BYE. `on_record`
@@ -74,14 +53,14 @@ fn udp_link_spec(args: &Args) -> Option<crate::transport::udp_link::UdpLinkSpec>
 /// included) divided by the step's iterations, here and, asked for with a
 /// STATS request after the step, on the server.
 pub fn client(
-    args: &Args,
-    mode: Mode,
+    args: &RunConfig,
+    cfg: &SessionConfig,
     on_record: &mut dyn FnMut(&Record),
 ) -> io::Result<Vec<Record>> {
-    let cfg = session_config(args, mode);
+    let mode = cfg.mode;
     // Before the measured socket, in its runtime; kept for the session.
-    let idle = IdleSockets::open(&cfg, args.idle_edp, args.idle_esp)?;
-    let mut ep = transport::connect(&cfg)?;
+    let idle = IdleSockets::open(cfg, args.idle.edp, args.idle.esp)?;
+    let mut ep = transport::connect(cfg)?;
     crate::privilege::drop_after_open();
     if let Some(ms) = args.start_at_ms {
         crate::cluster::sleep_until_unix_ms(ms);
@@ -101,9 +80,9 @@ pub fn client(
             Pattern::OneOne => (args.count, args.warmup),
             _ => (args.count, 0),
         };
-        let count = match (args.time_limit_s, last_step) {
+        let count = match (args.time_limit, last_step) {
             (Some(t), Some((prev_size, per_iter))) => iterations_within(
-                std::time::Duration::from_secs_f64(t),
+                t,
                 per_iter.mul_f64((size as f64 / prev_size.max(1) as f64).max(1.0)),
                 warmup,
                 count,
@@ -113,7 +92,7 @@ pub fn client(
         if injected_failure(mode, size) {
             return Err(io::Error::other(format!(
                 "{size} bytes: failure injected by {}",
-                crate::cli::INJECT_FAILURE_ENV
+                INJECT_FAILURE_ENV
             )));
         }
         let step_start = std::time::Instant::now();
@@ -183,7 +162,7 @@ pub fn client(
             size,
             iterations: count,
             busy_poll: cfg.busy_poll(),
-            wait: args.wait_label(mode),
+            wait: wait_label(Wait(cfg.wait_policy), mode),
             lat_us,
             cpu_us_per_iter_client: Some(client_cpu),
             cpu_us_per_iter_server: Some(server_cpu),
@@ -197,7 +176,7 @@ pub fn client(
             transport_stats: None,
             resends,
         };
-        if args.verbose > 0 {
+        if args.verbose {
             rec.transport_stats = ep.stats_line();
         }
         on_record(&rec);
@@ -220,10 +199,10 @@ pub fn client(
     Ok(records)
 }
 
-/// Whether [`crate::cli::INJECT_FAILURE_ENV`] asks the client of `mode` to
+/// Whether [`INJECT_FAILURE_ENV`] asks the client of `mode` to
 /// fail at `size`.
 fn injected_failure(mode: Mode, size: usize) -> bool {
-    std::env::var(crate::cli::INJECT_FAILURE_ENV).is_ok_and(|v| {
+    std::env::var(INJECT_FAILURE_ENV).is_ok_and(|v| {
         v.split(',').any(|one| {
             one.split_once(':')
                 .is_some_and(|(m, s)| m.trim() == mode.name() && s.trim().parse() == Ok(size))
@@ -234,10 +213,10 @@ fn injected_failure(mode: Mode, size: usize) -> bool {
 /// Runs the server side of `mode` for one client session. Answers each
 /// STATS request with its CPU time over the step (from READY to the end of
 /// the step's pattern) and the step's iterations.
-pub fn server(args: &Args, mode: Mode) -> io::Result<()> {
-    let cfg = session_config(args, mode);
-    let _idle = IdleSockets::open(&cfg, args.idle_edp, args.idle_esp)?;
-    let mut ep = transport::accept(&cfg)?;
+pub fn server(args: &RunConfig, cfg: &SessionConfig) -> io::Result<()> {
+    let mode = cfg.mode;
+    let _idle = IdleSockets::open(cfg, args.idle.edp, args.idle.esp)?;
+    let mut ep = transport::accept(cfg)?;
     crate::privilege::drop_after_open();
     let mut last_step = 0u32;
     // Of the last step: iterations served, CPU time in ns.
@@ -315,7 +294,7 @@ pub fn server(args: &Args, mode: Mode) -> io::Result<()> {
         }
         let ns = u64::try_from(cpu_clock.elapsed()?.as_nanos()).unwrap_or(u64::MAX);
         last_cpu = (c.count, ns);
-        if args.verbose > 0 {
+        if args.verbose {
             if let Some(s) = ep.stats_line() {
                 eprintln!("# server {} step {}: {s}", mode.name(), c.step);
             }

@@ -1,26 +1,43 @@
-//! End to end: `netgauge-mcast` (pattern 1toN on a bridge of N + 1
-//! namespaces) with 2 receivers and a few messages, every strategy, without
-//! and with loss on the receiver links; JSON records and the tables checked;
-//! namespaces removed after the run. Needs root: elsewhere the tests print
-//! why they skip, except under CI=true, where they fail.
+//! End to end: netgauge's multicast modes (`-x 1toN --hosts 3`: a bridge
+//! of 3 namespaces, host 0 sending to 2 receivers) with a few messages,
+//! every strategy, without and with loss on the receiver links; JSON
+//! records, CSV rows and the tables checked; namespaces removed after the
+//! run. Needs root: elsewhere the tests print why they skip, except under
+//! CI=true, where they fail.
 
+use std::collections::HashMap;
 use std::process::Command;
 
 use serde_json::Value;
 
-const MCAST: &str = env!("CARGO_BIN_EXE_netgauge-mcast");
+const NETGAUGE: &str = env!("CARGO_BIN_EXE_netgauge");
 
 const MODES: [&str; 4] = ["mak-iter", "mak-ack", "mak-nak", "mak"];
 
-/// Runs netgauge-mcast with `args` plus `--json --verify`; returns the JSON
-/// records and the text of stdout (tables).
-fn run(args: &[&str]) -> (Vec<Value>, String) {
-    let stdout = testkit::run_clean(
-        Command::new(MCAST)
-            .args(["--json", "--verify", "--timeout-s", "30"])
+/// Runs netgauge with `args` plus `-x 1toN --hosts 3 --verify`; returns
+/// stdout.
+fn run(args: &[&str]) -> String {
+    testkit::run_clean(
+        Command::new(NETGAUGE)
+            .args(["-x", "1toN", "--hosts", "3", "--verify", "--timeout", "30"])
             .args(args),
-    );
-    (testkit::json_lines(&stdout), stdout)
+    )
+}
+
+/// The rows of a CSV file, each a map from the header's column names.
+fn csv_rows(path: &std::path::Path) -> Vec<HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).expect("the CSV file");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    lines
+        .map(|l| {
+            header
+                .iter()
+                .zip(l.split(','))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
 }
 
 fn u(r: &Value, k: &str) -> u64 {
@@ -31,13 +48,12 @@ fn u(r: &Value, k: &str) -> u64 {
 
 #[test]
 fn latency_two_receivers_every_strategy() {
-    if !testkit::root_or_skip("netgauge-mcast latency") {
+    if !testkit::root_or_skip("netgauge multicast latency") {
         return;
     }
     let count = 30u64;
-    let (recs, text) = run(&[
-        "--receivers",
-        "2",
+    let text = run(&[
+        "--json",
         "-c",
         &count.to_string(),
         "-s",
@@ -45,6 +61,7 @@ fn latency_two_receivers_every_strategy() {
         "-m",
         &MODES.join(","),
     ]);
+    let recs = testkit::json_lines(&text);
     assert_eq!(recs.len(), MODES.len(), "{text}");
     for (r, mode) in recs.iter().zip(MODES) {
         assert_eq!(r["mode"], mode, "{r}");
@@ -73,24 +90,21 @@ fn latency_two_receivers_every_strategy() {
             _ => assert!(u(r, "acks_sent") >= 2 * count, "{r}"),
         }
     }
-    assert!(text.contains("latency until the last receiver has the message, p50 us"));
-    for m in MODES {
-        assert!(
-            text.lines().any(|l| l.starts_with(&format!("{m} "))),
-            "{m}: {text}"
-        );
-    }
+    // --json prints records only.
+    assert!(!text.contains("latency until the last receiver"), "{text}");
 }
 
 #[test]
 fn stream_under_loss_two_receivers() {
-    if !testkit::root_or_skip("netgauge-mcast stream under loss") {
+    if !testkit::root_or_skip("netgauge multicast stream under loss") {
         return;
     }
     let count = 400u64;
-    let (recs, text) = run(&[
-        "--receivers",
-        "2",
+    let csv = std::env::temp_dir().join(format!("netgauge-mcast-{}.csv", std::process::id()));
+    let csv_arg = csv.display().to_string();
+    let text = run(&[
+        "--csv",
+        &csv_arg,
         "-c",
         &count.to_string(),
         "-s",
@@ -100,26 +114,50 @@ fn stream_under_loss_two_receivers() {
         "--measure",
         "stream",
         "--loss",
-        "0.05",
+        "5",
+        // The NAK baseline frees a packet 16 ms after its last
+        // transmission (the paper's rule); a NAK from a receiver that a
+        // loaded CI host descheduled longer than that finds it gone, and
+        // the run ends with the source reported silent (the baseline's
+        // documented flaw, seen in CI at load 11). This test checks
+        // repair under loss, so the linger outlasts any scheduling delay;
+        // with 400 messages inside the 4096-packet window it never
+        // throttles the stream.
+        "--nak-linger-ms",
+        "5000",
     ]);
-    assert_eq!(recs.len(), 2, "{text}");
-    for r in &recs {
-        assert_eq!(r["complete"], true, "{r}");
-        assert_eq!(u(r, "bad"), 0, "{r}");
-        assert!(r["mbytes_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    let rows = csv_rows(&csv);
+    let _ = std::fs::remove_file(&csv);
+    assert_eq!(rows.len(), 2, "{text}");
+    let n = |r: &HashMap<String, String>, k: &str| -> f64 {
+        r[k].parse().unwrap_or_else(|_| panic!("{k} in {r:?}"))
+    };
+    for (r, mode) in rows.iter().zip(["mak", "mak-nak"]) {
+        assert_eq!(r["mode"], mode, "{r:?}");
+        assert_eq!(r["receivers"], "2", "{r:?}");
+        assert_eq!(r["measure"], "stream", "{r:?}");
+        assert_eq!(n(r, "loss_percent"), 5.0, "{r:?}");
+        assert_eq!(r["complete"], "true", "{r:?}");
+        assert_eq!(n(r, "bad"), 0.0, "{r:?}");
+        assert!(n(r, "mbytes_per_s") > 0.0, "{r:?}");
         // 5 % of 2 x 400 first transmissions: losing none has p < 1e-17.
-        let lost = u(r, "lost_frames");
-        assert!(lost > 0, "{r}");
+        assert!(n(r, "lost_frames") > 0.0, "{r:?}");
         // Every loss was repaired: by a NAK-asked retransmission or a
         // timer one.
-        assert!(u(r, "naks_sent") > 0, "{r}");
+        assert!(n(r, "naks_sent") > 0.0, "{r:?}");
         assert!(
-            u(r, "retx_nak") + u(r, "retx_timeout") + u(r, "retx_tail") > 0,
-            "{r}"
+            n(r, "retx_nak") + n(r, "retx_timeout") + n(r, "retx_tail") > 0.0,
+            "{r:?}"
         );
     }
     assert!(
         text.contains("stream throughput to every receiver, MB/s"),
         "{text}"
     );
+    for m in ["mak", "mak-nak"] {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("{m} "))),
+            "{m}: {text}"
+        );
+    }
 }

@@ -67,17 +67,31 @@ fn csv_raw_samples_and_run_index() {
     std::fs::remove_dir_all(&dir).unwrap();
     let raw_rows: Vec<&str> = raw_text.lines().collect();
     assert_eq!(raw_rows[0], "mode,size_bytes,iteration,half_rtt_ns,send_ns");
-    // 2 runs x 2 modes x 2 sizes x 50 iterations, one header.
-    assert_eq!(raw_rows.len(), 1 + 2 * 2 * 2 * 50, "{raw_text}");
+    // 2 runs x 50 iterations per mode and size, one header; a round trip
+    // whose ping was resent (its echo came after the retransmission
+    // timeout, e.g. on a loaded host) is not a latency sample
+    // (`patterns::resend`), so each resend may take one sample away.
     for mode in ["edp", "udp"] {
-        for size in [64, 128] {
+        for size in [64u64, 128] {
+            let resends: u64 = records
+                .iter()
+                .filter(|r| r["mode"] == mode && r["size"] == size)
+                .map(|r| r["resends"].as_u64().unwrap_or(0))
+                .sum();
             let prefix = format!("{mode},{size},");
-            assert_eq!(
-                raw_rows.iter().filter(|l| l.starts_with(&prefix)).count(),
-                100
+            let n = raw_rows.iter().filter(|l| l.starts_with(&prefix)).count() as u64;
+            assert!(
+                n <= 100 && n + resends >= 100,
+                "{mode} {size} B: {n} samples, {resends} resends: {raw_text}"
             );
         }
     }
+    assert!(
+        raw_rows[1..]
+            .iter()
+            .all(|l| l.starts_with("edp,") || l.starts_with("udp,")),
+        "{raw_text}"
+    );
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Regression tests of issue 10's four failures: a lost datagram in a
+//! Regression tests of four failures once seen: a lost datagram in a
 //! datagram mode's ping-pong aborted the run; capabilities were dropped
 //! after the first mode of a multi-mode run; (`-o` after `--local`: see
 //! report.rs `long_form_survives_json`); a client waiting for its server

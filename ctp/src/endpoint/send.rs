@@ -137,7 +137,7 @@ impl<P: PeerAddr> Endpoint<P> {
         } else {
             Dest::Peer(peer)
         };
-        let options = options.without(Options::START_SESSION | Options::BROADCAST);
+        let options = options.difference(Options::START_SESSION | Options::BROADCAST);
         let mut many = Vec::new();
         if count > 1 {
             many.try_reserve_exact(count as usize)

@@ -300,10 +300,10 @@ impl<P: PeerAddr> CtpCore<P> {
     pub(crate) fn readiness(&self) -> Ready {
         let mut r = Ready::NONE;
         if !self.queue.is_empty() || self.has_news() {
-            r = r | Ready::READABLE;
+            r |= Ready::READABLE;
         }
         if self.ep.has_room(1) {
-            r = r | Ready::WRITABLE;
+            r |= Ready::WRITABLE;
         }
         r
     }

@@ -984,12 +984,8 @@ impl<E: Engine> Drop for Driver<E> {
 
 fn interest_to_ready(i: mio::Interest) -> Ready {
     let mut r = Ready::NONE;
-    if i.is_readable() {
-        r = r | Ready::READABLE;
-    }
-    if i.is_writable() {
-        r = r | Ready::WRITABLE;
-    }
+    r.set(Ready::READABLE, i.is_readable());
+    r.set(Ready::WRITABLE, i.is_writable());
     r
 }
 

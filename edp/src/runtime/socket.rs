@@ -34,53 +34,28 @@ impl SlotId {
     };
 }
 
-/// Readiness of a socket, derived from protocol state (not from the
-/// kernel): data buffered but unread is readable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Ready(u8);
-
-impl Ready {
-    /// Nothing.
-    pub const NONE: Ready = Ready(0);
-    /// A read (or accept) would return something: data, EOF, an error.
-    pub const READABLE: Ready = Ready(1);
-    /// A write would accept at least one byte or fail with an error.
-    pub const WRITABLE: Ready = Ready(2);
-    /// The socket has failed or is closed for good.
-    pub const ERROR: Ready = Ready(4);
-    /// The peer does not answer (a connection's retransmissions or probes
-    /// went unanswered): suspected, not dead; the protocol keeps trying
-    /// until its user timeout. `mio` registrations are signalled when it
-    /// appears, whatever their interest.
-    pub const UNRESPONSIVE: Ready = Ready(8);
-
-    /// Both sets.
-    #[inline]
-    pub const fn union(self, o: Ready) -> Ready {
-        Ready(self.0 | o.0)
-    }
-    /// Whether every flag of `o` is set.
-    #[inline]
-    pub const fn contains(self, o: Ready) -> bool {
-        self.0 & o.0 == o.0
-    }
-    /// Whether any flag of `o` is set.
-    #[inline]
-    pub const fn intersects(self, o: Ready) -> bool {
-        self.0 & o.0 != 0
-    }
-    /// Whether no flag is set.
-    #[inline]
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
+bitflags::bitflags! {
+    /// Readiness of a socket, derived from protocol state (not from the
+    /// kernel): data buffered but unread is readable.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct Ready: u8 {
+        /// A read (or accept) would return something: data, EOF, an error.
+        const READABLE = 1;
+        /// A write would accept at least one byte or fail with an error.
+        const WRITABLE = 2;
+        /// The socket has failed or is closed for good.
+        const ERROR = 4;
+        /// The peer does not answer (a connection's retransmissions or
+        /// probes went unanswered): suspected, not dead; the protocol keeps
+        /// trying until its user timeout. `mio` registrations are signalled
+        /// when it appears, whatever their interest.
+        const UNRESPONSIVE = 8;
     }
 }
 
-impl std::ops::BitOr for Ready {
-    type Output = Ready;
-    fn bitor(self, o: Ready) -> Ready {
-        self.union(o)
-    }
+impl Ready {
+    /// Nothing (`Ready::empty()`).
+    pub const NONE: Ready = Ready::empty();
 }
 
 /// A payload reference a socket attaches to a frame it queued: the runtime

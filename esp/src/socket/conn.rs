@@ -164,15 +164,15 @@ impl Socket for ConnSocket {
     fn readiness(&self) -> Ready {
         let mut r = Ready::NONE;
         if self.conn.is_readable() {
-            r = r | Ready::READABLE;
+            r |= Ready::READABLE;
         }
         if self.conn.is_writable() {
-            r = r | Ready::WRITABLE;
+            r |= Ready::WRITABLE;
         }
         if self.conn.error().is_some() {
-            r = r | Ready::ERROR;
+            r |= Ready::ERROR;
         } else if self.conn.liveness() != crate::conn::Liveness::Responsive {
-            r = r | Ready::UNRESPONSIVE;
+            r |= Ready::UNRESPONSIVE;
         }
         r
     }

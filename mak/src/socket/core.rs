@@ -540,10 +540,10 @@ impl<A: Addr> GroupCore<A> {
     pub fn readiness(&self) -> Ready {
         let mut r = Ready::NONE;
         if !self.reports.is_empty() || self.receivers.iter().any(Receiver::has_event) {
-            r = r | Ready::READABLE;
+            r |= Ready::READABLE;
         }
         if self.has_room(0) {
-            r = r | Ready::WRITABLE;
+            r |= Ready::WRITABLE;
         }
         r
     }

@@ -40,35 +40,33 @@ pub fn is_csv_path(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
 }
 
-/// Quotes a field when it holds a comma, quote or line break (RFC 4180
-/// section 2, rules 6 and 7).
-fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 fn num(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.3}")).unwrap_or_default()
 }
 
+/// A CSV writer on `w` (the `csv` crate: RFC 4180 quoting, `\n` line
+/// ends).
+fn writer<W: Write>(w: W) -> csv::Writer<W> {
+    csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(w)
+}
+
 /// Writes the header row.
-pub fn write_header(w: &mut dyn Write) -> io::Result<()> {
-    writeln!(w, "{}", COLUMNS.join(","))
+fn write_header<W: Write>(w: &mut csv::Writer<W>) -> csv::Result<()> {
+    w.write_record(COLUMNS)
 }
 
 /// Writes one row for `r`, from run `run` (0 without `--repeat`).
-pub fn write_row(w: &mut dyn Write, run: usize, r: &Record) -> io::Result<()> {
+fn write_row<W: Write>(w: &mut csv::Writer<W>, run: usize, r: &Record) -> csv::Result<()> {
     let l = r.lat_us;
     let cells = [
         run.to_string(),
-        field(&r.mode),
-        field(&r.pattern),
+        r.mode.clone(),
+        r.pattern.clone(),
         r.size.to_string(),
         r.iterations.to_string(),
-        field(&r.wait),
+        r.wait.clone(),
         num(l.map(|l| l.min)),
         num(l.map(|l| l.p50)),
         num(l.map(|l| l.p90)),
@@ -84,24 +82,42 @@ pub fn write_row(w: &mut dyn Write, run: usize, r: &Record) -> io::Result<()> {
         r.loss.map(|x| format!("{x:.6}")).unwrap_or_default(),
         r.resends.map(|x| x.to_string()).unwrap_or_default(),
     ];
-    debug_assert_eq!(cells.len(), COLUMNS.len());
-    writeln!(w, "{}", cells.join(","))
+    w.write_record(&cells)
 }
 
-/// Writes a whole CSV file: the header and the rows of each run.
-pub fn write_runs(path: &Path, runs: &[Vec<Record>]) -> io::Result<()> {
+/// Creates the CSV file `path`. Errors: naming the file.
+fn create(path: &Path) -> io::Result<csv::Writer<io::BufWriter<std::fs::File>>> {
     let f = std::fs::File::create(path).map_err(|e| {
         io::Error::new(
             e.kind(),
             format!("cannot create CSV file {}: {e}", path.display()),
         )
     })?;
-    let mut w = io::BufWriter::new(f);
+    Ok(writer(io::BufWriter::new(f)))
+}
+
+/// Writes a whole CSV file: the header and the rows of each run.
+/// Errors: creating or writing the file.
+pub fn write_runs(path: &Path, runs: &[Vec<Record>]) -> io::Result<()> {
+    let mut w = create(path)?;
     write_header(&mut w)?;
     for (i, run) in runs.iter().enumerate() {
         for r in run {
             write_row(&mut w, i, r)?;
         }
+    }
+    w.flush()
+}
+
+/// Writes `rows` to the CSV file `path`, the header from the first row's
+/// field names (serde). Errors: creating or writing the file.
+pub fn write_serialized<T: serde::Serialize>(
+    path: &Path,
+    rows: impl IntoIterator<Item = T>,
+) -> io::Result<()> {
+    let mut w = create(path)?;
+    for r in rows {
+        w.serialize(r)?;
     }
     w.flush()
 }
@@ -146,11 +162,11 @@ mod tests {
 
     #[test]
     fn rows_line_up_with_the_header() {
-        let mut out = Vec::new();
-        write_header(&mut out).unwrap();
-        write_row(&mut out, 3, &rec("edp", "busy", true, None)).unwrap();
-        write_row(&mut out, 0, &rec("udp", "adaptive:50", false, Some(0.25))).unwrap();
-        let text = String::from_utf8(out).unwrap();
+        let mut w = writer(Vec::new());
+        write_header(&mut w).unwrap();
+        write_row(&mut w, 3, &rec("edp", "busy", true, None)).unwrap();
+        write_row(&mut w, 0, &rec("udp", "adaptive:50", false, Some(0.25))).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
         let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
         assert_eq!(lines.len(), 3);
         assert!(lines.iter().all(|l| l.len() == COLUMNS.len()), "{text}");
@@ -173,9 +189,10 @@ mod tests {
 
     #[test]
     fn fields_with_separators_are_quoted() {
-        assert_eq!(field("a,b"), "\"a,b\"");
-        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(field("plain"), "plain");
+        let mut w = writer(Vec::new());
+        w.write_record(["a,b", "say \"hi\"", "plain"]).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        assert_eq!(text, "\"a,b\",\"say \"\"hi\"\"\",plain\n");
     }
 
     #[test]

@@ -7,6 +7,68 @@ pub mod stream;
 
 use std::io;
 
+/// A communication pattern (`-x`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Pattern {
+    /// Ping-pong: half round-trip latency and throughput per size.
+    #[value(name = "one_one")]
+    OneOne,
+    /// One-way bulk transfer per size: throughput; the receiver verifies
+    /// every byte (datagram modes report loss).
+    #[value(name = "stream")]
+    Stream,
+    /// Multi-host (`--local --hosts N`): rank 0 against every other rank
+    /// at once, rank 0 sending (ping-pong with each peer; netgauge's 1toN);
+    /// with the multicast modes, host 0 multicasting to every other host.
+    #[value(name = "1toN")]
+    OneToN,
+    /// Multi-host: every other rank against rank 0 at once, the peers
+    /// sending (netgauge's Nto1).
+    #[value(name = "Nto1")]
+    NToOne,
+    /// Multi-host: ping-pong between ranks 0 and 1 in both directions at
+    /// once (each one client of the other).
+    #[value(name = "one_one_bidir")]
+    OneOneBidir,
+    /// Multi-host: effective bisection bandwidth, random pairings of the
+    /// ranks, all pairs at once (netgauge's ebb).
+    #[value(name = "ebb")]
+    Ebb,
+    /// Multi-host: message rate, ranks 0..N/2 stream small messages to
+    /// ranks N/2..N at once (OSU osu_mbw_mr).
+    #[value(name = "msgrate")]
+    MsgRate,
+}
+
+impl Pattern {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::OneOne => "one_one",
+            Pattern::Stream => "stream",
+            Pattern::OneToN => "1toN",
+            Pattern::NToOne => "Nto1",
+            Pattern::OneOneBidir => "one_one_bidir",
+            Pattern::Ebb => "ebb",
+            Pattern::MsgRate => "msgrate",
+        }
+    }
+
+    /// The two-host pattern each pair of a multi-host pattern runs (the
+    /// pattern itself for one_one and stream).
+    pub fn session(self) -> Pattern {
+        match self {
+            Pattern::Stream | Pattern::MsgRate => Pattern::Stream,
+            _ => Pattern::OneOne,
+        }
+    }
+
+    /// Whether the pattern involves more than one pair of hosts.
+    pub fn is_multi_host(self) -> bool {
+        self.session() != self
+    }
+}
+
 /// The payload of a step: a fixed byte pattern per size whose first (up to)
 /// 8 bytes are replaced by the message's sequence number, little-endian, so
 /// that a stale, duplicated or reordered message is detected, and the rest is

@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 use netcore::rtt::{Rto, RtoConfig};
 
 use super::Payload;
-use crate::cli::Pattern;
 use crate::control::{self, Ctrl, Kind};
+use crate::patterns::Pattern;
 use crate::stats::Samples;
 use crate::transport::{timed_out, Endpoint};
 

@@ -107,7 +107,7 @@ pub fn client(
             }
             flush(ep, &bufs[..queued], &lens[..queued])?;
             r.sent_units = seq;
-            let end = Ctrl::new(Kind::End, step, crate::cli::Pattern::Stream);
+            let end = Ctrl::new(Kind::End, step, crate::patterns::Pattern::Stream);
             control::request(ep, &end, timeout, is_report)?
         }
     };

@@ -1,5 +1,5 @@
 //! The `comm` crate's communicator (`-m comm-udp`, `-m comm-edp`): MPI-style
-//! tag-matched messages over CTP over kernel UDP or over EDP (issue 12).
+//! tag-matched messages over CTP over kernel UDP or over EDP.
 //!
 //! Each session is a communicator of 2 ranks: the client is rank 0, the
 //! server rank 1. Messages go with [`Communicator::send`] (standard mode,
@@ -40,7 +40,7 @@ use ::ctp::{CtpSocket, Delivery, EdpAddr, Options, Transport};
 
 use super::ctp::{bind_edp, bind_udp_client, bind_udp_server};
 use super::{Endpoint, SessionConfig};
-use crate::cli::Mode;
+use crate::modes::Mode;
 
 /// The client's rank.
 pub const CLIENT_RANK: usize = 0;

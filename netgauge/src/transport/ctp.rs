@@ -12,7 +12,7 @@ use ::ctp::{
 };
 
 use super::{Endpoint, SessionConfig};
-use crate::cli::Mode;
+use crate::modes::Mode;
 
 /// Command number of the client's messages (0..=32767, CTP spec).
 pub const DATA_COMMAND: u16 = 7;

@@ -20,8 +20,8 @@ pub struct Edp {
 }
 
 /// Whether a server's first datagram may fix its peer: only the client's
-/// control HELLO does (issue 13, break 9: before, the first datagram from
-/// anyone did, so one forged 5-byte frame took over or killed a run).
+/// control HELLO does (were it the first datagram from anyone, one forged
+/// 5-byte frame could take over or kill a run).
 fn fixes_peer(datagram: &[u8]) -> bool {
     crate::control::Ctrl::decode(datagram).is_some_and(|c| c.kind == crate::control::Kind::Hello)
 }
@@ -141,8 +141,8 @@ impl Endpoint for Edp {
 #[cfg(test)]
 mod tests {
     use super::fixes_peer;
-    use crate::cli::Pattern;
     use crate::control::{Ctrl, Kind};
+    use crate::patterns::Pattern;
 
     #[test]
     fn only_a_hello_fixes_the_servers_peer() {

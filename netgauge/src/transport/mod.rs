@@ -9,7 +9,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::cli::{Mode, KERNEL_BUSY_POLL_US};
+use crate::modes::{Mode, KERNEL_BUSY_POLL_US};
 
 pub mod comm;
 pub mod ctp;
@@ -76,6 +76,16 @@ pub trait Endpoint {
     fn stats_line(&mut self) -> Option<String> {
         None
     }
+}
+
+/// The link under edp, esp, ctp-edp and comm-edp (`--link`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkKind {
+    /// AF_PACKET on an interface (CAP_NET_RAW).
+    Packet,
+    /// Ethernet frames inside UDP datagrams (no privilege).
+    Udp,
 }
 
 /// How both ends of a session are set up (from the command line).

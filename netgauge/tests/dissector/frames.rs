@@ -332,7 +332,7 @@ pub fn handcrafted_cases() -> Vec<Case> {
     f[14 + 25] = 3; // encryption count beyond the option
     v.push(case("ESP negotiation option of a bad length", f, &[]));
     let mut f = no_checksum(esp_frame(&offer, &[]));
-    f[14 + 6] = Flags::ACK.0; // not a SYN, SYN-ACK or RST
+    f[14 + 6] = Flags::ACK.bits(); // not a SYN, SYN-ACK or RST
     v.push(case("ESP negotiation option on an ACK", f, &[]));
     let mut f = no_checksum(good.clone());
     f[14 + 6] = 0x50;

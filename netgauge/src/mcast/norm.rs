@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use vcluster::{Cluster, Process};
 
-use crate::opts::{Carrier, Measure, Opts};
-use crate::outcome::{Counters, Outcome};
+use super::config::{Carrier, McastConfig, Measure};
+use super::outcome::{Counters, Outcome};
 
 const SOURCE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -149,7 +149,7 @@ fn stamps(lines: &[String], tag: &str, count: usize) -> Vec<u64> {
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     net: &Cluster,
-    o: &Opts,
+    o: &McastConfig,
     bin: &Path,
     n: usize,
     size: usize,
@@ -159,8 +159,8 @@ pub fn run(
     run_id: u16,
 ) -> io::Result<Outcome> {
     let port = (7000 + run_id).to_string();
-    let group = crate::GROUP_IP.to_string();
-    let limit = o.timeout();
+    let group = super::GROUP_IP.to_string();
+    let limit = o.timeout;
     let mut rx = Vec::new();
     for i in 1..=n {
         let h = net.host(i);

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
-
-use crate::opts::{Carrier, Measure};
+use super::config::{Carrier, Measure};
+use crate::report::Record;
+use crate::stats::{Samples, Summary};
 
 /// Protocol counters of one run, summed over the members.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
@@ -42,6 +42,8 @@ pub struct Outcome {
     pub size: usize,
     pub count: usize,
     pub measure: Measure,
+    /// Loss injected on every receiver's link, 0..1 (JSON: percent).
+    #[serde(rename = "loss_percent", serialize_with = "percent")]
     pub loss: f64,
     /// First send until the last receiver had the last message.
     pub elapsed: Duration,
@@ -56,24 +58,31 @@ pub struct Outcome {
     pub counters: Counters,
 }
 
+fn percent<S: serde::Serializer>(fraction: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(fraction * 100.0)
+}
+
 impl Outcome {
     /// Latency median (us), or time per message in a stream (us).
     pub fn value_us(&self) -> f64 {
         match self.measure {
-            Measure::Latency => self.percentile(50.0),
+            Measure::Latency => self.summary().map_or(f64::NAN, |l| l.p50),
             Measure::Stream => self.elapsed.as_secs_f64() * 1e6 / self.count as f64,
         }
     }
 
-    pub fn percentile(&self, q: f64) -> f64 {
-        let mut h = Histogram::<u64>::new_with_bounds(1, 1_000_000_000_000, 3).expect("bounds");
+    /// The latency samples' statistics, us; None without samples.
+    pub fn summary(&self) -> Option<Summary> {
+        let mut h = Samples::new();
         for &v in &self.latency_ns {
-            h.saturating_record(v.max(1));
+            h.record_ns(v);
         }
-        if h.is_empty() {
-            return f64::NAN;
-        }
-        h.value_at_quantile(q / 100.0) as f64 / 1000.0
+        h.summary()
+    }
+
+    /// Latency p99, us (NaN without samples).
+    pub fn p99_us(&self) -> f64 {
+        self.summary().map_or(f64::NAN, |l| l.p99)
     }
 
     /// Payload delivered to each receiver per second, MB/s (10^6 bytes).
@@ -84,7 +93,7 @@ impl Outcome {
     pub fn json(&self) -> String {
         let mut v = serde_json::to_value(self).expect("serializable");
         v["value_us"] = serde_json::json!(self.value_us());
-        v["p99_us"] = serde_json::json!(self.percentile(99.0));
+        v["p99_us"] = serde_json::json!(self.p99_us());
         v["mbytes_per_s"] = serde_json::json!(self.mbytes_per_s());
         v.to_string()
     }
@@ -186,4 +195,109 @@ pub fn print_counters(runs: &[Outcome]) {
             }
         );
     }
+}
+
+/// One CSV row: a run with its counters.
+#[derive(serde::Serialize)]
+struct Row<'a> {
+    mode: &'a str,
+    carrier: Carrier,
+    receivers: usize,
+    size_bytes: usize,
+    count: usize,
+    measure: Measure,
+    loss_percent: f64,
+    /// Latency p50, or time per message of a stream, us.
+    value_us: f64,
+    p99_us: Option<f64>,
+    mbytes_per_s: f64,
+    elapsed_s: f64,
+    complete: bool,
+    silent: String,
+    data: u64,
+    retx_nak: u64,
+    retx_timeout: u64,
+    retx_tail: u64,
+    acks_sent: u64,
+    acks_received: u64,
+    naks_sent: u64,
+    naks_suppressed: u64,
+    nak_entries_suppressed: u64,
+    lost_frames: u64,
+    lost_distinct: u64,
+    lost_retx: u64,
+    bad: u64,
+}
+
+/// Writes `runs` as CSV to `path`: a header, then one row per run.
+/// Errors: creating or writing the file.
+pub fn write_csv(path: &std::path::Path, runs: &[Outcome]) -> std::io::Result<()> {
+    let rows = runs.iter().map(|o| Row {
+        mode: o.mode,
+        carrier: o.carrier,
+        receivers: o.receivers,
+        size_bytes: o.size,
+        count: o.count,
+        measure: o.measure,
+        loss_percent: o.loss * 100.0,
+        value_us: o.value_us(),
+        p99_us: o.summary().map(|l| l.p99),
+        mbytes_per_s: o.mbytes_per_s(),
+        elapsed_s: o.elapsed.as_secs_f64(),
+        complete: o.complete,
+        silent: o.silent.join(" "),
+        data: o.counters.data,
+        retx_nak: o.counters.retx_nak,
+        retx_timeout: o.counters.retx_timeout,
+        retx_tail: o.counters.retx_tail,
+        acks_sent: o.counters.acks_sent,
+        acks_received: o.counters.acks_received,
+        naks_sent: o.counters.naks_sent,
+        naks_suppressed: o.counters.naks_suppressed,
+        nak_entries_suppressed: o.counters.nak_entries_suppressed,
+        lost_frames: o.counters.lost_frames,
+        lost_distinct: o.counters.lost_distinct,
+        lost_retx: o.counters.lost_retx,
+        bad: o.counters.bad,
+    });
+    crate::output::csv::write_serialized(path, rows)
+}
+
+/// The runs as netgauge records, for `--plot`: one series per mode,
+/// carrier and number of receivers; latency p50/p99 (latency measure) or
+/// throughput (stream measure) against size.
+pub fn records(runs: &[Outcome]) -> Vec<Record> {
+    runs.iter()
+        .map(|o| {
+            let mb_s = o.mbytes_per_s();
+            Record {
+                mode: format!(
+                    "{} {} {}rx",
+                    o.mode,
+                    format!("{:?}", o.carrier).to_lowercase(),
+                    o.receivers
+                ),
+                pattern: "1toN".into(),
+                size: o.size,
+                iterations: o.count,
+                busy_poll: false,
+                wait: String::new(),
+                lat_us: match o.measure {
+                    Measure::Latency => o.summary(),
+                    Measure::Stream => None,
+                },
+                cpu_us_per_iter_client: None,
+                cpu_us_per_iter_server: None,
+                mbit_s: mb_s * 8.0,
+                mb_s,
+                loss: None,
+                idle_edp_sockets: 0,
+                idle_esp_listeners: 0,
+                procs_per_host: 1,
+                send_us: None,
+                transport_stats: None,
+                resends: None,
+            }
+        })
+        .collect()
 }

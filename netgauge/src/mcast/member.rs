@@ -16,8 +16,8 @@ use mak::socket::{
 use mak::Strategy;
 use vcluster::{Cluster, Host};
 
-use crate::opts::{Carrier, Measure, Opts};
-use crate::outcome::{Counters, Outcome};
+use super::config::{Carrier, McastConfig, Measure};
+use super::outcome::{Counters, Outcome};
 
 /// A member socket over either carrier.
 pub enum Member {
@@ -78,20 +78,21 @@ impl Member {
 }
 
 /// The protocol configuration of strategy `s` for this run.
-pub fn config(o: &Opts, s: Strategy, seed: u64, loss: f64) -> MakConfig {
+pub fn config(o: &McastConfig, s: Strategy, seed: u64, loss: f64) -> MakConfig {
     let mut c = MakConfig::default().with_strategy(s);
     c.seed = Some(seed);
-    c.wait = o.wait.policy();
+    c.wait = o.wait;
     c.protocol.window = match s {
         // The paper's NAK needs a large buffer (§3.1): its window frees only
         // by the linger, W packets per linger.
         Strategy::Nak => o.nak_window,
         _ => o.window,
     };
-    c.protocol.ack_timeout = Duration::from_micros(o.tw_us);
-    c.protocol.suppression = Duration::from_micros(o.tw_us);
-    c.protocol.nak_delay_max = Duration::from_micros(o.dmax_us);
-    c.protocol.resend_dedup = Duration::from_micros(o.dmax_us);
+    c.protocol.ack_timeout = o.tw;
+    c.protocol.suppression = o.tw;
+    c.protocol.nak_delay_max = o.dmax;
+    c.protocol.resend_dedup = o.dmax;
+    c.protocol.nak_linger = Some(o.nak_linger);
     c.protocol.send_buffer_bytes = 256 << 20;
     c.protocol.recv_buffer_bytes = 64 << 20;
     if loss > 0.0 {
@@ -143,7 +144,7 @@ fn bind(
                 })
                 .collect();
             MakSocket::bind_udp(
-                UdpGroup::new(crate::GROUP_IP, port),
+                UdpGroup::new(super::GROUP_IP, port),
                 role(i, GroupSpec::new(group, me, peers)),
                 cfg,
             )
@@ -196,7 +197,7 @@ struct Progress {
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     net: &Cluster,
-    o: &Opts,
+    o: &McastConfig,
     via: Carrier,
     s: Strategy,
     n: usize,
@@ -215,7 +216,7 @@ pub fn run(
         cv: Condvar::new(),
     });
     let payloads = Arc::new(Payloads::new(size));
-    let limit = o.timeout();
+    let limit = o.timeout;
     let mut rx = Vec::new();
     for i in 1..=n {
         let (start, done, progress, payloads) = (
@@ -271,7 +272,7 @@ pub fn run(
     }
     let hosts = net.hosts()[..=n].to_vec();
     let cfg = config(o, s, 7919 * u64::from(run_id), 0.0);
-    let drive = o.pace == crate::opts::Pace::Drive;
+    let drive = o.pace == super::config::Pace::Drive;
     let (prog, pay, st, dn) = (
         progress.clone(),
         payloads.clone(),
@@ -404,7 +405,7 @@ fn summarize(
     distinct.dedup();
     c.lost_distinct = distinct.len() as u64;
     Outcome {
-        mode: crate::opts::mode_name(s),
+        mode: super::config::mode_name(s),
         carrier: via,
         receivers: n,
         size,

@@ -22,19 +22,19 @@ use mak::socket::group_mac;
 use socket2::{Domain, Protocol, Socket, Type};
 use vcluster::{Cluster, Host};
 
-use crate::opts::{Carrier, Measure, Opts};
-use crate::outcome::{Counters, Outcome};
+use super::config::{Carrier, McastConfig, Measure};
+use super::outcome::{Counters, Outcome};
 
 enum Raw {
     Edp(EdpSocket, MacAddr),
     Udp(UdpSocket),
 }
 
-fn open(h: &Host, via: Carrier, port: u16, o: &Opts) -> io::Result<Raw> {
+fn open(h: &Host, via: Carrier, port: u16, o: &McastConfig) -> io::Result<Raw> {
     match via {
         Carrier::Edp => {
             let cfg = EdpConfig {
-                wait: o.wait.policy(),
+                wait: o.wait,
                 recv_buffer: 64 << 20,
                 ..EdpConfig::default()
             };
@@ -47,7 +47,7 @@ fn open(h: &Host, via: Carrier, port: u16, o: &Opts) -> io::Result<Raw> {
             let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
             let _ = s.set_recv_buffer_size(8 << 20);
             s.bind(&SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, port).into())?;
-            s.join_multicast_v4(&crate::GROUP_IP, &h.ip)?;
+            s.join_multicast_v4(&super::GROUP_IP, &h.ip)?;
             s.set_multicast_if_v4(&h.ip)?;
             s.set_multicast_loop_v4(false)?;
             s.set_multicast_all_v4(false)?;
@@ -61,7 +61,7 @@ impl Raw {
         match self {
             Raw::Edp(s, g) => s.send_to(d, (*g, port)).map(|_| ()),
             Raw::Udp(s) => s
-                .send_to(d, SocketAddrV4::new(crate::GROUP_IP, port))
+                .send_to(d, SocketAddrV4::new(super::GROUP_IP, port))
                 .map(|_| ()),
         }
     }
@@ -84,7 +84,7 @@ impl Raw {
 #[allow(clippy::too_many_arguments)]
 pub fn raw(
     net: &Cluster,
-    o: &Opts,
+    o: &McastConfig,
     via: Carrier,
     n: usize,
     size: usize,
@@ -253,11 +253,17 @@ pub fn raw(
 
 /// One ESP stream of `count * size` bytes from host 0 to host 1, written in
 /// `size`-byte pieces: time until the receiver read the last byte.
-pub fn esp(net: &Cluster, o: &Opts, size: usize, count: usize, run_id: u16) -> io::Result<Outcome> {
+pub fn esp(
+    net: &Cluster,
+    o: &McastConfig,
+    size: usize,
+    count: usize,
+    run_id: u16,
+) -> io::Result<Outcome> {
     let port = 7000 + run_id;
     let total = count * size;
     let cfg = EspConfig {
-        wait: o.wait.policy(),
+        wait: o.wait,
         ..EspConfig::default()
     };
     let (b, cfg2) = (net.host(1).clone(), cfg.clone());
@@ -284,7 +290,7 @@ pub fn esp(net: &Cluster, o: &Opts, size: usize, count: usize, run_id: u16) -> i
         Ok(t)
     });
     let (a, mac) = (net.host(0).clone(), net.host(1).mac);
-    let timeout = o.timeout();
+    let timeout = o.timeout;
     let client = net.host(0).spawn(move || -> io::Result<Instant> {
         listening.wait();
         let mut s = EspStream::connect_timeout_with(&a.iface, mac, port, cfg, timeout)?;
