@@ -215,6 +215,11 @@ flood)
             wait "$SERVER" 2>/dev/null || true
             g=$(grep -o '"mbit_s":[0-9.]*' "$LOG/client.out" | head -1 | cut -d: -f2)
             echo "round $r $kind: ${g:-?} Mbit/s"
+            for end in server client; do
+                st=$(cat "$LOG/$end.out" "$LOG/$end.err" 2>/dev/null | grep -o 'runtime rx_frames [0-9]* .*rst_pauses [0-9]*' | tail -n 1 |
+                    sed -E 's/ (kernel_filter_errors|link outages).*(responder)/ \2/' || true)
+                [ -n "$st" ] && echo "  $end $st"
+            done
             echo "$kind ${g:-0}" >>"$LOG/goodput"
         done
     done

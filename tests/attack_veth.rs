@@ -677,3 +677,76 @@ fn idle_lease_holder_rescans_every_second() {
     let (first, last) = st.join().unwrap();
     assert!(last - first >= 3, "{first} -> {last} rescans in 3.5 s");
 }
+
+/// An accepted stream whose listener is gone: its port is used by the
+/// connection only. A flood of forged ACKs from the attacker's own MAC to
+/// that port matches no connection; once a second's RSTs are spent, the
+/// server's kernel filter keeps only the connection's peer on that port,
+/// so the rest of the flood never reaches user space (`rst_pauses`), and
+/// the stream goes on.
+#[test]
+fn a_flood_to_a_connections_port_stops_at_the_kernel_filter() {
+    let Some(net) = setup("conn_port_flood", 3, 1500) else {
+        return;
+    };
+    let (a, b, c) = (
+        net.host(0).clone(),
+        net.host(1).clone(),
+        net.host(2).clone(),
+    );
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let (flooded_tx, flooded_rx) = mpsc::channel::<()>();
+    let bi = b.clone();
+    let server = b.spawn(move || {
+        let l = EspListener::bind((bi.iface.as_str(), 7960)).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        drop(l);
+        let rt = s.runtime().clone();
+        ready_tx.send(()).unwrap();
+        flooded_rx.recv().unwrap();
+        let mut buf = [0u8; 5];
+        s.read_exact(&mut buf).unwrap();
+        s.write_all(&buf).unwrap();
+        (buf, rt.stats())
+    });
+    let (ai, bmac) = (a.iface.clone(), b.mac);
+    let client = a.spawn(move || {
+        let mut s = EspStream::connect_timeout((ai.as_str(), bmac, 7960), PATIENCE).unwrap();
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        s
+    });
+    ready_rx.recv().unwrap();
+    let mut s = client.join().unwrap();
+    let mut link = raw(&c);
+    let limit = edp::runtime::responder::RESETS_PER_SEC as usize;
+    let n = 20 * limit;
+    for i in 0..n {
+        let seg = EspRepr {
+            src_port: 1000 + (i % 5000) as u16,
+            dst_port: 7960,
+            flags: Flags::ACK,
+            seq: Seq(i as u32),
+            ack: Seq(7),
+            window: 10,
+            ..Default::default()
+        };
+        link.send(&esp_frame(b.mac, c.mac, &seg, &[])).unwrap();
+    }
+    flooded_tx.send(()).unwrap();
+    let echoed = a.run(move || {
+        s.write_all(b"hello").unwrap();
+        let mut buf = [0u8; 5];
+        s.read_exact(&mut buf).unwrap();
+        buf
+    });
+    let (got, st) = server.join().unwrap();
+    assert_eq!((&got, &echoed), (b"hello", b"hello"));
+    let reached = (st.responder.resets + st.responder.rate_limited) as usize;
+    eprintln!("{n} forged ACKs sent, {reached} reached the server's runtime: {st:?}");
+    assert!(st.responder.rst_pauses >= 1, "{st:?}");
+    assert!(st.responder.resets as usize <= 2 * limit, "{st:?}");
+    assert!(
+        reached <= n / 2,
+        "{reached} of {n} reached user space: {st:?}"
+    );
+}

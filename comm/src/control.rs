@@ -207,6 +207,35 @@ impl Control {
     }
 }
 
+/// A random nonzero incarnation: std's randomly keyed hasher (keys from
+/// the OS), over the process id and the time, so two processes, or two
+/// communicators of one process, draw different ones.
+pub(crate) fn new_incarnation() -> u64 {
+    use std::hash::BuildHasher;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let h = std::collections::hash_map::RandomState::new().hash_one((std::process::id(), nanos));
+    h.max(1)
+}
+
+/// The notice a process that is not yet a rank sends, as a
+/// [`CONTROL_COMMAND`] message, to a rank whose communicator traffic
+/// reaches it (a rank of an earlier process at this address: this one
+/// restarted and has not joined): a `PROBE` with a fresh incarnation for
+/// the point-to-point context of `cfg`. A rank that knew the earlier
+/// process's incarnation then fails it at once, "restarted (a new
+/// process announced itself)", instead of taking this process's CTP
+/// confirmations for the old rank's progress; the rank is a peer again
+/// for a later communicator. A rank that never learnt the old incarnation
+/// just records the new one.
+pub fn restart_notice(cfg: &crate::CommConfig) -> [u8; CONTROL_LEN] {
+    Control::Probe {
+        incarnation: new_incarnation(),
+    }
+    .encode(cfg.context & !crate::state::COLLECTIVE_CONTEXT)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -122,6 +122,10 @@ pub(crate) struct State<A> {
     peer_incarnation: Vec<Option<u64>>,
     /// `EXPEL` sent to the (failed) peer since it failed.
     expelled: Vec<bool>,
+    /// A peer's failure that no request of the application carried (none
+    /// was pending): the next send or receive naming the peer reports it,
+    /// even if the rank rejoined since (a restarted process).
+    unreported: Vec<Option<String>>,
     liveness: Liveness,
     /// CTP messages to cancel at the next `pump_sends` (toward failed
     /// peers: no resending to a dead process).
@@ -210,9 +214,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             rr: 0,
             coll_seq: 0,
             stats: CommStats::default(),
-            incarnation: liveness::new_incarnation(),
+            incarnation: crate::control::new_incarnation(),
             peer_incarnation: vec![None; size],
             expelled: vec![false; size],
+            unreported: vec![None; size],
             liveness: Liveness::new(size, cfg.failure_timeout, cfg.suspect_timeout),
             to_cancel: Vec::new(),
             awaited: None,
@@ -255,6 +260,14 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 rank,
                 reason: reason.clone(),
             }),
+            None => Ok(()),
+        }
+    }
+
+    /// A failure of `rank` no request carried yet: reported now, once.
+    fn take_unreported(&mut self, rank: usize) -> Result<(), CommError> {
+        match self.unreported[rank].take() {
+            Some(reason) => Err(CommError::PeerFailed { rank, reason }),
             None => Ok(()),
         }
     }
@@ -357,6 +370,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             });
         }
         if dest != self.rank {
+            self.take_unreported(dest)?;
             self.send_allowed(dest)?;
         }
         let frag = self.cfg.fragment_bytes.max(1);
@@ -432,6 +446,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     pub fn irecv(&mut self, source: SourceSel, tag: TagSel, coll: bool) -> Result<u64, CommError> {
         if let SourceSel::Rank(r) = source {
             self.check_rank(r)?;
+            if r != self.rank {
+                self.take_unreported(r)?;
+            }
         }
         if let TagSel::Tag(t) = tag {
             if t > MAX_TAG {

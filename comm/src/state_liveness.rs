@@ -3,7 +3,7 @@
 //! peers declared and reset, traffic from a failed process refused, and a
 //! restarted rank taken back when it announces a new incarnation.
 
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 use std::time::{Duration, Instant};
 
 use super::tx::{Intro, PeerTx};
@@ -13,17 +13,6 @@ use crate::flow::Grants;
 use crate::liveness::{Verdict, Watch};
 use crate::request::ReqState;
 use crate::CommError;
-
-/// A random nonzero incarnation: std's randomly keyed hasher (keys from
-/// the OS), over the process id and the time, so two processes, or two
-/// communicators of one process, draw different ones.
-pub(super) fn new_incarnation() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let h = std::collections::hash_map::RandomState::new().hash_one((std::process::id(), nanos));
-    h.max(1)
-}
 
 impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// Queues control message `c` to `peer`, after the introduction
@@ -186,6 +175,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.liveness.reset(rank);
         self.expelled[rank] = false;
         let mut tagged = Vec::new();
+        let mut carried = 0;
         for (id, r) in self.requests.iter_mut() {
             if let ReqState::Send {
                 dest,
@@ -197,6 +187,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             {
                 if *dest == rank && *left > 0 && failed.is_none() {
                     *failed = Some(err());
+                    carried += 1;
                     if op.is_some() {
                         tagged.push(*id);
                     }
@@ -208,9 +199,13 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         }
         let mut gone = self.p2p.cancel_source(rank);
         gone.extend(self.coll.cancel_source(rank));
+        carried += gone.len();
         for req in gone {
             self.fail_recv(req, err());
         }
+        // No request carried it: the application's next call naming the
+        // rank does (it may have rejoined by then: a restart).
+        self.unreported[rank] = (carried == 0).then_some(reason);
     }
 
     /// `src` announced incarnation `inc` (a `CONNECT` or `PROBE`). Returns

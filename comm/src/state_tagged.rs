@@ -88,6 +88,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.failed.push(None);
         self.peer_incarnation.push(None);
         self.expelled.push(false);
+        self.unreported.push(None);
         self.removed.push(false);
         self.liveness.add_peer();
         if is_self {

@@ -102,3 +102,58 @@ fn nothing_goes_to_a_peer_before_its_introduction_is_confirmed() {
         ]
     );
 }
+
+/// A process that restarted at a rank's address and has not joined yet
+/// answers the old rank's traffic with `control::restart_notice`: a rank
+/// that knew the earlier process's incarnation fails its sends to it at
+/// once ("restarted"), and takes the address back as a peer.
+#[test]
+fn a_restart_notice_fails_the_sends_to_the_old_process() {
+    let cfg = CommConfig::default();
+    let mut st = State::new(0, &[1u8, 2], cfg.clone()).unwrap();
+    let ctx = cfg.context & !COLLECTIVE_CONTEXT;
+    st.on_control(1, &Control::Probe { incarnation: 77 }.encode(ctx));
+    let req = st.isend(1, 0, &[b"to the old process"], false).unwrap();
+    assert!(!st.is_complete(req).unwrap());
+    st.on_control(1, &crate::control::restart_notice(&cfg));
+    let e = st.take_complete(req).unwrap().finish().unwrap_err();
+    assert!(
+        matches!(&e, CommError::PeerFailed { rank: 1, reason } if reason.contains("restarted")),
+        "{e}"
+    );
+    assert_eq!(st.snapshot().rejoins, 1);
+    assert_ne!(st.peer_state(1).unwrap(), crate::flow::PeerState::Failed);
+    // A rank that never heard of the old process records the new one.
+    let mut fresh = State::new(0, &[1u8, 2], cfg.clone()).unwrap();
+    fresh.on_control(1, &crate::control::restart_notice(&cfg));
+    assert_eq!(fresh.snapshot().rejoins, 0);
+    assert!(fresh.peer_incarnation[1].is_some());
+}
+
+/// A failure no request carried (nothing was pending when the old
+/// process's restart was noticed) is reported by the next send naming the
+/// rank, once, although the rank rejoined meanwhile.
+#[test]
+fn a_restart_with_nothing_pending_is_reported_by_the_next_call() {
+    let cfg = CommConfig::default();
+    let mut st = State::new(0, &[1u8, 2], cfg.clone()).unwrap();
+    let ctx = cfg.context & !COLLECTIVE_CONTEXT;
+    st.on_control(1, &Control::Probe { incarnation: 77 }.encode(ctx));
+    st.on_control(1, &crate::control::restart_notice(&cfg));
+    assert_eq!(st.snapshot().rejoins, 1);
+    let e = st.isend(1, 0, &[b"after the restart"], false).unwrap_err();
+    assert!(
+        matches!(&e, CommError::PeerFailed { rank: 1, reason } if reason.contains("restarted")),
+        "{e}"
+    );
+    // Reported once: the rank is a peer again.
+    st.isend(1, 0, &[b"to the new process"], false).unwrap();
+    // A receive naming a rank whose failure no call carried reports it too.
+    let mut st = State::new(0, &[1u8, 2], cfg.clone()).unwrap();
+    st.on_control(1, &Control::Probe { incarnation: 78 }.encode(ctx));
+    st.on_control(1, &crate::control::restart_notice(&cfg));
+    let e = st
+        .irecv(SourceSel::Rank(1), TagSel::Any, false)
+        .unwrap_err();
+    assert!(matches!(e, CommError::PeerFailed { rank: 1, .. }), "{e}");
+}

@@ -18,6 +18,13 @@
 //! is dropped and counted (as TCP does): the client retransmits its SYN
 //! with backoff and gets in once `accept` made room, or times out.
 //!
+//! A final ACK is checked for a cookie only while cookies may be
+//! outstanding: when the listener sent one within a cookie's lifetime
+//! (Linux's rule: `cookie_v4_check` gives up at once when
+//! `tcp_synq_no_recent_overflow`, RFC 4987 sec. 3.6 leaves it to the
+//! implementation). A flood of forged ACKs to an idle listener then costs
+//! no hash each, and cannot be used to guess cookies that were never sent.
+//!
 //! A segment to the listening port that matches no connection and returns
 //! no valid cookie draws an RST (RFC 9293 sec. 3.10.7.2), at most
 //! [`RESETS_PER_SEC`] per second, as the host responder's: a flood of
@@ -97,6 +104,9 @@ pub struct ListenerStats {
     pub cookies_accepted: u64,
     /// ACKs that carried no valid cookie (answered with RST).
     pub cookies_invalid: u64,
+    /// ACKs not checked for a cookie because the listener had sent none
+    /// within a cookie's lifetime (answered with RST, rate-limited).
+    pub cookies_unexpected: u64,
     /// Half-open connections that died before completing the handshake.
     pub half_open_failed: u64,
     /// SYNs refused by negotiation: no common authentication (or
@@ -128,6 +138,8 @@ pub struct Listener<H> {
     local: (MacAddr, u16),
     isn: IsnGenerator,
     cookies: SynCookies,
+    /// When the last cookie was sent (`clock_us`), if ever.
+    cookie_sent_us: Option<u64>,
     entries: Vec<Entry<H>>,
     stats: ListenerStats,
     /// RSTs to segments that match no connection, at most
@@ -152,6 +164,7 @@ impl<H> Listener<H> {
             local,
             isn,
             cookies: SynCookies::random(),
+            cookie_sent_us: None,
             entries: Vec::new(),
             stats: ListenerStats::default(),
             resets: PerSecond::new(RESETS_PER_SEC),
@@ -301,6 +314,7 @@ impl<H> Listener<H> {
         if self.half_open() >= self.cfg.max_half_open {
             if self.cfg.syn_cookies {
                 self.stats.cookies_sent += 1;
+                self.cookie_sent_us = Some(clock_us);
                 tracing::trace!(port = self.local.1, peer = %src_mac, "half-open table full: SYN cookie");
                 return SynOutcome::Cookie(self.cookie_syn_ack(remote, repr, method, clock_us));
             }
@@ -360,6 +374,14 @@ impl<H> Listener<H> {
         payload: &[u8],
         tag: TagStatus,
     ) -> Option<SynOutcome> {
+        let lifetime = cookie::COOKIE_PERIOD * (u64::from(cookie::COOKIE_PERIODS) + 1);
+        if self
+            .cookie_sent_us
+            .is_none_or(|t| clock_us.saturating_sub(t) > lifetime)
+        {
+            self.stats.cookies_unexpected += 1;
+            return None;
+        }
         let remote = (src_mac, repr.src_port);
         let iss = repr.ack.sub(1);
         let irs = repr.seq.sub(1);

@@ -566,6 +566,59 @@ fn syn_cookie_completes_from_a_data_segment_and_rejects_forgeries() {
     assert_eq!(r[0].1.repr.flags, Flags::RST);
     assert_eq!(srv.l.stats().cookies_invalid, 1);
     assert_eq!(srv.accepted.len(), 1);
+    // A cookie's lifetime after the last one sent, ACKs are not checked
+    // for cookies any more (Linux's rule): even the valid one of the
+    // client whose data came late draws RST.
+    srv.clock_us += 70_000_000;
+    let late = Seg {
+        repr: EspRepr {
+            seq: data[0].repr.seq,
+            ..data[0].repr
+        },
+        payload: vec![],
+    };
+    srv.accepted.clear();
+    let r = srv.input(t0 + us(70), A, &late);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].1.repr.flags, Flags::RST);
+    assert_eq!(srv.l.stats().cookies_unexpected, 1);
+    assert_eq!(srv.l.stats().cookies_invalid, 1);
+    assert!(srv.accepted.is_empty());
+}
+
+/// A listener that never sent a cookie checks no ACK for one: a flood of
+/// forged ACKs costs no hash each; each draws an RST (rate-limited).
+#[test]
+fn an_idle_listener_checks_no_ack_for_a_cookie() {
+    let t0 = Instant::now();
+    let mut srv = Server::new(TransportConfig::default());
+    for i in 0..10u16 {
+        let forged = EspRepr {
+            src_port: PA + i,
+            dst_port: PB,
+            flags: Flags::ACK,
+            seq: Seq(9),
+            ack: Seq(u32::from(i) * 77),
+            ..Default::default()
+        };
+        let r = srv.input(
+            t0 + us(u64::from(i)),
+            A,
+            &Seg {
+                repr: forged,
+                payload: vec![],
+            },
+        );
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].1.repr.flags, Flags::RST);
+    }
+    let st = srv.l.stats();
+    assert_eq!(
+        (st.cookies_unexpected, st.cookies_invalid),
+        (10, 0),
+        "{st:?}"
+    );
+    assert!(srv.accepted.is_empty() && srv.l.entries().is_empty());
 }
 
 /// Measurement (docs/measurements): this process's resident memory

@@ -13,7 +13,11 @@
 //! ring and filter) to a re-created interface and joins its groups again.
 //! While the link works it checks every [`UP_CHECK`] (one getsockopt(2) of
 //! `SO_ERROR`), so a reader that never sends and never sleeps in poll(2)
-//! still finds a re-created interface.
+//! still finds a re-created interface. While it is down, frames arriving
+//! bring the next check forward (they flow only once the interface works
+//! again), and the check reads the carrier from the driver
+//! (`ETHTOOL_GLINK`), not the `IFF_RUNNING` flag, which the kernel's link
+//! watcher may raise a second after a re-created veth carries frames.
 //!
 //! Kernel behaviour this relies on (net/packet/af_packet.c,
 //! `packet_notifier`): when the bound interface goes down the socket's
@@ -137,6 +141,19 @@ impl Health {
     /// unless one ran within [`PRESSURE_RECHECK`].
     pub fn on_pressure(&mut self, now: Instant) {
         if now.saturating_duration_since(self.last_check) >= PRESSURE_RECHECK {
+            self.suspect = true;
+        }
+    }
+
+    /// Frames arrived at `now` while the link counts as down: evidence
+    /// that it works again, so a check is due unless one ran within
+    /// [`PRESSURE_RECHECK`] (frames flow only once the interface is up
+    /// with a carrier: the check confirms it and counts the recovery
+    /// before the frames' data is read).
+    pub fn on_rx(&mut self, now: Instant) {
+        if self.down_since.is_some()
+            && now.saturating_duration_since(self.last_check) >= PRESSURE_RECHECK
+        {
             self.suspect = true;
         }
     }
@@ -288,6 +305,23 @@ mod tests {
         // A check without evidence counts nothing.
         assert_eq!(h.checked(t0 + UP_CHECK, true), Transition::None);
         assert_eq!(h.stats().outages, 1);
+    }
+
+    #[test]
+    fn frames_while_down_bring_the_next_check_forward() {
+        let t0 = Instant::now();
+        let mut h = Health::new(t0);
+        h.on_rx(t0 + PRESSURE_RECHECK);
+        assert!(h.quiet(), "frames on a working link are no news");
+        h.on_error();
+        assert_eq!(h.checked(t0, false), Transition::Down);
+        assert_eq!(h.poll_at(), t0 + DOWN_RECHECK);
+        h.on_rx(t0 + Duration::from_millis(1));
+        assert_eq!(h.poll_at(), t0 + DOWN_RECHECK, "a check ran just now");
+        let t1 = t0 + PRESSURE_RECHECK;
+        h.on_rx(t1);
+        assert!(h.due(t1), "due at once");
+        assert_eq!(h.checked(t1, true), Transition::Up(t1 - t0));
     }
 
     #[test]

@@ -196,6 +196,38 @@ impl Demux {
         v
     }
 
+    /// The local ports of `ethertype` that only connections use (no port
+    /// key), each with its connections' peers (MAC, port) sorted; ports
+    /// with more than `max_peers` connections are left out (the kernel
+    /// filter then takes every frame of them, as of a port key's).
+    pub fn peer_ports_of(
+        &self,
+        ethertype: u16,
+        max_peers: usize,
+    ) -> Vec<(u16, Vec<(MacAddr, u16)>)> {
+        let mut v: Vec<(u16, Vec<(MacAddr, u16)>)> = self
+            .ports
+            .iter()
+            .filter(|(&(e, _), pe)| {
+                e == ethertype && pe.owner.is_none() && (pe.conns as usize) <= max_peers
+            })
+            .map(|(&(_, p), _)| (p, Vec::new()))
+            .collect();
+        v.sort_unstable_by_key(|(p, _)| *p);
+        for &(e, p, mac, peer_port) in self.conns.keys() {
+            if e != ethertype {
+                continue;
+            }
+            if let Ok(i) = v.binary_search_by_key(&p, |(q, _)| *q) {
+                v[i].1.push((mac, peer_port));
+            }
+        }
+        for (_, peers) in &mut v {
+            peers.sort_unstable();
+        }
+        v
+    }
+
     /// Routes held (port keys plus connection keys).
     pub fn len(&self) -> usize {
         self.conns.len() + self.ports.values().filter(|e| e.owner.is_some()).count()
@@ -330,6 +362,26 @@ mod tests {
         }
         assert_eq!(d.ports_of(EDP), vec![10, 20, 30]);
         assert_eq!(d.ports_of(ESP), vec![40]);
+        // Port 40 has connections only; EDP's ports have port keys.
+        let peers: Vec<_> = (0..3u8).map(|c| (mac(c), 1)).collect();
+        assert_eq!(d.peer_ports_of(ESP, 3), vec![(40, peers)]);
+        assert!(
+            d.peer_ports_of(ESP, 2).is_empty(),
+            "more peers than the cap"
+        );
+        assert!(d.peer_ports_of(EDP, 3).is_empty());
+        d.insert(
+            DemuxKey::Port {
+                ethertype: ESP,
+                port: 40,
+            },
+            id(20),
+        )
+        .unwrap();
+        assert!(
+            d.peer_ports_of(ESP, 3).is_empty(),
+            "a port key takes everyone"
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::ports::PortLease;
 use crate::wire::{MacAddr, ETH_HEADER_LEN};
 
 use super::demux::{Demux, DemuxKey};
-use super::filter::FilterPlan;
+use super::filter::{FilterPlan, MAX_FILTER_PEERS};
 use super::responder::Responder;
 use super::socket::{Cx, DirectRead, Ready, SlotId, Socket, Spawn};
 use super::stats::EngineStats;
@@ -606,16 +606,30 @@ impl EthEngine {
     /// Rebuilds and installs the kernel filter when ports or roles changed.
     pub fn refresh_filter(&mut self) {
         self.st.filter_stale = false;
+        let esp = self.st.esp_ethertype;
+        let mut esp_ports = self.st.demux.ports_of(esp);
+        // While segments from strangers draw RSTs, every frame of a
+        // connection's port must reach the responder; while they draw
+        // none, the kernel keeps only the connections' peers.
+        let esp_peer_ports: Vec<(u16, Vec<(MacAddr, u16)>)> =
+            if self.st.responder.answers_own_ports() {
+                Vec::new()
+            } else {
+                self.st.demux.peer_ports_of(esp, MAX_FILTER_PEERS)
+            };
+        esp_ports.retain(|p| esp_peer_ports.binary_search_by_key(p, |(q, _)| *q).is_err());
         let plan = FilterPlan {
             edp_ethertype: self.st.edp_ethertype,
-            esp_ethertype: self.st.esp_ethertype,
+            esp_ethertype: esp,
             edp_ports: self.st.demux.ports_of(self.st.edp_ethertype),
-            esp_ports: self.st.demux.ports_of(self.st.esp_ethertype),
+            esp_ports,
+            esp_peer_ports,
             edp_control: self.st.responder.holds_edp(),
             esp_rst_any: self.st.responder.answers_esp(),
             esp_elsewhere: self.st.responder.esp_elsewhere().to_vec(),
         };
-        let installed = match plan.program() {
+        let program = plan.program().or_else(|_| plan.without_peers().program());
+        let installed = match program {
             Ok(prog) => self.link.set_filter(&prog),
             Err(e) => Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string())),
         };

@@ -1,5 +1,7 @@
 //! The kernel filter a runtime installs on its packet socket: frames of our
-//! two ethertypes to ports this process owns, plus what the host responder
+//! two ethertypes to ports this process owns (from anyone to a port a
+//! socket holds; to a port only ESP connections use, from their peers alone
+//! while the RST answer to strangers is paused), plus what the host responder
 //! role needs (EDP control port 0; ESP segments but RSTs to any port no
 //! other process holds, for RSTs), from untagged frames or priority tags
 //! only (frames of VLANs the interface does not carry are dropped).
@@ -13,6 +15,13 @@
 
 use netcore::bpf::{BpfError, FrameFilter, Insn, PortMatch};
 
+use crate::wire::MacAddr;
+
+/// Most connection peers listed for one port in the kernel filter (six
+/// instructions each, compared in turn); a port with more takes every
+/// frame, and user space drops the strangers' (as without the list).
+pub const MAX_FILTER_PEERS: usize = 64;
+
 /// What the filter accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilterPlan {
@@ -22,8 +31,14 @@ pub struct FilterPlan {
     pub esp_ethertype: u16,
     /// EDP ports owned by this runtime.
     pub edp_ports: Vec<u16>,
-    /// ESP ports owned by this runtime.
+    /// ESP ports owned by this runtime, every frame accepted.
     pub esp_ports: Vec<u16>,
+    /// ESP ports owned by this runtime that only connections use, with
+    /// their peers (MAC, port): only the peers' frames are accepted (a
+    /// segment from anyone else matches no connection; it can only draw
+    /// an RST, and these are paused). At most [`MAX_FILTER_PEERS`] peers
+    /// a port.
+    pub esp_peer_ports: Vec<(u16, Vec<(MacAddr, u16)>)>,
     /// Accept EDP frames to the control port (echo responder role).
     pub edp_control: bool,
     /// Accept ESP segments without RST to any port but `esp_elsewhere`
@@ -42,6 +57,11 @@ impl FilterPlan {
         f.untagged();
         f.ports(self.edp_ethertype, self.edp_ports.iter().copied());
         f.ports(self.esp_ethertype, self.esp_ports.iter().copied());
+        for (port, peers) in &self.esp_peer_ports {
+            for (mac, peer_port) in peers {
+                f.peer_port(self.esp_ethertype, *port, mac.0, *peer_port);
+            }
+        }
         if self.edp_control {
             f.control_port(self.edp_ethertype);
         }
@@ -56,6 +76,16 @@ impl FilterPlan {
     /// the caller then installs [`FilterPlan::accept_ethertypes`].
     pub fn program(&self) -> Result<Vec<Insn>, BpfError> {
         self.frame_filter().compile()
+    }
+
+    /// This plan with the peer lists given up (their ports accept every
+    /// frame): the second try when [`FilterPlan::program`] is too long.
+    pub fn without_peers(&self) -> FilterPlan {
+        let mut p = self.clone();
+        p.esp_ports
+            .extend(p.esp_peer_ports.drain(..).map(|(port, _)| port));
+        p.esp_ports.sort_unstable();
+        p
     }
 
     /// A program accepting every frame of the two ethertypes (the fallback
@@ -91,6 +121,7 @@ mod tests {
             esp_ethertype: 0x88b6,
             edp_ports: edp.to_vec(),
             esp_ports: esp.to_vec(),
+            esp_peer_ports: Vec::new(),
             edp_control: false,
             esp_rst_any: false,
             esp_elsewhere: Vec::new(),
@@ -146,6 +177,36 @@ mod tests {
             "another process's port"
         );
         assert!(!accepts(&prog, &frame(0x88b5, 1, 0)));
+    }
+
+    fn from(f: &mut [u8], mac: [u8; 6], port: u16) -> &[u8] {
+        f[6..12].copy_from_slice(&mac);
+        f[14..16].copy_from_slice(&port.to_be_bytes());
+        f
+    }
+
+    #[test]
+    fn a_port_of_connections_only_takes_its_peers_frames() {
+        let (a, b, stranger) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 3]);
+        let mut p = plan(&[], &[6]);
+        p.esp_peer_ports = vec![(40, vec![(MacAddr(a), 100), (MacAddr(b), 200)])];
+        p.esp_rst_any = true;
+        let prog = p.program().unwrap();
+        let mut f = frame(0x88b6, 40, 0x10);
+        assert!(accepts(&prog, from(&mut f, a, 100)));
+        assert!(accepts(&prog, from(&mut f, b, 200)));
+        assert!(
+            accepts(&prog, from(&mut f, stranger, 100)),
+            "the RST role takes it"
+        );
+        p.esp_rst_any = false;
+        let prog = p.program().unwrap();
+        assert!(accepts(&prog, from(&mut f, a, 100)));
+        assert!(!accepts(&prog, from(&mut f, stranger, 100)));
+        assert!(!accepts(&prog, from(&mut f, a, 200)));
+        let all = p.without_peers();
+        assert_eq!(all.esp_ports, vec![6, 40]);
+        assert!(accepts(&all.program().unwrap(), from(&mut f, stranger, 9)));
     }
 
     #[test]

@@ -27,7 +27,12 @@
 //! ports, the role leaves the kernel filter until the second ends
 //! (`rst_pauses`): the rest of a flood of forged segments is then dropped
 //! by the kernel, as frames of a foreign ethertype are, instead of each
-//! costing a receive in user space to be dropped unanswered anyway.
+//! costing a receive in user space to be dropped unanswered anyway. The
+//! same holds for this runtime's own ports that only connections use (an
+//! accepted ESP stream whose listener is gone, a client's port): for the
+//! rest of such a second the kernel filter keeps their connections' peers
+//! only, so a stranger's flood to them (an attacker's forged ACKs from its
+//! own MAC) stops at the kernel too.
 //!
 //! This replaces the responder threads of the first design, which each had
 //! their own packet socket (two more sockets per process that every frame
@@ -198,6 +203,14 @@ impl Responder {
         self.holds_esp() && self.rst_paused_until.is_none()
     }
 
+    /// Whether segments to this runtime's own ports that match no
+    /// connection are answered (with RST) now: an answer is installed and
+    /// this second's RSTs are not spent. When not, the kernel filter keeps
+    /// only the connections' peers on ports that only connections use.
+    pub(crate) fn answers_own_ports(&self) -> bool {
+        self.esp_handler.is_some() && self.rst_paused_until.is_none()
+    }
+
     /// ESP ports other processes held at the last scan (empty unless this
     /// runtime holds the ESP lease).
     pub fn esp_elsewhere(&self) -> &[u16] {
@@ -327,10 +340,10 @@ impl Responder {
             }
             if !self.reset_available(now) {
                 self.stats.rate_limited += 1;
-                if !ours && self.rst_paused_until.is_none() {
-                    // The rest of this second's segments to closed ports
-                    // would be dropped here unanswered: let the kernel
-                    // drop them.
+                if self.rst_paused_until.is_none() {
+                    // The rest of this second's segments to closed ports,
+                    // and to our ports from strangers, would be dropped
+                    // here unanswered: let the kernel drop them.
                     self.rst_paused_until = self.resets.window_end();
                     self.stats.rst_pauses += 1;
                     self.filter_changed = true;

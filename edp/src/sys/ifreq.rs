@@ -55,7 +55,9 @@ impl IfreqSocket {
 /// One `SIOCGIF*` request on socket `fd`.
 fn ioctl(fd: BorrowedFd<'_>, request: libc::c_ulong, req: &mut libc::ifreq) -> io::Result<()> {
     // SAFETY: `req` is a live, writable ifreq, which is what the SIOCGIF*
-    // requests used here read and write.
+    // requests used here read and write; for SIOCETHTOOL its `ifru_data`
+    // points to a live, writable `EthtoolValue` (set by `carrier`), which
+    // ETHTOOL_GLINK reads and writes.
     let r = unsafe { libc::ioctl(fd.as_raw_fd(), request as _, req as *mut libc::ifreq) };
     if r < 0 {
         Err(io::Error::last_os_error())
@@ -85,6 +87,35 @@ fn mtu(fd: BorrowedFd<'_>, name: &str) -> io::Result<i32> {
     Ok(unsafe { req.ifr_ifru.ifru_mtu })
 }
 
+/// `ETHTOOL_GLINK` (include/uapi/linux/ethtool.h): "get link status".
+const ETHTOOL_GLINK: u32 = 0x0000_000a;
+
+/// `struct ethtool_value` (include/uapi/linux/ethtool.h).
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+/// The carrier of `name` as the driver reports it now (`ETHTOOL_GLINK`,
+/// `netif_carrier_ok` for most drivers, veth included); `None` when the
+/// driver does not answer (`EOPNOTSUPP`: no `get_link`) or the request
+/// fails otherwise. Unlike `IFF_RUNNING`, which reports the operational
+/// state the kernel's link watcher sets after a carrier change, and which
+/// it may set up to a second later (the watcher defers events it does not
+/// deem urgent; for one end of a veth pair re-created across two network
+/// namespaces it does), this is current.
+fn carrier(fd: BorrowedFd<'_>, name: &str) -> Option<bool> {
+    let mut val = EthtoolValue {
+        cmd: ETHTOOL_GLINK,
+        data: 0,
+    };
+    let mut req = IfreqSocket::request(name);
+    req.ifr_ifru.ifru_data = (&mut val as *mut EthtoolValue).cast();
+    ioctl(fd, libc::SIOCETHTOOL, &mut req).ok()?;
+    Some(val.data != 0)
+}
+
 /// What [`query_on`] reports about an interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct IfaceState {
@@ -92,7 +123,9 @@ pub(crate) struct IfaceState {
     pub index: u32,
     /// `IFF_UP`: administratively up.
     pub up: bool,
-    /// `IFF_RUNNING`: operationally up (carrier).
+    /// Carrier: the driver's link status (`ETHTOOL_GLINK`), or
+    /// `IFF_RUNNING` (the operational state, which may lag a carrier
+    /// change by up to a second) for a driver that does not report it.
     pub running: bool,
     /// MTU in bytes.
     pub mtu: usize,
@@ -118,11 +151,28 @@ pub(crate) fn query_on(fd: BorrowedFd<'_>, name: &str) -> io::Result<IfaceState>
     // member of the union.
     let flags = i32::from(unsafe { req.ifr_ifru.ifru_flags });
     let (_, mac) = hwaddr(fd, name)?;
+    let running = carrier(fd, name).unwrap_or(flags & libc::IFF_RUNNING != 0);
     Ok(IfaceState {
         index: index.max(0) as u32,
         up: flags & libc::IFF_UP != 0,
-        running: flags & libc::IFF_RUNNING != 0,
+        running,
         mtu: mtu(fd, name)?.max(0) as usize,
         mac,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_up_with_a_carrier() {
+        let s = IfreqSocket::new().unwrap();
+        let st = query_on(s.0.as_fd(), "lo").unwrap();
+        assert!(st.up && st.running, "{st:?}");
+        // The driver's own answer (loopback's get_link: always on).
+        assert_eq!(carrier(s.0.as_fd(), "lo"), Some(true));
+        assert_eq!(carrier(s.0.as_fd(), "no-such-if0"), None);
+        assert!(query_on(s.0.as_fd(), "no-such-if0").is_err());
+    }
 }

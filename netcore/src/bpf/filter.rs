@@ -36,7 +36,7 @@ const MIN_FRAME: usize = DST_PORT_OFFSET as usize + 2;
 const LINEAR: usize = 4;
 
 /// The condition a frame to one destination port must meet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum PortMatch {
     /// Every frame.
     Any,
@@ -49,18 +49,15 @@ pub enum PortMatch {
     /// No frame, and the rule's `any_port` does not apply either: the port
     /// is excluded (another process owns it).
     Never,
-    /// Only frames from this source MAC and source port (a connected socket).
-    Peer {
-        /// Source MAC address the frame must carry.
-        mac: [u8; 6],
-        /// Source port the frame must carry.
-        port: u16,
-    },
+    /// Only frames from one of these (source MAC, source port) pairs: the
+    /// peers of the connections on the port (a connected socket has one).
+    /// Each peer costs six instructions, compared in turn.
+    Peers(Vec<([u8; 6], u16)>),
 }
 
 impl PortMatch {
     fn holds(&self, f: &[u8]) -> bool {
-        match *self {
+        match self {
             PortMatch::Any => true,
             PortMatch::Syn => f
                 .get(ESP_FLAGS_OFFSET as usize)
@@ -69,9 +66,9 @@ impl PortMatch {
                 .get(ESP_FLAGS_OFFSET as usize)
                 .is_some_and(|b| b & ESP_RST == 0),
             PortMatch::Never => false,
-            PortMatch::Peer { mac, port } => {
-                f[6..12] == mac && u16::from_be_bytes([f[14], f[15]]) == port
-            }
+            PortMatch::Peers(peers) => peers
+                .iter()
+                .any(|(mac, port)| f[6..12] == *mac && u16::from_be_bytes([f[14], f[15]]) == *port),
         }
     }
 }
@@ -179,8 +176,10 @@ impl FrameFilter {
         self
     }
 
-    /// Accepts `ethertype` frames to `port` only from `mac`, source port
-    /// `peer_port`: a connected socket.
+    /// Accepts `ethertype` frames to `port` from `mac`, source port
+    /// `peer_port`: a connected socket. A port whose condition is already
+    /// [`PortMatch::Peers`] gains the peer (the connections sharing a local
+    /// port); any other condition is replaced.
     pub fn peer_port(
         &mut self,
         ethertype: u16,
@@ -188,14 +187,18 @@ impl FrameFilter {
         mac: [u8; 6],
         peer_port: u16,
     ) -> &mut Self {
-        self.insert(
-            ethertype,
-            port,
-            PortMatch::Peer {
-                mac,
-                port: peer_port,
-            },
-        )
+        let ports = &mut self.rules.entry(ethertype).or_default().ports;
+        match ports.get_mut(&port) {
+            Some(PortMatch::Peers(peers)) => {
+                if !peers.contains(&(mac, peer_port)) {
+                    peers.push((mac, peer_port));
+                }
+            }
+            _ => {
+                ports.insert(port, PortMatch::Peers(vec![(mac, peer_port)]));
+            }
+        }
+        self
     }
 
     /// Whether the filter keeps `frame`, received untagged (the rule of
@@ -219,8 +222,8 @@ impl FrameFilter {
         let dport = be(DST_PORT_OFFSET as usize);
         match rule.ports.get(&dport) {
             Some(PortMatch::Never) => false,
-            Some(c) => c.holds(frame) || rule.any_port.is_some_and(|c| c.holds(frame)),
-            None => rule.any_port.is_some_and(|c| c.holds(frame)),
+            Some(c) => c.holds(frame) || rule.any_port.as_ref().is_some_and(|c| c.holds(frame)),
+            None => rule.any_port.as_ref().is_some_and(|c| c.holds(frame)),
         }
     }
 
@@ -263,7 +266,7 @@ impl FrameFilter {
 /// One ethertype's code: the port search, then the per-port checks.
 fn compile_rule(b: &mut Builder, rule: &EthertypeRule, accept: Label, drop: Label) {
     // Where a frame goes when no listed port takes it.
-    let miss = match rule.any_port {
+    let miss = match &rule.any_port {
         None => drop,
         Some(_) => b.label(),
     };
@@ -273,12 +276,12 @@ fn compile_rule(b: &mut Builder, rule: &EthertypeRule, accept: Label, drop: Labe
     let keys: Vec<(u16, Option<Label>)> = rule
         .ports
         .iter()
-        .map(|(&p, &c)| match c {
+        .map(|(&p, c)| match c {
             PortMatch::Any => (p, None),
             PortMatch::Never => (p, Some(drop)),
             _ => {
                 let l = b.label();
-                checks.push((l, c));
+                checks.push((l, c.clone()));
                 (p, Some(l))
             }
         })
@@ -287,9 +290,9 @@ fn compile_rule(b: &mut Builder, rule: &EthertypeRule, accept: Label, drop: Labe
     search(b, &keys, miss);
     for (l, c) in checks {
         b.bind(l);
-        check(b, c, accept, miss);
+        check(b, &c, accept, miss);
     }
-    if let Some(c) = rule.any_port {
+    if let Some(c) = &rule.any_port {
         b.bind(miss);
         check(b, c, accept, drop);
     }
@@ -320,7 +323,7 @@ fn search(b: &mut Builder, keys: &[(u16, Option<Label>)], miss: Label) {
 }
 
 /// The check of one condition (A is free to use).
-fn check(b: &mut Builder, c: PortMatch, accept: Label, fail: Label) {
+fn check(b: &mut Builder, c: &PortMatch, accept: Label, fail: Label) {
     match c {
         PortMatch::Any => {
             b.jump(accept);
@@ -343,15 +346,30 @@ fn check(b: &mut Builder, c: PortMatch, accept: Label, fail: Label) {
         PortMatch::Never => {
             b.jump(fail);
         }
-        PortMatch::Peer { mac, port } => {
-            let hi = u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]);
-            let lo = u16::from_be_bytes([mac[4], mac[5]]);
-            b.load(Size::Word, SRC_MAC_OFFSET);
-            b.jeq(hi, None, Some(fail));
-            b.load(Size::Half, SRC_MAC_OFFSET + 4);
-            b.jeq(u32::from(lo), None, Some(fail));
-            b.load(Size::Half, SRC_PORT_OFFSET);
-            b.jeq(u32::from(port), Some(accept), Some(fail));
+        PortMatch::Peers(peers) => {
+            if peers.is_empty() {
+                b.jump(fail);
+            }
+            for (i, (mac, port)) in peers.iter().enumerate() {
+                // A peer that does not match tries the next one; the last
+                // one's mismatch is the check's failure.
+                let next = if i + 1 == peers.len() {
+                    fail
+                } else {
+                    b.label()
+                };
+                let hi = u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]);
+                let lo = u16::from_be_bytes([mac[4], mac[5]]);
+                b.load(Size::Word, SRC_MAC_OFFSET);
+                b.jeq(hi, None, Some(next));
+                b.load(Size::Half, SRC_MAC_OFFSET + 4);
+                b.jeq(u32::from(lo), None, Some(next));
+                b.load(Size::Half, SRC_PORT_OFFSET);
+                b.jeq(u32::from(*port), Some(accept), Some(next));
+                if i + 1 < peers.len() {
+                    b.bind(next);
+                }
+            }
         }
     }
 }

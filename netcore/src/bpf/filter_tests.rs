@@ -179,10 +179,11 @@ fn arb_match() -> impl Strategy<Value = PortMatch> {
         Just(PortMatch::Syn),
         Just(PortMatch::NoRst),
         Just(PortMatch::Never),
-        (0u8..2, 0u16..3).prop_map(|(m, port)| PortMatch::Peer {
-            mac: [2, 0, 0, 0, 0, m],
-            port
-        }),
+        proptest::collection::vec((0u8..3, 0u16..3), 0..4).prop_map(|v| PortMatch::Peers(
+            v.into_iter()
+                .map(|(m, port)| ([2, 0, 0, 0, 0, m], port))
+                .collect()
+        )),
     ]
 }
 
@@ -309,4 +310,35 @@ fn no_rst_any_port_except_the_excluded() {
         assert_eq!(f.accepts(&fr), want, "port {dport} flags {flags:#x}");
     }
     assert!(!f.accepts(&frame(EDP, PEER, 1, 9999, 0)));
+}
+
+#[test]
+fn a_port_of_several_connections_accepts_each_peer_and_no_one_else() {
+    let (a, b) = ([2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb]);
+    let mut f = FrameFilter::new();
+    f.peer_port(ESP, 80, a, 1000)
+        .peer_port(ESP, 80, b, 2000)
+        .peer_port(ESP, 80, a, 1001)
+        .peer_port(ESP, 80, a, 1000);
+    assert_eq!(
+        f.rules[&ESP].ports[&80],
+        PortMatch::Peers(vec![(a, 1000), (b, 2000), (a, 1001)])
+    );
+    let prog = f.compile().unwrap();
+    for (src, sport, want) in [
+        (a, 1000, true),
+        (b, 2000, true),
+        (a, 1001, true),
+        (a, 2000, false),
+        (b, 1000, false),
+        (PEER, 1000, false),
+    ] {
+        let fr = frame(ESP, src, sport, 80, ESP_ACK);
+        assert_eq!(verdict(&prog, &fr) != 0, want, "{src:02x?} {sport}");
+        assert_eq!(f.accepts(&fr), want, "{src:02x?} {sport}");
+    }
+    assert_eq!(verdict(&prog, &frame(ESP, a, 1000, 81, ESP_ACK)), DROP);
+    // A peer list replaced by a port rule accepts everyone.
+    f.port(ESP, 80);
+    assert!(f.accepts(&frame(ESP, PEER, 7, 80, ESP_ACK)));
 }

@@ -33,6 +33,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use ::comm::control::CONTROL_COMMAND;
+use ::comm::wire::COMM_COMMAND;
 use ::comm::{CommConfig, CommError, Communicator};
 use ::ctp::{CtpSocket, Delivery, EdpAddr, Options, Transport};
 
@@ -137,16 +139,29 @@ pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     }
 }
 
+/// Most sources a server in its handshake answers with a restart notice
+/// (each once).
+const MAX_NOTICED: usize = 64;
+
 /// Takes bare CTP deliveries until `want` accepts one (returning its value),
 /// or the session timeout passes. Other commands are skipped (logged); an
-/// error delivery fails with `what` named.
+/// error delivery fails with `what` named. With `notice` (a server), the
+/// communicator traffic of an earlier session (a client of the server
+/// process this one replaced) is answered, once per source, with
+/// `notice` ([`::comm::control::restart_notice`]): that client's
+/// communicator then fails the old server's rank at once instead of
+/// taking this process's CTP confirmations for its progress; the notice
+/// itself may go unconfirmed (the old client gone) without failing the
+/// handshake.
 fn wait_handshake<T: Transport, R>(
     sock: &CtpSocket<T>,
     timeout: Duration,
     what: &str,
+    notice: Option<&[u8]>,
     mut want: impl FnMut(&::ctp::ReceivedData<T::Addr>) -> Option<io::Result<R>>,
 ) -> io::Result<R> {
     let deadline = Instant::now() + timeout;
+    let mut noticed: Vec<(T::Addr, Option<::ctp::MsgId>)> = Vec::new();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -168,12 +183,26 @@ fn wait_handshake<T: Transport, R>(
         match d {
             Delivery::Data(d) => match want(&d) {
                 Some(r) => return r,
-                None => tracing::debug!(
-                    command = d.command,
-                    from = ?d.from,
-                    "netgauge comm: skipped a message before the {what}"
-                ),
+                None => {
+                    tracing::debug!(
+                        command = d.command,
+                        from = ?d.from,
+                        "netgauge comm: skipped a message before the {what}"
+                    );
+                    let stray = d.command == COMM_COMMAND || d.command == CONTROL_COMMAND;
+                    if let Some(n) = notice.filter(|_| stray) {
+                        if noticed.len() < MAX_NOTICED && !noticed.iter().any(|x| x.0 == d.from) {
+                            tracing::info!(from = ?d.from,
+                                "netgauge comm: traffic of an earlier server's session: restart notice");
+                            let id = sock.send(CONTROL_COMMAND, d.from, n, Options::NONE).ok();
+                            noticed.push((d.from, id));
+                        }
+                    }
+                }
             },
+            Delivery::Error(e) if e.msg.is_some() && noticed.iter().any(|x| x.1 == e.msg) => {
+                tracing::debug!(error = %e, "netgauge comm: a restart notice went unconfirmed");
+            }
             Delivery::Error(e) => {
                 return Err(io::Error::new(
                     io::ErrorKind::ConnectionRefused,
@@ -218,7 +247,7 @@ where
     /// Rank 0: JOIN to `server`, WELCOME back, then the communicator.
     fn client(sock: CtpSocket<T>, server: T::Addr, cfg: &SessionConfig) -> io::Result<Self> {
         send_raw(&sock, JOIN_COMMAND, server, server.to_text().as_bytes())?;
-        let (me, server_seen) = wait_handshake(&sock, cfg.timeout, "WELCOME", |d| {
+        let (me, server_seen) = wait_handshake(&sock, cfg.timeout, "WELCOME", None, |d| {
             (d.command == WELCOME_COMMAND)
                 .then(|| parse_addr::<T::Addr>(&d.data, "WELCOME").map(|me| (me, d.from)))
         })?;
@@ -234,7 +263,8 @@ where
 
     /// Rank 1: the first JOIN's source becomes rank 0; WELCOME back.
     fn server(sock: CtpSocket<T>, cfg: &SessionConfig) -> io::Result<Self> {
-        let (client, me) = wait_handshake(&sock, cfg.timeout, "JOIN", |d| {
+        let notice = ::comm::control::restart_notice(&comm_config(cfg));
+        let (client, me) = wait_handshake(&sock, cfg.timeout, "JOIN", Some(&notice), |d| {
             (d.command == JOIN_COMMAND)
                 .then(|| parse_addr::<T::Addr>(&d.data, "JOIN").map(|me| (d.from, me)))
         })?;

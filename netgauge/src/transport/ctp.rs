@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ::ctp::{
     CtpConfig, CtpSocket, Delivery, EdpTransport, ErrorType, Options, Transport, UdpTransport,
@@ -32,8 +32,13 @@ pub struct Ctp<T: Transport> {
 }
 
 /// A sender looks for error deliveries once per this many sends (a look
-/// takes the runtime's lock; a ping-pong finds its errors in `recv_msg`).
+/// takes the runtime's lock; a ping-pong finds its errors in `recv_msg`),
+/// and after every send that waited for room in the storage.
 const ERROR_CHECK: u64 = 64;
+
+/// A send that took this long waited for room in the sent-commands storage
+/// (a stored send takes microseconds): failures may have made that room.
+const BLOCKED_SEND: Duration = Duration::from_millis(1);
 
 /// The CTP socket configuration of a session (wait policy, runtime);
 /// also the comm modes' (`transport/comm.rs`).
@@ -143,11 +148,15 @@ impl<T: Transport> Endpoint for Ctp<T> {
             self.check_errors()?;
         }
         // A failed message leaves the storage (DelAfterError), so a send
-        // waiting for room returns and the next one reports the failure.
+        // waiting for room returns, and its failure is reported at once.
+        let start = Instant::now();
         self.sock
             .send(self.command, peer, buf, Options::DEL_AFTER_ERROR)
-            .map(|_| ())
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("CTP send: {e}")))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("CTP send: {e}")))?;
+        if start.elapsed() >= BLOCKED_SEND {
+            self.check_errors()?;
+        }
+        Ok(())
     }
 
     fn recv_msg(&mut self, buf: &mut [u8]) -> io::Result<()> {

@@ -425,6 +425,7 @@ impl PacketLink {
             return if n == 0 {
                 Err(io::ErrorKind::WouldBlock.into())
             } else {
+                self.received();
                 Ok(n)
             };
         }
@@ -477,6 +478,15 @@ impl PacketLink {
                 io::Error::from_raw_os_error(e.raw_os_error().unwrap_or(libc::ENETDOWN))
             }
             _ => io::Error::new(e.kind(), format!("{what} on {}: {e}", self.iface.name)),
+        }
+    }
+
+    /// Frames arrived: while the link counts as down, evidence that it
+    /// works again ([`Health::on_rx`]).
+    #[inline]
+    fn received(&mut self) {
+        if self.health.is_down() {
+            self.health.on_rx(Instant::now());
         }
     }
 
@@ -534,9 +544,10 @@ impl PacketLink {
     /// Takes what a check found about the interface: a new index (the
     /// interface was re-created: the socket is bound to it and joins its
     /// groups again), a new MTU or MAC (logged). Returns whether the link
-    /// works: bound, up and running (`IFF_RUNNING`: the kernel may report
-    /// it for a re-created veth a second after the pair carries frames),
-    /// with an MTU that carries the runtime's frames.
+    /// works: bound, up, with a carrier (the driver's link status, read
+    /// directly: the `IFF_RUNNING` flag can lag a second behind a
+    /// re-created veth that already carries frames), with an MTU that
+    /// carries the runtime's frames.
     fn adopt(&mut self, st: &ifreq::IfaceState) -> bool {
         if st.index != self.iface.index {
             if let Err(e) = packet::bind(self.fd.as_fd(), st.index, self.ethertype) {
@@ -673,13 +684,17 @@ impl Link for PacketLink {
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if let Some(ring) = self.ring.as_mut() {
-            return ring
+        let r = match self.ring.as_mut() {
+            Some(ring) => ring
                 .try_recv(buf, &mut self.truncated)
-                .ok_or_else(|| io::ErrorKind::WouldBlock.into());
+                .ok_or_else(|| io::ErrorKind::WouldBlock.into()),
+            None => nix::sys::socket::recv(self.fd.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT)
+                .map_err(|e| self.io_error(e.into(), "recv")),
+        };
+        if r.is_ok() {
+            self.received();
         }
-        nix::sys::socket::recv(self.fd.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT)
-            .map_err(|e| self.io_error(e.into(), "recv"))
+        r
     }
 
     /// Hands up to `max` frames to `f`: from the ring, borrowed in their
@@ -704,6 +719,7 @@ impl Link for PacketLink {
             if b.frames == 0 && b.truncated == 0 {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
+            self.received();
             return Ok(b.frames);
         }
         let slot = self.max_frame();
@@ -734,6 +750,9 @@ impl Link for PacketLink {
         if truncated > 0 {
             self.truncated += truncated;
             tracing::trace!(truncated, "oversized frames dropped");
+        }
+        if r > 0 {
+            self.received();
         }
         Ok(seen)
     }
