@@ -167,3 +167,27 @@ pub enum Pace {
     /// Sleeps; its runtime's service thread takes the ACKs.
     Condvar,
 }
+
+/// One measured run of a multicast mode: who, what and how much.
+#[derive(Debug, Clone, Copy)]
+pub struct Run {
+    /// Receivers (hosts 1..=n; host 0 sends).
+    pub n: usize,
+    /// Message size, bytes.
+    pub size: usize,
+    /// Messages.
+    pub count: usize,
+    pub measure: Measure,
+    /// Loss probability on every receiver's link, 0..1.
+    pub loss: f64,
+    /// The run's number: its group and its ports differ from every other
+    /// run's (a late frame of one run cannot reach the next).
+    pub run_id: u16,
+}
+
+impl Run {
+    /// The run's first port (EDP or UDP).
+    pub fn port(&self) -> u16 {
+        7000 + self.run_id
+    }
+}

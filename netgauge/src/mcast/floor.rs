@@ -22,7 +22,7 @@ use mak::socket::group_mac;
 use socket2::{Domain, Protocol, Socket, Type};
 use vcluster::{Cluster, Host};
 
-use super::config::{Carrier, McastConfig, Measure};
+use super::config::{Carrier, McastConfig, Measure, Run};
 use super::outcome::{Counters, Outcome};
 
 enum Raw {
@@ -81,18 +81,15 @@ impl Raw {
 
 /// Unreliable multicast of `count` messages (frames of at most one
 /// datagram) from host 0 to hosts 1..=n.
-#[allow(clippy::too_many_arguments)]
-pub fn raw(
-    net: &Cluster,
-    o: &McastConfig,
-    via: Carrier,
-    n: usize,
-    size: usize,
-    count: usize,
-    measure: Measure,
-    run_id: u16,
-) -> io::Result<Outcome> {
-    let port = 7000 + run_id;
+pub fn raw(net: &Cluster, o: &McastConfig, via: Carrier, r: &Run) -> io::Result<Outcome> {
+    let Run {
+        n,
+        size,
+        count,
+        measure,
+        ..
+    } = *r;
+    let port = r.port();
     let max = match via {
         Carrier::Edp => net.mtu() - 6,
         Carrier::Udp => net.mtu() - 28,
@@ -253,14 +250,9 @@ pub fn raw(
 
 /// One ESP stream of `count * size` bytes from host 0 to host 1, written in
 /// `size`-byte pieces: time until the receiver read the last byte.
-pub fn esp(
-    net: &Cluster,
-    o: &McastConfig,
-    size: usize,
-    count: usize,
-    run_id: u16,
-) -> io::Result<Outcome> {
-    let port = 7000 + run_id;
+pub fn esp(net: &Cluster, o: &McastConfig, r: &Run) -> io::Result<Outcome> {
+    let Run { size, count, .. } = *r;
+    let port = r.port();
     let total = count * size;
     let cfg = EspConfig {
         wait: o.wait,

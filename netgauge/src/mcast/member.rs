@@ -16,7 +16,7 @@ use mak::socket::{
 use mak::Strategy;
 use vcluster::{Cluster, Host};
 
-use super::config::{Carrier, McastConfig, Measure};
+use super::config::{Carrier, McastConfig, Measure, Run};
 use super::outcome::{Counters, Outcome};
 
 /// A member socket over either carrier.
@@ -194,20 +194,22 @@ struct Progress {
 }
 
 /// Runs strategy `s` from host 0 to hosts 1..=n.
-#[allow(clippy::too_many_arguments)]
 pub fn run(
     net: &Cluster,
     o: &McastConfig,
     via: Carrier,
     s: Strategy,
-    n: usize,
-    size: usize,
-    count: usize,
-    measure: Measure,
-    loss: f64,
-    run_id: u16,
+    r: &Run,
 ) -> std::io::Result<Outcome> {
-    let port = 7000 + run_id;
+    let Run {
+        n,
+        size,
+        count,
+        measure,
+        loss,
+        run_id,
+    } = *r;
+    let port = r.port();
     let group = run_id;
     let start = Arc::new(Barrier::new(n + 1));
     let done = Arc::new(AtomicBool::new(false));

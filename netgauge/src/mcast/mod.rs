@@ -22,7 +22,7 @@ use std::net::Ipv4Addr;
 use vcluster::Cluster;
 
 pub use config::{
-    Carrier, McastConfig, McastMode, Measure, Pace, MAX_LOSS_PERCENT, MAX_RECEIVERS, MIN_COUNT,
+    Carrier, McastConfig, McastMode, Measure, Pace, Run, MAX_LOSS_PERCENT, MAX_RECEIVERS, MIN_COUNT,
 };
 use outcome::{print_counters, print_table, Outcome};
 
@@ -95,27 +95,23 @@ pub fn run(o: &McastConfig) -> std::io::Result<bool> {
                     }
                     for via in carriers(o, mode) {
                         run_id += 1;
+                        let run = Run {
+                            n,
+                            size,
+                            count: o.count,
+                            measure,
+                            loss,
+                            run_id,
+                        };
                         progress.running(&format!("{} {n} rx {size} B", mode.name()));
                         let r = match mode.strategy() {
-                            Some(s) => member::run(
-                                &net, o, via, s, n, size, o.count, measure, loss, run_id,
-                            ),
+                            Some(s) => member::run(&net, o, via, s, &run),
                             None => match mode {
-                                McastMode::Raw => {
-                                    floor::raw(&net, o, via, n, size, o.count, measure, run_id)
+                                McastMode::Raw => floor::raw(&net, o, via, &run),
+                                McastMode::Esp => floor::esp(&net, o, &run),
+                                McastMode::Norm => {
+                                    norm::run(&net, o, norm_bin.as_deref().expect("built"), &run)
                                 }
-                                McastMode::Esp => floor::esp(&net, o, size, o.count, run_id),
-                                McastMode::Norm => norm::run(
-                                    &net,
-                                    o,
-                                    norm_bin.as_deref().expect("built"),
-                                    n,
-                                    size,
-                                    o.count,
-                                    measure,
-                                    loss,
-                                    run_id,
-                                ),
                                 _ => unreachable!("the mak modes have a strategy"),
                             },
                         };

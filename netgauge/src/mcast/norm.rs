@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use vcluster::{Cluster, Process};
 
-use super::config::{Carrier, McastConfig, Measure};
+use super::config::{Carrier, McastConfig, Measure, Run};
 use super::outcome::{Counters, Outcome};
 
 const SOURCE: &str = concat!(
@@ -146,19 +146,16 @@ fn stamps(lines: &[String], tag: &str, count: usize) -> Vec<u64> {
 }
 
 /// NORM from host 0 to hosts 1..=n.
-#[allow(clippy::too_many_arguments)]
-pub fn run(
-    net: &Cluster,
-    o: &McastConfig,
-    bin: &Path,
-    n: usize,
-    size: usize,
-    count: usize,
-    measure: Measure,
-    loss: f64,
-    run_id: u16,
-) -> io::Result<Outcome> {
-    let port = (7000 + run_id).to_string();
+pub fn run(net: &Cluster, o: &McastConfig, bin: &Path, r: &Run) -> io::Result<Outcome> {
+    let Run {
+        n,
+        size,
+        count,
+        measure,
+        loss,
+        ..
+    } = *r;
+    let port = r.port().to_string();
     let group = super::GROUP_IP.to_string();
     let limit = o.timeout;
     let mut rx = Vec::new();
