@@ -33,8 +33,8 @@ use std::time::Duration;
 use clap::Parser;
 use comm::{CommConfig, Communicator};
 use ctp::CtpConfig;
-use edp::runtime::WaitPolicy;
 use edp::MacAddr;
+use runtime::WaitPolicy;
 
 use bench::{Bench, Params};
 

@@ -28,7 +28,7 @@ fn main() {
             let (iface, rank, hosts) = (h.iface.clone(), h.index, hosts.clone());
             h.spawn(move || {
                 let ctp = CtpConfig {
-                    wait: edp::runtime::WaitPolicy::BusyPoll,
+                    wait: runtime::WaitPolicy::BusyPoll,
                     ..CtpConfig::default()
                 };
                 let c = Communicator::bind_edp(

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use comm::{CommConfig, Communicator, ANY_SOURCE, ANY_TAG};
 use ctp::{CtpConfig, CtpSocket, EdpAddr, EdpTransport};
-use edp::runtime::Runtime;
+use runtime::Runtime;
 
 const HOSTS: usize = 8;
 const BULK: usize = 64 << 10;

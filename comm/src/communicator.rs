@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ctp::{CtpConfig, CtpSocket, EdpAddr, EdpTransport, Endpoint, Transport, UdpTransport};
-use edp::runtime::Deadline;
+use runtime::Deadline;
 
 use crate::config::CommConfig;
 use crate::control::Mode;

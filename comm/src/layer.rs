@@ -98,7 +98,7 @@ pub(crate) fn block<T: ctp::Transport, R>(
 ) -> std::io::Result<R> {
     let mut counted = false;
     let r = sock.wait_upper(
-        edp::runtime::Deadline::from_timeout(timeout),
+        runtime::Deadline::from_timeout(timeout),
         what,
         |st: &mut State<T::Addr>, ep, now| {
             // Done already (nothing else to do), or after a step.
@@ -139,7 +139,7 @@ pub(crate) fn turn<T: ctp::Transport, R>(
     mut check: impl FnMut(&mut State<T::Addr>) -> Option<R>,
 ) -> std::io::Result<Option<R>> {
     match sock.wait_upper(
-        edp::runtime::Deadline::Now,
+        runtime::Deadline::Now,
         "comm progress",
         |st: &mut State<T::Addr>, ep, now| {
             step(st, ep, now);

@@ -1,4 +1,4 @@
-//! Failure detection on the virtual clock (`edp::link::sim`): a rank that
+//! Failure detection on the virtual clock (`link::sim`): a rank that
 //! stops is declared failed by every rank waiting on it within the bound,
 //! and the receives naming it fail; its restart (a new process at the same
 //! address) rejoins and exchanges messages exactly once, with nothing of
@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use edp::link::fault::FaultConfig;
+use link::fault::FaultConfig;
 
 use crate::flow::PeerState;
 use crate::matching::{SourceSel, TagSel};

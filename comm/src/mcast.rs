@@ -24,8 +24,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use ctp::EdpAddr;
-use edp::runtime::{Runtime, WaitPolicy};
 use mak::socket::{EdpCarrier, EdpGroup, GroupSpec, MakConfig, MakSocket, Peer};
+use runtime::{Runtime, WaitPolicy};
 
 use crate::CommError;
 

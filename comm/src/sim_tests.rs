@@ -1,5 +1,5 @@
 //! The communicator's protocol state over CTP endpoints on simulated links
-//! (`edp::link::sim`: virtual clock, seeded loss, duplication and
+//! (`link::sim`: virtual clock, seeded loss, duplication and
 //! reordering), deterministic: N ranks on one switch exchange tagged
 //! messages through receives posted before and after the traffic, with
 //! wildcards; every message arrives once, byte-exact, in send order per
@@ -10,10 +10,10 @@ use std::io;
 use std::time::{Duration, Instant, SystemTime};
 
 use ctp::{Config, EdpAddr, Endpoint};
-use edp::link::fault::FaultConfig;
-use edp::link::sim::{SimClock, SimLink, SimSwitch};
-use edp::runtime::{Progress, RuntimeConfig};
 use edp::{EdpConfig, EdpSocket};
+use link::fault::FaultConfig;
+use link::sim::{SimClock, SimLink, SimSwitch};
+use runtime::{Progress, RuntimeConfig};
 
 use crate::matching::{SourceSel, Tag, TagSel};
 use crate::request::{Completion, ReqState};
@@ -148,7 +148,7 @@ fn four_ranks_on_a_lossy_reordering_switch_keep_mpi_order() {
         .with_reorder(0.2, Duration::from_micros(300))
         .with_delay(Duration::from_micros(20), Duration::from_micros(10));
     let links = SimSwitch::new(&clock, N, 1500, f);
-    let macs: Vec<_> = links.iter().map(edp::Link::mac).collect();
+    let macs: Vec<_> = links.iter().map(link::Link::mac).collect();
     let hosts: Vec<EdpAddr> = macs.iter().map(|m| (*m, PORT)).collect();
     let cfg = CommConfig {
         fragment_bytes: 3000,

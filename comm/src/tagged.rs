@@ -395,7 +395,7 @@ where
     /// Errors: [`CommError::TimedOut`]; link errors.
     pub fn flush(&self, timeout: Duration) -> Result<(), CommError> {
         let r = self.sock.wait_upper(
-            edp::runtime::Deadline::from_timeout(Some(timeout)),
+            runtime::Deadline::from_timeout(Some(timeout)),
             "tagged flush",
             |st: &mut State<T::Addr>, ep, now| {
                 crate::layer::step(st, ep, now);

@@ -1,4 +1,4 @@
-//! ULFC on the virtual clock (`edp::link::sim`): the grant invariant under
+//! ULFC on the virtual clock (`link::sim`): the grant invariant under
 //! load from N senders with `through` and `rapid` requests mid-run,
 //! explicit disconnect and reconnect delivering exactly once, and implicit
 //! disconnect of a silent peer recovering by itself when it answers.
@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use ctp::EdpAddr;
-use edp::link::fault::FaultConfig;
-use edp::link::sim::{SimClock, SimSwitch};
+use link::fault::FaultConfig;
+use link::sim::{SimClock, SimSwitch};
 
 use crate::control::Mode;
 use crate::flow::{PeerState, MIN_WINDOW_BYTES};
@@ -24,7 +24,7 @@ pub(crate) fn cluster(
     let clock = SimClock::new();
     let t0 = clock.now();
     let links = SimSwitch::new(&clock, n, 1500, f);
-    let hosts: Vec<EdpAddr> = links.iter().map(|l| (edp::Link::mac(l), PORT)).collect();
+    let hosts: Vec<EdpAddr> = links.iter().map(|l| (link::Link::mac(l), PORT)).collect();
     let nodes = links
         .into_iter()
         .enumerate()

@@ -12,10 +12,10 @@ mod common;
 use comm::{CommConfig, Communicator};
 use common::{all_to_all, run, LIMIT, PER_TAG};
 use ctp::{CtpConfig, CtpSocket, EdpAddr, EdpTransport};
-use edp::link::fault::{FaultConfig, FaultLink};
-use edp::link::udp::{UdpConfig, UdpLink};
-use edp::runtime::Runtime;
 use edp::MacAddr;
+use link::fault::{FaultConfig, FaultLink};
+use link::udp::{UdpConfig, UdpLink};
+use runtime::Runtime;
 
 const PORT: u16 = 4100;
 
@@ -137,7 +137,7 @@ fn seven_senders_flat_out_never_overflow_the_receivers_ring() {
     let port = PORT + 1;
     let results = on_each_host(&net, port, move |iface, rank, hosts| {
         let ctp = CtpConfig::default();
-        let rt = edp::runtime::Runtime::shared(&iface, &ctp.runtime).unwrap();
+        let rt = runtime::Runtime::shared(&iface, &ctp.runtime).unwrap();
         let sock = CtpSocket::bind_on(&rt, port, ctp).unwrap();
         let cfg = CommConfig {
             wait_timeout: Some(LIMIT),

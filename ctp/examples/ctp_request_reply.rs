@@ -9,9 +9,9 @@
 use std::time::{Duration, Instant};
 
 use ctp::{CtpConfig, CtpSocket, Delivery, Options};
-use edp::link::udp::{UdpConfig, UdpLink};
-use edp::runtime::Runtime;
 use edp::MacAddr;
+use link::udp::{UdpConfig, UdpLink};
+use runtime::Runtime;
 
 const REQUEST: u16 = 1;
 const REPLY: u16 = 2;

@@ -14,8 +14,8 @@
 //!   `handle_timeout(now)`, `poll_transmit` / `poll_transmit_gather`,
 //!   `poll_delivery`, `poll_timeout`), split by concept under `endpoint/`;
 //! - [`socket`]: [`CtpSocket`] on a [`Transport`]: [`EdpTransport`] (a slot
-//!   of the process's I/O runtime, `edp::runtime`) or [`UdpTransport`] (a
-//!   kernel UDP socket), both driven by `edp::runtime::driver`;
+//!   of the process's I/O runtime, `runtime`) or [`UdpTransport`] (a
+//!   kernel UDP socket), both driven by `runtime::driver`;
 //! - [`deliver`]: the bounded deliverer thread pool.
 //!
 //! ```no_run

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use ctp::EdpAddr;
 use ctp::{CtpConfig, CtpSocket, Delivery, EdpTransport, Options};
-use edp::link::fault::FaultConfig;
-use edp::runtime::WaitPolicy;
+use link::fault::FaultConfig;
+use runtime::WaitPolicy;
 
 const PORT: u16 = 1515;
 const QUIT: u16 = 999;

@@ -7,10 +7,10 @@ use std::io;
 use std::time::{Duration, Instant, SystemTime};
 
 use ctp::{Config, Delivery, EdpAddr, Endpoint, ErrorType, MsgId, Options};
-use edp::link::fault::FaultConfig;
-use edp::link::sim::{SimClock, SimLink, SimSwitch};
-use edp::runtime::{Progress, RuntimeConfig};
 use edp::{EdpConfig, EdpSocket, MacAddr};
+use link::fault::FaultConfig;
+use link::sim::{SimClock, SimLink, SimSwitch};
+use runtime::{Progress, RuntimeConfig};
 
 const PORT: u16 = 1515;
 
@@ -25,7 +25,7 @@ struct Node {
 
 impl Node {
     fn new(link: SimLink, cfg: Config, seed: u64, t0: Instant) -> Node {
-        let mac = edp::Link::mac(&link);
+        let mac = link::Link::mac(&link);
         // Virtual time: only this test drives the link (no idle progress).
         let ecfg = EdpConfig {
             runtime: RuntimeConfig {

@@ -6,10 +6,10 @@
 
 mod harness;
 
-use edp::link::fault::FaultConfig;
 use esp::conn::{ConnectionError, Error, State};
 use esp::TransportConfig;
 use harness::*;
+use link::fault::FaultConfig;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 

@@ -5,9 +5,9 @@
 
 mod harness;
 
-use edp::link::sim::SimClock;
 use esp::TransportConfig;
 use harness::*;
+use link::sim::SimClock;
 use std::sync::{Arc, Mutex};
 
 /// Trace timestamps in virtual time since the start of the simulation.

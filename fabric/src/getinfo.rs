@@ -66,7 +66,7 @@ pub fn link_mtu(nic: &Nic, link: LinkKind) -> usize {
 /// Largest datagram of a DGRAM endpoint on `nic`: the link MTU less the
 /// EDP header and, with a cluster key, the authentication trailer.
 pub fn max_dgram(nic: &Nic, link: LinkKind, keyed: bool) -> usize {
-    let auth = if keyed { edp::auth::TRAILER_LEN } else { 0 };
+    let auth = if keyed { runtime::auth::TRAILER_LEN } else { 0 };
     link_mtu(nic, link).saturating_sub(EDP_HEADER_LEN + auth)
 }
 

@@ -1,7 +1,7 @@
 //! The interfaces a domain can sit on: one libfabric domain per network
 //! interface (fi_domain(7): "a domain usually maps to a NIC"), named after
 //! it, found in the calling thread's network namespace without privilege
-//! (getifaddrs(3), `edp::iface::lookup`'s ioctls).
+//! (getifaddrs(3), `link::iface::lookup`'s ioctls).
 
 use std::net::Ipv4Addr;
 
@@ -48,7 +48,7 @@ fn all_up() -> FiResult<Vec<Nic>> {
             }
             continue;
         }
-        let Ok(info) = edp::iface::lookup(&a.interface_name) else {
+        let Ok(info) = link::iface::lookup(&a.interface_name) else {
             continue;
         };
         out.push(Nic {

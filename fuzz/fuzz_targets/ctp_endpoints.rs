@@ -16,9 +16,11 @@ use std::time::{Duration, SystemTime};
 
 use ctp::{Config, Delivery, Endpoint, MsgId};
 use ctp::Options;
-use edp::link::sim::{next_event, SimClock, SimLink};
-use edp::wire::{emit_edp_frame, EdpFrame, EthernetRepr, ETHERTYPE_EDP};
-use edp::Link;
+use link::sim::{SimClock, SimLink, next_event};
+use edp::wire::{EdpFrame, emit_edp_frame};
+use link::eth::EthernetRepr;
+use runtime::ETHERTYPE_EDP;
+use link::Link;
 use libfuzzer_sys::fuzz_target;
 use testkit::fuzz::{fault_config, FaultSpace};
 

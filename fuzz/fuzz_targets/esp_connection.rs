@@ -22,9 +22,10 @@
 
 use std::time::Duration;
 
-use edp::link::sim::{next_event, SimClock, SimLink};
-use edp::wire::{EthernetRepr, ETH_HEADER_LEN};
-use edp::Link;
+use link::sim::{SimClock, SimLink, next_event};
+use link::ETH_HEADER_LEN;
+use link::eth::EthernetRepr;
+use link::Link;
 use esp::auth::TagStatus;
 use esp::wire::{emit_esp_frame, EspFrame, EspRepr, Flags, Seq, ETHERTYPE_ESP};
 use esp::{Checksum, Connection, TransportConfig};

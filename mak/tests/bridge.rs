@@ -15,12 +15,12 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use edp::link::fault::FaultConfig;
-use edp::runtime::WaitPolicy;
+use link::fault::FaultConfig;
 use mak::socket::{
     Carrier, EdpAddr, EdpGroup, GroupSpec, MakConfig, MakSocket, MakStats, Peer, UdpGroup,
 };
 use mak::{MemberId, Strategy};
+use runtime::WaitPolicy;
 use testkit::{setup, Cluster, Host, TestHost};
 
 /// Liveness bound for a whole transfer (not a timing assertion).

@@ -1,6 +1,6 @@
 //! CTP over EDP: the CTP packet is the payload of an EDP datagram (ctp
 //! PROTOCOL.md). The endpoint lives in a slot of the process's runtime for
-//! the interface (`edp::runtime`): frames are handed to it borrowed from the
+//! the interface (`runtime`): frames are handed to it borrowed from the
 //! RX ring, and its packets and confirmations leave in the runtime's
 //! sendmmsg batches, the CTP header written straight behind the EDP header
 //! in the batch buffer.
@@ -10,10 +10,12 @@ use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
-use edp::runtime::{
+use edp::wire::{EdpFrame, EdpRepr, EDP_HEADER_LEN};
+use link::eth::EthernetRepr;
+use link::{MacAddr, ETH_HEADER_LEN};
+use runtime::{
     Cx, DemuxKey, Driver, EthEngine, GatherRef, Ready, Runtime, SlotId, Socket, TxQueue,
 };
-use edp::wire::{EdpFrame, EdpRepr, EthernetRepr, MacAddr, EDP_HEADER_LEN, ETH_HEADER_LEN};
 
 use super::core::CtpCore;
 use super::{Carrier, Transport};
@@ -312,8 +314,8 @@ impl Transport for EdpTransport {
 mod tests {
     use std::time::Duration;
 
-    use edp::link::sim::{SimClock, SimLink};
-    use edp::runtime::RuntimeConfig;
+    use link::sim::{SimClock, SimLink};
+    use runtime::RuntimeConfig;
 
     use super::*;
     use crate::{CtpConfig, CtpSocket, Options};
@@ -339,7 +341,7 @@ mod tests {
     ) {
         let clock = SimClock::new();
         let (la, lb) = SimLink::pair(&clock, 1500, Default::default(), Default::default());
-        let mb = edp::Link::mac(&lb);
+        let mb = link::Link::mac(&lb);
         let ra = Runtime::with_link(Box::new(la), RuntimeConfig::default()).unwrap();
         let rb = Runtime::with_link(Box::new(lb), RuntimeConfig::default()).unwrap();
         let a = CtpSocket::bind_on(&ra, 7, cfg.clone()).unwrap();

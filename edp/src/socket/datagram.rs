@@ -6,8 +6,8 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use crate::runtime::{Cx, DirectRead, Ready, Socket, TxQueue};
 use crate::wire::{EdpFrame, MacAddr};
+use runtime::{Cx, DirectRead, Ready, Socket, TxQueue};
 
 /// Counters of one EDP socket (the thesis's `struct edp_stats`, extended).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -2,8 +2,8 @@
 //!
 //! Addresses are `(interface, MAC, port)`. A socket owns its port
 //! exclusively across the processes of its network namespace
-//! ([`crate::ports`]) and is a slot of its process's runtime for the
-//! interface ([`crate::runtime`]): all sockets of a process share one
+//! ([`runtime::ports`]) and is a slot of its process's runtime for the
+//! interface ([`runtime`]): all sockets of a process share one
 //! AF_PACKET socket, whose kernel filter passes only the ports the process
 //! owns, and a user-space table finds each datagram's socket.
 //!
@@ -21,17 +21,17 @@
 //! (e.g. between network namespaces joined by a veth pair).
 //!
 //! Waiting follows the socket's [`WaitPolicy`] (busy-poll, blocking,
-//! adaptive; see [`crate::runtime::driver`]), and the socket is a
+//! adaptive; see [`runtime::driver`]), and the socket is a
 //! `mio::event::Source` whose readiness comes from its queue.
 
 use std::borrow::Borrow;
 use std::io::{self, IoSlice};
 use std::time::{Duration, Instant};
 
-use crate::link::Link;
-use crate::ports::PortLease;
-use crate::runtime::{Deadline, DemuxKey, Runtime, RuntimeConfig, SlotId, WaitPolicy};
 use crate::wire::{EdpRepr, EthernetRepr, MacAddr, CONTROL_PORT, EDP_HEADER_LEN, ETH_HEADER_LEN};
+use link::Link;
+use runtime::ports::PortLease;
+use runtime::{Deadline, DemuxKey, Runtime, RuntimeConfig, SlotId, WaitPolicy};
 
 mod datagram;
 #[cfg(test)]
@@ -41,7 +41,7 @@ use datagram::DatagramSocket;
 pub use datagram::EdpStats;
 
 /// Datagrams per `sendmmsg` in [`EdpSocket::send_batch`].
-pub const SEND_BATCH: usize = crate::runtime::MAX_BATCH;
+pub const SEND_BATCH: usize = runtime::MAX_BATCH;
 
 /// Default receive queue of a socket, bytes of payload (as a UDP socket's
 /// default receive buffer order of magnitude).
@@ -80,7 +80,7 @@ impl EdpConfig {
 /// How a socket built over an arbitrary link holds its port.
 #[derive(Debug)]
 pub enum Binding {
-    /// An exclusive lease from [`crate::ports::allocate`].
+    /// An exclusive lease from [`runtime::ports::allocate`].
     Lease(PortLease),
     /// A bare port number without cross-process exclusivity (simulations).
     Port(u16),
@@ -101,7 +101,7 @@ impl From<u16> for Binding {
 /// An EDP datagram socket. See the module documentation.
 ///
 /// On an interface: `EdpSocket::bind("eth0", port)` (needs CAP_NET_RAW).
-/// Unprivileged, over a [`UdpLink`](crate::link::udp::UdpLink) on loopback:
+/// Unprivileged, over a [`UdpLink`](link::udp::UdpLink) on loopback:
 ///
 /// ```
 /// use edp::link::udp::{UdpConfig, UdpLink};
@@ -600,7 +600,7 @@ fn too_long(len: usize, cap: usize, mtu: usize) -> io::Error {
 /// A full transmit queue: `WouldBlock`, or ENOBUFS (the qdisc or device
 /// dropped the frame).
 fn is_full(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == Some(nix::libc::ENOBUFS)
+    e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == Some(libc::ENOBUFS)
 }
 
 impl Drop for EdpSocket {
@@ -609,4 +609,4 @@ impl Drop for EdpSocket {
     }
 }
 
-crate::slot_source!(impl for EdpSocket, |s| (s.rt.driver(), s.slot));
+runtime::slot_source!(impl for EdpSocket, |s| (s.rt.driver(), s.slot));

@@ -9,7 +9,9 @@
 
 use std::time::Instant;
 
-use edp::wire::{EthernetRepr, ETH_HEADER_LEN};
+use link::ETH_HEADER_LEN;
+
+use link::eth::EthernetRepr;
 
 use netcore::congestion::Controller;
 

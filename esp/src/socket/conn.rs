@@ -5,8 +5,8 @@
 use std::any::Any;
 use std::time::{Duration, Instant};
 
-use edp::runtime::{Cx, DirectRead, GatherRef, Ready, Socket, TxQueue};
-use edp::wire::EthernetRepr;
+use link::eth::EthernetRepr;
+use runtime::{Cx, DirectRead, GatherRef, Ready, Socket, TxQueue};
 
 use crate::conn::{Connection, State};
 use crate::wire::EspFrame;
@@ -44,7 +44,7 @@ impl ConnSocket {
             // A keyed runtime's MTU is the link's less the trailer, but a
             // peer without the key (method none) sends frames of the
             // link's full MTU.
-            max_frame: mtu + edp::wire::ETH_HEADER_LEN + edp::auth::TRAILER_LEN,
+            max_frame: mtu + link::ETH_HEADER_LEN + runtime::auth::TRAILER_LEN,
             linger,
             linger_until: None,
             more: false,

@@ -8,9 +8,9 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use edp::ports::PortLease;
-use edp::runtime::{Cx, Deadline, DemuxKey, GatherRef, Ready, Runtime, SlotId, Socket, TxQueue};
-use edp::wire::EthernetRepr;
+use link::eth::EthernetRepr;
+use runtime::ports::PortLease;
+use runtime::{Cx, Deadline, DemuxKey, GatherRef, Ready, Runtime, SlotId, Socket, TxQueue};
 
 use crate::config::EspConfig;
 use crate::listener::{Listener, ListenerStats, SynOutcome};
@@ -226,7 +226,7 @@ impl EspListener {
             // A keyed runtime's MTU is the link's less the trailer, but a
             // peer without the key (method none) sends frames of the
             // link's full MTU.
-            max_frame: mtu + edp::wire::ETH_HEADER_LEN + edp::auth::TRAILER_LEN,
+            max_frame: mtu + link::ETH_HEADER_LEN + runtime::auth::TRAILER_LEN,
             pending_rst: Vec::new(),
             more: false,
             stats: SlotStats::default(),
@@ -361,4 +361,4 @@ impl Drop for EspListener {
     }
 }
 
-edp::slot_source!(impl for EspListener, |s| (s.rt.driver(), s.slot));
+runtime::slot_source!(impl for EspListener, |s| (s.rt.driver(), s.slot));

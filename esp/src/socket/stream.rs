@@ -5,8 +5,8 @@ use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
-use edp::runtime::{Deadline, DemuxKey, DirectRead, Runtime, SlotId, WaitPolicy};
-use edp::Link;
+use link::Link;
+use runtime::{Deadline, DemuxKey, DirectRead, Runtime, SlotId, WaitPolicy};
 
 use crate::config::EspConfig;
 use crate::conn::{Connection, ConnectionError, Error, Liveness, State, Stats};
@@ -34,7 +34,7 @@ struct Opts {
 /// ```
 /// use std::io::{Read, Write};
 /// use std::time::Duration;
-/// use edp::link::udp::{UdpConfig, UdpLink};
+/// use link::udp::{UdpConfig, UdpLink};
 /// use edp::MacAddr;
 /// use esp::{EspConfig, EspStream};
 ///
@@ -306,7 +306,7 @@ impl EspStream {
                 if !placed && !matches!(r, Ok(None)) {
                     // The call changed the connection (data taken, window
                     // opened, bytes queued): send what is due.
-                    e.touched(slot, edp::time::now())?;
+                    e.touched(slot, link::time::now())?;
                 }
                 r
             });
@@ -592,7 +592,7 @@ impl Drop for EspStream {
     }
 }
 
-edp::slot_source!(impl for EspStream, |s| (s.rt.driver(), s.slot));
+runtime::slot_source!(impl for EspStream, |s| (s.rt.driver(), s.slot));
 
 #[cfg(test)]
 mod tests {

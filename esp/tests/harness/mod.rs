@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use edp::link::fault::FaultConfig;
-use edp::link::sim::{SimClock, SimLink};
-use edp::Link;
 use esp::conn::{Connection, Error, IsnGenerator, State};
 use esp::listener::{Listener, SynOutcome};
 use esp::wire::{EspFrame, MacAddr, ETHERTYPE_ESP};
 use esp::TransportConfig;
+use link::fault::FaultConfig;
+use link::sim::{SimClock, SimLink};
+use link::Link;
 
 pub const MTU: usize = 1500;
 pub const MB: usize = 1 << 20;

@@ -11,8 +11,8 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::Instant;
 
-use edp::link::fault::{FaultConfig, FaultInjector};
-use edp::runtime::Ready;
+use link::fault::{FaultConfig, FaultInjector};
+use runtime::Ready;
 use tracing::{debug, warn};
 
 use super::{GroupMessage, GroupSpec, MakEvent, Peer};

@@ -7,7 +7,7 @@
 //!
 //! - **EDP to a group MAC** ([`EdpCarrier`], [`MakSocket::bind_edp`]): the
 //!   member is a slot of the process's I/O runtime for the interface
-//!   (`edp::runtime`: one packet socket per process, RX ring, sendmmsg
+//!   (`runtime`: one packet socket per process, RX ring, sendmmsg
 //!   batches), on the group's EDP port; the runtime joins the group MAC
 //!   (`PACKET_ADD_MEMBERSHIP`). DATA and NAKs go to `(group MAC, port)`,
 //!   ACKs and iterative DATA to the member's `(MAC, port)`.
@@ -15,7 +15,7 @@
 //!   [`MakSocket::bind_udp`]): one kernel UDP socket bound to the group's
 //!   port, `IP_ADD_MEMBERSHIP` on the member's interface,
 //!   `IP_MULTICAST_LOOP` off, a TTL; recvmmsg/sendmmsg batches, driven by
-//!   the same driver as the runtime (`edp::runtime::driver`).
+//!   the same driver as the runtime (`runtime::driver`).
 //!
 //! Either way a member may send (one [`Sender`](crate::Sender), to every
 //! other member) and follow any number of sources (one
@@ -28,7 +28,7 @@
 //! completes.
 //!
 //! While no caller waits, the runtime's service thread keeps the protocol
-//! going (ACKs, NAKs, retransmissions: `edp::runtime::Progress`).
+//! going (ACKs, NAKs, retransmissions: `runtime::Progress`).
 //!
 //! ```no_run
 //! use mak::socket::{EdpGroup, GroupSpec, MakConfig, MakSocket, Peer};
@@ -51,8 +51,8 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use edp::link::fault::FaultConfig;
-use edp::runtime::{Deadline, RuntimeConfig, WaitPolicy};
+use link::fault::FaultConfig;
+use runtime::{Deadline, RuntimeConfig, WaitPolicy};
 
 use crate::member::Addr;
 use crate::reassembly::DropReason;
@@ -382,18 +382,12 @@ impl MakConfig {
 }
 
 /// What carries a member's frames: the runtime's
-/// [`Carrier`](edp::runtime::Carrier) (the engine holding the member, its
+/// [`Carrier`](runtime::Carrier) (the engine holding the member, its
 /// slot, `touched`, `release`) with a [`GroupCore`] for core. Implemented
 /// by every such carrier.
-pub trait Carrier:
-    edp::runtime::Carrier<Core = GroupCore<<Self as edp::runtime::Carrier>::Addr>>
-{
-}
+pub trait Carrier: runtime::Carrier<Core = GroupCore<<Self as runtime::Carrier>::Addr>> {}
 
-impl<T> Carrier for T where
-    T: edp::runtime::Carrier<Core = GroupCore<<T as edp::runtime::Carrier>::Addr>>
-{
-}
+impl<T> Carrier for T where T: runtime::Carrier<Core = GroupCore<<T as runtime::Carrier>::Addr>> {}
 
 /// A member of a reliable multicast group. See the module documentation.
 pub struct MakSocket<C: Carrier> {

@@ -1,7 +1,7 @@
 //! MAK over EDP: the MAK frame is the payload of an EDP datagram sent to
 //! the group's MAC address (DATA, and MAK's NAKs) or to one member's
 //! `(MAC, port)` (ACKs, iterative DATA, NAK-baseline NAKs). The member is a
-//! slot of the process's runtime for the interface (`edp::runtime`), keyed
+//! slot of the process's runtime for the interface (`runtime`), keyed
 //! by the group's EDP port, which every member binds; the runtime's packet
 //! socket joins the group MAC (`PACKET_ADD_MEMBERSHIP`, so real NICs pass
 //! the frames up). Frames arrive borrowed from the RX ring and leave in the
@@ -13,8 +13,10 @@ use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
-use edp::runtime::{Cx, DemuxKey, Driver, EthEngine, Ready, Runtime, SlotId, Socket, TxQueue};
-use edp::wire::{EdpFrame, EdpRepr, EthernetRepr, MacAddr, EDP_HEADER_LEN, ETH_HEADER_LEN};
+use edp::wire::{EdpFrame, EdpRepr, EDP_HEADER_LEN};
+use link::eth::EthernetRepr;
+use link::{MacAddr, ETH_HEADER_LEN};
+use runtime::{Cx, DemuxKey, Driver, EthEngine, Ready, Runtime, SlotId, Socket, TxQueue};
 
 use super::core::GroupCore;
 use super::{GroupSpec, MakConfig, MakSocket};
@@ -177,7 +179,7 @@ impl EdpCarrier {
     }
 }
 
-impl edp::runtime::Carrier for EdpCarrier {
+impl runtime::Carrier for EdpCarrier {
     type Addr = EdpAddr;
     type Core = GroupCore<EdpAddr>;
     type Engine = EthEngine;
@@ -227,7 +229,7 @@ impl MakSocket<EdpCarrier> {
     /// Joins `group` on interface `iface` as the member `spec` describes,
     /// in the process's runtime for the interface (`cfg.runtime`).
     ///
-    /// Errors: those of `edp::runtime::Runtime::shared` (EPERM names
+    /// Errors: those of `runtime::Runtime::shared` (EPERM names
     /// CAP_NET_RAW); those of [`MakSocket::bind_edp_on`].
     pub fn bind_edp(
         iface: &str,

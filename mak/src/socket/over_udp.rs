@@ -8,21 +8,23 @@
 //! `IP_MULTICAST_ALL` off (only the groups this socket joined), a TTL.
 //! Datagrams move in recvmmsg/sendmmsg batches; the socket and the member
 //! form an engine driven by the workspace's one driver
-//! (`edp::runtime::driver`), as CTP's UDP engine.
+//! (`runtime::driver`), as CTP's UDP engine.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Instant;
 
-use edp::runtime::udp::{self, DatagramCore, UdpEvent};
-use edp::runtime::{Driver, Ready, SlotId};
+use runtime::udp;
+
+use runtime::udp::{DatagramCore, UdpEvent};
+use runtime::{Driver, Ready, SlotId};
 
 use super::core::GroupCore;
 use super::{GroupSpec, MakConfig, MakSocket};
 use crate::member::Dest;
 
-pub use edp::runtime::udp::UDP_SOCKET_BUFFER;
+pub use runtime::udp::UDP_SOCKET_BUFFER;
 
 /// IPv4 (20) and UDP (8) header bytes inside the interface MTU.
 const IP_UDP_HEADERS: usize = 28;
@@ -44,7 +46,7 @@ impl UdpGroup {
 }
 
 /// The UDP engine of a member.
-pub type UdpEngine = edp::runtime::UdpEngine<UdpMember>;
+pub type UdpEngine = runtime::UdpEngine<UdpMember>;
 
 /// A member on a UDP socket: its core and the group's address.
 #[derive(Debug)]
@@ -113,7 +115,7 @@ impl UdpCarrier {
     }
 }
 
-impl edp::runtime::Carrier for UdpCarrier {
+impl runtime::Carrier for UdpCarrier {
     type Addr = SocketAddr;
     type Core = GroupCore<SocketAddr>;
     type Engine = UdpEngine;
@@ -153,7 +155,7 @@ fn interface_of(ip: Ipv4Addr) -> io::Result<(String, usize)> {
             continue;
         };
         if sin.ip() == ip {
-            let info = edp::iface::lookup(&a.interface_name)?;
+            let info = link::iface::lookup(&a.interface_name)?;
             return Ok((a.interface_name, info.mtu));
         }
     }

@@ -6,10 +6,10 @@
 use std::io::ErrorKind;
 use std::time::Duration;
 
-use edp::link::fault::FaultConfig;
-use edp::link::sim::{SimClock, SimSwitch};
-use edp::runtime::{Runtime, RuntimeConfig};
-use edp::Link;
+use link::fault::FaultConfig;
+use link::sim::{SimClock, SimSwitch};
+use link::Link;
+use runtime::{Runtime, RuntimeConfig};
 
 use super::*;
 use crate::Strategy;

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use edp::runtime::WaitPolicy;
+use runtime::WaitPolicy;
 
 use super::{Args, ModeArg, MAX_COUNT_ENV};
 use crate::cluster::ClusterConfig;
@@ -185,11 +185,11 @@ impl Args {
 
     /// The fault injection configured by --loss/--dup/--reorder (percent),
     /// or None if no fault is asked for.
-    pub fn fault(&self) -> Option<edp::link::fault::FaultConfig> {
+    pub fn fault(&self) -> Option<link::fault::FaultConfig> {
         if self.loss <= 0.0 && self.dup <= 0.0 && self.reorder <= 0.0 {
             return None;
         }
-        Some(edp::link::fault::FaultConfig {
+        Some(link::fault::FaultConfig {
             loss: self.loss / 100.0,
             duplicate: self.dup / 100.0,
             reorder: self.reorder / 100.0,

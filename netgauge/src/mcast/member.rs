@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use edp::link::fault::FaultConfig;
+use link::fault::FaultConfig;
 use mak::socket::{
     EdpAddr, EdpCarrier, EdpGroup, GroupMessage, GroupSpec, MakConfig, MakSocket, MakStats, Peer,
     UdpCarrier, UdpGroup,

@@ -100,9 +100,9 @@ pub struct SessionConfig {
     pub port: u16,
     /// How our modes wait (`--wait`); udp and tcp spin in user space when
     /// it is `BusyPoll`, else block.
-    pub wait_policy: ::edp::runtime::WaitPolicy,
+    pub wait_policy: ::runtime::WaitPolicy,
     /// Fault injection wrapped around Ethernet links.
-    pub fault: Option<::edp::link::fault::FaultConfig>,
+    pub fault: Option<::link::fault::FaultConfig>,
     /// How long a receive may wait before the session fails.
     pub timeout: Duration,
     /// `--link udp`: our modes run on this UDP link instead of AF_PACKET.
@@ -161,8 +161,8 @@ impl SessionConfig {
     /// qdisc bypass (veth has no qdisc to respect), the RX ring (spinning
     /// waits watch its status word instead of calling recvmmsg(2) on every
     /// turn), and the run's fault injection.
-    pub(crate) fn runtime(&self) -> ::edp::runtime::RuntimeConfig {
-        use ::edp::runtime::{LinkConfig, RuntimeConfig, DEFAULT_RX_RING};
+    pub(crate) fn runtime(&self) -> ::runtime::RuntimeConfig {
+        use ::runtime::{LinkConfig, RuntimeConfig, DEFAULT_RX_RING};
         RuntimeConfig {
             link: LinkConfig {
                 rx_ring: Some(DEFAULT_RX_RING),
@@ -179,22 +179,22 @@ impl SessionConfig {
     /// `--link udp` its UDP-link runtime ([`udp_link::runtime`]).
     ///
     /// Errors: no -I with `--link packet`; opening the link.
-    pub(crate) fn open_runtime(&self) -> io::Result<::edp::runtime::Runtime> {
+    pub(crate) fn open_runtime(&self) -> io::Result<::runtime::Runtime> {
         match &self.udp_link {
             Some(spec) => udp_link::runtime(spec, self.mtu, self.fault.clone()),
-            None => ::edp::runtime::Runtime::shared(self.iface()?, &self.runtime()),
+            None => ::runtime::Runtime::shared(self.iface()?, &self.runtime()),
         }
     }
 
     /// How every one of our modes' sockets waits (`--wait`, `--busy-poll`).
-    pub(crate) fn wait(&self) -> ::edp::runtime::WaitPolicy {
+    pub(crate) fn wait(&self) -> ::runtime::WaitPolicy {
         self.wait_policy
     }
 
     /// Whether the session busy-polls (`--wait busy`): the runtime reads
     /// from the RX ring, udp and tcp spin on nonblocking sockets.
     pub(crate) fn busy_poll(&self) -> bool {
-        self.wait_policy == ::edp::runtime::WaitPolicy::BusyPoll
+        self.wait_policy == ::runtime::WaitPolicy::BusyPoll
     }
 }
 
@@ -370,7 +370,7 @@ pub(crate) fn recv_train(
 
 /// The runtime's counters of frames refused before any socket saw them
 /// and of the host responder (`-v`): what an attacker's frames show up as.
-pub(crate) fn runtime_line(rt: &::edp::runtime::Runtime) -> String {
+pub(crate) fn runtime_line(rt: &::runtime::Runtime) -> String {
     let s = rt.stats();
     format!(
         "runtime rx_frames {} malformed {} foreign {} bad_source {} unclaimed {} kernel_filter_errors {} \

@@ -19,10 +19,11 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Mutex;
 
-use ::edp::link::fault::FaultLink;
-use ::edp::link::udp::{derived_mac, UdpConfig, UdpLink};
-use ::edp::runtime::{Runtime, RuntimeConfig};
-use ::edp::{Link, MacAddr};
+use ::edp::MacAddr;
+use ::link::fault::FaultLink;
+use ::link::udp::{derived_mac, UdpConfig, UdpLink};
+use ::link::Link;
+use ::runtime::{Runtime, RuntimeConfig};
 
 /// Where the UDP link of a session binds and whom it talks to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +98,7 @@ impl UdpLinkSpec {
     fn open_link(
         &self,
         mtu: usize,
-        fault: Option<::edp::link::fault::FaultConfig>,
+        fault: Option<::link::fault::FaultConfig>,
     ) -> io::Result<Box<dyn Link>> {
         let me = self.seen_address()?;
         let mut cfg = UdpConfig::new(self.bind, derived_mac(me));
@@ -126,7 +127,7 @@ static RUNTIME: Mutex<Option<(UdpLinkSpec, Runtime)>> = Mutex::new(None);
 pub fn runtime(
     spec: &UdpLinkSpec,
     mtu: usize,
-    fault: Option<::edp::link::fault::FaultConfig>,
+    fault: Option<::link::fault::FaultConfig>,
 ) -> io::Result<Runtime> {
     let mut g = RUNTIME.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((s, rt)) = g.as_ref() {

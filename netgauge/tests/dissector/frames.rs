@@ -4,10 +4,12 @@
 
 use ctp::wire::{Options, Repr as CtpRepr};
 use edp::echo::EchoRepr;
-use edp::wire::{emit_edp_frame, EdpRepr, EthernetRepr};
-use edp::{MacAddr, ETHERTYPE_EDP, ETHERTYPE_ESP};
+use edp::wire::{emit_edp_frame, EdpRepr};
+use edp::{MacAddr, ETHERTYPE_EDP};
 use esp::auth::MethodList;
 use esp::wire::{emit_esp_frame, EspRepr, Flags, Nego, SackBlocks, Seq};
+use link::eth::EthernetRepr;
+use runtime::ETHERTYPE_ESP;
 
 use super::{MSG, PORT};
 
