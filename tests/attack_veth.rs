@@ -624,7 +624,7 @@ fn rsts_for_closed_ports_are_rate_limited() {
     });
     assert!(ready_rx.recv().unwrap());
     let mut link = raw(&a);
-    let limit = runtime::responder::RESETS_PER_SEC as usize;
+    let limit = runtime::RESETS_PER_SEC as usize;
     let n = 3 * limit;
     let start = Instant::now();
     for i in 0..n {
@@ -722,7 +722,7 @@ fn a_flood_to_a_connections_port_stops_at_the_kernel_filter() {
     ready_rx.recv().unwrap();
     let mut s = client.join().unwrap();
     let mut link = raw(&c);
-    let limit = runtime::responder::RESETS_PER_SEC as usize;
+    let limit = runtime::RESETS_PER_SEC as usize;
     let n = 20 * limit;
     for i in 0..n {
         let seg = EspRepr {

@@ -14,7 +14,6 @@
 //! caller is blocked in a wait (`State::waiting`): never while the
 //! application computes outside the library (`liveness.rs`).
 
-use std::any::Any;
 use std::time::Instant;
 
 use ctp::{Delivery, Endpoint, PeerAddr, UpperLayer};
@@ -67,10 +66,6 @@ impl<A: PeerAddr> UpperLayer<A> for State<A> {
 
     fn take_news(&mut self) -> bool {
         std::mem::take(&mut self.news)
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
 

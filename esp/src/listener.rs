@@ -151,7 +151,7 @@ pub struct Listener<H> {
 /// connection (the host responder's limit, `runtime::responder`): a
 /// flood of forged ACKs to a listening port costs the host one RST each
 /// only up to this rate.
-pub const RESETS_PER_SEC: u32 = runtime::responder::RESETS_PER_SEC;
+pub const RESETS_PER_SEC: u32 = runtime::RESETS_PER_SEC;
 
 impl<H> Listener<H> {
     /// A listener on `local` (MAC, port) for links of MTU `mtu` bytes; limits

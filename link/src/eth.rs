@@ -278,6 +278,21 @@ impl<'a, R: HeaderRepr> Frame<'a, R> {
         })
     }
 
+    /// The frame whose Ethernet header a receiver parsed already (the
+    /// runtime parses it once per frame): parses `R` from `packet`, the
+    /// Ethernet payload (padding included).
+    ///
+    /// Errors: those of `R`'s parser ([`WireError::Truncated`],
+    /// [`WireError::Inconsistent`], [`WireError::Checksum`]).
+    pub fn with_eth(eth: EthernetRepr, packet: &'a [u8]) -> Result<Self, WireError> {
+        let (header, payload) = R::parse(packet)?;
+        Ok(Self {
+            eth,
+            header,
+            payload,
+        })
+    }
+
     /// Builds this frame into `buf` (see [`emit_frame`]); returns its length
     /// in bytes.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {

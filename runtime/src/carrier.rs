@@ -15,8 +15,8 @@ use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::driver::{Driver, Engine};
-use super::socket::SlotId;
+use crate::driver::{Driver, Engine};
+use crate::slot::SlotId;
 
 /// A protocol socket's place in an engine. Implemented once per protocol
 /// and engine kind (e.g. CTP over EDP, CTP over UDP, MAK over EDP, MAK

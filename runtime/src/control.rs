@@ -2,7 +2,7 @@
 //! replies (thesis ch. 4.2.5 and af_enet.h; used in ch. 6.3 to find which
 //! interface reaches a peer's MAC). In the thesis the protocol module in
 //! the kernel answers them; here the runtime does, for the host, while it
-//! holds the control lease ([`crate::responder`]), whatever sockets the
+//! holds the control lease (the responder role), whatever sockets the
 //! process has (smoltcp's interface answers ICMP echo the same way). The
 //! requesting side, `edp::echo::Pinger`, lives with EDP's sockets.
 //!

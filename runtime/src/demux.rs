@@ -16,7 +16,7 @@ use rustc_hash::FxHashMap;
 
 use link::eth::MacAddr;
 
-use super::socket::SlotId;
+use crate::slot::SlotId;
 
 /// A demultiplexing key. See the module documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -229,11 +229,13 @@ impl Demux {
     }
 
     /// Routes held (port keys plus connection keys).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.conns.len() + self.ports.values().filter(|e| e.owner.is_some()).count()
     }
 
     /// Whether the table routes nothing.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.ports.is_empty()
     }

@@ -33,8 +33,9 @@ use nix::poll::{PollFd, PollFlags};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use rustc_hash::FxHashMap;
 
-use super::config::{Progress, WaitPolicy};
-use super::socket::{DirectRead, Ready, SlotId};
+use crate::config::{Progress, WaitPolicy};
+use crate::slot::SlotId;
+use crate::socket::{DirectRead, Ready};
 
 /// What the driver needs from an engine (the link and the sockets).
 pub trait Engine: Send + 'static {
@@ -263,7 +264,11 @@ pub struct Driver<E: Engine> {
     me: Weak<Driver<E>>,
     svc_started: AtomicBool,
     svc_name: String,
+    svc_spawn: SpawnService<E>,
 }
+
+/// Starts a driver's service thread (named by the `String`).
+pub(crate) type SpawnService<E> = fn(&Arc<Driver<E>>, String) -> io::Result<()>;
 
 impl<E: Engine> std::fmt::Debug for Driver<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -328,14 +333,17 @@ pub(crate) fn sleep_on(fds: &[BorrowedFd<'_>], until: Option<Instant>) -> io::Re
 impl<E: Engine> Driver<E> {
     /// A driver over `engine`; `link_fd` is the descriptor a sleeping
     /// leader (or the idle service thread) polls. `name` names the service
-    /// thread (for `top -H` and traces).
+    /// thread (for `top -H` and traces), which `service` starts on first
+    /// need (the runtime's `service::spawn`; given here so that the driver
+    /// does not name the thread that drives it).
     ///
     /// Errors: eventfd(2) failures.
-    pub fn new(
+    pub(crate) fn new(
         engine: E,
         link_fd: Option<OwnedFd>,
         progress: Progress,
         name: String,
+        service: SpawnService<E>,
     ) -> io::Result<Arc<Self>> {
         let leader_wake = eventfd()?;
         let svc_wake = Arc::new(eventfd()?);
@@ -358,6 +366,7 @@ impl<E: Engine> Driver<E> {
             me: me.clone(),
             svc_started: AtomicBool::new(false),
             svc_name: name,
+            svc_spawn: service,
         }))
     }
 
@@ -506,7 +515,7 @@ impl<E: Engine> Driver<E> {
             return;
         }
         if let Some(me) = self.me.upgrade() {
-            if let Err(e) = super::service::spawn(&me, self.svc_name.clone()) {
+            if let Err(e) = (self.svc_spawn)(&me, self.svc_name.clone()) {
                 tracing::error!(error = %e, "runtime: cannot start the service thread; deadlines only run inside calls");
                 self.svc_started.store(false, Ordering::Release);
             }

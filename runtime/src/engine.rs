@@ -8,6 +8,7 @@
 //! fire due timers, then let every touched slot queue its frames and send
 //! them with one sendmmsg(2) per 64 frames.
 
+use std::any::Any;
 use std::collections::VecDeque;
 use std::io;
 use std::time::Instant;
@@ -15,16 +16,18 @@ use std::time::Instant;
 use netcore::timer::TimerQueue;
 
 use crate::ports::PortLease;
-use link::eth::{MacAddr, ETH_HEADER_LEN};
+use link::eth::{EthernetFrame, EthernetRepr, MacAddr, ETH_HEADER_LEN};
 use link::Link;
 
-use super::demux::{Demux, DemuxKey};
-use super::filter::{FilterPlan, MAX_FILTER_PEERS};
-use super::responder::Responder;
-use super::socket::{Cx, DirectRead, Ready, SlotId, Socket, Spawn};
-use super::stats::EngineStats;
-use super::tx::{self, Lost, TxQueue};
 use crate::auth::{FrameAuth, Refused, TagStatus, TRAILER_LEN};
+use crate::demux::{Demux, DemuxKey};
+use crate::filter::{FilterPlan, MAX_FILTER_PEERS};
+use crate::port::{PortPacket, PORT_HEADER_LEN};
+use crate::responder::Responder;
+use crate::slot::SlotId;
+use crate::socket::{ChildEvent, Cx, DirectRead, Ready, RxFrame, Socket, Spawn, Traits};
+use crate::stats::EngineStats;
+use crate::tx::{self, Lost, TxQueue};
 use link::health::is_outage;
 
 /// Frames read per receive call.
@@ -181,13 +184,15 @@ impl EthEngine {
 
     /// The socket of `id` as its concrete type.
     pub fn socket<S: Socket>(&self, id: SlotId) -> Option<&S> {
-        self.st.slot(id)?.socket.as_any().downcast_ref()
+        let socket: &dyn Any = &*self.st.slot(id)?.socket;
+        socket.downcast_ref()
     }
 
     /// The socket of `id` as its concrete type, mutably. Call
     /// [`EthEngine::touched`] after changing it.
     pub fn socket_mut<S: Socket>(&mut self, id: SlotId) -> Option<&mut S> {
-        self.st.slot_mut(id)?.socket.as_any_mut().downcast_mut()
+        let socket: &mut dyn Any = &mut *self.st.slot_mut(id)?.socket;
+        socket.downcast_mut()
     }
 
     /// The port lease slot `id` holds (a listener's, shared with the
@@ -709,7 +714,7 @@ impl State {
             ));
         }
         let ready = socket.readiness();
-        let (transmits, timed) = (socket.transmits(), socket.timed());
+        let Traits { transmits, timed } = socket.traits();
         self.slots[index as usize] = Some(Slot {
             transmits,
             timed,
@@ -742,7 +747,7 @@ impl State {
         self.changed.push((id, Ready::ERROR));
         if let Some(p) = slot.parent {
             if let Some(ps) = self.slot_mut(p) {
-                ps.socket.on_child_gone(id);
+                ps.socket.on_child(id, ChildEvent::Gone);
             }
         }
         tracing::debug!(key = ?slot.key, ?id, "runtime: slot removed");
@@ -776,18 +781,22 @@ impl State {
         frame: &[u8],
         direct: Option<(SlotId, &mut DirectRead<'_>)>,
     ) {
-        // Ethernet header + the 6-byte port header EDP and ESP share.
-        if frame.len() < ETH_HEADER_LEN + 6 {
+        // Ethernet header + the 6-byte port header EDP and ESP share, at
+        // most the link's largest frame: parsed here once, handed down.
+        let trailer = if self.auth.is_some() { TRAILER_LEN } else { 0 };
+        if frame.len() < ETH_HEADER_LEN + PORT_HEADER_LEN
+            || frame.len() > ETH_HEADER_LEN + self.mtu + trailer
+        {
             self.stats.malformed += 1;
             return;
         }
-        let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+        let eth = EthernetFrame::new_unchecked(frame);
+        let ethertype = eth.ethertype();
         if ethertype != self.edp_ethertype && ethertype != self.esp_ethertype {
             self.stats.foreign += 1;
             return;
         }
-        let dst = MacAddr([frame[0], frame[1], frame[2], frame[3], frame[4], frame[5]]);
-        let src = MacAddr([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]);
+        let (dst, src) = (eth.dst(), eth.src());
         if src == self.mac || src.is_group() {
             // Our own source address, or an impossible one: never answer.
             self.stats.bad_source += 1;
@@ -813,8 +822,9 @@ impl State {
                 }
             },
         };
-        let src_port = u16::from_be_bytes([frame[14], frame[15]]);
-        let dst_port = u16::from_be_bytes([frame[16], frame[17]]);
+        let packet = &frame[ETH_HEADER_LEN..];
+        let ports = PortPacket::new_unchecked(packet);
+        let (src_port, dst_port) = (ports.src_port(), ports.dst_port());
         let found = self.demux.lookup(ethertype, dst_port, src, src_port);
         if tag == TagStatus::Unverified {
             let wanted = found
@@ -856,9 +866,19 @@ impl State {
             tag,
             spawned: &mut self.spawned,
         };
+        let rx = RxFrame {
+            eth: EthernetRepr {
+                dst,
+                src,
+                ethertype,
+            },
+            src_port,
+            dst_port,
+            packet,
+        };
         match direct {
-            Some((d, buf)) if d == id => slot.socket.on_frame_direct(&mut cx, frame, buf),
-            _ => slot.socket.on_frame(&mut cx, frame),
+            Some((d, buf)) if d == id => slot.socket.on_frame_direct(&mut cx, rx, buf),
+            _ => slot.socket.on_frame(&mut cx, rx),
         }
         self.touch(id);
     }
@@ -869,7 +889,7 @@ impl State {
             match self.insert_slot(spawn.key, spawn.socket, None, Some(parent), false) {
                 Ok(id) => {
                     if let Some(p) = self.slot_mut(parent) {
-                        p.socket.adopt(id);
+                        p.socket.on_child(id, ChildEvent::Adopted);
                     }
                     self.touch(id);
                 }
@@ -924,7 +944,7 @@ impl State {
             self.changed.push((id, r));
             if let Some(p) = parent {
                 if let Some(ps) = self.slot_mut(p) {
-                    ps.socket.on_child_ready(id, r);
+                    ps.socket.on_child(id, ChildEvent::Ready(r));
                     let pr = ps.socket.readiness();
                     if pr != ps.ready {
                         ps.ready = pr;

@@ -4,23 +4,29 @@
 //! A [`Runtime`] owns **one** AF_PACKET socket (a TPACKET_V2 receive ring or
 //! recvmmsg batches, sendmmsg with gather) whose kernel filter passes only
 //! frames for ports this process owns, and a user-space demultiplexing
-//! table from ports and connection tuples to sockets ([`demux`]). The first
+//! table from ports and connection tuples to sockets (`demux`). The first
 //! design gave every socket its own packet socket, so the kernel handed
 //! each frame to every socket of the ethertype and ran every filter (about
 //! 47 ns per socket per frame: 1 000 idle EDP sockets took a 64-byte
 //! ping-pong from 1.87 to 53.9 us). Kernel UDP and TCP demultiplex by hash;
 //! so does this table.
 //!
-//! - [`engine`]: the link, the slots, timers and the transmit batch;
-//! - [`driver`]: waiting (busy, blocking, adaptive), the leader/followers
-//!   scheme, readiness for parked threads and `mio`;
-//! - `service`: the deadline and idle-progress thread;
-//! - [`responder`]: echo replies and RSTs for the host;
-//! - [`socket`]: the [`Socket`] trait protocol sockets implement;
-//! - [`carrier`]: the [`Carrier`] trait, a protocol socket's place in an
-//!   engine (a slot of the Ethernet engine or a UDP engine of its own);
-//! - [`udp`]: a protocol core alone on one kernel UDP socket, driven by the
-//!   same driver ([`UdpEngine`]).
+//! Users of the runtime (applications, and protocol handles such as
+//! `EdpSocket` or `EspStream` opening theirs) need the items at this
+//! crate's top: [`Runtime`], its configuration ([`RuntimeConfig`],
+//! [`LinkConfig`], [`WaitPolicy`], [`Progress`]), [`Deadline`], counters,
+//! port leases ([`ports`]) and frame authentication ([`auth`]).
+//!
+//! What a protocol implements to live in the runtime, and what it is
+//! given, is in one module: [`protocol`] (the [`protocol::Socket`] trait,
+//! [`protocol::Cx`], [`protocol::RxFrame`], [`protocol::TxQueue`], the
+//! [`protocol::Carrier`] of a protocol handle, the UDP engine's
+//! [`protocol::DatagramCore`]). Inside, one concept per file: the engine
+//! (link, slots, timers, transmit batch), the driver (waiting: busy,
+//! blocking, adaptive; leader/followers; readiness for parked threads and
+//! `mio`), the service thread (deadlines, idle progress), the demux table,
+//! the kernel filter, the responder (echo and RST for the host), the UDP
+//! engine.
 //!
 //! Runtimes are shared per (network namespace, interface, [`LinkConfig`]):
 //! [`Runtime::shared`] returns the process's runtime for that key, opening
@@ -31,38 +37,36 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod addr;
 pub mod auth;
-pub mod carrier;
-pub mod config;
+mod carrier;
+mod config;
 pub mod control;
-pub mod demux;
-pub mod driver;
-pub mod engine;
-pub(crate) mod filter;
+mod demux;
+mod driver;
+mod engine;
+mod filter;
 pub mod port;
 pub mod ports;
-pub mod responder;
+pub mod protocol;
+mod responder;
 mod runtime;
-pub(crate) mod service;
-pub mod socket;
-pub mod stats;
-pub mod tx;
-pub mod udp;
+mod service;
+mod slot;
+mod socket;
+mod stats;
+mod tx;
+mod udp;
 
-pub use carrier::Carrier;
+pub use addr::EthAddr;
 pub use config::{
     LinkConfig, Progress, RuntimeConfig, WaitPolicy, DEFAULT_IDLE_PROGRESS, DEFAULT_LINK_BUFFER,
     DEFAULT_RX_RING, DEFAULT_SPIN, ETHERTYPE_EDP, ETHERTYPE_ESP,
 };
-pub use demux::DemuxKey;
-pub use driver::{Deadline, Driver, Engine, Guard, YieldPacer};
-pub use engine::EthEngine;
+pub use driver::{Deadline, YieldPacer};
 /// Re-exported so users name `mio::Token` etc. with the version the runtime uses.
 pub use mio;
 pub use ports::{PortLease, CONTROL_PORT};
-pub use responder::UnclaimedHandler;
+pub use responder::RESETS_PER_SEC;
 pub use runtime::Runtime;
-pub use socket::{Cx, DirectRead, GatherRef, Ready, SlotId, Socket, Spawn};
 pub use stats::{EngineStats, ResponderStats};
-pub use tx::{TxQueue, MAX_BATCH};
-pub use udp::{DatagramCore, UdpEngine, UdpEvent};

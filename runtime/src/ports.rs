@@ -124,7 +124,7 @@ impl PortLease {
 
     /// Tries to take the control port (port 0) of `iface` / `ethertype`:
     /// only its holder answers echo requests and RSTs for the host (see
-    /// [`crate::responder`]).
+    /// the runtime's responder role).
     ///
     /// Errors: `AddrInUse` when another socket holds it; as [`allocate`].
     pub fn control(iface: &str, ethertype: u16) -> io::Result<PortLease> {

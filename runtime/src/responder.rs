@@ -48,9 +48,9 @@ use link::eth::MacAddr;
 use crate::control;
 use crate::ports::CONTROL_PORT;
 
-use super::demux::Demux;
-use super::stats::ResponderStats;
-use super::tx::TxQueue;
+use crate::demux::Demux;
+use crate::stats::ResponderStats;
+use crate::tx::TxQueue;
 
 /// How often a runtime that does not hold a control lease tries it again.
 pub const LEASE_RETRY: Duration = Duration::from_secs(1);

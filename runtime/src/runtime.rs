@@ -19,7 +19,8 @@ use crate::demux::DemuxKey;
 use crate::driver::{Driver, Engine};
 use crate::engine::EthEngine;
 use crate::responder::UnclaimedHandler;
-use crate::socket::{DirectRead, Ready, SlotId, Socket};
+use crate::slot::SlotId;
+use crate::socket::{DirectRead, Ready, Socket};
 use crate::stats::EngineStats;
 
 impl Engine for EthEngine {
@@ -233,7 +234,13 @@ impl Runtime {
             config.link.esp_ethertype,
             auth.map(crate::auth::FrameAuth::new),
         );
-        let driver = Driver::new(engine, link_fd, config.progress, name)?;
+        let driver = Driver::new(
+            engine,
+            link_fd,
+            config.progress,
+            name,
+            crate::service::spawn,
+        )?;
         if matches!(config.progress, Progress::WhenIdle { .. }) {
             // Idle progress needs the thread from the start: a listener or
             // the echo role has no deadline that would start it.
@@ -387,7 +394,7 @@ impl Runtime {
     }
 
     /// Installs the ESP crate's answer to unclaimed ESP segments (RST) and
-    /// tries the host's ESP control lease (see [`responder`](crate::responder)).
+    /// tries the host's ESP control lease (the responder role: echo and RST for the host).
     pub fn enable_esp_responder(&self, handler: Box<dyn UnclaimedHandler>) {
         self.with_engine(|e, now| {
             e.st.responder.enable_esp(handler, now);

@@ -21,8 +21,8 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::config::Progress;
-use super::driver::{drain, sleep_on, Driver, Engine, ERROR_BIT};
+use crate::config::Progress;
+use crate::driver::{drain, sleep_on, Driver, Engine, ERROR_BIT};
 
 /// Polling period of idle progress over links without a descriptor
 /// (in-memory links used with real threads, in tests).

@@ -7,32 +7,24 @@
 //! [`Socket::on_timeout`] once [`Socket::poll_timeout`] has passed and
 //! [`Socket::poll_transmit`] whenever the socket was touched. The socket's
 //! user-visible handle (e.g. `EspStream`) reaches its state through the
-//! runtime's lock and [`Socket::as_any_mut`].
+//! runtime's lock (`EthEngine::socket_mut`, a downcast of the slot's
+//! `dyn Socket`, which is `Any`).
 //!
-//! Sockets do no I/O and read no clock: `now` comes in [`Cx`].
+//! Sockets do no I/O and read no clock: `now` comes in [`Cx`]. The runtime
+//! parses each frame's Ethernet header and port header once, checks them
+//! (length within the link's largest frame, destination ours or a group,
+//! source unicast and not ours, frame authentication) and hands them down
+//! in an [`RxFrame`]: a socket parses only its own protocol's header.
 
 use std::any::Any;
 use std::time::Instant;
 
-use link::eth::MacAddr;
+use link::eth::{EthernetRepr, MacAddr};
 
-use super::tx::TxQueue;
+use crate::addr::EthAddr;
 
-/// The identity of a slot: its index and a generation that changes when the
-/// index is reused, so a stale handle never reaches another socket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SlotId {
-    pub(crate) index: u32,
-    pub(crate) generation: u32,
-}
-
-impl SlotId {
-    /// A slot id for tests and single-slot engines.
-    pub const FIRST: SlotId = SlotId {
-        index: 0,
-        generation: 0,
-    };
-}
+use crate::slot::{GatherRef, SlotId};
+use crate::tx::TxQueue;
 
 bitflags::bitflags! {
     /// Readiness of a socket, derived from protocol state (not from the
@@ -58,22 +50,6 @@ impl Ready {
     pub const NONE: Ready = Ready::empty();
 }
 
-/// A payload reference a socket attaches to a frame it queued: the runtime
-/// later asks the socket for the bytes ([`Socket::gather`]) and hands them
-/// to sendmmsg(2) as separate iovecs, so payload goes from the socket's
-/// buffer straight into the kernel (one copy, as kernel TCP). `tag`
-/// identifies the buffer inside the socket (e.g. a listener's connection),
-/// `offset` and `len` the bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct GatherRef {
-    /// Socket-defined buffer identity.
-    pub tag: u64,
-    /// Offset of the first byte in that buffer (e.g. a stream offset).
-    pub offset: u64,
-    /// Bytes, at most one frame's payload.
-    pub len: usize,
-}
-
 /// A waiting reader's buffer, offered to its socket while the reader drives
 /// the runtime: a socket with nothing buffered may place received payload
 /// straight into it (kernel TCP's "copy to user": one copy from the ring
@@ -87,7 +63,7 @@ pub struct DirectRead<'a> {
     /// For datagram sockets: the sender of the datagram placed, and whether
     /// it was larger than `buf` (truncated). A datagram socket places at
     /// most one datagram.
-    pub from: Option<(MacAddr, u16)>,
+    pub from: Option<EthAddr>,
     /// Length of the placed datagram before truncation.
     pub datagram_len: usize,
 }
@@ -108,7 +84,7 @@ impl<'a> DirectRead<'a> {
 /// spawning a connection): the runtime inserts it after the call returns.
 pub struct Spawn {
     /// The connection's demultiplexing key.
-    pub key: super::demux::DemuxKey,
+    pub key: crate::demux::DemuxKey,
     /// The new socket.
     pub socket: Box<dyn Socket>,
 }
@@ -132,23 +108,110 @@ pub struct Cx<'a> {
 
 impl Cx<'_> {
     /// Asks the runtime to add `spawn` as a new slot, on behalf of the
-    /// calling slot (which stays its parent: see [`Socket::adopt`]).
+    /// calling slot (which stays its parent: see [`Socket::on_child`]).
     pub fn spawn(&mut self, spawn: Spawn) {
         self.spawned.push((self.slot, spawn));
     }
 }
 
+/// A received frame, parsed once by the runtime and handed to its slot
+/// (smoltcp's `iface` hands each socket the header it parsed). Borrowed
+/// from the ring or batch buffer for the duration of the call.
+#[derive(Debug, Clone, Copy)]
+pub struct RxFrame<'a> {
+    /// The Ethernet II header: `dst` is this interface or a group, `src` a
+    /// unicast address other than ours, `ethertype` the slot's.
+    pub eth: EthernetRepr,
+    /// The sender's port (the port header's first field).
+    pub src_port: u16,
+    /// The receiver's port.
+    pub dst_port: u16,
+    /// The Ethernet payload: the protocol's header (which starts with the
+    /// port header) and its payload, Ethernet padding included, an
+    /// authentication trailer removed. At most the link MTU, bytes.
+    pub packet: &'a [u8],
+}
+
+impl RxFrame<'_> {
+    /// The sender: its MAC and port.
+    pub fn from(&self) -> EthAddr {
+        EthAddr::new(self.eth.src, self.src_port)
+    }
+}
+
+/// What happened to a child slot (a connection a listener spawned).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildEvent {
+    /// Inserted under its id; a listener keeps it for `accept`.
+    Adopted,
+    /// Its readiness changed (a half-open connection became established,
+    /// or failed).
+    Ready(Ready),
+    /// Removed from the runtime.
+    Gone,
+}
+
+/// What a socket tells the runtime once, when it is inserted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Traits {
+    /// Whether the socket ever sends from `poll_transmit` (datagram
+    /// sockets send from their handle's call and are never put on the
+    /// transmit list).
+    pub transmits: bool,
+    /// Whether the socket ever has a deadline ([`Socket::poll_timeout`]);
+    /// a socket without timers (a datagram socket) saves the runtime a look
+    /// at its deadline after every frame.
+    pub timed: bool,
+}
+
+impl Default for Traits {
+    fn default() -> Self {
+        Traits {
+            transmits: true,
+            timed: true,
+        }
+    }
+}
+
 /// A protocol socket living in a runtime slot. See the module documentation.
-pub trait Socket: Send + 'static {
-    /// A frame demultiplexed to this slot (whole Ethernet frame, borrowed
-    /// from the ring or batch buffer for the duration of the call). The
-    /// socket validates it completely before changing any state; malformed
-    /// frames are counted and dropped.
-    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]);
+///
+/// Five methods make a protocol (quinn-proto's `handle_event`,
+/// `handle_timeout`, `poll_transmit`, `poll_timeout` and readiness):
+/// [`on_frame`](Socket::on_frame), [`on_timeout`](Socket::on_timeout),
+/// [`poll_transmit`](Socket::poll_transmit),
+/// [`poll_timeout`](Socket::poll_timeout) and
+/// [`readiness`](Socket::readiness). The others have defaults and serve
+/// what only some protocols do: gathered payload, a reader's buffer on
+/// offer, lingering close, children, authentication by negotiation, and
+/// hints that let the runtime skip work.
+pub trait Socket: Any + Send {
+    /// A frame demultiplexed to this slot. The socket validates its own
+    /// header completely before changing any state; malformed frames are
+    /// counted and dropped.
+    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: RxFrame<'_>);
+
+    /// Called when `cx.now` has reached [`Socket::poll_timeout`].
+    fn on_timeout(&mut self, cx: &mut Cx<'_>);
+
+    /// Queues the frames the socket has to send into `tx` until it is full
+    /// or the socket has nothing left; the runtime calls it again after
+    /// sending a full batch.
+    fn poll_transmit(&mut self, cx: &mut Cx<'_>, tx: &mut TxQueue);
+
+    /// The earliest instant at which [`Socket::on_timeout`] must run.
+    fn poll_timeout(&self) -> Option<Instant>;
+
+    /// Current readiness, from protocol state.
+    fn readiness(&self) -> Ready;
 
     /// Like [`Socket::on_frame`], with the waiting reader's buffer on
     /// offer (see [`DirectRead`]). The default ignores the offer.
-    fn on_frame_direct(&mut self, cx: &mut Cx<'_>, frame: &[u8], direct: &mut DirectRead<'_>) {
+    fn on_frame_direct(
+        &mut self,
+        cx: &mut Cx<'_>,
+        frame: RxFrame<'_>,
+        direct: &mut DirectRead<'_>,
+    ) {
         let _ = direct;
         self.on_frame(cx, frame);
     }
@@ -164,14 +227,6 @@ pub trait Socket: Send + 'static {
         false
     }
 
-    /// Called when `cx.now` has reached [`Socket::poll_timeout`].
-    fn on_timeout(&mut self, cx: &mut Cx<'_>);
-
-    /// Queues the frames the socket has to send into `tx` until it is full
-    /// or the socket has nothing left; the runtime calls it again after
-    /// sending a full batch.
-    fn poll_transmit(&mut self, cx: &mut Cx<'_>, tx: &mut TxQueue);
-
     /// The payload bytes a frame referenced with `r`, as at most two pieces
     /// (a ring buffer's two halves). Only called for references this socket
     /// queued in the same `poll_transmit` round.
@@ -184,24 +239,10 @@ pub trait Socket: Send + 'static {
     /// queue); reliable sockets recover by retransmission and count it.
     fn on_send_failed(&mut self) {}
 
-    /// The earliest instant at which [`Socket::on_timeout`] must run.
-    fn poll_timeout(&self) -> Option<Instant>;
-
-    /// Current readiness, from protocol state.
-    fn readiness(&self) -> Ready;
-
-    /// Whether the socket ever sends from `poll_transmit` (datagram sockets
-    /// send from their handle's call and are never put on the transmit
-    /// list). Read once, at insertion.
-    fn transmits(&self) -> bool {
-        true
-    }
-
-    /// Whether the socket ever has a deadline ([`Socket::poll_timeout`]);
-    /// a socket without timers (a datagram socket) saves the runtime a
-    /// look at its deadline after every frame. Read once, at insertion.
-    fn timed(&self) -> bool {
-        true
+    /// What the runtime may assume of this socket for its whole life. Read
+    /// once, at insertion. Default: it transmits and has timers.
+    fn traits(&self) -> Traits {
+        Traits::default()
     }
 
     /// Whether the socket has more to transmit than it queued (the runtime
@@ -250,26 +291,9 @@ pub trait Socket: Send + 'static {
         true
     }
 
-    /// A child slot this socket spawned was inserted under `id`; a listener
-    /// keeps it for `accept`.
-    fn adopt(&mut self, id: SlotId) {
-        let _ = id;
+    /// Something happened to child `id`, a slot this socket spawned
+    /// ([`Cx::spawn`]).
+    fn on_child(&mut self, id: SlotId, event: ChildEvent) {
+        let _ = (id, event);
     }
-
-    /// The readiness of child `id` changed to `ready` (a half-open
-    /// connection became established, or failed).
-    fn on_child_ready(&mut self, id: SlotId, ready: Ready) {
-        let _ = (id, ready);
-    }
-
-    /// Child `id` was removed from the runtime.
-    fn on_child_gone(&mut self, id: SlotId) {
-        let _ = id;
-    }
-
-    /// The socket as `Any`, for its handle to reach its concrete type.
-    fn as_any(&self) -> &dyn Any;
-
-    /// The socket as `Any`, mutably.
-    fn as_any_mut(&mut self) -> &mut dyn Any;
 }

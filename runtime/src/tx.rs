@@ -5,7 +5,7 @@
 
 use std::io::{self, IoSlice};
 
-use super::socket::{GatherRef, SlotId};
+use crate::slot::{GatherRef, SlotId};
 use link::health::is_outage;
 
 /// Frames per batch: one sendmmsg(2) call (`UIO_MAXIOV` allows 1024; 64

@@ -20,9 +20,10 @@ use std::time::Instant;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::config::Progress;
-use super::driver::{Driver, Engine};
-use super::socket::{DirectRead, Ready, SlotId};
+use crate::config::Progress;
+use crate::driver::{Driver, Engine};
+use crate::slot::SlotId;
+use crate::socket::{DirectRead, Ready};
 use link::sys::mmsg::{Mmsg, MsgFlags, RecvMeta};
 
 /// Default UDP socket buffers in bytes (capped by `net.core.rmem_max` /
@@ -74,7 +75,7 @@ pub trait DatagramCore: Send + 'static {
     /// The core's readiness (readable, writable, error).
     fn readiness(&self) -> Ready;
     /// News for waiters even at unchanged readiness (see
-    /// [`Socket::take_wake`](super::Socket::take_wake)); none by default.
+    /// [`Socket::take_wake`](crate::protocol::Socket::take_wake)); none by default.
     fn take_news(&mut self) -> bool {
         false
     }
@@ -181,7 +182,7 @@ impl<C: DatagramCore> UdpEngine<C> {
             ready: Ready::NONE,
             changed: false,
         };
-        let driver = Driver::new(engine, Some(fd), progress, thread)?;
+        let driver = Driver::new(engine, Some(fd), progress, thread, crate::service::spawn)?;
         if matches!(progress, Progress::WhenIdle { .. }) {
             driver.ensure_service();
         }

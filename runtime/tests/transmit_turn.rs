@@ -2,7 +2,6 @@
 //! socket says something may be due (`Socket::transmit_due`), and then
 //! sends what it queued. A counting socket on an in-memory link.
 
-use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,7 +9,8 @@ use std::time::Instant;
 use link::fault::FaultConfig;
 use link::sim::{SimClock, SimLink};
 use link::Link;
-use runtime::{Cx, DemuxKey, Ready, Runtime, RuntimeConfig, Socket, TxQueue};
+use runtime::protocol::{Cx, DemuxKey, Ready, RxFrame, Socket, TxQueue};
+use runtime::{Runtime, RuntimeConfig};
 
 /// Counts its transmit turns; queues one frame per turn while `frames`
 /// is positive.
@@ -22,7 +22,7 @@ struct Counting {
 }
 
 impl Socket for Counting {
-    fn on_frame(&mut self, _cx: &mut Cx<'_>, _frame: &[u8]) {}
+    fn on_frame(&mut self, _cx: &mut Cx<'_>, _frame: RxFrame<'_>) {}
 
     fn on_timeout(&mut self, _cx: &mut Cx<'_>) {}
 
@@ -50,14 +50,6 @@ impl Socket for Counting {
 
     fn transmit_due(&self) -> bool {
         self.due.load(Ordering::SeqCst)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
 

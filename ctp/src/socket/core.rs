@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use runtime::Ready;
+use runtime::protocol::Ready;
 
 use super::upper::UpperLayer;
 use crate::endpoint::{Delivery, Endpoint, PeerAddr};

@@ -17,14 +17,16 @@
 //! - sockets are cheap to clone (shared state), usable from many threads,
 //!   and `mio::event::Source`s whose readiness is the delivery queue.
 
+use std::any::Any;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
-pub use runtime::Carrier;
-use runtime::{Deadline, Runtime, RuntimeConfig, SlotId, WaitPolicy};
+pub use runtime::protocol::Carrier;
+use runtime::protocol::SlotId;
+use runtime::{Deadline, Runtime, RuntimeConfig, WaitPolicy};
 use rustc_hash::FxHashMap;
 
 use crate::deliver::DelivererPool;
@@ -798,7 +800,10 @@ impl<T: Transport> CtpSocket<T> {
 fn upper_of<P: PeerAddr, U: 'static>(upper: &mut Option<Box<dyn UpperLayer<P>>>) -> &mut U {
     upper
         .as_mut()
-        .and_then(|u| u.as_any_mut().downcast_mut::<U>())
+        .and_then(|u| {
+            let u: &mut dyn Any = &mut **u;
+            u.downcast_mut::<U>()
+        })
         .expect("the socket's upper layer is of the handle's type")
 }
 

@@ -5,7 +5,6 @@
 //! sendmmsg batches, the CTP header written straight behind the EDP header
 //! in the batch buffer.
 
-use std::any::Any;
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,9 +12,10 @@ use std::time::Instant;
 use edp::wire::{EdpFrame, EdpRepr, EDP_HEADER_LEN};
 use link::eth::EthernetRepr;
 use link::{MacAddr, ETH_HEADER_LEN};
-use runtime::{
-    Cx, DemuxKey, Driver, EthEngine, GatherRef, Ready, Runtime, SlotId, Socket, TxQueue,
+use runtime::protocol::{
+    Cx, DemuxKey, Driver, EthEngine, GatherRef, Ready, RxFrame, SlotId, Socket, TxQueue,
 };
+use runtime::Runtime;
 
 use super::core::CtpCore;
 use super::{Carrier, Transport};
@@ -64,15 +64,14 @@ pub(crate) struct CtpSlot {
     pub core: CtpCore<EdpAddr>,
     port: u16,
     ethertype: u16,
-    max_frame: usize,
     more: bool,
     /// Frames for this port that failed to parse.
     pub malformed: u64,
 }
 
 impl Socket for CtpSlot {
-    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
-        let f = match EdpFrame::parse(frame, self.ethertype, self.max_frame) {
+    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: RxFrame<'_>) {
+        let f = match EdpFrame::with_eth(frame.eth, frame.packet) {
             Ok(f) if f.header.dst_port == self.port => f,
             _ => {
                 self.malformed += 1;
@@ -139,7 +138,8 @@ impl Socket for CtpSlot {
             // arrived: the sender's early resend (RACK) reads a
             // confirmation ahead of an earlier one's as a sign of loss.
             let hl = t.header_len;
-            let room = (body.len().min(self.max_frame - HEAD)).saturating_sub(hl + t.payload.len());
+            let room = (body.len().min(cx.mtu + ETH_HEADER_LEN - HEAD))
+                .saturating_sub(hl + t.payload.len());
             let behind = if t.confirm { hl } else { 0 };
             let packed = self
                 .core
@@ -206,14 +206,6 @@ impl Socket for CtpSlot {
     fn is_finished(&self) -> bool {
         !self.core.ep.has_transmit()
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// CTP over EDP: the endpoint's slot in a runtime.
@@ -238,7 +230,6 @@ impl EdpTransport {
             core: make(port, mtu.saturating_sub(EDP_HEADER_LEN))?,
             port,
             ethertype,
-            max_frame: mtu + ETH_HEADER_LEN,
             more: false,
             malformed: 0,
         };

@@ -10,18 +10,17 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Instant;
 
-use runtime::udp;
-
-use runtime::udp::{DatagramCore, UdpEvent};
-use runtime::{Driver, Progress, Ready, SlotId};
+use runtime::protocol::{DatagramCore, UdpEvent};
+use runtime::protocol::{Driver, Ready, SlotId};
+use runtime::Progress;
 
 use super::core::CtpCore;
 use super::{Carrier, CtpIoStats, Transport};
 
-pub use runtime::udp::{MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
+pub use runtime::protocol::{MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
 
 /// The UDP engine of a CTP endpoint.
-pub type UdpEngine = runtime::UdpEngine<UdpCore>;
+pub type UdpEngine = runtime::protocol::UdpEngine<UdpCore>;
 
 /// A CTP core on a UDP socket: the core and the socket's counters.
 pub struct UdpCore {
@@ -64,7 +63,7 @@ impl DatagramCore for UdpCore {
 
     fn take_news(&mut self) -> bool {
         // News of the upper layer is reported even at the same readiness
-        // (see `runtime::Socket::take_wake`).
+        // (see `runtime::protocol::Socket::take_wake`).
         self.core.take_news()
     }
 
@@ -135,7 +134,7 @@ impl UdpTransport {
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to bind"))?;
-        let sock = udp::bind_socket(addr, "ctp", |s| {
+        let sock = runtime::protocol::bind_socket(addr, "ctp", |s| {
             if broadcast {
                 s.set_broadcast(true)?;
             }

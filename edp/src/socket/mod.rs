@@ -21,7 +21,7 @@
 //! (e.g. between network namespaces joined by a veth pair).
 //!
 //! Waiting follows the socket's [`WaitPolicy`] (busy-poll, blocking,
-//! adaptive; see [`runtime::driver`]), and the socket is a
+//! adaptive; see [`runtime::WaitPolicy`]), and the socket is a
 //! `mio::event::Source` whose readiness comes from its queue.
 
 use std::borrow::Borrow;
@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 use crate::wire::{EdpRepr, EthernetRepr, MacAddr, CONTROL_PORT, EDP_HEADER_LEN, ETH_HEADER_LEN};
 use link::Link;
 use runtime::ports::PortLease;
-use runtime::{Deadline, DemuxKey, Runtime, RuntimeConfig, SlotId, WaitPolicy};
+use runtime::protocol::{DemuxKey, SlotId};
+use runtime::{Deadline, Runtime, RuntimeConfig, WaitPolicy};
 
 mod datagram;
 #[cfg(test)]
@@ -41,7 +42,7 @@ use datagram::DatagramSocket;
 pub use datagram::EdpStats;
 
 /// Datagrams per `sendmmsg` in [`EdpSocket::send_batch`].
-pub const SEND_BATCH: usize = runtime::MAX_BATCH;
+pub const SEND_BATCH: usize = runtime::protocol::MAX_BATCH;
 
 /// Default receive queue of a socket, bytes of payload (as a UDP socket's
 /// default receive buffer order of magnitude).
@@ -237,7 +238,7 @@ impl EdpSocket {
             )));
         }
         let ethertype = rt.edp_ethertype();
-        let sock = DatagramSocket::new(port, ethertype, mtu, config.recv_buffer);
+        let sock = DatagramSocket::new(port, config.recv_buffer);
         let slot = rt.insert(DemuxKey::Port { ethertype, port }, Box::new(sock), lease)?;
         Ok(Self {
             rt,
@@ -518,7 +519,7 @@ impl EdpSocket {
                         }
                         d.stats.received += 1;
                     }
-                    return Ok(Some((len, from.0, from.1)));
+                    return Ok(Some((len, from.mac, from.port)));
                 }
                 let Some(d) = e.socket_mut::<DatagramSocket>(slot) else {
                     return Err(io::Error::new(

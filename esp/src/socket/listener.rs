@@ -3,14 +3,14 @@
 //! listener owns its connections until `accept` moves one into a slot of
 //! its own (keyed by the peer), sharing the listener's port lease.
 
-use std::any::Any;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use link::eth::EthernetRepr;
 use runtime::ports::PortLease;
-use runtime::{Cx, Deadline, DemuxKey, GatherRef, Ready, Runtime, SlotId, Socket, TxQueue};
+use runtime::protocol::{Cx, DemuxKey, GatherRef, Ready, RxFrame, SlotId, Socket, TxQueue};
+use runtime::{Deadline, Runtime};
 
 use crate::config::EspConfig;
 use crate::listener::{Listener, ListenerStats, SynOutcome};
@@ -29,7 +29,6 @@ const MAX_PENDING_RST: usize = 64;
 pub(crate) struct ListenerSocket {
     pub listener: Listener<()>,
     ethertype: u16,
-    max_frame: usize,
     pending_rst: Vec<(MacAddr, EspRepr)>,
     more: bool,
     pub stats: SlotStats,
@@ -44,8 +43,8 @@ impl Socket for ListenerSocket {
         true
     }
 
-    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
-        let f = match EspFrame::parse(frame, self.ethertype, self.max_frame) {
+    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: RxFrame<'_>) {
+        let f = match EspFrame::with_eth(frame.eth, frame.packet) {
             Ok(f) if f.eth.dst.is_group() => {
                 self.stats.group_addressed += 1;
                 return;
@@ -162,14 +161,6 @@ impl Socket for ListenerSocket {
     fn wants_transmit(&self) -> bool {
         self.more
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// A listening ESP socket.
@@ -223,10 +214,6 @@ impl EspListener {
         let sock = ListenerSocket {
             listener: Listener::new(transport, mtu, (rt.mac(), port), isn_generator().clone()),
             ethertype,
-            // A keyed runtime's MTU is the link's less the trailer, but a
-            // peer without the key (method none) sends frames of the
-            // link's full MTU.
-            max_frame: mtu + link::ETH_HEADER_LEN + runtime::auth::TRAILER_LEN,
             pending_rst: Vec::new(),
             more: false,
             stats: SlotStats::default(),
@@ -303,7 +290,7 @@ impl EspListener {
         } else {
             Deadline::after(now, timeout)
         };
-        let (slot, ethertype, mtu) = (self.slot, self.cfg.transport.ethertype, self.rt.mtu());
+        let (slot, ethertype) = (self.slot, self.cfg.transport.ethertype);
         let linger = self.cfg.linger;
         let port = self.port;
         let r = self.rt.driver().wait(
@@ -330,7 +317,7 @@ impl EspListener {
                     peer: remote.0,
                     peer_port: remote.1,
                 };
-                let sock = ConnSocket::new(entry.conn, ethertype, mtu, linger);
+                let sock = ConnSocket::new(entry.conn, linger);
                 let id = e.insert(key, Box::new(sock), self.lease.clone())?;
                 Ok(Some((id, remote)))
             },

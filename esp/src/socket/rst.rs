@@ -5,7 +5,7 @@
 //! responder role by the first ESP socket of a runtime.
 
 use link::MacAddr;
-use runtime::UnclaimedHandler;
+use runtime::protocol::UnclaimedHandler;
 
 use crate::conn::reset_frame;
 use crate::wire::EspFrame;

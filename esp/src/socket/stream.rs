@@ -6,7 +6,8 @@ use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
 use link::Link;
-use runtime::{Deadline, DemuxKey, DirectRead, Runtime, SlotId, WaitPolicy};
+use runtime::protocol::{DemuxKey, DirectRead, SlotId};
+use runtime::{Deadline, Runtime, WaitPolicy};
 
 use crate::config::EspConfig;
 use crate::conn::{Connection, ConnectionError, Error, Liveness, State, Stats};
@@ -203,7 +204,7 @@ impl EspStream {
             peer: peer_mac,
             peer_port: port,
         };
-        let sock = ConnSocket::new(conn, ethertype, rt.mtu(), cfg.linger);
+        let sock = ConnSocket::new(conn, cfg.linger);
         let slot = rt.insert(key, Box::new(sock), lease)?;
         let s = Self::from_slot(rt.clone(), slot, local, peer, &cfg);
         let deadline = Deadline::after(now, timeout);

@@ -12,7 +12,7 @@ use std::io;
 use std::time::Instant;
 
 use link::fault::{FaultConfig, FaultInjector};
-use runtime::Ready;
+use runtime::protocol::Ready;
 use tracing::{debug, warn};
 
 use super::{GroupMessage, GroupSpec, MakEvent, Peer};

@@ -382,12 +382,18 @@ impl MakConfig {
 }
 
 /// What carries a member's frames: the runtime's
-/// [`Carrier`](runtime::Carrier) (the engine holding the member, its
+/// [`Carrier`](runtime::protocol::Carrier) (the engine holding the member, its
 /// slot, `touched`, `release`) with a [`GroupCore`] for core. Implemented
 /// by every such carrier.
-pub trait Carrier: runtime::Carrier<Core = GroupCore<<Self as runtime::Carrier>::Addr>> {}
+pub trait Carrier:
+    runtime::protocol::Carrier<Core = GroupCore<<Self as runtime::protocol::Carrier>::Addr>>
+{
+}
 
-impl<T> Carrier for T where T: runtime::Carrier<Core = GroupCore<<T as runtime::Carrier>::Addr>> {}
+impl<T> Carrier for T where
+    T: runtime::protocol::Carrier<Core = GroupCore<<T as runtime::protocol::Carrier>::Addr>>
+{
+}
 
 /// A member of a reliable multicast group. See the module documentation.
 pub struct MakSocket<C: Carrier> {

@@ -8,7 +8,6 @@
 //! runtime's sendmmsg batches, the MAK frame written behind the EDP header
 //! in the batch buffer.
 
-use std::any::Any;
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,7 +15,8 @@ use std::time::Instant;
 use edp::wire::{EdpFrame, EdpRepr, EDP_HEADER_LEN};
 use link::eth::EthernetRepr;
 use link::{MacAddr, ETH_HEADER_LEN};
-use runtime::{Cx, DemuxKey, Driver, EthEngine, Ready, Runtime, SlotId, Socket, TxQueue};
+use runtime::protocol::{Cx, DemuxKey, Driver, EthEngine, Ready, RxFrame, SlotId, Socket, TxQueue};
+use runtime::Runtime;
 
 use super::core::GroupCore;
 use super::{GroupSpec, MakConfig, MakSocket};
@@ -62,15 +62,14 @@ pub(crate) struct MakSlot {
     pub core: GroupCore<EdpAddr>,
     group: EdpGroup,
     ethertype: u16,
-    max_frame: usize,
     /// Largest MAK frame.
     frame: usize,
     more: bool,
 }
 
 impl Socket for MakSlot {
-    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
-        let f = match EdpFrame::parse(frame, self.ethertype, self.max_frame) {
+    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: RxFrame<'_>) {
+        let f = match EdpFrame::with_eth(frame.eth, frame.packet) {
             Ok(f)
                 if f.header.dst_port == self.group.port
                     && (f.eth.dst == cx.mac || f.eth.dst == self.group.mac) =>
@@ -149,14 +148,6 @@ impl Socket for MakSlot {
     fn is_finished(&self) -> bool {
         self.core.is_idle() && !self.core.wants_transmit()
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// MAK over EDP: the member's slot in a runtime.
@@ -179,7 +170,7 @@ impl EdpCarrier {
     }
 }
 
-impl runtime::Carrier for EdpCarrier {
+impl runtime::protocol::Carrier for EdpCarrier {
     type Addr = EdpAddr;
     type Core = GroupCore<EdpAddr>;
     type Engine = EthEngine;
@@ -292,7 +283,6 @@ impl MakSocket<EdpCarrier> {
             core,
             group,
             ethertype,
-            max_frame: mtu + ETH_HEADER_LEN,
             frame: protocol.mtu,
             more: false,
         };

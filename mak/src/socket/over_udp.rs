@@ -15,16 +15,14 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Instant;
 
-use runtime::udp;
-
-use runtime::udp::{DatagramCore, UdpEvent};
-use runtime::{Driver, Ready, SlotId};
+use runtime::protocol::{DatagramCore, UdpEvent};
+use runtime::protocol::{Driver, Ready, SlotId};
 
 use super::core::GroupCore;
 use super::{GroupSpec, MakConfig, MakSocket};
 use crate::member::Dest;
 
-pub use runtime::udp::UDP_SOCKET_BUFFER;
+pub use runtime::protocol::UDP_SOCKET_BUFFER;
 
 /// IPv4 (20) and UDP (8) header bytes inside the interface MTU.
 const IP_UDP_HEADERS: usize = 28;
@@ -46,7 +44,7 @@ impl UdpGroup {
 }
 
 /// The UDP engine of a member.
-pub type UdpEngine = runtime::UdpEngine<UdpMember>;
+pub type UdpEngine = runtime::protocol::UdpEngine<UdpMember>;
 
 /// A member on a UDP socket: its core and the group's address.
 #[derive(Debug)]
@@ -115,7 +113,7 @@ impl UdpCarrier {
     }
 }
 
-impl runtime::Carrier for UdpCarrier {
+impl runtime::protocol::Carrier for UdpCarrier {
     type Addr = SocketAddr;
     type Core = GroupCore<SocketAddr>;
     type Engine = UdpEngine;
@@ -214,7 +212,7 @@ impl MakSocket<UdpCarrier> {
         let core = GroupCore::new(&spec, &protocol, cfg.seed(), cfg.link_fault.as_ref())?;
 
         let bind = SocketAddr::from(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, group.addr.port()));
-        let sock = udp::bind_socket(bind, "MAK/UDP", |s| {
+        let sock = runtime::protocol::bind_socket(bind, "MAK/UDP", |s| {
             s.join_multicast_v4(group.addr.ip(), &local_ip)
                 .map_err(|e| {
                     io::Error::new(
