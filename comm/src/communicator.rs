@@ -26,7 +26,7 @@ use ctp::{CtpConfig, CtpSocket, EdpAddr, EdpTransport, Endpoint, Transport, UdpT
 use edp::runtime::Deadline;
 
 use crate::config::CommConfig;
-use crate::control::Mode;
+use crate::flow::Mode;
 use crate::flow::PeerState;
 use crate::matching::{SourceSel, Tag, TagSel};
 use crate::mcast::Mcast;

@@ -21,7 +21,7 @@ use crate::matching::{
 use crate::reorder::{Complete, PeerRx};
 use crate::request::{ReqState, Status, TaggedOp};
 use crate::stats::CommStats;
-use crate::wire::{Header, COMM_COMMAND, HEADER_LEN};
+use crate::wire::{Header, COLLECTIVE_CONTEXT, COMM_COMMAND, HEADER_LEN};
 use crate::CommError;
 
 #[path = "state_liveness.rs"]
@@ -82,9 +82,6 @@ impl Body<'_> {
 mod tests;
 #[path = "state_ulfc.rs"]
 mod ulfc;
-
-/// Bit of the context id marking collective traffic.
-pub(crate) const COLLECTIVE_CONTEXT: u16 = 0x8000;
 
 /// Most control messages queued for CTP (user requests: `through`,
 /// `rapid`, `disconnect`, `reconnect`), per peer; beyond it the call fails
