@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use edp::ports::PortLease;
 use edp::runtime::{Cx, Deadline, DemuxKey, GatherRef, Ready, Runtime, SlotId, Socket, TxQueue};
 use edp::wire::EthernetRepr;
+use edp::Link;
 
 use crate::config::EspConfig;
 use crate::listener::{Listener, ListenerStats, SynOutcome};
@@ -355,6 +356,27 @@ impl EspListener {
     }
 }
 
+/// Accepting one stream on a link of its own: a listener's work, so it
+/// lives here, beside [`EspListener::accept_timeout`].
+impl EspStream {
+    /// Waits on `link` (a runtime of its own) for one connection to
+    /// `local_port` and returns it. Waits at most `timeout` (`None` =
+    /// forever).
+    ///
+    /// Errors: `TimedOut`; link errors.
+    pub fn accept_link(
+        link: Box<dyn Link>,
+        local_port: u16,
+        cfg: EspConfig,
+        timeout: Option<Duration>,
+    ) -> io::Result<EspStream> {
+        let rt = Runtime::with_link(link, cfg.runtime_config())?;
+        let l = EspListener::bind_on(&rt, local_port, cfg)?;
+        let (s, _) = l.accept_timeout(timeout)?;
+        Ok(s)
+    }
+}
+
 impl Drop for EspListener {
     fn drop(&mut self) {
         self.rt.release(self.slot);
@@ -362,3 +384,17 @@ impl Drop for EspListener {
 }
 
 edp::slot_source!(impl for EspListener, |s| (s.rt.driver(), s.slot));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send<T: Send>() {}
+    fn sync<T: Sync>() {}
+
+    #[test]
+    fn listeners_can_move_between_threads() {
+        send::<EspListener>();
+        sync::<EspListener>();
+    }
+}
