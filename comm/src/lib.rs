@@ -40,8 +40,19 @@
 //!   incarnation).
 //! - `mcast` (internal): `bcast` over MAK reliable multicast
 //!   (`Communicator::enable_multicast_bcast`).
+//!
+//! Tracing: each communicator's state carries a `tracing` span (`comm`:
+//! rank and size; `comm_tagged` for a tagged endpoint), entered by the
+//! communicator's calls and waits and by its CTP upper-layer callbacks,
+//! whichever thread runs them; events at connection (CONNECT, first
+//! grant), grants, control messages, losses and refused fragments, peer
+//! suspicion, failure, disconnect and rejoin. Without a subscriber the
+//! span costs one branch per call.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+#[macro_use]
+mod span;
 
 #[cfg(feature = "mpi")]
 pub mod bootstrap;

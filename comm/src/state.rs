@@ -9,6 +9,7 @@ use std::hash::Hash;
 
 use ctp::{Delivery, ErrorInfo, ErrorType, MsgId, ReceivedData};
 use rustc_hash::FxHashMap;
+use tracing::Span;
 
 use crate::completion::TaggedCompletion;
 use crate::config::CommConfig;
@@ -160,6 +161,9 @@ pub(crate) struct State<A> {
     /// Tagged operations that will make a completion and have not yet:
     /// with `cq`, bounded by `cq_cap`.
     tagged_outstanding: usize,
+    /// `comm` (rank, size) or `comm_tagged`, entered wherever the state
+    /// is worked on (`span.rs`).
+    pub span: Span,
 }
 
 impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
@@ -179,7 +183,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         let grants = Grants::new(rank, size, cfg.recv_budget_bytes, cfg.rapid_window_bytes)
             .map_err(CommError::Bootstrap)?;
         let share = Grants::default_share(size, cfg.recv_budget_bytes);
-        Ok(Self::build(rank, hosts, by_addr, grants, share, cfg))
+        let mut st = Self::build(rank, hosts, by_addr, grants, share, cfg);
+        st.span = tracing::debug_span!("comm", rank, size);
+        Ok(st)
     }
 
     /// The state of `hosts` (`by_addr` their index), this process at
@@ -229,6 +235,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             cq: VecDeque::new(),
             cq_cap: 0,
             tagged_outstanding: 0,
+            span: Span::none(),
             cfg,
         }
     }
