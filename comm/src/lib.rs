@@ -40,8 +40,19 @@
 //!   incarnation).
 //! - `mcast` (internal): `bcast` over MAK reliable multicast
 //!   (`Communicator::enable_multicast_bcast`).
+//!
+//! Tracing: each communicator's state carries a `tracing` span (`comm`:
+//! rank and size; `comm_tagged` for a tagged endpoint), entered by the
+//! communicator's calls and waits and by its CTP upper-layer callbacks,
+//! whichever thread runs them; events at connection (CONNECT, first
+//! grant), grants, control messages, losses and refused fragments, peer
+//! suspicion, failure, disconnect and rejoin. Without a subscriber the
+//! span costs one branch per call.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+#[macro_use]
+mod span;
 
 #[cfg(feature = "mpi")]
 pub mod bootstrap;
@@ -78,9 +89,8 @@ pub use collective::SumElement;
 pub use communicator::Communicator;
 pub use completion::{PeerId, RecvBuf, TaggedCompletion};
 pub use config::CommConfig;
-pub use control::Mode;
 pub use error::CommError;
-pub use flow::PeerState;
+pub use flow::{Mode, PeerState};
 pub use matching::{Selector, SourceSel, Tag, TagEnvelope, TagSel, ANY_SOURCE, ANY_TAG, MAX_TAG};
 pub use request::{Completion, Request, Status};
 pub use stats::CommStats;

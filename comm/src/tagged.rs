@@ -172,7 +172,8 @@ where
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut State<T::Addr>) -> R) -> R {
-        self.sock.with_upper(|st: &mut State<T::Addr>, _, _| f(st))
+        self.sock
+            .with_upper(|st: &mut State<T::Addr>, _, _| in_span!(st, f(st)))
     }
 
     /// This endpoint's address.
@@ -257,9 +258,11 @@ where
             buf.resize(crate::wire::HEADER_LEN, 0);
             buf.extend_from_slice(data);
             return self.sock.with_upper(|st: &mut State<T::Addr>, ep, now| {
-                st.tagged_send_built(dest, tag, cq_data, buf, op)?;
-                crate::layer::step(st, ep, now);
-                Ok(())
+                in_span!(st, {
+                    st.tagged_send_built(dest, tag, cq_data, buf, op)?;
+                    crate::layer::step(st, ep, now);
+                    Ok(())
+                })
             });
         }
         self.sock.with_upper(|st: &mut State<T::Addr>, ep, now| {
@@ -268,9 +271,11 @@ where
             } else {
                 Vec::new()
             };
-            st.tagged_send(dest, tag, cq_data, data, buf, op)?;
-            crate::layer::step(st, ep, now);
-            Ok(())
+            in_span!(st, {
+                st.tagged_send(dest, tag, cq_data, data, buf, op)?;
+                crate::layer::step(st, ep, now);
+                Ok(())
+            })
         })
     }
 
@@ -398,7 +403,7 @@ where
             runtime::Deadline::from_timeout(Some(timeout)),
             "tagged flush",
             |st: &mut State<T::Addr>, ep, now| {
-                crate::layer::step(st, ep, now);
+                in_span!(st, crate::layer::step(st, ep, now));
                 (st.snapshot().pending_fragments == 0
                     && ep.storage_sizes().awaiting_confirmation == 0)
                     .then_some(())

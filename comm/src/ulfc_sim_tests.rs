@@ -9,7 +9,7 @@ use ctp::EdpAddr;
 use link::fault::FaultConfig;
 use link::sim::{SimClock, SimSwitch};
 
-use crate::control::Mode;
+use crate::flow::Mode;
 use crate::flow::{PeerState, MIN_WINDOW_BYTES};
 use crate::matching::{SourceSel, TagSel};
 use crate::request::Completion;

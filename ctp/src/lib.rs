@@ -8,6 +8,8 @@
 //!
 //! Layers:
 //! - [`wire`]: the header codec (checked view + `Repr`);
+//! - `id`: what the endpoint and its storages share ([`MsgId`],
+//!   [`PeerAddr`]);
 //! - `peer`: received-id lists ([`RecvIdList`]) and send timing per session;
 //! - `sender` / `receiver`: the sent-commands and large-commands storages;
 //! - [`Endpoint`]: the sans-IO core (`handle_datagram(now, from, bytes)`,
@@ -36,6 +38,7 @@
 
 pub mod deliver;
 pub(crate) mod endpoint;
+pub(crate) mod id;
 pub(crate) mod peer;
 pub(crate) mod pool;
 pub(crate) mod receiver;

@@ -56,8 +56,18 @@
 //! Wire format and rules: `mak/PROTOCOL.md`. Departures from the paper are
 //! documented where they are made ([`Config`] fields, [`sender`],
 //! [`receiver`] module docs).
+//!
+//! Tracing: each [`Sender`], [`Receiver`] and socket member carries a
+//! `tracing` span (`mak_sender`, `mak_receiver`, `mak_member`: group, own
+//! id, source, carrier) entered by its entry points; events at losses
+//! (gaps, NAKs, retransmissions, Tw expiries: debug and trace), silent
+//! members and sources (warn) and state changes (trace). Without a
+//! subscriber a span costs one branch per call.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+#[macro_use]
+mod span;
 
 pub mod config;
 pub mod member;

@@ -27,6 +27,7 @@ mod report;
 mod run;
 mod sizes;
 mod stats;
+mod sweep;
 mod transport;
 
 use std::process::ExitCode;

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use link::eth::EthernetRepr;
+use link::Link;
 use runtime::ports::PortLease;
 use runtime::protocol::{Cx, DemuxKey, GatherRef, Ready, RxFrame, SlotId, Socket, TxQueue};
 use runtime::{Deadline, Runtime};
@@ -342,6 +343,27 @@ impl EspListener {
     }
 }
 
+/// Accepting one stream on a link of its own: a listener's work, so it
+/// lives here, beside [`EspListener::accept_timeout`].
+impl EspStream {
+    /// Waits on `link` (a runtime of its own) for one connection to
+    /// `local_port` and returns it. Waits at most `timeout` (`None` =
+    /// forever).
+    ///
+    /// Errors: `TimedOut`; link errors.
+    pub fn accept_link(
+        link: Box<dyn Link>,
+        local_port: u16,
+        cfg: EspConfig,
+        timeout: Option<Duration>,
+    ) -> io::Result<EspStream> {
+        let rt = Runtime::with_link(link, cfg.runtime_config())?;
+        let l = EspListener::bind_on(&rt, local_port, cfg)?;
+        let (s, _) = l.accept_timeout(timeout)?;
+        Ok(s)
+    }
+}
+
 impl Drop for EspListener {
     fn drop(&mut self) {
         self.rt.release(self.slot);
@@ -349,3 +371,17 @@ impl Drop for EspListener {
 }
 
 runtime::slot_source!(impl for EspListener, |s| (s.rt.driver(), s.slot));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send<T: Send>() {}
+    fn sync<T: Sync>() {}
+
+    #[test]
+    fn listeners_can_move_between_threads() {
+        send::<EspListener>();
+        sync::<EspListener>();
+    }
+}

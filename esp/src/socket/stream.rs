@@ -14,7 +14,6 @@ use crate::conn::{Connection, ConnectionError, Error, Liveness, State, Stats};
 use crate::wire::MacAddr;
 
 use super::conn::{ConnSocket, SlotStats};
-use super::listener::EspListener;
 use super::{clock_us, conn_error, isn_generator, lost, prepare};
 
 /// Options of a stream handle (not protocol state).
@@ -146,23 +145,6 @@ impl EspStream {
     ) -> io::Result<EspStream> {
         let rt = Runtime::with_link(link, cfg.runtime_config())?;
         Self::connect_from(&rt, local_port, peer, cfg, timeout)
-    }
-
-    /// Waits on `link` (a runtime of its own) for one connection to
-    /// `local_port` and returns it. Waits at most `timeout` (`None` =
-    /// forever).
-    ///
-    /// Errors: `TimedOut`; link errors.
-    pub fn accept_link(
-        link: Box<dyn Link>,
-        local_port: u16,
-        cfg: EspConfig,
-        timeout: Option<Duration>,
-    ) -> io::Result<EspStream> {
-        let rt = Runtime::with_link(link, cfg.runtime_config())?;
-        let l = EspListener::bind_on(&rt, local_port, cfg)?;
-        let (s, _) = l.accept_timeout(timeout)?;
-        Ok(s)
     }
 
     /// Connects on an existing runtime from an ephemeral port.
@@ -600,12 +582,9 @@ mod tests {
     use super::*;
 
     fn send<T: Send>() {}
-    fn sync<T: Sync>() {}
 
     #[test]
-    fn sockets_can_move_between_threads() {
+    fn streams_can_move_between_threads() {
         send::<EspStream>();
-        send::<EspListener>();
-        sync::<EspListener>();
     }
 }

@@ -275,7 +275,13 @@ impl MakSocket<EdpCarrier> {
         let mtu = rt.mtu();
         let where_ = format!("EDP on {}", rt.iface().unwrap_or("(link)"));
         let protocol = cfg.protocol_for(mtu.saturating_sub(EDP_HEADER_LEN), &where_)?;
-        let core = GroupCore::new(&spec, &protocol, cfg.seed(), cfg.link_fault.as_ref())?;
+        let core = GroupCore::new(
+            &spec,
+            &protocol,
+            &where_,
+            cfg.seed(),
+            cfg.link_fault.as_ref(),
+        )?;
         let ethertype = rt.edp_ethertype();
         let (port, lease) = rt.take_port(ethertype, group.port)?;
         rt.join_group(group.mac)?;

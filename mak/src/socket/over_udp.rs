@@ -205,11 +205,15 @@ impl MakSocket<UdpCarrier> {
             unreachable!("checked IPv4")
         };
         let (iface, mtu) = interface_of(local_ip)?;
-        let protocol = cfg.protocol_for(
-            mtu.saturating_sub(IP_UDP_HEADERS).min(65507),
-            &format!("UDP on {iface}"),
+        let where_ = format!("UDP on {iface}");
+        let protocol = cfg.protocol_for(mtu.saturating_sub(IP_UDP_HEADERS).min(65507), &where_)?;
+        let core = GroupCore::new(
+            &spec,
+            &protocol,
+            &where_,
+            cfg.seed(),
+            cfg.link_fault.as_ref(),
         )?;
-        let core = GroupCore::new(&spec, &protocol, cfg.seed(), cfg.link_fault.as_ref())?;
 
         let bind = SocketAddr::from(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, group.addr.port()));
         let sock = runtime::protocol::bind_socket(bind, "MAK/UDP", |s| {

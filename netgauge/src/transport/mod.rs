@@ -7,6 +7,7 @@
 //! command per message; comm one tag-matched communicator message.
 
 use std::io;
+use std::net::{IpAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use crate::modes::{Mode, KERNEL_BUSY_POLL_US};
@@ -142,9 +143,9 @@ impl SessionConfig {
     }
 
     /// `-R` for IP modes: an address or a host name (resolved).
-    pub(crate) fn remote_ip(&self) -> io::Result<std::net::IpAddr> {
+    pub(crate) fn remote_ip(&self) -> io::Result<IpAddr> {
         let r = self.remote.as_deref().unwrap_or_default();
-        crate::hostlist::resolve(r).map_err(|e| {
+        resolve_host(r).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -154,6 +155,36 @@ impl SessionConfig {
             )
         })
     }
+}
+
+/// Resolves `-R` for an IP mode: an address as is, else a host name
+/// through the system resolver (getaddrinfo(3)), IPv4 first. Errors:
+/// `InvalidInput` naming the name and the resolver's answer.
+pub fn resolve_host(name: &str) -> io::Result<IpAddr> {
+    if let Ok(ip) = name.parse() {
+        return Ok(ip);
+    }
+    let addrs: Vec<IpAddr> = (name, 0)
+        .to_socket_addrs()
+        .map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("-R {name:?}: not an IP address, and the host name does not resolve: {e}"),
+            )
+        })?
+        .map(|a| a.ip())
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("-R {name:?}: the host name resolves to no address"),
+            )
+        })
 }
 
 impl SessionConfig {
@@ -342,7 +373,7 @@ pub(crate) fn recv_train(
         let n = if got == 0 && total < SMALL_MESSAGE {
             let mut scratch = [0u8; SMALL_MESSAGE];
             let n = recv(&mut scratch)?;
-            if crate::control::Ctrl::decode(&scratch[..n]).is_some() {
+            if crate::control::wire::Ctrl::decode(&scratch[..n]).is_some() {
                 continue;
             }
             let k = n.min(total);
@@ -350,7 +381,7 @@ pub(crate) fn recv_train(
             k
         } else {
             let n = recv(&mut buf[got..])?;
-            if got == 0 && crate::control::Ctrl::decode(&buf[..n]).is_some() {
+            if got == 0 && crate::control::wire::Ctrl::decode(&buf[..n]).is_some() {
                 continue;
             }
             n
@@ -397,4 +428,20 @@ pub(crate) fn runtime_line(rt: &::runtime::Runtime) -> String {
         s.auth.verified,
         s.auth.failures()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_addresses_resolve() {
+        assert_eq!(
+            resolve_host("10.1.2.3").unwrap(),
+            "10.1.2.3".parse::<IpAddr>().unwrap()
+        );
+        assert!(resolve_host("localhost").unwrap().is_loopback());
+        let e = resolve_host("no-such-host.invalid").unwrap_err();
+        assert!(e.to_string().contains("does not resolve"), "{e}");
+    }
 }

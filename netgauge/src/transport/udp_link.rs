@@ -36,7 +36,7 @@ pub struct UdpLinkSpec {
 
 /// Resolves `HOST[:PORT]` (port `default_port` when absent; a bare IPv6
 /// address takes the default port too) to one socket address, the host
-/// through [`crate::hostlist::resolve`] (IPv4 first).
+/// through [`super::resolve_host`] (IPv4 first).
 ///
 /// Errors: `InvalidInput` naming `what` when the port or the name is bad.
 pub fn resolve(s: &str, default_port: u16, what: &str) -> io::Result<SocketAddr> {
@@ -56,7 +56,7 @@ pub fn resolve(s: &str, default_port: u16, what: &str) -> io::Result<SocketAddr>
             default_port,
         ),
     };
-    let ip = crate::hostlist::resolve(host).map_err(|e| bad(e.to_string()))?;
+    let ip = super::resolve_host(host).map_err(|e| bad(e.to_string()))?;
     Ok(SocketAddr::new(ip, port))
 }
 

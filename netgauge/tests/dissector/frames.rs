@@ -90,7 +90,7 @@ fn ctp_cmd(command: u16, id: u32, body: &[u8], options: Options) -> CtpRepr {
     }
 }
 
-/// A netgauge control message (netgauge/src/control.rs `Ctrl::encode`).
+/// A netgauge control message (netgauge/src/control/wire.rs `Ctrl::encode`).
 fn netgauge_ctrl(kind: u8, pattern: u8, step: u32, size: u64, count: u64, extra: u64) -> Vec<u8> {
     let mut b = b"NGv1".to_vec();
     b.extend_from_slice(&[kind, pattern, 0, 0]);
