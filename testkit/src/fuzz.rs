@@ -1,5 +1,5 @@
 //! The fuzz targets' mapping from input bytes to a fault configuration
-//! (`edp::link::fault::FaultConfig`): one layout for every target, scaled
+//! ([`FaultConfig`]): one layout for every target, scaled
 //! per target by a [`FaultSpace`].
 //!
 //! Byte layout (missing bytes count as 0, which means "no such fault"):
@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use edp::link::fault::FaultConfig;
+use crate::sim::FaultConfig;
 
 /// Bytes [`fault_config`] reads at most.
 pub const FAULT_BYTES: usize = 10;
