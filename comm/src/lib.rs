@@ -79,11 +79,7 @@ mod state;
 mod stats;
 
 #[cfg(test)]
-mod liveness_sim_tests;
-#[cfg(test)]
-mod sim_tests;
-#[cfg(test)]
-mod ulfc_sim_tests;
+mod tests;
 
 pub use collective::SumElement;
 pub use communicator::Communicator;

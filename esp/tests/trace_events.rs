@@ -7,8 +7,8 @@ mod harness;
 
 use esp::TransportConfig;
 use harness::*;
-use link::sim::SimClock;
 use std::sync::{Arc, Mutex};
+use testkit::sim::SimClock;
 
 /// Trace timestamps in virtual time since the start of the simulation.
 struct VirtualTime(SimClock);

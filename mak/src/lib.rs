@@ -11,8 +11,8 @@
 //! frames (`poll_transmit(now, buf)` with a [`Dest`]: the group or one
 //! member), their next deadline (`poll_timeout()`) and events
 //! (`poll_event()`); they make no syscall and read no clock. A carrier
-//! (EDP to a group MAC, UDP to an IP multicast group, the in-memory hub of
-//! the tests) only moves datagrams:
+//! (EDP to a group MAC, UDP to an IP multicast group, the simulated switch
+//! of the tests) only moves datagrams:
 //!
 //! ```
 //! use std::time::Instant;

@@ -1,5 +1,8 @@
 //! The project's test kit (a dev crate, never published):
 //!
+//! - [`sim`]: the deterministic simulator every simulation test drives its
+//!   nodes with: N nodes over sim links and switches on the virtual clock,
+//!   each node's trace printed when the test fails;
 //! - the virtual cluster ([`vcluster`], re-exported) with the project's rule
 //!   for tests that need root, [`setup`]: without the privilege or `ip
 //!   netns`, print why and skip, unless `CI=true`, where the test fails;
@@ -31,6 +34,7 @@
 
 pub mod fuzz;
 pub mod pattern;
+pub mod sim;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

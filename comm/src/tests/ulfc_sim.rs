@@ -1,107 +1,19 @@
-//! ULFC on the virtual clock (`link::sim`): the grant invariant under
+//! ULFC on the virtual clock (`testkit::sim`): the grant invariant under
 //! load from N senders with `through` and `rapid` requests mid-run,
 //! explicit disconnect and reconnect delivering exactly once, and implicit
 //! disconnect of a silent peer recovering by itself when it answers.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use ctp::EdpAddr;
-use link::fault::FaultConfig;
-use link::sim::{SimClock, SimSwitch};
+use testkit::sim::FaultConfig;
 
-use crate::flow::Mode;
+use super::{cluster, received, run, until, Node};
+use crate::control::Mode;
 use crate::flow::{PeerState, MIN_WINDOW_BYTES};
-use crate::matching::{SourceSel, TagSel};
-use crate::request::Completion;
-use crate::sim_tests::{Node, PORT};
 use crate::{CommConfig, CommError};
-
-pub(crate) fn cluster(
-    n: usize,
-    cfg: CommConfig,
-    f: FaultConfig,
-) -> (SimClock, Vec<EdpAddr>, Vec<Node>) {
-    let clock = SimClock::new();
-    let t0 = clock.now();
-    let links = SimSwitch::new(&clock, n, 1500, f);
-    let hosts: Vec<EdpAddr> = links.iter().map(|l| (link::Link::mac(l), PORT)).collect();
-    let nodes = links
-        .into_iter()
-        .enumerate()
-        .map(|(r, l)| Node::new(l, r, &hosts, cfg.clone(), t0))
-        .collect();
-    (clock, hosts, nodes)
-}
-
-/// Steps the nodes in `live` until `done`, calling `check` after every
-/// step; advances the virtual clock to the next event of a live node.
-pub(crate) fn run(
-    clock: &SimClock,
-    hosts: &[EdpAddr],
-    nodes: &mut [Node],
-    live: &[usize],
-    limit: Duration,
-    mut check: impl FnMut(&mut [Node]),
-    mut done: impl FnMut(&mut [Node]) -> bool,
-) {
-    let end = clock.now() + limit;
-    loop {
-        let now = clock.now();
-        for &i in live {
-            nodes[i].step(now, hosts);
-            check(nodes);
-        }
-        if done(nodes) {
-            return;
-        }
-        let next: Option<Instant> = live.iter().filter_map(|&i| nodes[i].next_event()).min();
-        // At most 10 ms at a time, so a run that waits for the clock ends
-        // near its time (CTP's far timers, e.g. session expiry, would jump).
-        let t = next
-            .unwrap_or(now + Duration::from_millis(10))
-            .clamp(now, now + Duration::from_millis(10));
-        assert!(t < end, "not done within {limit:?} of virtual time");
-        clock.advance_to(if t > now {
-            t
-        } else {
-            now + Duration::from_micros(1)
-        });
-    }
-}
-
-/// `run` without a check after each step.
-pub(crate) fn until(
-    clock: &SimClock,
-    hosts: &[EdpAddr],
-    nodes: &mut [Node],
-    live: &[usize],
-    limit: Duration,
-    done: impl FnMut(&mut [Node]) -> bool,
-) {
-    run(clock, hosts, nodes, live, limit, |_| {}, done)
-}
 
 fn body(src: usize, i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|k| (src * 31 + i * 7 + k) as u8).collect()
-}
-
-pub(crate) fn received(n: &mut Node, from: usize) -> Vec<Vec<u8>> {
-    let mut got = Vec::new();
-    loop {
-        let id =
-            n.st.irecv(SourceSel::Rank(from), TagSel::Any, false)
-                .unwrap();
-        match n.st.take_complete(id) {
-            Some(r) => match r.finish().unwrap() {
-                Completion::Received(_, d) => got.push(d),
-                c => panic!("{c:?}"),
-            },
-            None => {
-                assert!(n.st.cancel_recv(id));
-                return got;
-            }
-        }
-    }
 }
 
 #[test]
@@ -120,7 +32,7 @@ fn grant_invariant_holds_under_load_with_through_and_rapid() {
         .with_loss(0.02)
         .with_reorder(0.1, Duration::from_micros(200))
         .with_delay(Duration::from_micros(20), Duration::from_micros(10));
-    let (clock, hosts, mut nodes) = cluster(N, cfg, f);
+    let (mut nodes, _) = cluster(N, cfg, f);
     let share = budget / (N as u64 - 1);
     for (s, n) in nodes.iter_mut().enumerate().skip(1) {
         for i in 0..PER {
@@ -151,8 +63,6 @@ fn grant_invariant_holds_under_load_with_through_and_rapid() {
     };
     let mut got = [0usize; N];
     run(
-        &clock,
-        &hosts,
         &mut nodes,
         &[0, 1, 2, 3, 4],
         Duration::from_secs(3600),
@@ -177,8 +87,6 @@ fn grant_invariant_holds_under_load_with_through_and_rapid() {
     // 2 back to normal: through raises 1's window above the default share.
     nodes[2].st.request_mode(0, Mode::Normal).unwrap();
     until(
-        &clock,
-        &hosts,
         &mut nodes,
         &[0, 1, 2, 3, 4],
         Duration::from_secs(60),
@@ -207,7 +115,8 @@ fn disconnect_fails_writes_and_reconnect_delivers_the_rest_exactly_once() {
         recv_budget_bytes: 8192,
         ..CommConfig::default()
     };
-    let (clock, hosts, mut nodes) = cluster(2, cfg, FaultConfig::seeded(3).with_loss(0.05));
+    let (mut nodes, _) = cluster(2, cfg, FaultConfig::seeded(3).with_loss(0.05));
+    let clock = nodes.clock.clone();
     for i in 0..MSGS {
         nodes[0].st.isend(1, 3, &[&body(0, i, LEN)], false).unwrap();
     }
@@ -222,17 +131,10 @@ fn disconnect_fails_writes_and_reconnect_delivers_the_rest_exactly_once() {
     // A second of virtual time: nothing new goes.
     let mut got = Vec::new();
     let t = clock.now() + Duration::from_secs(1);
-    until(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0, 1],
-        Duration::from_secs(10),
-        |nodes| {
-            got.extend(received(&mut nodes[1], 0));
-            clock.now() >= t
-        },
-    );
+    until(&mut nodes, &[0, 1], Duration::from_secs(10), |nodes| {
+        got.extend(received(&mut nodes[1], 0));
+        clock.now() >= t
+    });
     assert!(
         got.len() < MSGS / 2,
         "{} delivered while disconnected",
@@ -240,30 +142,16 @@ fn disconnect_fails_writes_and_reconnect_delivers_the_rest_exactly_once() {
     );
     assert_eq!(nodes[0].st.in_flight_bytes(1), 0);
     nodes[0].st.reconnect(1).unwrap();
-    until(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0, 1],
-        Duration::from_secs(600),
-        |nodes| {
-            got.extend(received(&mut nodes[1], 0));
-            got.len() >= MSGS && nodes[0].st.in_flight_bytes(1) == 0
-        },
-    );
+    until(&mut nodes, &[0, 1], Duration::from_secs(600), |nodes| {
+        got.extend(received(&mut nodes[1], 0));
+        got.len() >= MSGS && nodes[0].st.in_flight_bytes(1) == 0
+    });
     // A little longer: no duplicate follows.
     let t = clock.now() + Duration::from_secs(1);
-    until(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0, 1],
-        Duration::from_secs(10),
-        |nodes| {
-            got.extend(received(&mut nodes[1], 0));
-            clock.now() >= t
-        },
-    );
+    until(&mut nodes, &[0, 1], Duration::from_secs(10), |nodes| {
+        got.extend(received(&mut nodes[1], 0));
+        clock.now() >= t
+    });
     assert_eq!(got.len(), MSGS);
     for (i, d) in got.iter().enumerate() {
         assert_eq!(d, &body(0, i, LEN), "message #{i}");
@@ -280,38 +168,23 @@ fn a_silent_peer_is_implicitly_disconnected_and_recovers_when_it_answers() {
         failure_timeout: None,
         ..CommConfig::default()
     };
-    let (clock, hosts, mut nodes) = cluster(2, cfg, FaultConfig::default());
+    let (mut nodes, _) = cluster(2, cfg, FaultConfig::default());
     // Connect first.
     nodes[0].st.isend(1, 0, &[b"hello"], false).unwrap();
-    until(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0, 1],
-        Duration::from_secs(10),
-        |n| n[0].st.peer_state(1).unwrap() == PeerState::Connected,
-    );
+    until(&mut nodes, &[0, 1], Duration::from_secs(10), |n| {
+        n[0].st.peer_state(1).unwrap() == PeerState::Connected
+    });
     assert_eq!(received(&mut nodes[1], 0), vec![b"hello".to_vec()]);
     // Rank 1 goes silent (not stepped): CTP suspects it first (nothing
     // fails), then its "not confirmed" comes.
     nodes[0].st.isend(1, 0, &[b"while silent"], false).unwrap();
-    until(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0],
-        Duration::from_secs(10),
-        |n| n[0].st.unresponsive(1).unwrap().is_some(),
-    );
+    until(&mut nodes, &[0], Duration::from_secs(10), |n| {
+        n[0].st.unresponsive(1).unwrap().is_some()
+    });
     assert_eq!(nodes[0].st.peer_state(1).unwrap(), PeerState::Connected);
-    until(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0],
-        Duration::from_secs(600),
-        |n| n[0].st.peer_state(1).unwrap() == PeerState::ImplicitDisconnect,
-    );
+    until(&mut nodes, &[0], Duration::from_secs(600), |n| {
+        n[0].st.peer_state(1).unwrap() == PeerState::ImplicitDisconnect
+    });
     let e = nodes[0].st.isend(1, 0, &[b"refused"], false).unwrap_err();
     assert!(matches!(e, CommError::PeerFailed { rank: 1, .. }), "{e}");
     // Explicit wins over implicit until reconnect.
@@ -328,17 +201,10 @@ fn a_silent_peer_is_implicitly_disconnected_and_recovers_when_it_answers() {
     // Rank 1 answers again: CTP's resend is confirmed, the state recovers
     // by itself and the message kept is delivered once.
     let mut got = Vec::new();
-    until(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0, 1],
-        Duration::from_secs(600),
-        |n| {
-            got.extend(received(&mut n[1], 0));
-            n[0].st.peer_state(1).unwrap() == PeerState::Connected && !got.is_empty()
-        },
-    );
+    until(&mut nodes, &[0, 1], Duration::from_secs(600), |n| {
+        got.extend(received(&mut n[1], 0));
+        n[0].st.peer_state(1).unwrap() == PeerState::Connected && !got.is_empty()
+    });
     assert_eq!(got, vec![b"while silent".to_vec()]);
     assert_eq!(nodes[0].st.stats.implicit_recoveries, 1);
     nodes[0].st.isend(1, 0, &[b"after"], false).unwrap();
@@ -346,7 +212,7 @@ fn a_silent_peer_is_implicitly_disconnected_and_recovers_when_it_answers() {
 
 #[test]
 fn sequence_reset_renumbers_and_the_peer_follows() {
-    let (clock, hosts, mut nodes) = cluster(
+    let (mut nodes, _) = cluster(
         2,
         CommConfig::default(),
         FaultConfig::seeded(9).with_loss(0.05),
@@ -360,17 +226,10 @@ fn sequence_reset_renumbers_and_the_peer_follows() {
     }
     let e = nodes[0].st.reset_seq(1).unwrap_err();
     assert!(matches!(e, CommError::ResetBusy { rank: 1, .. }), "{e}");
-    until(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0, 1],
-        Duration::from_secs(600),
-        |n| {
-            got.extend(received(&mut n[1], 0));
-            got.len() == 3 && n[0].st.in_flight_bytes(1) == 0
-        },
-    );
+    until(&mut nodes, &[0, 1], Duration::from_secs(600), |n| {
+        got.extend(received(&mut n[1], 0));
+        got.len() == 3 && n[0].st.in_flight_bytes(1) == 0
+    });
     nodes[0].st.reset_seq(1).unwrap();
     for i in 3..6 {
         nodes[0]
@@ -378,17 +237,10 @@ fn sequence_reset_renumbers_and_the_peer_follows() {
             .isend(1, 0, &[&body(0, i, 2000)], false)
             .unwrap();
     }
-    until(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0, 1],
-        Duration::from_secs(600),
-        |n| {
-            got.extend(received(&mut n[1], 0));
-            got.len() >= 6 && n[0].st.in_flight_bytes(1) == 0
-        },
-    );
+    until(&mut nodes, &[0, 1], Duration::from_secs(600), |n| {
+        got.extend(received(&mut n[1], 0));
+        got.len() >= 6 && n[0].st.in_flight_bytes(1) == 0
+    });
     let want: Vec<Vec<u8>> = (0..6).map(|i| body(0, i, 2000)).collect();
     assert_eq!(got, want);
     assert_eq!(nodes[1].st.stats.refused_fragments, 0);

@@ -1,4 +1,4 @@
-//! Failure detection on the virtual clock (`link::sim`): a rank that
+//! Failure detection on the virtual clock (`testkit::sim`): a rank that
 //! stops is declared failed by every rank waiting on it within the bound,
 //! and the receives naming it fail; its restart (a new process at the same
 //! address) rejoins and exchanges messages exactly once, with nothing of
@@ -8,12 +8,11 @@
 
 use std::time::{Duration, Instant};
 
-use link::fault::FaultConfig;
+use testkit::sim::FaultConfig;
 
+use super::{cluster, received, run, until, Node};
 use crate::flow::PeerState;
 use crate::matching::{SourceSel, TagSel};
-use crate::sim_tests::Node;
-use crate::ulfc_sim_tests::{cluster, received, run, until};
 use crate::{CommConfig, CommError};
 
 /// The failure bound of these tests.
@@ -37,7 +36,8 @@ fn a_killed_rank_is_reported_within_the_bound_and_its_restart_rejoins() {
     const N: usize = 4;
     const DEAD: usize = 3;
     let f = FaultConfig::seeded(3).with_loss(0.01);
-    let (clock, hosts, mut nodes) = cluster(N, cfg(), f);
+    let (mut nodes, hosts) = cluster(N, cfg(), f);
+    let clock = nodes.clock.clone();
     let all: Vec<usize> = (0..N).collect();
     let survivors: Vec<usize> = (0..DEAD).collect();
     for (s, node) in nodes.iter_mut().enumerate() {
@@ -47,7 +47,7 @@ fn a_killed_rank_is_reported_within_the_bound_and_its_restart_rejoins() {
         }
     }
     let ten = Duration::from_secs(10);
-    until(&clock, &hosts, &mut nodes, &all, ten, |n| {
+    until(&mut nodes, &all, ten, |n| {
         n.iter().all(|x| x.st.snapshot().unexpected == N - 1)
     });
     for (r, node) in nodes.iter_mut().enumerate() {
@@ -74,8 +74,6 @@ fn a_killed_rank_is_reported_within_the_bound_and_its_restart_rejoins() {
         .unwrap();
     let mut seen: Vec<Option<Instant>> = vec![None; N];
     run(
-        &clock,
-        &hosts,
         &mut nodes,
         &survivors,
         ten,
@@ -113,7 +111,7 @@ fn a_killed_rank_is_reported_within_the_bound_and_its_restart_rejoins() {
     // A new process at rank 3's address: the survivors' probes reach it,
     // it announces its incarnation, and they take it back.
     nodes[DEAD].restart(DEAD, &hosts, cfg(), clock.now());
-    until(&clock, &hosts, &mut nodes, &all, T * 4, |n| {
+    until(&mut nodes, &all, T * 4, |n| {
         survivors
             .iter()
             .all(|&s| n[s].st.peer_state(DEAD).unwrap() != PeerState::Failed)
@@ -127,7 +125,7 @@ fn a_killed_rank_is_reported_within_the_bound_and_its_restart_rejoins() {
         let m = format!("back {s}");
         nodes[s].st.isend(DEAD, 2, &[m.as_bytes()], false).unwrap();
     }
-    until(&clock, &hosts, &mut nodes, &all, ten, |n| {
+    until(&mut nodes, &all, ten, |n| {
         n[DEAD].st.snapshot().unexpected == DEAD
             && survivors
                 .iter()
@@ -148,10 +146,10 @@ fn a_killed_rank_is_reported_within_the_bound_and_its_restart_rejoins() {
 
 #[test]
 fn a_stalled_process_declared_failed_is_expelled_when_it_comes_back() {
-    let (clock, hosts, mut nodes) = cluster(2, cfg(), FaultConfig::default());
+    let (mut nodes, _) = cluster(2, cfg(), FaultConfig::default());
     nodes[1].st.isend(0, 0, &[b"hello"], false).unwrap();
     let ten = Duration::from_secs(10);
-    until(&clock, &hosts, &mut nodes, &[0, 1], ten, |n| {
+    until(&mut nodes, &[0, 1], ten, |n| {
         n[0].st.snapshot().unexpected == 1
     });
     assert_eq!(received(&mut nodes[0], 1), vec![b"hello".to_vec()]);
@@ -160,7 +158,7 @@ fn a_stalled_process_declared_failed_is_expelled_when_it_comes_back() {
         .st
         .irecv(SourceSel::Rank(1), TagSel::Any, false)
         .unwrap();
-    until(&clock, &hosts, &mut nodes, &[0], ten, |n| {
+    until(&mut nodes, &[0], ten, |n| {
         n[0].st.peer_state(1).unwrap() == PeerState::Failed
     });
     assert!(matches!(
@@ -170,8 +168,6 @@ fn a_stalled_process_declared_failed_is_expelled_when_it_comes_back() {
     // It comes back, the same process, and sends.
     nodes[1].st.isend(0, 0, &[b"late"], false).unwrap();
     run(
-        &clock,
-        &hosts,
         &mut nodes,
         &[0, 1],
         ten,
@@ -199,7 +195,8 @@ fn no_failure_is_declared_while_the_peers_last_messages_are_held_back() {
         },
         ..cfg()
     };
-    let (clock, hosts, mut nodes) = cluster(2, cfg.clone(), FaultConfig::default());
+    let (mut nodes, _) = cluster(2, cfg.clone(), FaultConfig::default());
+    let clock = nodes.clock.clone();
     // Rank 0 waits on rank 1 through a receive of another tag.
     let waiting = nodes[0]
         .st
@@ -209,15 +206,13 @@ fn no_failure_is_declared_while_the_peers_last_messages_are_held_back() {
         nodes[1].st.isend(0, 1, &[&[i]], false).unwrap();
     }
     let ten = Duration::from_secs(10);
-    until(&clock, &hosts, &mut nodes, &[0, 1], ten, |n| {
+    until(&mut nodes, &[0, 1], ten, |n| {
         n[0].st.holding() && !n[1].st.has_work_for_ctp()
     });
     // Rank 1 exits having sent everything; rank 0 holds its messages back
     // (one unexpected, one held, one still in CTP) for five bounds.
     let end = clock.now() + T * 5;
-    until(&clock, &hosts, &mut nodes, &[0], ten, |_| {
-        clock.now() >= end
-    });
+    until(&mut nodes, &[0], ten, |_| clock.now() >= end);
     assert_ne!(nodes[0].st.peer_state(1).unwrap(), PeerState::Failed);
     // The application takes them, all three in order, though rank 1 may
     // be implicitly disconnected by now (CTP's "not confirmed" for our
@@ -229,7 +224,7 @@ fn no_failure_is_declared_while_the_peers_last_messages_are_held_back() {
             .irecv(SourceSel::Rank(1), TagSel::Tag(1), false)
             .unwrap();
         let soon = clock.now() + Duration::from_millis(5);
-        until(&clock, &hosts, &mut nodes, &[0], ten, |n| {
+        until(&mut nodes, &[0], ten, |n| {
             clock.now() >= soon || n[0].st.is_complete(id).unwrap()
         });
         match nodes[0].st.take_complete(id).map(|r| r.finish()) {
@@ -239,7 +234,7 @@ fn no_failure_is_declared_while_the_peers_last_messages_are_held_back() {
     }
     assert_eq!(got, vec![vec![0], vec![1], vec![2]]);
     // Then the silence counts: rank 1 is declared failed.
-    until(&clock, &hosts, &mut nodes, &[0], ten, |n| {
+    until(&mut nodes, &[0], ten, |n| {
         n[0].st.peer_state(1).unwrap() == PeerState::Failed
     });
     assert!(matches!(
@@ -254,10 +249,11 @@ fn a_stalled_rank_is_suspected_at_once_and_failed_only_at_the_failure_timeout() 
     let cfg = CommConfig::default();
     let (s, t) = (cfg.suspect_timeout.unwrap(), cfg.failure_timeout.unwrap());
     let check = s / 32 + Duration::from_millis(20);
-    let (clock, hosts, mut nodes) = cluster(2, cfg, FaultConfig::default());
+    let (mut nodes, _) = cluster(2, cfg, FaultConfig::default());
+    let clock = nodes.clock.clone();
     nodes[1].st.isend(0, 0, &[b"hello"], false).unwrap();
     let ten = Duration::from_secs(10);
-    until(&clock, &hosts, &mut nodes, &[0, 1], ten, |n| {
+    until(&mut nodes, &[0, 1], ten, |n| {
         n[0].st.snapshot().unexpected == 1
     });
     assert_eq!(received(&mut nodes[0], 1), vec![b"hello".to_vec()]);
@@ -269,7 +265,7 @@ fn a_stalled_rank_is_suspected_at_once_and_failed_only_at_the_failure_timeout() 
         .unwrap();
     nodes[0].st.isend(1, 0, &[b"during"], false).unwrap();
     let stall = clock.now();
-    until(&clock, &hosts, &mut nodes, &[0], ten, |n| {
+    until(&mut nodes, &[0], ten, |n| {
         n[0].st.unresponsive(1).unwrap().is_some()
     });
     let suspected = clock.now() - stall;
@@ -278,14 +274,9 @@ fn a_stalled_rank_is_suspected_at_once_and_failed_only_at_the_failure_timeout() 
         "suspected {suspected:?} after the stall (bound {s:?})"
     );
     let end = stall + Duration::from_secs(20);
-    until(
-        &clock,
-        &hosts,
-        &mut nodes,
-        &[0],
-        Duration::from_secs(30),
-        |_| clock.now() >= end,
-    );
+    until(&mut nodes, &[0], Duration::from_secs(30), |_| {
+        clock.now() >= end
+    });
     let silence = nodes[0]
         .st
         .unresponsive(1)
@@ -306,7 +297,7 @@ fn a_stalled_rank_is_suspected_at_once_and_failed_only_at_the_failure_timeout() 
     // It comes back: the suspicion ends, everything arrives once.
     nodes[1].st.isend(0, 0, &[b"back"], false).unwrap();
     let mut got = Vec::new();
-    until(&clock, &hosts, &mut nodes, &[0, 1], ten, |n| {
+    until(&mut nodes, &[0, 1], ten, |n| {
         got.extend(received(&mut n[1], 0));
         n[0].st.is_complete(waiting).unwrap() && got.len() == 2
     });
@@ -331,8 +322,6 @@ fn a_stalled_rank_is_suspected_at_once_and_failed_only_at_the_failure_timeout() 
     let stall = clock.now();
     let mut suspected = None;
     run(
-        &clock,
-        &hosts,
         &mut nodes,
         &[0],
         t * 2,
