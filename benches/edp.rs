@@ -247,8 +247,8 @@ fn rtt_percentiles() {
 const RX_BURST: usize = 256;
 
 fn link_rx(c: &mut Criterion) {
-    use link::packet::{PacketConfig, PacketLink};
     use link::Link;
+    use link::{PacketConfig, PacketLink};
     use netcore::bpf::FrameFilter;
     use std::time::Instant;
 

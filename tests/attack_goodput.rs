@@ -43,8 +43,8 @@ use edp::MacAddr;
 use esp::wire::{emit_esp_frame, EspRepr, Flags, Seq};
 use esp::{EspListener, EspStream, Stats};
 use link::eth::EthernetRepr;
-use link::packet::{PacketConfig, PacketLink};
 use link::Link;
+use link::{PacketConfig, PacketLink};
 use runtime::ETHERTYPE_ESP;
 use testkit::{setup, Host};
 

@@ -14,9 +14,9 @@ use edp::wire::{emit_edp_frame, EDP_HEADER_LEN};
 use edp::{EdpConfig, EdpSocket, MacAddr, ETHERTYPE_EDP};
 use link::eth::EthernetRepr;
 use link::fault::FaultConfig;
-use link::packet::{FilterSpec, PacketConfig, PacketLink};
 use link::Link;
 use link::ETH_HEADER_LEN;
+use link::{FilterSpec, PacketConfig, PacketLink};
 use runtime::{LinkConfig, Progress, RuntimeConfig, WaitPolicy};
 
 use testkit::{setup, wait_until, Host, TestHost};
@@ -657,7 +657,7 @@ fn without_cap_net_raw_the_error_names_setcap() {
     }
     // Capabilities are per thread: drop them on a scratch thread only.
     std::thread::spawn(|| {
-        link::privilege::drop_capabilities().unwrap();
+        link::drop_capabilities().unwrap();
         let e = PacketLink::new("lo", ETHERTYPE_EDP).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
         let s = e.to_string();

@@ -10,8 +10,8 @@ use std::io;
 use std::time::Duration;
 
 use edp::{MacAddr, ETHERTYPE_EDP};
-use link::packet::{PacketConfig, PacketLink, ETH_P_ALL};
 use link::Link;
+use link::{PacketConfig, PacketLink, ETH_P_ALL};
 use netcore::bpf::FrameFilter;
 use runtime::ETHERTYPE_ESP;
 

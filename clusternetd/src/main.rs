@@ -67,7 +67,7 @@ fn main() -> ExitCode {
             }
         }
     }
-    if let Err(e) = link::privilege::drop_capabilities() {
+    if let Err(e) = link::drop_capabilities() {
         tracing::warn!(error = %e, "could not drop capabilities");
     }
     let (stop_tx, stop_rx) = mpsc::channel();

@@ -14,7 +14,7 @@ use common::{all_to_all, run, LIMIT, PER_TAG};
 use ctp::{CtpConfig, CtpSocket, EdpAddr, EdpTransport};
 use edp::MacAddr;
 use link::fault::{FaultConfig, FaultLink};
-use link::udp::{UdpConfig, UdpLink};
+use link::{UdpConfig, UdpLink};
 use runtime::Runtime;
 
 const PORT: u16 = 4100;

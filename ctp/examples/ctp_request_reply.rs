@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use ctp::{CtpConfig, CtpSocket, Delivery, Options};
 use edp::MacAddr;
-use link::udp::{UdpConfig, UdpLink};
+use link::{UdpConfig, UdpLink};
 use runtime::Runtime;
 
 const REQUEST: u16 = 1;

@@ -444,7 +444,7 @@ fn handlers_run_without_capabilities_after_the_program_drops_them() {
         }
     };
     deliver(1);
-    link::privilege::drop_capabilities().unwrap();
+    link::drop_capabilities().unwrap();
     assert_eq!(thread_caps(), (0, 0));
     deliver(2);
     let seen = seen.lock().unwrap().clone();

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use edp::{EdpSocket, MacAddr};
-use link::udp::{UdpConfig, UdpLink};
+use link::{UdpConfig, UdpLink};
 
 const SERVER_PORT: u16 = 7;
 const CLIENT_PORT: u16 = 40000;

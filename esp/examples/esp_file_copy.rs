@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use edp::MacAddr;
 use esp::{EspConfig, EspStream};
-use link::udp::{UdpConfig, UdpLink};
+use link::{UdpConfig, UdpLink};
 
 const PORT: u16 = 80;
 const PATIENCE: Option<Duration> = Some(Duration::from_secs(10));

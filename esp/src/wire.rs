@@ -29,9 +29,9 @@
 
 use std::fmt;
 
-use link::checksum::{fold, ones_complement_sum};
 use link::eth::{emit_frame, EthernetRepr, Frame, HeaderRepr};
 pub use link::MacAddr;
+use link::{fold, ones_complement_sum};
 pub use netcore::frame::WireError;
 use netcore::frame::{check_len, get_u16, get_u32, set_u16, set_u32};
 pub use runtime::ETHERTYPE_ESP;

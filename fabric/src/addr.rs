@@ -6,14 +6,14 @@
 //!   port (2 bytes, network order), exactly what an EDP frame carries.
 //! - Over the UDP link (`FI_SOCKADDR_IN`, 16 bytes): the endpoint's UDP
 //!   link address as a `struct sockaddr_in` (ip(7)). Its frames use the MAC
-//!   `link::udp::derived_mac` derives from that address and EDP port
+//!   `link::derived_mac` derives from that address and EDP port
 //!   [`UDP_LINK_PORT`] (each endpoint has its own UDP link).
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use edp::MacAddr;
-use link::udp::derived_mac;
+use link::derived_mac;
 
 use crate::error::{FiError, FiResult};
 use crate::fi;

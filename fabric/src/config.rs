@@ -59,7 +59,7 @@ pub const PARAMS: [Param; 5] = [
 pub enum LinkKind {
     /// Raw Ethernet through the process's packet socket (CAP_NET_RAW).
     Packet,
-    /// Ethernet frames inside UDP datagrams (`link::udp::UdpLink`).
+    /// Ethernet frames inside UDP datagrams (`link::UdpLink`).
     Udp,
 }
 

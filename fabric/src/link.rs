@@ -19,9 +19,9 @@ use std::time::Instant;
 use ctp::{CtpConfig, CtpSocket, EdpTransport};
 use edp::socket::Binding;
 use edp::{EdpConfig, EdpSocket, MacAddr};
-use link::udp::{derived_mac, UdpConfig, UdpLink};
 use link::KernelStats;
 use link::Link;
+use link::{derived_mac, UdpConfig, UdpLink};
 use runtime::auth::{AuthKey, AuthSetting};
 use runtime::{LinkConfig, Runtime, RuntimeConfig};
 

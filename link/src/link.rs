@@ -217,7 +217,7 @@ pub trait Link: Send {
 
     /// Does the link's own time-driven work due at `now` (a fault-injecting
     /// wrapper releases the frames it held back; a packet link checks its
-    /// interface, [`health`](crate::health)). The runtime calls it once
+    /// interface, `health`). The runtime calls it once
     /// [`Link::poll_at`] has passed, whether or not it sends or receives.
     ///
     /// Errors: those of sending the released frames.
@@ -229,13 +229,13 @@ pub trait Link: Send {
     /// The link's descriptor reported an error condition at `now`
     /// (`POLLERR` from poll(2)): for a packet socket, a pending `ENETDOWN`
     /// after its interface went down or away. The link reads (and so
-    /// clears) the error and checks its interface ([`health`](crate::health)). Links
+    /// clears) the error and checks its interface (`health`). Links
     /// without outages ignore it.
     fn on_error_event(&mut self, now: Instant) {
         let _ = now;
     }
 
-    /// Counters of the link's outages ([`health`](crate::health)); zero for links that
+    /// Counters of the link's outages (`health`); zero for links that
     /// have none to report.
     fn outage_stats(&self) -> OutageStats {
         OutageStats::default()
@@ -276,7 +276,7 @@ pub trait Link: Send {
 
     /// The earliest instant at which the link itself has work (a delayed
     /// frame in a fault-injecting wrapper to release, a packet link's next
-    /// interface check, [`health`](crate::health)), so a poller can wake for it. `None`
+    /// interface check, `health`), so a poller can wake for it. `None`
     /// when nothing is pending.
     fn poll_at(&self) -> Option<Instant> {
         None

@@ -57,7 +57,8 @@ pub fn drop_capabilities() -> io::Result<()> {
 }
 
 /// True when the calling thread has `cap` in its effective set.
-pub fn has_capability(cap: Capability) -> bool {
+#[cfg(test)]
+fn has_capability(cap: Capability) -> bool {
     caps::has_cap(None, CapSet::Effective, cap).unwrap_or(false)
 }
 

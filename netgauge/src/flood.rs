@@ -21,8 +21,8 @@ use clap::Parser;
 use edp::MacAddr;
 use esp::wire::{emit_esp_frame, EspRepr, Flags, Seq, ETHERTYPE_ESP};
 use link::eth::EthernetRepr;
-use link::packet::{PacketConfig, PacketLink};
 use link::Link;
+use link::{PacketConfig, PacketLink};
 use rand::Rng;
 
 /// An ethertype no socket of the stack receives (the floor's frames).

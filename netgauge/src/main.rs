@@ -62,7 +62,7 @@ mod privilege {
         if left > 0 {
             return;
         }
-        if let Err(e) = link::privilege::drop_capabilities() {
+        if let Err(e) = link::drop_capabilities() {
             tracing::debug!("could not drop capabilities: {e}");
         }
     }

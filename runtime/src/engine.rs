@@ -28,7 +28,7 @@ use crate::slot::SlotId;
 use crate::socket::{ChildEvent, Cx, DirectRead, Ready, RxFrame, Socket, Spawn, Traits};
 use crate::stats::EngineStats;
 use crate::tx::{self, Lost, TxQueue};
-use link::health::is_outage;
+use link::is_outage;
 
 /// Frames read per receive call.
 pub const RX_BATCH: usize = 64;

@@ -11,8 +11,8 @@ use std::time::Instant;
 use crate::ports::{self, PortLease};
 use link::eth::MacAddr;
 use link::fault::FaultLink;
-use link::packet::{PacketConfig, PacketLink};
 use link::Link;
+use link::{PacketConfig, PacketLink};
 
 use crate::config::{Progress, RuntimeConfig};
 use crate::demux::DemuxKey;
@@ -154,7 +154,7 @@ impl Runtime {
     pub fn open(iface: &str, config: RuntimeConfig) -> io::Result<Runtime> {
         let lc = &config.link;
         let pc = PacketConfig {
-            ethertype: link::packet::ETH_P_ALL,
+            ethertype: link::ETH_P_ALL,
             rcvbuf: lc.socket_buffer,
             sndbuf: lc.socket_buffer,
             rx_ring: lc.rx_ring,

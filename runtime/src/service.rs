@@ -53,7 +53,7 @@ pub(crate) fn spawn<E: Engine>(driver: &Arc<Driver<E>>, name: String) -> io::Res
     let span = tracing::debug_span!("runtime-service", name = %name);
     std::thread::Builder::new().name(name).spawn(move || {
         let _enter = span.enter();
-        if let Err(e) = link::privilege::drop_capabilities() {
+        if let Err(e) = link::drop_capabilities() {
             tracing::debug!(error = %e, "service thread: could not drop capabilities");
         }
         if let Err(e) = nix::sys::prctl::set_timerslack(TIMER_SLACK_NS as _) {

@@ -6,7 +6,7 @@
 use std::io::{self, IoSlice};
 
 use crate::slot::{GatherRef, SlotId};
-use link::health::is_outage;
+use link::is_outage;
 
 /// Frames per batch: one sendmmsg(2) call (`UIO_MAXIOV` allows 1024; 64
 /// keeps the batch arrays in cache and bounds a single caller's latency).
@@ -147,7 +147,7 @@ pub(crate) fn is_transient(e: &io::Error) -> bool {
 pub(crate) enum Lost {
     /// A transient error ([`is_transient`]): this frame only.
     Transient,
-    /// A link outage (`link::health::is_outage`): this frame and
+    /// A link outage (`link::is_outage`): this frame and
     /// every later one of the batch.
     Outage,
 }

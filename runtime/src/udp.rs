@@ -30,7 +30,7 @@ use link::sys::mmsg::{Mmsg, MsgFlags, RecvMeta};
 /// `wmem_max`).
 pub const UDP_SOCKET_BUFFER: usize = 4 << 20;
 
-pub use link::udp::MAX_UDP_PAYLOAD;
+pub use link::MAX_UDP_PAYLOAD;
 
 /// Datagrams per recvmmsg(2) / sendmmsg(2).
 pub const BATCH: usize = 64;

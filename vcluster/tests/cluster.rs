@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use edp::MacAddr;
-use link::packet::PacketLink;
 use link::Link;
+use link::PacketLink;
 use link::ETH_HEADER_LEN;
 use testkit::pattern::{check, pattern};
 use testkit::vcluster::{Cluster, Process, Signal, Topology};

@@ -102,10 +102,10 @@ impl From<u16> for Binding {
 /// An EDP datagram socket. See the module documentation.
 ///
 /// On an interface: `EdpSocket::bind("eth0", port)` (needs CAP_NET_RAW).
-/// Unprivileged, over a [`UdpLink`](link::udp::UdpLink) on loopback:
+/// Unprivileged, over a [`UdpLink`](link::UdpLink) on loopback:
 ///
 /// ```
-/// use edp::link::udp::{UdpConfig, UdpLink};
+/// use link::{UdpConfig, UdpLink};
 /// use edp::{EdpSocket, MacAddr};
 ///
 /// let (ma, mb) = (MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2]));

@@ -34,7 +34,7 @@ struct Opts {
 /// ```
 /// use std::io::{Read, Write};
 /// use std::time::Duration;
-/// use link::udp::{UdpConfig, UdpLink};
+/// use link::{UdpConfig, UdpLink};
 /// use edp::MacAddr;
 /// use esp::{EspConfig, EspStream};
 ///

@@ -37,7 +37,7 @@
 //!
 //! Interface facts (index, MAC, MTU) come from [`crate::iface::lookup`].
 //!
-//! Outages ([`super::health`]): a send or receive that fails with an
+//! Outages (`health`): a send or receive that fails with an
 //! outage error (`ENETDOWN`, `ENXIO`, ...) or a pending socket error makes
 //! the link check its interface (index, flags, MTU, asked on the socket
 //! itself, so in its network namespace) from [`Link::on_timeout`]: at
@@ -72,8 +72,6 @@ use crate::sys::{annotate, ifreq, packet, sockopt};
 
 /// Default socket receive and send buffer size in bytes (4 MiB).
 pub const DEFAULT_SOCKET_BUFFER: usize = 4 << 20;
-/// Default size of the TPACKET_V2 receive ring in bytes (4 MiB).
-pub const DEFAULT_RX_RING_BYTES: usize = 4 << 20;
 /// Frames per `sendmmsg` / `recvmmsg` call; larger batches are split.
 pub const MAX_BATCH: usize = 64;
 /// Most iovecs in one sendmmsg(2) call of `send_batch_vectored`: four pieces
@@ -497,7 +495,7 @@ impl PacketLink {
         s
     }
 
-    /// Checks the interface at `now` ([`super::health`]): reads the
+    /// Checks the interface at `now` (`health`): reads the
     /// socket's pending error (clearing it, and with it poll(2)'s
     /// `POLLERR`); unless the link is quiet (no evidence, not down), asks
     /// the kernel for the interface's index, flags and MTU, binds the
@@ -857,7 +855,7 @@ impl Link for PacketLink {
         self.ring.as_ref().map(RxRing::ready)
     }
 
-    /// Checks the interface when a check is due ([`super::health`]).
+    /// Checks the interface when a check is due (`health`).
     fn on_timeout(&mut self, now: Instant) -> io::Result<()> {
         if self.health.due(now) {
             self.check(now);
@@ -865,7 +863,7 @@ impl Link for PacketLink {
         Ok(())
     }
 
-    /// The next interface check ([`super::health`]).
+    /// The next interface check (`health`).
     fn poll_at(&self) -> Option<Instant> {
         Some(self.health.poll_at())
     }

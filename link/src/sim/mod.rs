@@ -19,9 +19,9 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use edp::link::fault::FaultConfig;
-//! use edp::link::sim::{next_event, SimClock, SimLink};
-//! use edp::Link;
+//! use link::fault::FaultConfig;
+//! use link::sim::{next_event, SimClock, SimLink};
+//! use link::Link;
 //!
 //! let clock = SimClock::new();
 //! let lossy = FaultConfig::seeded(7)

@@ -9,7 +9,7 @@
 //! - `packet`: AF_PACKET socket, bind, group membership, `PACKET_STATISTICS`;
 //! - `ring`: the TPACKET_V2 receive ring (mmap, slot status atomics);
 //! - `ifreq`: the `SIOCGIF*` ioctls of [`crate::iface`];
-//! - `checksum`: the AVX2 word sum behind [`crate::checksum`];
+//! - `checksum`: the AVX2 word sum behind [`crate::ones_complement_sum`];
 //!
 //! For eventfd, timerfd, ppoll, uname and getrusage use `nix` directly:
 //! `nix::sys::eventfd::EventFd`, `nix::sys::timerfd::TimerFd`,

@@ -319,7 +319,7 @@ pub struct Args {
     /// in UDP datagrams, `link::UdpLink`: no privilege, crosses
     /// routers). With udp, -R is the server's UDP address HOST\[:PORT\] (port
     /// default -P) and each end's MAC is derived from its UDP address
-    /// (`link::udp::derived_mac`).
+    /// (`link::derived_mac`).
     #[arg(long = "link", value_enum, default_value = "packet")]
     pub link: LinkKind,
 

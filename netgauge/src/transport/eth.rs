@@ -36,9 +36,9 @@ use std::time::{Duration, Instant};
 
 use ::edp::MacAddr;
 use ::link::fault::FaultLink;
-use ::link::packet::{PacketConfig, PacketLink, MAX_BATCH};
 use ::link::Link;
 use ::link::ETH_HEADER_LEN;
+use ::link::{PacketConfig, PacketLink, MAX_BATCH};
 use ::runtime::{WaitPolicy, YieldPacer};
 use nix::poll::{ppoll, PollFd, PollFlags};
 use nix::sys::time::TimeSpec;

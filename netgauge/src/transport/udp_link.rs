@@ -21,8 +21,8 @@ use std::sync::Mutex;
 
 use ::edp::MacAddr;
 use ::link::fault::FaultLink;
-use ::link::udp::{derived_mac, UdpConfig, UdpLink};
 use ::link::Link;
+use ::link::{derived_mac, UdpConfig, UdpLink};
 use ::runtime::{Runtime, RuntimeConfig};
 
 /// Where the UDP link of a session binds and whom it talks to.
