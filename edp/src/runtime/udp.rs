@@ -12,7 +12,7 @@
 //! or multicast membership and its options) is the `configure` step of
 //! [`bind_socket`].
 
-use std::io::{self, IoSlice};
+use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -122,7 +122,10 @@ pub fn bind_socket(
 pub struct UdpEngine<C: DatagramCore> {
     sock: UdpSocket,
     core: C,
-    mmsg: Mmsg,
+    /// Receives only: its headers, set up once, serve turn after turn
+    /// (see [`Mmsg::recv_slots`]); a send through it would reset them.
+    rx_mmsg: Mmsg,
+    tx_mmsg: Mmsg,
     /// Largest datagram, bytes.
     room: usize,
     /// Bytes per datagram slot in `rx` and `tx` (`room` rounded up to 64).
@@ -169,7 +172,8 @@ impl<C: DatagramCore> UdpEngine<C> {
         let engine = Self {
             sock,
             core,
-            mmsg: Mmsg::new(BATCH, BATCH),
+            rx_mmsg: Mmsg::new(BATCH, BATCH),
+            tx_mmsg: Mmsg::new(BATCH, BATCH),
             room,
             stride,
             rx: vec![0; stride * BATCH],
@@ -237,15 +241,11 @@ impl<C: DatagramCore> UdpEngine<C> {
                 }
             }
             let (from, to) = (self.tx_sent, self.tx_len.len());
-            let (tx, stride, lens) = (&self.tx, self.stride, &self.tx_len);
-            let pieces: [[IoSlice<'_>; 1]; BATCH] = std::array::from_fn(|i| {
-                let i = (from + i).min(to - 1);
-                [IoSlice::new(&tx[i * stride..][..lens[i]])]
-            });
-            let msgs: [&[IoSlice<'_>]; BATCH] = std::array::from_fn(|i| &pieces[i][..]);
-            let r = self.mmsg.send(
+            let r = self.tx_mmsg.send_slots(
                 self.sock.as_fd(),
-                &msgs[..to - from],
+                &self.tx[from * self.stride..],
+                self.stride,
+                &self.tx_len[from..to],
                 &self.tx_dst[from..to],
                 MsgFlags::MSG_DONTWAIT,
             );
@@ -287,7 +287,7 @@ impl<C: DatagramCore> UdpEngine<C> {
     }
 
     fn receive(&mut self, now: Instant) -> usize {
-        let r = self.mmsg.recv_slots(
+        let r = self.rx_mmsg.recv_slots(
             self.sock.as_fd(),
             &mut self.rx[..],
             self.stride,
