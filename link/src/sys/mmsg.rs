@@ -5,7 +5,10 @@
 //!
 //! An [`Mmsg`] owns the `mmsghdr`, `iovec` and `sockaddr_storage` arrays a
 //! batch needs, allocated once, so a call writes only the fields it uses
-//! instead of zeroing kilobytes of headers.
+//! instead of zeroing kilobytes of headers. [`Mmsg::recv_slots`] into the
+//! same storage as its previous call (a busy-polled socket, turn after
+//! turn) keeps the headers and iovecs it set up then, and resets only the
+//! headers the kernel wrote.
 
 use std::io::{self, IoSlice};
 use std::mem::size_of;
@@ -32,12 +35,22 @@ pub struct Mmsg {
     hdrs: Vec<libc::mmsghdr>,
     iov: Vec<libc::iovec>,
     names: Vec<libc::sockaddr_storage>,
+    /// What `hdrs[..rx_n]` and `iov[..rx_n]` are set up for by the last
+    /// [`Mmsg::recv_slots`]: (storage address, storage length, slot,
+    /// `meta.len()`); `None` after any other call changed them.
+    rx_armed: Option<(usize, usize, usize, usize)>,
+    rx_n: usize,
+    /// Headers of that setup the kernel may have written since (their
+    /// address length, flags and control length are reset before reuse);
+    /// at most `rx_n`.
+    rx_dirty: usize,
 }
 
 // SAFETY: the raw pointers inside the arrays are written right before a
 // system call and only dereferenced (by the kernel) during it; between
-// calls they are stale values that nothing reads, so moving the arrays to
-// another thread is sound.
+// calls they are stale values that nothing reads (`recv_slots` reuses its
+// iovecs only for a call lending the same storage again), so moving the
+// arrays to another thread is sound.
 unsafe impl Send for Mmsg {}
 
 impl std::fmt::Debug for Mmsg {
@@ -151,6 +164,9 @@ impl Mmsg {
                 max_iov.max(max_msgs)
             ],
             names: vec![zeroed_storage(); max_msgs],
+            rx_armed: None,
+            rx_n: 0,
+            rx_dirty: 0,
         }
     }
 
@@ -188,6 +204,7 @@ impl Mmsg {
                 ),
             ));
         }
+        self.rx_armed = None;
         let mut total = 0;
         while total < msgs.len() {
             let mut n = 0;
@@ -263,6 +280,88 @@ impl Mmsg {
         Ok(total)
     }
 
+    /// Sends datagrams stored in slots of `slot` bytes, as
+    /// [`Mmsg::send`] does: datagram `i` is `storage[i * slot..][..lens[i]]`
+    /// (one iovec each, no pieces to gather or skip), to `dsts[i]` (`dsts`
+    /// empty for a connected socket). Same return and errors as
+    /// [`Mmsg::send`] (`InvalidInput` for `dsts` neither empty nor as long
+    /// as `lens`).
+    ///
+    /// Panics when a datagram lies beyond `storage`.
+    pub fn send_slots(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        storage: &[u8],
+        slot: usize,
+        lens: &[usize],
+        dsts: &[SocketAddr],
+        flags: MsgFlags,
+    ) -> io::Result<usize> {
+        if !dsts.is_empty() && dsts.len() != lens.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "sendmmsg: {} destinations for {} datagrams",
+                    dsts.len(),
+                    lens.len()
+                ),
+            ));
+        }
+        self.rx_armed = None;
+        let mut total = 0;
+        while total < lens.len() {
+            let n = (lens.len() - total).min(self.hdrs.len());
+            for i in 0..n {
+                let k = total + i;
+                let d = &storage[k * slot..][..lens[k]];
+                self.iov[i] = libc::iovec {
+                    iov_base: d.as_ptr() as *mut libc::c_void,
+                    iov_len: d.len(),
+                };
+                let (name, namelen) = match dsts.get(k) {
+                    Some(a) => {
+                        let len = to_storage(a, &mut self.names[i]);
+                        (
+                            (&mut self.names[i] as *mut libc::sockaddr_storage).cast(),
+                            len,
+                        )
+                    }
+                    None => (ptr::null_mut(), 0),
+                };
+                let h = &mut self.hdrs[i].msg_hdr;
+                h.msg_name = name;
+                h.msg_namelen = namelen;
+                // SAFETY: i < n <= hdrs.len() <= iov.len(): inside the array.
+                h.msg_iov = unsafe { self.iov.as_mut_ptr().add(i) };
+                h.msg_iovlen = 1;
+                h.msg_control = ptr::null_mut();
+                h.msg_controllen = 0;
+                h.msg_flags = 0;
+            }
+            // SAFETY: hdrs[..n] point at live iovecs over `storage` (only
+            // read by the kernel) and at live addresses.
+            let r = unsafe {
+                libc::sendmmsg(
+                    fd.as_raw_fd(),
+                    self.hdrs.as_mut_ptr(),
+                    n as libc::c_uint,
+                    flags.bits(),
+                )
+            };
+            if r < 0 {
+                if total == 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                break;
+            }
+            total += r as usize;
+            if (r as usize) < n {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
     /// One recvmmsg(2) into `bufs`: datagram `i` goes into `bufs[i]` and
     /// its length, truncation and source into `meta[i]`. Receives at most
     /// `min(bufs.len(), meta.len(), max_msgs)` datagrams; returns how many.
@@ -283,12 +382,18 @@ impl Mmsg {
                 iov_len: b.len(),
             };
         }
+        self.rx_armed = None;
+        self.arm_recv(n);
         self.recv_prepared(fd, n, meta, flags)
     }
 
     /// One recvmmsg(2) into `storage` cut into slots of `slot` bytes:
     /// datagram `i` goes to `storage[i * slot..][..slot]`. Receives at most
-    /// `min(storage.len() / slot, meta.len(), max_msgs)` datagrams.
+    /// `min(storage.len() / slot, meta.len(), max_msgs)` datagrams. A call
+    /// with the same storage, slot and `meta` length as the previous call
+    /// on these arrays reuses that call's headers and iovecs: it resets
+    /// only the headers the kernel filled (none after an empty poll)
+    /// instead of setting up all of them.
     ///
     /// Errors: as [`Mmsg::recv`]; `InvalidInput` for `slot == 0`.
     pub fn recv_slots(
@@ -299,34 +404,43 @@ impl Mmsg {
         meta: &mut [RecvMeta],
         flags: MsgFlags,
     ) -> io::Result<usize> {
-        if slot == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "recvmmsg: slot of 0 bytes",
-            ));
-        }
-        let n = (storage.len() / slot).min(meta.len()).min(self.hdrs.len());
-        for (i, chunk) in storage.chunks_exact_mut(slot).take(n).enumerate() {
-            self.iov[i] = libc::iovec {
-                iov_base: chunk.as_mut_ptr().cast(),
-                iov_len: slot,
-            };
-        }
+        let key = (storage.as_ptr() as usize, storage.len(), slot, meta.len());
+        let n = if self.rx_armed == Some(key) {
+            // The iovecs already point at these slots (the same memory,
+            // lent again for this call) and the headers at them; the
+            // kernel wrote only the headers of the datagrams it returned.
+            for m in &mut self.hdrs[..self.rx_dirty] {
+                let h = &mut m.msg_hdr;
+                h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                h.msg_controllen = 0;
+                h.msg_flags = 0;
+            }
+            self.rx_n
+        } else {
+            if slot == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "recvmmsg: slot of 0 bytes",
+                ));
+            }
+            let n = (storage.len() / slot).min(meta.len()).min(self.hdrs.len());
+            for (i, chunk) in storage.chunks_exact_mut(slot).take(n).enumerate() {
+                self.iov[i] = libc::iovec {
+                    iov_base: chunk.as_mut_ptr().cast(),
+                    iov_len: slot,
+                };
+            }
+            self.arm_recv(n);
+            self.rx_armed = Some(key);
+            self.rx_n = n;
+            n
+        };
         self.recv_prepared(fd, n, meta, flags)
     }
 
-    /// recvmmsg(2) of `n` datagrams into `iov[..n]` (set by the caller
-    /// from buffers borrowed mutably for the duration of the call).
-    fn recv_prepared(
-        &mut self,
-        fd: BorrowedFd<'_>,
-        n: usize,
-        meta: &mut [RecvMeta],
-        flags: MsgFlags,
-    ) -> io::Result<usize> {
-        if n == 0 {
-            return Ok(0);
-        }
+    /// Points `hdrs[..n]` at `iov[..n]` (one iovec each) and at the address
+    /// storage, for a receive.
+    fn arm_recv(&mut self, n: usize) {
         let iov = self.iov.as_mut_ptr();
         for i in 0..n {
             let h = &mut self.hdrs[i].msg_hdr;
@@ -338,6 +452,22 @@ impl Mmsg {
             h.msg_control = ptr::null_mut();
             h.msg_controllen = 0;
             h.msg_flags = 0;
+        }
+        self.rx_dirty = 0;
+    }
+
+    /// recvmmsg(2) of `n` datagrams into `iov[..n]` (set by the caller
+    /// from buffers borrowed mutably for the duration of the call), with
+    /// `hdrs[..n]` armed ([`Mmsg::arm_recv`]).
+    fn recv_prepared(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        n: usize,
+        meta: &mut [RecvMeta],
+        flags: MsgFlags,
+    ) -> io::Result<usize> {
+        if n == 0 {
+            return Ok(0);
         }
         // SAFETY: hdrs[..n] point at live iovecs over buffers the caller
         // lent mutably for this call, and at live address storage of the
@@ -352,9 +482,15 @@ impl Mmsg {
             )
         };
         if r < 0 {
-            return Err(io::Error::last_os_error());
+            let e = io::Error::last_os_error();
+            // Nothing received; the first header is reset anyway before
+            // its reuse (the kernel writes a header only with its datagram).
+            self.rx_dirty = 1;
+            return Err(e);
         }
         let r = r as usize;
+        // The headers of the datagrams returned, and the one after.
+        self.rx_dirty = (r + 1).min(n);
         for (i, m) in meta[..r].iter_mut().enumerate() {
             let h = &self.hdrs[i];
             let cap = self.iov[i].iov_len;
@@ -517,5 +653,81 @@ mod tests {
         assert_eq!(n, 1);
         assert_eq!(&buf[..meta[0].len], b"six");
         assert_eq!(meta[0].src, Some(a.local_addr().unwrap()));
+    }
+
+    /// Receives from `b` into `store` (slots of 16) until `want` datagrams
+    /// came; their bytes and sources.
+    fn take(
+        rx: &mut Mmsg,
+        b: &UdpSocket,
+        store: &mut [u8],
+        want: usize,
+    ) -> Vec<(Vec<u8>, Option<SocketAddr>)> {
+        let mut meta = [RecvMeta::default(); 8];
+        let mut got = Vec::new();
+        while got.len() < want {
+            match rx.recv_slots(b.as_fd(), store, 16, &mut meta, MsgFlags::MSG_DONTWAIT) {
+                Ok(n) => got.extend(
+                    meta[..n]
+                        .iter()
+                        .enumerate()
+                        .map(|(i, m)| (store[i * 16..][..m.len].to_vec(), m.src)),
+                ),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn slots_sent_and_received_with_headers_reused() {
+        let (a, b) = pair();
+        let (from, to) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        let mut tx = Mmsg::new(2, 2);
+        // Three datagrams of 1, 2, 3 bytes in slots of 4, two per call.
+        let slots = *b"a...bb..ccc.";
+        assert_eq!(
+            tx.send_slots(
+                a.as_fd(),
+                &slots,
+                4,
+                &[1, 2, 3],
+                &[to; 3],
+                MsgFlags::empty()
+            )
+            .unwrap(),
+            3
+        );
+        let e = tx
+            .send_slots(a.as_fd(), &slots, 4, &[1, 2], &[to], MsgFlags::empty())
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        // Receives into the same storage reuse the headers of the first
+        // call (an empty poll between them too); a send through the same
+        // arrays, or other storage, sets them up again.
+        let mut rx = Mmsg::new(8, 8);
+        let mut store = vec![0u8; 8 * 16];
+        let got = take(&mut rx, &b, &mut store, 3);
+        let want = |s: &[u8]| (s.to_vec(), Some(from));
+        assert_eq!(got, [want(b"a"), want(b"bb"), want(b"ccc")]);
+        let mut meta = [RecvMeta::default(); 8];
+        let e = rx
+            .recv_slots(b.as_fd(), &mut store, 16, &mut meta, MsgFlags::MSG_DONTWAIT)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        for (i, x) in [&b"dddd"[..], b"ee"].into_iter().enumerate() {
+            tx.send_slots(a.as_fd(), x, 4, &[x.len()], &[to], MsgFlags::empty())
+                .unwrap();
+            assert_eq!(take(&mut rx, &b, &mut store, 1), [want(x)], "{i}");
+        }
+        rx.send_slots(a.as_fd(), b"ff", 2, &[2], &[to], MsgFlags::empty())
+            .unwrap();
+        assert_eq!(take(&mut rx, &b, &mut store, 1), [want(b"ff")]);
+        let mut other = vec![0u8; 4 * 16];
+        tx.send_slots(a.as_fd(), b"g", 1, &[1], &[to], MsgFlags::empty())
+            .unwrap();
+        assert_eq!(take(&mut rx, &b, &mut other, 1), [want(b"g")]);
+        assert_eq!(&other[..1], b"g");
     }
 }
