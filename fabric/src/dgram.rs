@@ -30,6 +30,7 @@ use crate::av::{Av, PeerSink, FI_ADDR_NOTAVAIL};
 use crate::cq::{Completion, Cq, CqSource, Entry, ErrCompletion};
 use crate::error::{FiError, FiResult, ProvErrno};
 use crate::fi;
+use crate::limits::RX_SIZE;
 use crate::link::Carrier;
 
 struct Posted {
@@ -39,7 +40,7 @@ struct Posted {
 }
 
 /// Datagrams to ourselves waiting for a receive, at most this many.
-pub const LOOPBACK_QUEUE: usize = crate::getinfo::RX_SIZE;
+pub const LOOPBACK_QUEUE: usize = RX_SIZE;
 
 /// Counters of one endpoint.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -118,7 +119,7 @@ impl DgramEp {
             max,
             tx_op_flags,
             rx_op_flags,
-            rx_size: rx_size.clamp(1, crate::getinfo::RX_SIZE),
+            rx_size: rx_size.clamp(1, RX_SIZE),
             peers,
             state: Mutex::new(State {
                 sock,

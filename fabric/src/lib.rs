@@ -13,7 +13,8 @@
 //! Layout: [`ffi`] is the C side and the crate's only `unsafe` (libfabric's
 //! structs and function tables, pointer checks); everything else is safe
 //! Rust: [`config`] (the `FI_CLUSTERNET_*` variables), [`nic`] (interfaces),
-//! [`attr`] and [`getinfo`] (fi_info and hints), [`addr`] (names), [`av`],
+//! [`attr`] and [`getinfo`] (fi_info and hints), [`limits`] (the sizes,
+//! name and version it advertises), [`addr`] (names), [`av`],
 //! [`cq`], [`domain`], [`link`] (the carrier of an endpoint), [`rdm`] and
 //! [`dgram`] (the endpoints), [`error`] (FI_E* codes and provider errors).
 #![deny(unsafe_code)]
@@ -30,6 +31,7 @@ pub mod domain;
 pub mod error;
 pub mod ffi;
 pub mod getinfo;
+pub mod limits;
 pub mod link;
 pub mod nic;
 pub mod rdm;

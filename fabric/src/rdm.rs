@@ -39,13 +39,8 @@ use crate::av::{Av, PeerSink, FI_ADDR_NOTAVAIL};
 use crate::cq::{Completion, Cq, CqSource, Entry, ErrCompletion};
 use crate::error::{op_error, FiError, FiResult};
 use crate::fi;
+use crate::limits::MSG_TAG;
 use crate::link::{CtpCarrier, PeerQueue};
-
-/// The tag bit untagged (FI_MSG) messages carry.
-pub const MSG_TAG: u64 = 1 << 63;
-
-/// `mem_tag_format`: every tag bit but [`MSG_TAG`] is the application's.
-pub const MEM_TAG_FORMAT: u64 = !MSG_TAG;
 
 /// How long `fi_close` waits for the endpoint's sent messages to be
 /// confirmed before the socket goes (a peer that died costs this much).

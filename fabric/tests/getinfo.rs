@@ -11,8 +11,8 @@ use clusternet_fi::config::{Config, LinkKind};
 use clusternet_fi::error::FiResult;
 use clusternet_fi::ffi::sys as fi;
 use clusternet_fi::getinfo::{getinfo, max_dgram};
+use clusternet_fi::limits::MEM_TAG_FORMAT;
 use clusternet_fi::nic::Nic;
-use clusternet_fi::rdm::MEM_TAG_FORMAT;
 use edp::MacAddr;
 
 const API: u32 = fi_version(1, 17);

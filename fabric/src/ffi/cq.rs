@@ -13,6 +13,7 @@ use super::{alloc, fi_ops_with, fid_of, free, guard, obj, put, Obj};
 use crate::cq::{Completion, Cq, ErrCompletion, Read};
 use crate::domain::Domain;
 use crate::error::{prov_errno_str, FiError, FiResult};
+use crate::limits::MAX_ERR_DATA;
 
 /// What a CQ object holds.
 pub(super) struct CqInner {
@@ -256,7 +257,7 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, _fla
 unsafe fn fill_err(c: &CqInner, out: &mut fi_cq_err_entry, e: ErrCompletion) {
     let mut msg = e.msg.clone().into_bytes();
     msg.retain(|b| *b != 0);
-    msg.truncate(crate::getinfo::MAX_ERR_DATA - 1);
+    msg.truncate(MAX_ERR_DATA - 1);
     msg.push(0);
     out.op_context = e.base.context as usize as *mut c_void;
     out.flags = e.base.flags;

@@ -28,7 +28,7 @@ use std::ptr;
 
 use crate::config::{Config, PARAMS};
 use crate::error::{FiError, FiResult};
-use crate::getinfo::PROV_VERSION;
+use crate::limits::PROV_VERSION;
 
 mod av;
 mod cq;

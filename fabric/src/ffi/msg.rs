@@ -14,7 +14,8 @@ use super::sys::*;
 use crate::dgram::SendMode;
 use crate::domain::Endpoint;
 use crate::error::{FiError, FiResult};
-use crate::rdm::{OpFlags, MSG_TAG};
+use crate::limits::MSG_TAG;
+use crate::rdm::OpFlags;
 
 /// A receive buffer the application posted: a pointer and a length that
 /// stay valid until the receive completes (fi_msg(3): "the buffer must
