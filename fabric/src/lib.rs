@@ -33,6 +33,7 @@ pub mod ffi;
 pub mod getinfo;
 pub mod limits;
 pub mod link;
+mod log;
 pub mod nic;
 pub mod rdm;
 

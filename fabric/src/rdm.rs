@@ -442,7 +442,7 @@ impl RdmEp {
                 let (err, prov) = op_error(&e);
                 if err == fi::FI_EHOSTUNREACH {
                     tracing::warn!(error = %e, context = c.context, "clusternet: operation failed");
-                    crate::ffi::log_warn(&format!("operation failed: {e}"));
+                    crate::log::warn(&format!("operation failed: {e}"));
                 }
                 let olen = match e {
                     comm::tagged::OpError::Truncated { olen } => {

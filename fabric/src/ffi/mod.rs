@@ -113,6 +113,7 @@ pub extern "C" fn fi_prov_ini() -> *mut fi_provider {
     if r.is_err() {
         return ptr::null_mut();
     }
+    crate::log::set_sink(log_warn);
     prov()
 }
 
@@ -145,8 +146,9 @@ pub(crate) fn log(level: fi_log_level, subsys: fi_log_subsys, msg: impl FnOnce()
     }
 }
 
-/// A warning in libfabric's log (FI_LOG_LEVEL=warn shows it).
-pub(crate) fn log_warn(msg: &str) {
+/// A warning in libfabric's log (FI_LOG_LEVEL=warn shows it): the sink
+/// `fi_prov_ini` gives `crate::log`.
+fn log_warn(msg: &str) {
     log(FI_LOG_WARN, FI_LOG_EP_DATA, || msg.to_string());
 }
 
