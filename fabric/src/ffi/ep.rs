@@ -3,22 +3,12 @@
 //! the data path (fi_msg(3), fi_tagged(3)) is in `msg`.
 
 use std::ffi::{c_int, c_void};
-use std::sync::Arc;
 
-use super::fabric::DomainObj;
+use super::objects::{av_of, cq_of, the_ep, DomainObj, EpInner, EpObj};
 use super::sys::*;
-use super::{alloc, fi_ops_with, fid_of, free, guard, info, neg, obj, put, Obj};
-use crate::domain::{Domain, Endpoint};
-use crate::error::{FiError, FiResult};
-
-/// What an endpoint object holds.
-pub(super) struct EpInner {
-    #[allow(dead_code)]
-    domain: Arc<Domain>,
-    pub ep: Endpoint,
-}
-
-pub(super) type EpObj = Obj<fid_ep, EpInner>;
+use super::{alloc, fi_ops_with, fid_of, free, guard, info, neg, obj, put};
+use crate::domain::Endpoint;
+use crate::error::FiError;
 
 static EP_FI_OPS: fi_ops = fi_ops_with(ep_close, Some(ep_bind), Some(ep_control));
 
@@ -88,16 +78,6 @@ pub(super) unsafe extern "C" fn endpoint(
     })
 }
 
-/// The endpoint behind `f`.
-///
-/// # Safety
-/// `f` is NULL or a fid this provider handed out, not yet closed.
-pub(super) unsafe fn the_ep<'a>(f: *const c_void) -> FiResult<&'a Endpoint> {
-    // SAFETY: the caller's contract; the class is checked.
-    let o: &EpObj = unsafe { obj(f, FI_CLASS_EP) }?;
-    Ok(&o.inner.ep)
-}
-
 unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
     guard("fi_close(ep)", || {
         // SAFETY: f is the fid of an endpoint we opened (class checked).
@@ -126,7 +106,7 @@ unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
         match class {
             FI_CLASS_AV => {
                 // SAFETY: b is a live fid of ours (the class is checked again).
-                let av = unsafe { super::av::av_of(b) }?.clone();
+                let av = unsafe { av_of(b) }?.clone();
                 match ep {
                     Endpoint::Rdm(r) => r.bind_av(av)?,
                     Endpoint::Dgram(d) => d.bind_av(av)?,
@@ -134,7 +114,7 @@ unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
             }
             FI_CLASS_CQ => {
                 // SAFETY: b is a live fid of ours (the class is checked again).
-                let cq = unsafe { super::cq::cq_of(b) }?.clone();
+                let cq = unsafe { cq_of(b) }?.clone();
                 match ep {
                     Endpoint::Rdm(r) => r.bind_cq(cq, flags)?,
                     Endpoint::Dgram(d) => d.bind_cq(cq, flags)?,

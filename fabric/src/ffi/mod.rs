@@ -31,11 +31,14 @@ use crate::error::{FiError, FiResult};
 
 mod av;
 mod cq;
+mod domain;
 mod ep;
+mod eq;
 mod fabric;
 mod info;
 mod init;
 mod msg;
+mod objects;
 pub mod sys;
 
 use sys::*;

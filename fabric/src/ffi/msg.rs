@@ -8,8 +8,8 @@ use std::ffi::c_void;
 use comm::tagged::PeekMode;
 use comm::RecvBuf;
 
-use super::ep::the_ep;
 use super::guard;
+use super::objects::the_ep;
 use super::sys::*;
 use crate::dgram::SendMode;
 use crate::domain::Endpoint;
