@@ -72,9 +72,10 @@ pub(super) unsafe extern "C" fn av_open(
 
 unsafe extern "C" fn av_close(f: *mut fid) -> c_int {
     guard("fi_close(av)", || {
-        // SAFETY: f is the fid of an AV we opened (class checked).
+        // SAFETY: f is the fid of an AV we opened (class and table
+        // checked).
         unsafe {
-            free::<fid_av, AvInner>(f, FI_CLASS_AV, |a| {
+            free::<fid_av, AvInner>(f, FI_CLASS_AV, &AV_FI_OPS, |a| {
                 (Arc::strong_count(&a.av) > 1)
                     .then(|| "close the endpoints bound to it first".into())
             })

@@ -79,9 +79,10 @@ pub(super) unsafe extern "C" fn cq_open(
 
 unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
     guard("fi_close(cq)", || {
-        // SAFETY: f is the fid of a CQ we opened (class checked).
+        // SAFETY: f is the fid of a CQ we opened (class and table
+        // checked).
         unsafe {
-            free::<fid_cq, CqInner>(f, FI_CLASS_CQ, |c| {
+            free::<fid_cq, CqInner>(f, FI_CLASS_CQ, &CQ_FI_OPS, |c| {
                 (Arc::strong_count(&c.cq) > 1)
                     .then(|| "close the endpoints bound to it first".into())
             })

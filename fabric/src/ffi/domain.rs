@@ -7,11 +7,10 @@ use std::sync::Arc;
 
 use super::av::av_open;
 use super::cq::cq_open;
-use super::ep::endpoint;
 use super::objects::{DomainObj, FabricObj};
 use super::sys::*;
-use super::{alloc, fi_ops_with, fid_of, free, guard, info, neg, obj, put};
-use crate::domain::Domain;
+use super::{alloc, dgram, fi_ops_with, fid_of, free, guard, info, neg, obj, put, rdm};
+use crate::domain::{Domain, Endpoint};
 use crate::error::FiError;
 
 static DOMAIN_FI_OPS: fi_ops = fi_ops_with(domain_close, None, None);
@@ -67,13 +66,37 @@ pub(super) unsafe extern "C" fn domain_open(
 
 unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
     guard("fi_close(domain)", || {
-        // SAFETY: f is the fid of a domain we opened (class checked).
+        // SAFETY: f is the fid of a domain we opened (class and table
+        // checked).
         unsafe {
-            free::<fid_domain, Arc<Domain>>(f, FI_CLASS_DOMAIN, |d| {
+            free::<fid_domain, Arc<Domain>>(f, FI_CLASS_DOMAIN, &DOMAIN_FI_OPS, |d| {
                 (Arc::strong_count(d) > 1)
                     .then(|| "close the domain's endpoints, CQs and address vectors first".into())
             })
         }
+    })
+}
+
+/// `fi_endpoint`: the endpoint of the type the fi_info names, handed to C
+/// with that type's tables (`rdm`, `dgram`), as prov/tcp's xnet_open_ep.
+unsafe extern "C" fn endpoint(
+    domain: *mut fid_domain,
+    i: *mut fi_info,
+    out: *mut *mut fid_ep,
+    context: *mut c_void,
+) -> c_int {
+    guard("fi_endpoint", || {
+        // SAFETY: domain is a fid this provider handed out (class checked).
+        let d: &DomainObj = unsafe { obj(domain as *const c_void, FI_CLASS_DOMAIN) }?;
+        // SAFETY: i is NULL or an fi_info (fi_endpoint(3)).
+        let i = unsafe { info::read(i) }.ok_or_else(|| FiError::inval("NULL info"))?;
+        let p = match d.inner.endpoint(&i)? {
+            Endpoint::Rdm(r) => rdm::open(d.inner.clone(), r, context),
+            Endpoint::Dgram(g) => dgram::open(d.inner.clone(), g, context),
+        };
+        // SAFETY: a valid `struct fid_ep **` (fi_endpoint(3)).
+        unsafe { put(out, p) }?;
+        Ok(0)
     })
 }
 

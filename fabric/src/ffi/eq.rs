@@ -53,9 +53,9 @@ pub(super) unsafe extern "C" fn eq_open(
 }
 
 unsafe extern "C" fn eq_close(f: *mut fid) -> c_int {
-    // SAFETY: f is the fid of an EQ we opened (class checked).
+    // SAFETY: f is the fid of an EQ we opened (class and table checked).
     guard("fi_close(eq)", || unsafe {
-        free::<fid_eq, Arc<Fabric>>(f, FI_CLASS_EQ, |_| None)
+        free::<fid_eq, Arc<Fabric>>(f, FI_CLASS_EQ, &EQ_FI_OPS, |_| None)
     })
 }
 

@@ -88,9 +88,10 @@ pub(super) unsafe extern "C" fn fabric_open(
 
 unsafe extern "C" fn fabric_close(f: *mut fid) -> c_int {
     guard("fi_close(fabric)", || {
-        // SAFETY: f is the fid of a fabric we opened (class checked).
+        // SAFETY: f is the fid of a fabric we opened (class and table
+        // checked).
         unsafe {
-            free::<fid_fabric, Arc<Fabric>>(f, FI_CLASS_FABRIC, |fab| {
+            free::<fid_fabric, Arc<Fabric>>(f, FI_CLASS_FABRIC, &FABRIC_FI_OPS, |fab| {
                 (Arc::strong_count(fab) > 1)
                     .then(|| "close the fabric's domains and event queues first".into())
             })

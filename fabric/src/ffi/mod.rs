@@ -12,7 +12,8 @@
 //!   `guard`, so a panic becomes `-FI_EOTHER` and a log line, never an
 //!   unwind into C;
 //! - every pointer C passes is checked for NULL, and every `struct fid *`
-//!   for its class (`obj`) before it is turned into a reference; the
+//!   for its class (`obj`), and where a class has several types for its
+//!   table too (`obj_with`), before it is turned into a reference; the
 //!   invariant each block relies on is stated at the block;
 //! - objects are freed only by their `close`, which refuses (`-FI_EBUSY`)
 //!   while other objects still hold them.
@@ -30,15 +31,17 @@ use crate::config::Config;
 use crate::error::{FiError, FiResult};
 
 mod av;
+mod buf;
 mod cq;
+mod dgram;
 mod domain;
 mod ep;
 mod eq;
 mod fabric;
 mod info;
 mod init;
-mod msg;
 mod objects;
+mod rdm;
 pub mod sys;
 
 use sys::*;
@@ -183,10 +186,43 @@ pub(crate) struct Obj<F, T> {
 /// The object behind `f`, checked to be of class `class`.
 ///
 /// # Safety
-/// `f` is NULL or a `struct fid *` this provider handed out (as the first
-/// field of an `Obj<F, T>` of that class) and not yet closed; `F` starts
-/// with a `struct fid` (every `fid_*` struct does).
+/// `f` is NULL or a `struct fid *` this provider handed out and not yet
+/// closed; every object of class `class` this provider hands out is an
+/// `Obj<F, T>` (true of each class but FI_CLASS_EP, whose two endpoint
+/// types [`obj_with`] tells apart); `F` starts with a `struct fid` (every
+/// `fid_*` struct does).
 pub(crate) unsafe fn obj<'a, F, T>(f: *const c_void, class: u32) -> FiResult<&'a Obj<F, T>> {
+    // SAFETY: the caller's contract: the class alone says the type.
+    unsafe { checked(f, class, None) }
+}
+
+/// The object behind `f`, checked to be of class `class` and to carry the
+/// generic table `ops` (`fid.ops`): the endpoint types share a class, and
+/// each has its own tables.
+///
+/// # Safety
+/// `f` is NULL or a `struct fid *` this provider handed out and not yet
+/// closed; every object this provider hands out with class `class` and
+/// table `ops` is an `Obj<F, T>`; `F` starts with a `struct fid`.
+pub(crate) unsafe fn obj_with<'a, F, T>(
+    f: *const c_void,
+    class: u32,
+    ops: &'static fi_ops,
+) -> FiResult<&'a Obj<F, T>> {
+    // SAFETY: the caller's contract: class and table say the type.
+    unsafe { checked(f, class, Some(ops)) }
+}
+
+/// [`obj`] and [`obj_with`]: checks the class and, when given, the table.
+///
+/// # Safety
+/// `f` is NULL or a live `struct fid *` of ours, and the class (with the
+/// table, when given) proves it an `Obj<F, T>`.
+unsafe fn checked<'a, F, T>(
+    f: *const c_void,
+    class: u32,
+    ops: Option<&'static fi_ops>,
+) -> FiResult<&'a Obj<F, T>> {
     let fid = f as *const fid;
     // SAFETY: NULL is checked by as_ref; otherwise the caller's contract
     // says it points to a live struct fid.
@@ -199,9 +235,14 @@ pub(crate) unsafe fn obj<'a, F, T>(f: *const c_void, class: u32) -> FiResult<&'a
             head.fclass
         )));
     }
-    // SAFETY: the class matches the one this provider gave the object when
-    // it allocated it as Obj<F, T> (see `alloc`), and the fid is its first
-    // field (repr(C)).
+    if ops.is_some_and(|o| !ptr::eq(head.ops.cast_const(), o)) {
+        return Err(FiError::inval(format!(
+            "fid of class {class} of another object type"
+        )));
+    }
+    // SAFETY: the class (and table) match those this provider gave the
+    // object when it allocated it as Obj<F, T> (see `alloc`, `fid_of`),
+    // and the fid is its first field (repr(C)).
     Ok(unsafe { &*(f as *const Obj<F, T>) })
 }
 
@@ -210,22 +251,25 @@ pub(crate) fn alloc<F, T>(o: Obj<F, T>) -> *mut F {
     Box::into_raw(Box::new(o)) as *mut F
 }
 
-/// Frees the object behind `f` when `busy` says nobody else holds it.
+/// Frees the object behind `f` when `busy` says nobody else holds it;
+/// `ops` is the generic table of the objects of class `class` whose close
+/// calls this (every close knows its own).
 ///
 /// # Safety
-/// As [`obj`]; after a successful return `f` is dangling.
+/// As [`obj_with`]; after a successful return `f` is dangling.
 pub(crate) unsafe fn free<F, T>(
     f: *mut fid,
     class: u32,
+    ops: &'static fi_ops,
     busy: impl FnOnce(&T) -> Option<String>,
 ) -> FiResult<c_int> {
     // SAFETY: the caller's contract.
-    let o: &Obj<F, T> = unsafe { obj(f as *const c_void, class)? };
+    let o: &Obj<F, T> = unsafe { obj_with(f as *const c_void, class, ops)? };
     if let Some(why) = busy(&o.inner) {
         return Err(FiError::busy(why));
     }
-    // SAFETY: allocated by `alloc` as Box<Obj<F, T>> (class checked), and
-    // libfabric's close is the last use of the fid.
+    // SAFETY: allocated by `alloc` as Box<Obj<F, T>> (class and table
+    // checked), and libfabric's close is the last use of the fid.
     drop(unsafe { Box::from_raw(f as *mut Obj<F, T>) });
     Ok(0)
 }

@@ -1,17 +1,18 @@
 //! The objects this provider hands to C (each an [`Obj`]: libfabric's
 //! `fid_*` struct, then ours), and how a table function finds one behind
 //! a `struct fid *`. A leaf of the C side: the modules with the tables
-//! (fabric, eq, domain, av, cq, ep, msg) all take their types from here.
+//! (fabric, eq, domain, av, cq, rdm, dgram) all take their types from
+//! here.
 
 use std::ffi::{c_void, CString};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use super::sys::*;
-use super::{obj, Obj};
+use super::{obj, obj_with, Obj};
 use crate::av::Av;
 use crate::cq::Cq;
-use crate::domain::{Domain, Endpoint, Fabric};
+use crate::domain::{Domain, Fabric};
 use crate::error::FiResult;
 
 /// A fabric (fi_fabric(3)).
@@ -53,15 +54,17 @@ pub(super) struct CqInner {
 /// A completion queue (fi_cq(3)).
 pub(super) type CqObj = Obj<fid_cq, CqInner>;
 
-/// What an endpoint object holds.
-pub(super) struct EpInner {
+/// What an endpoint object holds: its domain (kept open while the
+/// endpoint is) and the endpoint, of the type `E` its tables serve
+/// (`crate::rdm::RdmEp`, `crate::dgram::DgramEp`).
+pub(super) struct EpInner<E> {
     #[allow(dead_code)]
     pub domain: Arc<Domain>,
-    pub ep: Endpoint,
+    pub ep: Arc<E>,
 }
 
-/// An endpoint (fi_endpoint(3)).
-pub(super) type EpObj = Obj<fid_ep, EpInner>;
+/// An endpoint (fi_endpoint(3)) of type `E`.
+pub(super) type EpObj<E> = Obj<fid_ep, EpInner<E>>;
 
 /// The address vector behind `av`.
 ///
@@ -101,12 +104,14 @@ pub(super) unsafe fn cq_of<'a>(f: *mut fid) -> FiResult<&'a Arc<Cq>> {
     Ok(&unsafe { the_cq(f as *mut fid_cq) }?.cq)
 }
 
-/// The endpoint behind `f`.
+/// The endpoint of type `E` behind `f`, whose generic table is `ops`.
 ///
 /// # Safety
-/// `f` is NULL or a fid this provider handed out, not yet closed.
-pub(super) unsafe fn the_ep<'a>(f: *const c_void) -> FiResult<&'a Endpoint> {
-    // SAFETY: the caller's contract; the class is checked.
-    let o: &EpObj = unsafe { obj(f, FI_CLASS_EP) }?;
+/// `f` is NULL or a fid this provider handed out, not yet closed; `ops`
+/// is the generic table this provider gives the endpoints of type `E`,
+/// and those alone.
+pub(super) unsafe fn the_ep<'a, E>(f: *const c_void, ops: &'static fi_ops) -> FiResult<&'a Arc<E>> {
+    // SAFETY: the caller's contract; the class and the table are checked.
+    let o: &EpObj<E> = unsafe { obj_with(f, FI_CLASS_EP, ops) }?;
     Ok(&o.inner.ep)
 }
