@@ -10,9 +10,10 @@
 //! - FI_EP_DGRAM with FI_MSG ([`dgram`]): `fi_pingpong -e dgram`, and a
 //!   base for libfabric's ofi_rxd (`FI_PROVIDER="clusternet;ofi_rxd"`).
 //!
-//! Layout: [`ffi`] is the C side and the crate's only `unsafe` (libfabric's
-//! structs and function tables, pointer checks); everything else is safe
-//! Rust: [`config`] (the `FI_CLUSTERNET_*` variables), [`nic`] (interfaces),
+//! Layout: [`ffi`] is the C side and the crate's only hand-written
+//! `unsafe` (libfabric's structs and function tables, pointer checks),
+//! over [`fi`], libfabric's C API as bindgen generates it; everything else
+//! is safe Rust: [`config`] (the `FI_CLUSTERNET_*` variables), [`nic`] (interfaces),
 //! [`attr`] and [`getinfo`] (fi_info and hints), [`limits`] (the sizes,
 //! name and version it advertises), [`addr`] (names), [`av`],
 //! [`cq`], [`domain`], [`link`] (the carrier of an endpoint), [`rdm`] and
@@ -30,13 +31,10 @@ pub mod dgram;
 pub mod domain;
 pub mod error;
 pub mod ffi;
+pub mod fi;
 pub mod getinfo;
 pub mod limits;
 pub mod link;
 mod log;
 pub mod nic;
 pub mod rdm;
-
-/// libfabric's constants and types (generated bindings), for the safe
-/// modules' use of flag values.
-pub(crate) use ffi::sys as fi;

@@ -9,7 +9,7 @@ use clusternet_fi::addr::Name;
 use clusternet_fi::attr::{fi_version, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use clusternet_fi::config::{Config, LinkKind};
 use clusternet_fi::error::FiResult;
-use clusternet_fi::ffi::sys as fi;
+use clusternet_fi::fi;
 use clusternet_fi::getinfo::{getinfo, max_dgram};
 use clusternet_fi::limits::MEM_TAG_FORMAT;
 use clusternet_fi::nic::Nic;

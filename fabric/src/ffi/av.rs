@@ -5,11 +5,11 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
 use super::objects::{the_av, AvInner, AvObj, DomainObj};
-use super::sys::*;
 use super::{alloc, fi_ops_with, fid_of, free, guard, neg, obj, opt_str, put};
 use crate::addr::{AddrFormat, Name};
 use crate::av::{Av, AvKind, FI_ADDR_NOTAVAIL};
 use crate::error::{FiError, FiResult};
+use crate::fi::*;
 
 static AV_FI_OPS: fi_ops = fi_ops_with(av_close, None, None);
 

@@ -6,8 +6,8 @@ use std::ffi::c_void;
 
 use comm::RecvBuf;
 
-use super::sys::*;
 use crate::error::{FiError, FiResult};
+use crate::fi::*;
 
 /// A receive buffer the application posted: a pointer and a length that
 /// stay valid until the receive completes (fi_msg(3): "the buffer must

@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::objects::{the_cq, CqInner, CqObj, DomainObj};
-use super::sys::*;
 use super::{alloc, fi_ops_with, fid_of, free, guard, obj, put};
 use crate::cq::{Completion, Cq, ErrCompletion, Read};
 use crate::error::{prov_errno_str, FiError, FiResult};
+use crate::fi::*;
 use crate::limits::MAX_ERR_DATA;
 
 static CQ_FI_OPS: fi_ops = fi_ops_with(cq_close, None, Some(cq_control));

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use super::buf::{bytes, ctx, one_iov, raw};
 use super::ep::{bind_target, cancelled, cm_ops, ep_ops, put_name, Bind};
 use super::objects::{the_ep, EpInner, EpObj};
-use super::sys::*;
 use super::{alloc, fi_ops_with, fid_of, free, guard};
 use crate::dgram::{DgramEp, SendMode};
 use crate::domain::Domain;
 use crate::error::{FiError, FiResult};
+use crate::fi::*;
 
 static DGRAM_FI_OPS: fi_ops = fi_ops_with(dgram_close, Some(dgram_bind), Some(dgram_control));
 

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use super::av::av_open;
 use super::cq::cq_open;
 use super::objects::{DomainObj, FabricObj};
-use super::sys::*;
 use super::{alloc, dgram, fi_ops_with, fid_of, free, guard, info, neg, obj, put, rdm};
 use crate::domain::{Domain, Endpoint};
 use crate::error::FiError;
+use crate::fi::*;
 
 static DOMAIN_FI_OPS: fi_ops = fi_ops_with(domain_close, None, None);
 

@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use super::neg;
 use super::objects::{av_of, cq_of};
-use super::sys::*;
 use crate::addr::Name;
 use crate::av::Av;
 use crate::cq::Cq;
 use crate::error::{FiError, FiResult};
+use crate::fi::*;
 
 /// `fi_cancel` of an endpoint type.
 pub(super) type CancelFn = unsafe extern "C" fn(fid_t, *mut c_void) -> isize;

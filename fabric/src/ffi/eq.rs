@@ -7,10 +7,10 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 
 use super::objects::{EqObj, FabricObj};
-use super::sys::*;
 use super::{alloc, fi_ops_with, fid_of, free, guard, obj, put};
 use crate::domain::Fabric;
 use crate::error::FiError;
+use crate::fi::*;
 
 static EQ_FI_OPS: fi_ops = fi_ops_with(eq_close, None, None);
 

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use super::domain::domain_open;
 use super::eq::eq_open;
 use super::objects::FabricObj;
-use super::sys::*;
 use super::{alloc, fi_ops_with, fid_of, free, guard, info, neg, opt_str, put};
 use crate::domain::Fabric;
 use crate::error::FiError;
+use crate::fi::*;
 use crate::{getinfo as gi, link, nic};
 
 /// `fi_provider::getinfo`.

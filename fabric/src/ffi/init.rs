@@ -7,8 +7,8 @@ use std::panic::catch_unwind;
 use std::ptr;
 
 use super::fabric;
-use super::sys::*;
 use crate::config::PARAMS;
+use crate::fi::*;
 use crate::limits::PROV_VERSION;
 
 /// The provider's name: libfabric looks for `lib<name>-fi.so`, matches

@@ -8,12 +8,12 @@ use std::ffi::{c_void, CString};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use super::sys::*;
 use super::{obj, obj_with, Obj};
 use crate::av::Av;
 use crate::cq::Cq;
 use crate::domain::{Domain, Fabric};
 use crate::error::FiResult;
+use crate::fi::*;
 
 /// A fabric (fi_fabric(3)).
 pub(super) type FabricObj = Obj<fid_fabric, Arc<Fabric>>;

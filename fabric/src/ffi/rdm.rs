@@ -13,10 +13,10 @@ use comm::tagged::PeekMode;
 use super::buf::{bytes, ctx, one_iov, raw};
 use super::ep::{bind_target, cancelled, cm_ops, ep_ops, put_name, Bind};
 use super::objects::{the_ep, EpInner, EpObj};
-use super::sys::*;
 use super::{alloc, fi_ops_with, fid_of, free, guard};
 use crate::domain::Domain;
 use crate::error::{FiError, FiResult};
+use crate::fi::*;
 use crate::limits::MSG_TAG;
 use crate::rdm::{OpFlags, RdmEp};
 
