@@ -119,6 +119,7 @@ impl Cq {
     }
 
     /// Entries it holds at most.
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -218,16 +219,6 @@ impl Cq {
             },
             _ => None,
         }
-    }
-
-    /// Entries queued.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

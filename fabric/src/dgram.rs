@@ -42,19 +42,6 @@ struct Posted {
 /// Datagrams to ourselves waiting for a receive, at most this many.
 pub const LOOPBACK_QUEUE: usize = RX_SIZE;
 
-/// Counters of one endpoint.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DgramStats {
-    /// Datagrams sent (own name included).
-    pub sent: u64,
-    /// Datagrams received into posted buffers.
-    pub received: u64,
-    /// Of those, truncated.
-    pub truncated: u64,
-    /// Datagrams to ourselves dropped: the local queue was full.
-    pub loopback_dropped: u64,
-}
-
 struct State {
     sock: EdpSocket,
     posted: VecDeque<Posted>,
@@ -66,7 +53,6 @@ struct State {
     tx_selective: bool,
     rx_selective: bool,
     enabled: bool,
-    stats: DgramStats,
 }
 
 /// How a send completes.
@@ -132,7 +118,6 @@ impl DgramEp {
                 tx_selective: false,
                 rx_selective: false,
                 enabled: false,
-                stats: DgramStats::default(),
             }),
         })
     }
@@ -144,16 +129,6 @@ impl DgramEp {
     /// The endpoint's name (fi_getname).
     pub fn name(&self) -> Name {
         self.name
-    }
-
-    /// Largest datagram, bytes.
-    pub fn max_msg_size(&self) -> usize {
-        self.max
-    }
-
-    /// Counters so far.
-    pub fn stats(&self) -> DgramStats {
-        self.lock().stats
     }
 
     /// Binds the address vector sends resolve through.
@@ -297,9 +272,9 @@ impl DgramEp {
             return Err(FiError::again("transmit CQ full: read it"));
         }
         if to == self.name {
-            if s.loopback.len() >= LOOPBACK_QUEUE {
-                s.stats.loopback_dropped += 1;
-            } else {
+            // A full local queue drops the datagram, as a full receive queue
+            // of the socket does.
+            if s.loopback.len() < LOOPBACK_QUEUE {
                 s.loopback.push_back(data.to_vec());
             }
         } else {
@@ -312,7 +287,6 @@ impl DgramEp {
                 Err(e) => return Err(FiError::io(&format!("send to {to}"), &e)),
             }
         }
-        s.stats.sent += 1;
         drop(s);
         if completion {
             let c = Completion {
@@ -371,7 +345,6 @@ impl DgramEp {
                 loopback,
                 scratch,
                 av,
-                stats,
                 ..
             } = &mut *s;
             let p = posted.front_mut().expect("checked non-empty");
@@ -404,7 +377,6 @@ impl DgramEp {
             };
             let src = av.as_ref().map_or(FI_ADDR_NOTAVAIL, |a| a.reverse(src));
             let p = posted.pop_front().expect("checked non-empty");
-            stats.received += 1;
             let base = Completion {
                 context: p.context,
                 flags: fi::FI_MSG | fi::FI_RECV,
@@ -413,7 +385,6 @@ impl DgramEp {
                 ..Completion::default()
             };
             let entry = if len > cap {
-                stats.truncated += 1;
                 Entry::Err(ErrCompletion {
                     base,
                     err: fi::FI_ETRUNC,

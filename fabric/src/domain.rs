@@ -111,8 +111,7 @@ impl Domain {
                     cq_size: RDM_QUEUE,
                     ..Default::default()
                 };
-                let max = usize::try_from(core.comm.max_message_bytes).unwrap_or(usize::MAX);
-                let ep = RdmEp::new(carrier, core, max, tx_flags, rx_flags)?;
+                let ep = RdmEp::new(carrier, core, tx_flags, rx_flags)?;
                 Ok(Endpoint::Rdm(ep))
             }
             fi::FI_EP_DGRAM | fi::FI_EP_UNSPEC => {

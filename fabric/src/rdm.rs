@@ -90,7 +90,6 @@ pub struct RdmEp {
     bound: OnceLock<Bound>,
     tx_op_flags: u64,
     rx_op_flags: u64,
-    max_msg: usize,
     scratch: Mutex<Vec<TaggedCompletion>>,
     /// Receives whose success makes no completion (selective completion).
     quiet: Mutex<HashSet<u64>>,
@@ -106,14 +105,14 @@ impl std::fmt::Debug for RdmEp {
 }
 
 impl RdmEp {
-    /// An endpoint on `carrier` with the core's tunables `cfg`, messages of
-    /// at most `max_msg` bytes and the default op flags of its fi_info.
+    /// An endpoint on `carrier` with the core's tunables `cfg` (its
+    /// `max_message_bytes` bounds a message) and the default op flags of
+    /// its fi_info.
     ///
     /// Errors: those of `TaggedEndpoint::new` (FI_EINVAL).
     pub fn new(
         carrier: CtpCarrier,
         cfg: TaggedConfig,
-        max_msg: usize,
         tx_op_flags: u64,
         rx_op_flags: u64,
     ) -> FiResult<Arc<RdmEp>> {
@@ -128,7 +127,6 @@ impl RdmEp {
             bound: OnceLock::new(),
             tx_op_flags,
             rx_op_flags,
-            max_msg,
             scratch: Mutex::new(Vec::new()),
             quiet: Mutex::new(HashSet::new()),
             any_quiet: AtomicBool::new(false),
@@ -138,11 +136,6 @@ impl RdmEp {
     /// The endpoint's name (fi_getname).
     pub fn name(&self) -> Name {
         self.name
-    }
-
-    /// The core (its counters, its socket).
-    pub fn core(&self) -> &TaggedEndpoint<EdpTransport> {
-        &self.core
     }
 
     fn binding(&self) -> std::sync::MutexGuard<'_, Binding> {
@@ -393,11 +386,6 @@ impl RdmEp {
                 nonzero(format!("{:?}", self.core.socket().stats()))
             ),
         ]
-    }
-
-    /// Largest message, bytes.
-    pub fn max_msg_size(&self) -> usize {
-        self.max_msg
     }
 
     /// The completion entry of core completion `c`.
