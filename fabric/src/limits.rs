@@ -37,5 +37,6 @@ pub const DOMAIN_OBJECTS: usize = 256;
 /// The tag bit untagged (FI_MSG) messages of an RDM endpoint carry.
 pub const MSG_TAG: u64 = 1 << 63;
 
-/// `mem_tag_format`: every tag bit but [`MSG_TAG`] is the application's.
+/// `mem_tag_format`: every tag bit but `MSG_TAG` (bit 63) is the
+/// application's.
 pub const MEM_TAG_FORMAT: u64 = !MSG_TAG;
