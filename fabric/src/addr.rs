@@ -31,9 +31,9 @@ pub const UDP_NAME_LEN: usize = 16;
 /// The address format of a domain's endpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddrFormat {
-    /// MAC + EDP port ([`EDP_NAME_LEN`] bytes), `FI_FORMAT_UNSPEC`.
+    /// MAC + EDP port (`EDP_NAME_LEN`, 8 bytes), `FI_FORMAT_UNSPEC`.
     Edp,
-    /// `struct sockaddr_in` ([`UDP_NAME_LEN`] bytes), `FI_SOCKADDR_IN`.
+    /// `struct sockaddr_in` (`UDP_NAME_LEN`, 16 bytes), `FI_SOCKADDR_IN`.
     Udp,
 }
 

@@ -29,8 +29,7 @@ use crate::addr::{Name, UDP_LINK_PORT};
 use crate::av::PeerSink;
 use crate::config::{Config, LinkKind};
 use crate::error::{FiError, FiResult};
-use crate::getinfo::link_mtu;
-use crate::nic::Nic;
+use crate::nic::{link_mtu, Nic};
 
 /// Peers inserted since the link last looked.
 #[derive(Debug, Default)]

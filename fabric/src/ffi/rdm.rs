@@ -1,109 +1,120 @@
-//! The endpoint's data path: the message table (fi_msg(3), both endpoint
-//! types) and the tagged table (fi_tagged(3), FI_EP_RDM). Buffers are
-//! checked and turned into slices here; the work is in
-//! [`crate::rdm::RdmEp`] and [`crate::dgram::DgramEp`].
+//! The FI_EP_RDM endpoint object (fi_endpoint(3)) over
+//! [`crate::rdm::RdmEp`]: its control and CM tables (fi_cm(3)) and its
+//! data path, the message table (fi_msg(3)) and the tagged table
+//! (fi_tagged(3)), as prov/tcp's xnet_rdm.c. The tables say the type:
+//! every function here reaches an `RdmEp`. Untagged messages are tagged
+//! messages with [`MSG_TAG`] set.
 
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
 
 use comm::tagged::PeekMode;
-use comm::RecvBuf;
 
-use super::ep::the_ep;
-use super::guard;
-use super::sys::*;
-use crate::dgram::SendMode;
-use crate::domain::Endpoint;
+use super::buf::{bytes, ctx, one_iov, raw};
+use super::ep::{bind_target, cancelled, cm_ops, ep_ops, put_name, Bind};
+use super::objects::{the_ep, EpInner, EpObj};
+use super::{alloc, fi_ops_with, fid_of, free, guard};
+use crate::domain::Domain;
 use crate::error::{FiError, FiResult};
-use crate::rdm::{OpFlags, MSG_TAG};
+use crate::fi::*;
+use crate::limits::MSG_TAG;
+use crate::rdm::{OpFlags, RdmEp};
 
-/// A receive buffer the application posted: a pointer and a length that
-/// stay valid until the receive completes (fi_msg(3): "the buffer must
-/// remain valid until the operation completes").
-struct RawBuf {
-    ptr: *mut u8,
-    len: usize,
+static RDM_FI_OPS: fi_ops = fi_ops_with(rdm_close, Some(rdm_bind), Some(rdm_control));
+
+static RDM_EP_OPS: fi_ops_ep = ep_ops(rdm_cancel);
+
+static RDM_CM_OPS: fi_ops_cm = cm_ops(rdm_getname);
+
+/// The object handed to C for the FI_EP_RDM endpoint `ep` of `domain`,
+/// with `context` (fi_endpoint).
+pub(super) fn open(domain: Arc<Domain>, ep: Arc<RdmEp>, context: *mut c_void) -> *mut fid_ep {
+    alloc(EpObj {
+        fid: fid_ep {
+            fid: fid_of(FI_CLASS_EP, context, &RDM_FI_OPS),
+            ops: &RDM_EP_OPS as *const _ as *mut _,
+            cm: &RDM_CM_OPS as *const _ as *mut _,
+            msg: &MSG_OPS as *const _ as *mut _,
+            tagged: &TAGGED_OPS as *const _ as *mut _,
+            // Not offered (no FI_RMA, FI_ATOMIC or FI_COLLECTIVE in the
+            // caps): NULL, as libfabric's own providers leave them.
+            rma: std::ptr::null_mut(),
+            atomic: std::ptr::null_mut(),
+            collective: std::ptr::null_mut(),
+        },
+        inner: EpInner { domain, ep },
+    })
 }
 
-// SAFETY: the buffer belongs to the posted receive until its completion;
-// libfabric's contract forbids the application to touch it meanwhile, so
-// moving the handle to the thread that progresses the endpoint (a caller,
-// or the runtime's service thread) is sound.
-unsafe impl Send for RawBuf {}
+/// The RDM endpoint behind `f`.
+///
+/// # Safety
+/// `f` is NULL or a live fid of ours (the class and the table are
+/// checked).
+unsafe fn rdm<'a, P>(f: *mut P) -> FiResult<&'a Arc<RdmEp>> {
+    // SAFETY: the caller's contract; RDM_FI_OPS is the generic table of
+    // RDM endpoints alone (see `open`).
+    unsafe { the_ep(f as *const c_void, &RDM_FI_OPS) }
+}
 
-impl RecvBuf for RawBuf {
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        if self.len == 0 || self.ptr.is_null() {
-            return &mut [];
+unsafe extern "C" fn rdm_close(f: *mut fid) -> c_int {
+    guard("fi_close(ep)", || {
+        // SAFETY: f is the fid of an endpoint we opened (class and table
+        // checked).
+        let r = unsafe { rdm(f) }?;
+        // Messages sent go out before the socket does.
+        r.flush();
+        // The endpoint's counters (FI_LOG_LEVEL=info shows them).
+        for line in r.counters() {
+            super::log(FI_LOG_INFO, FI_LOG_EP_DATA, || line);
         }
-        // SAFETY: ptr is valid for len bytes and exclusively the receive's
-        // until it completes (see the type's documentation); the borrow
-        // lives no longer than &mut self.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
+        // SAFETY: as above.
+        unsafe { free::<fid_ep, EpInner<RdmEp>>(f, FI_CLASS_EP, &RDM_FI_OPS, |_| None) }
+    })
 }
 
-/// The receive buffer `ptr`/`len`.
-fn raw(ptr: *mut u8, len: usize) -> FiResult<Box<dyn RecvBuf>> {
-    if len > 0 && ptr.is_null() {
-        return Err(FiError::inval(format!("NULL buffer of {len} bytes")));
-    }
-    Ok(Box::new(RawBuf { ptr, len }))
-}
-
-/// The one buffer of an iovec array of `count` (0 or 1) entries.
-///
-/// # Safety
-/// `iov` is NULL (count 0) or holds `count` valid iovecs.
-unsafe fn one_iov(iov: *const iovec, count: usize) -> FiResult<(*mut u8, usize)> {
-    match count {
-        0 => Ok((std::ptr::null_mut(), 0)),
-        1 => {
-            // SAFETY: the caller's contract; NULL checked by as_ref.
-            let v = unsafe { iov.as_ref() }.ok_or_else(|| FiError::inval("NULL iov"))?;
-            Ok((v.iov_base as *mut u8, v.iov_len))
+unsafe extern "C" fn rdm_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
+    guard("fi_ep_bind", || {
+        // SAFETY: f is an endpoint fid of ours (class and table checked);
+        // b a fid of ours or NULL (checked by class).
+        let (r, b) = unsafe { (rdm(f)?, bind_target(b)?) };
+        match b {
+            Bind::Av(av) => r.bind_av(av.clone())?,
+            Bind::Cq(cq) => r.bind_cq(cq.clone(), flags)?,
+            Bind::Eq => {}
         }
-        n => Err(FiError::inval(format!("{n} iovecs: iov_limit is 1"))),
-    }
+        Ok(0)
+    })
 }
 
-/// The bytes of a send buffer.
-///
-/// # Safety
-/// `buf` is valid for `len` bytes for the call (or `len` is 0).
-unsafe fn bytes<'a>(buf: *const c_void, len: usize) -> FiResult<&'a [u8]> {
-    if len == 0 {
-        return Ok(&[]);
-    }
-    if buf.is_null() {
-        return Err(FiError::inval(format!("NULL buffer of {len} bytes")));
-    }
-    // SAFETY: the caller's contract.
-    Ok(unsafe { std::slice::from_raw_parts(buf as *const u8, len) })
+unsafe extern "C" fn rdm_control(f: *mut fid, cmd: c_int, _arg: *mut c_void) -> c_int {
+    guard("fi_control(ep)", || {
+        // SAFETY: f is an endpoint fid of ours (class and table checked).
+        let r = unsafe { rdm(f) }?;
+        match cmd as u32 {
+            FI_ENABLE => {
+                r.enable()?;
+                Ok(0)
+            }
+            c => Err(FiError::nosys(&format!("endpoint control command {c}"))),
+        }
+    })
 }
 
-/// The endpoint `e`.
-///
-/// # Safety
-/// `e` is NULL or a live endpoint fid of ours (the class is checked).
-unsafe fn ep<'a>(e: *mut fid_ep) -> FiResult<&'a Endpoint> {
-    // SAFETY: the caller's contract.
-    unsafe { the_ep(e as *const c_void) }
+unsafe extern "C" fn rdm_cancel(f: fid_t, context: *mut c_void) -> isize {
+    guard("fi_cancel", || {
+        // SAFETY: f is an endpoint fid of ours (class and table checked).
+        let r = unsafe { rdm(f) }?;
+        cancelled(r.cancel(ctx(context)))
+    })
 }
 
-/// The RDM endpoint `e` (the tagged table is only set on those).
-///
-/// # Safety
-/// As [`ep`].
-unsafe fn rdm<'a>(e: *mut fid_ep) -> FiResult<&'a crate::rdm::RdmEp> {
-    // SAFETY: the caller's contract.
-    match unsafe { ep(e) }? {
-        Endpoint::Rdm(r) => Ok(r),
-        Endpoint::Dgram(_) => Err(FiError::nosys("tagged messages on FI_EP_DGRAM")),
-    }
-}
-
-fn ctx(c: *mut c_void) -> u64 {
-    c as usize as u64
+unsafe extern "C" fn rdm_getname(f: fid_t, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+    guard("fi_getname", || {
+        // SAFETY: f is an endpoint fid of ours (class and table checked);
+        // addrlen and addr are as fi_cm(3) says.
+        unsafe { put_name(rdm(f)?.name(), addr, addrlen) }
+    })
 }
 
 /// Tags the application may use: none with the bit FI_MSG reserves.
@@ -116,9 +127,9 @@ fn check_tag(tag: u64) -> FiResult<()> {
     Ok(())
 }
 
-// --- fi_msg ---
+// --- fi_msg: tagged messages with MSG_TAG ---
 
-pub(super) static MSG_OPS: fi_ops_msg = fi_ops_msg {
+static MSG_OPS: fi_ops_msg = fi_ops_msg {
     size: std::mem::size_of::<fi_ops_msg>(),
     recv: Some(msg_recv),
     recvv: Some(msg_recvv),
@@ -134,7 +145,8 @@ pub(super) static MSG_OPS: fi_ops_msg = fi_ops_msg {
 /// Posts an untagged receive.
 ///
 /// # Safety
-/// `e` as [`ep`]; `ptr` valid for `len` bytes until the receive completes.
+/// `e` as [`rdm`]; `ptr` valid for `len` bytes until the receive
+/// completes.
 unsafe fn post(
     e: *mut fid_ep,
     ptr: *mut u8,
@@ -145,20 +157,16 @@ unsafe fn post(
 ) -> FiResult<isize> {
     let buf = raw(ptr, len)?;
     // SAFETY: the caller's contract.
-    match unsafe { ep(e) }? {
-        Endpoint::Dgram(d) => d.post_recv(buf, ctx(context), flags)?,
-        Endpoint::Rdm(r) => {
-            let f = flags.map_or(OpFlags::Default, OpFlags::Flags);
-            r.recv(buf, src, MSG_TAG, 0, ctx(context), f)?
-        }
-    }
+    let r = unsafe { rdm(e) }?;
+    let f = flags.map_or(OpFlags::Default, OpFlags::Flags);
+    r.recv(buf, src, MSG_TAG, 0, ctx(context), f)?;
     Ok(0)
 }
 
 /// Sends untagged.
 ///
 /// # Safety
-/// `e` as [`ep`].
+/// `e` as [`rdm`].
 unsafe fn send(
     e: *mut fid_ep,
     data: &[u8],
@@ -168,20 +176,8 @@ unsafe fn send(
     flags: OpFlags,
 ) -> FiResult<isize> {
     // SAFETY: the caller's contract.
-    match unsafe { ep(e) }? {
-        Endpoint::Dgram(d) => {
-            if cq_data.is_some() {
-                return Err(FiError::nosys("remote CQ data on FI_EP_DGRAM"));
-            }
-            let mode = match flags {
-                OpFlags::Default => SendMode::Default,
-                OpFlags::Flags(f) => SendMode::Flags(f),
-                OpFlags::Inject => SendMode::Inject,
-            };
-            d.send(data, dest, ctx(context), mode)?
-        }
-        Endpoint::Rdm(r) => r.send(data, dest, MSG_TAG, cq_data, ctx(context), flags)?,
-    }
+    let r = unsafe { rdm(e) }?;
+    r.send(data, dest, MSG_TAG, cq_data, ctx(context), flags)?;
     Ok(0)
 }
 
@@ -349,9 +345,9 @@ unsafe extern "C" fn msg_injectdata(
     })
 }
 
-// --- fi_tagged (FI_EP_RDM) ---
+// --- fi_tagged ---
 
-pub(super) static TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
+static TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
     size: std::mem::size_of::<fi_ops_tagged>(),
     recv: Some(t_recv),
     recvv: Some(t_recvv),
