@@ -409,9 +409,11 @@ fn runtime_sim(c: &mut Criterion) {
     let patience = Some(Duration::from_secs(10));
     g.bench_function(BenchmarkId::new("ctp_pingpong", 64), |bch| {
         bch.iter(|| {
-            ca.send(1, (mb, 8), &msg, Options::NONE).unwrap();
+            ca.send(1, runtime::EthAddr::new(mb, 8), &msg, Options::NONE)
+                .unwrap();
             black_box(cb.recv_delivery(patience).unwrap());
-            cb.send(2, (ma, 7), &msg, Options::NONE).unwrap();
+            cb.send(2, runtime::EthAddr::new(ma, 7), &msg, Options::NONE)
+                .unwrap();
             black_box(ca.recv_delivery(patience).unwrap());
         })
     });

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use comm::{CommConfig, CommError, Communicator, PeerState, SourceSel, Status, TagSel};
 use ctp::{CtpConfig, EdpTransport, UdpTransport};
-use edp::MacAddr;
 
 use crate::codes;
 
@@ -117,10 +116,8 @@ impl Handle {
         let hosts = addrs
             .iter()
             .map(|a| {
-                let bad = || FfiError::arg(format!("address {a:?} is not MAC/PORT"));
-                let (mac, port) = a.split_once('/').ok_or_else(bad)?;
-                let mac: MacAddr = mac.parse().map_err(|_| bad())?;
-                Ok((mac, port.parse::<u16>().map_err(|_| bad())?))
+                a.parse::<runtime::EthAddr>()
+                    .map_err(|_| FfiError::arg(format!("address {a:?} is not MAC/PORT")))
             })
             .collect::<Result<Vec<_>, FfiError>>()?;
         let rank = rank_of(rank, hosts.len())?;

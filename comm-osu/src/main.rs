@@ -238,7 +238,7 @@ fn run_rank(a: &Args, rank: usize) -> Result<(), String> {
                 .iter()
                 .map(|h| {
                     h.parse::<MacAddr>()
-                        .map(|m| (m, a.port))
+                        .map(|m| runtime::EthAddr::new(m, a.port))
                         .map_err(|e| format!("--hosts: {e}"))
                 })
                 .collect::<Result<Vec<_>, _>>()?;

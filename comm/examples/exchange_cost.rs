@@ -16,11 +16,15 @@
 //! Run: `cargo run --release -p comm --example exchange_cost`
 
 use comm::{CommConfig, Communicator};
-use ctp::{CtpConfig, EdpAddr};
+use ctp::{CtpConfig, EthAddr};
 use std::time::{Duration, Instant};
 fn main() {
     let net = vcluster::Cluster::new("xchg", 2, 1500).unwrap();
-    let hosts: Vec<EdpAddr> = net.hosts().iter().map(|h| (h.mac, 4500)).collect();
+    let hosts: Vec<EthAddr> = net
+        .hosts()
+        .iter()
+        .map(|h| runtime::EthAddr::new(h.mac, 4500))
+        .collect();
     let th: Vec<_> = net
         .hosts()
         .iter()

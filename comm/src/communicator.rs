@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use ctp::{CtpConfig, CtpSocket, EdpAddr, EdpTransport, Endpoint, Transport, UdpTransport};
+use ctp::{CtpConfig, CtpSocket, EdpTransport, Endpoint, EthAddr, Transport, UdpTransport};
 use runtime::Deadline;
 use tracing::Span;
 
@@ -114,11 +114,11 @@ impl Communicator<EdpTransport> {
     pub fn bind_edp(
         iface: &str,
         rank: usize,
-        hosts: Vec<EdpAddr>,
+        hosts: Vec<EthAddr>,
         cfg: CommConfig,
         ctp: CtpConfig,
     ) -> Result<Self, CommError> {
-        let (mac, port) = *hosts.get(rank).ok_or(CommError::InvalidRank {
+        let EthAddr { mac, port } = *hosts.get(rank).ok_or(CommError::InvalidRank {
             rank,
             size: hosts.len(),
         })?;

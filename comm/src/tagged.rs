@@ -47,7 +47,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-use ctp::{CtpConfig, CtpSocket, EdpAddr, EdpTransport, Transport, UdpTransport};
+use ctp::{CtpConfig, CtpSocket, EdpTransport, EthAddr, Transport, UdpTransport};
 
 use crate::completion::{PeerId, RecvBuf, TaggedCompletion};
 use crate::config::CommConfig;
@@ -149,7 +149,7 @@ impl TaggedEndpoint<EdpTransport> {
     ) -> Result<Self, CommError> {
         let sock = CtpSocket::bind_edp(iface, port, ctp)?;
         let (_, mac, port) = sock.local_addr()?;
-        let local: EdpAddr = (mac, port);
+        let local = EthAddr::new(mac, port);
         Self::new(sock, local, cfg)
     }
 }

@@ -54,7 +54,7 @@ pub use peer::{IdStatus, RecvIdList};
 pub use pool::MIN_POOLED;
 pub use sender::Dest;
 pub use socket::{
-    Carrier, CtpConfig, CtpIoStats, CtpSocket, EdpAddr, EdpTransport, Handler, Transport,
+    Carrier, CtpConfig, CtpIoStats, CtpSocket, EdpTransport, EthAddr, Handler, Transport,
     UdpTransport, UpperLayer,
 };
 pub use wire::Options;

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::time::{Duration, Instant, SystemTime};
 
-use ctp::{Config, Delivery, EdpAddr, Endpoint, ErrorType, MsgId, Options};
+use ctp::{Config, Delivery, Endpoint, ErrorType, EthAddr, MsgId, Options};
 use testkit::sim::{
     self, edp_socket, edp_socket_poll_at, EdpSocket, FaultConfig, Link, MacAddr, Port, Sim,
 };
@@ -15,11 +15,11 @@ use testkit::sim::{
 const PORT: u16 = 1515;
 
 struct Node {
-    ep: Endpoint<EdpAddr>,
+    ep: Endpoint<EthAddr>,
     tr: EdpSocket,
-    addr: EdpAddr,
+    addr: EthAddr,
     buf: Vec<u8>,
-    got: Vec<Delivery<EdpAddr>>,
+    got: Vec<Delivery<EthAddr>>,
     send_would_block: u64,
 }
 
@@ -28,13 +28,13 @@ impl Node {
         let mac = port.mac();
         // Virtual time: only the simulation drives the link.
         let tr = edp_socket(port, PORT);
-        let broadcast = Some((MacAddr::BROADCAST, PORT));
+        let broadcast = Some(runtime::EthAddr::new(MacAddr::BROADCAST, PORT));
         let ep = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, seed, broadcast);
         let n = tr.mtu().max(ep.config().max_packet_len());
         Node {
             ep,
             tr,
-            addr: (mac, PORT),
+            addr: runtime::EthAddr::new(mac, PORT),
             buf: vec![0; n],
             got: Vec::new(),
             send_would_block: 0,
@@ -49,7 +49,8 @@ impl sim::Node for Node {
         loop {
             match self.tr.recv_from(&mut self.buf) {
                 Ok((n, mac, port)) => {
-                    self.ep.handle_datagram(now, (mac, port), &self.buf[..n]);
+                    self.ep
+                        .handle_datagram(now, runtime::EthAddr::new(mac, port), &self.buf[..n]);
                     moved = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -128,8 +129,8 @@ fn body(i: u64, len: usize) -> Vec<u8> {
 /// its sender got an error; returns (delivered, errors).
 fn check_exactly_once(
     sent: &HashMap<MsgId, (u64, usize)>,
-    sender_got: &[Delivery<EdpAddr>],
-    receiver_got: &[Delivery<EdpAddr>],
+    sender_got: &[Delivery<EthAddr>],
+    receiver_got: &[Delivery<EthAddr>],
 ) -> (usize, usize) {
     let failed: HashSet<MsgId> = sender_got
         .iter()
@@ -347,9 +348,9 @@ fn broadcast_on_hub_confirmed_by_each_receiver() {
     );
     let t0 = sim.now();
     let mut sim = sim.populate(ports, |i, p| Node::new(p, cfg(1500), 10 + i as u64, t0));
-    let group: Vec<EdpAddr> = sim[1..].iter().map(|n| n.addr).collect();
+    let group: Vec<EthAddr> = sim[1..].iter().map(|n| n.addr).collect();
     sim[0].ep.set_broadcast_group(group).unwrap();
-    let bcast = (MacAddr::BROADCAST, PORT);
+    let bcast = runtime::EthAddr::new(MacAddr::BROADCAST, PORT);
     let mut ids = Vec::new();
     for i in 0..20u64 {
         let len = if i % 2 == 0 { 100 } else { 5000 };

@@ -9,6 +9,7 @@
 //!   `link::derived_mac` derives from that address and EDP port
 //!   [`UDP_LINK_PORT`] (each endpoint has its own UDP link).
 
+use runtime::EthAddr;
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
@@ -148,10 +149,10 @@ impl Name {
     }
 
     /// The (MAC, EDP port) its frames carry as source.
-    pub fn wire(&self) -> (MacAddr, u16) {
+    pub fn wire(&self) -> EthAddr {
         match self {
-            Name::Edp { mac, port } => (*mac, *port),
-            Name::Udp(a) => (derived_mac(SocketAddr::V4(*a)), UDP_LINK_PORT),
+            Name::Edp { mac, port } => EthAddr::new(*mac, *port),
+            Name::Udp(a) => EthAddr::new(derived_mac(SocketAddr::V4(*a)), UDP_LINK_PORT),
         }
     }
 }
@@ -180,7 +181,7 @@ mod tests {
         let b = n.encode();
         assert_eq!(b, [2, 1, 2, 3, 4, 5, 0x12, 0x34]);
         assert_eq!(AddrFormat::Edp.decode(&b).unwrap(), n);
-        assert_eq!(n.wire(), (MacAddr([2, 1, 2, 3, 4, 5]), 0x1234));
+        assert_eq!(n.wire(), EthAddr::new(MacAddr([2, 1, 2, 3, 4, 5]), 0x1234));
         assert_eq!(n.to_string(), "fi_clusternet://02:01:02:03:04:05/4660");
     }
 
@@ -192,8 +193,8 @@ mod tests {
         assert_eq!(b.len(), 16);
         assert_eq!(u16::from_ne_bytes([b[0], b[1]]), libc::AF_INET as u16);
         assert_eq!(AddrFormat::Udp.decode(&b).unwrap(), n);
-        assert_eq!(n.wire().1, UDP_LINK_PORT);
-        assert_eq!(n.wire().0, derived_mac(SocketAddr::V4(a)));
+        assert_eq!(n.wire().port, UDP_LINK_PORT);
+        assert_eq!(n.wire().mac, derived_mac(SocketAddr::V4(a)));
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //!   that feeds the receive side the same way.
 //! - `fi_cancel` completes a posted receive with FI_ECANCELED.
 
+use runtime::EthAddr;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -366,7 +367,7 @@ impl DgramEp {
                             let k = n.min(cap);
                             p.buf.bytes_mut()[..k].copy_from_slice(&scratch[..k]);
                         }
-                        (n, (mac, port))
+                        (n, EthAddr::new(mac, port))
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) => {

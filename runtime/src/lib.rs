@@ -58,7 +58,7 @@ mod stats;
 mod tx;
 mod udp;
 
-pub use addr::EthAddr;
+pub use addr::{EthAddr, ParseEthAddrError};
 pub use config::{
     LinkConfig, Progress, RuntimeConfig, WaitPolicy, DEFAULT_IDLE_PROGRESS, DEFAULT_LINK_BUFFER,
     DEFAULT_RX_RING, DEFAULT_SPIN, ETHERTYPE_EDP, ETHERTYPE_ESP,

@@ -12,7 +12,7 @@ mod ulfc_sim;
 use std::io;
 use std::time::{Duration, Instant, SystemTime};
 
-use ctp::{Config, EdpAddr, Endpoint};
+use ctp::{Config, Endpoint, EthAddr};
 use testkit::sim::{
     self as ts, edp_socket, edp_socket_poll_at, EdpSocket, FaultConfig, Link, Port,
 };
@@ -30,14 +30,14 @@ pub(crate) type Sim = ts::Sim<Vec<Node>>;
 /// One rank: a CTP endpoint on an EDP socket on its sim port, and the
 /// communicator's state above it.
 pub(crate) struct Node {
-    pub ep: Endpoint<EdpAddr>,
+    pub ep: Endpoint<EthAddr>,
     tr: EdpSocket,
-    pub st: State<EdpAddr>,
+    pub st: State<EthAddr>,
     buf: Vec<u8>,
 }
 
 impl Node {
-    pub fn new(port: Port, rank: usize, hosts: &[EdpAddr], cfg: CommConfig, t0: Instant) -> Node {
+    pub fn new(port: Port, rank: usize, hosts: &[EthAddr], cfg: CommConfig, t0: Instant) -> Node {
         let tr = edp_socket(port, PORT);
         let ep = Endpoint::new(
             Config::for_edp_mtu(1500),
@@ -58,7 +58,7 @@ impl Node {
     /// The process restarts at `now` on the same interface: a new CTP
     /// endpoint and communicator state (a new incarnation); frames that
     /// reached the dead process are gone.
-    pub fn restart(&mut self, rank: usize, hosts: &[EdpAddr], cfg: CommConfig, now: Instant) {
+    pub fn restart(&mut self, rank: usize, hosts: &[EthAddr], cfg: CommConfig, now: Instant) {
         while self.tr.recv_from(&mut self.buf).is_ok() {}
         self.ep = Endpoint::new(
             Config::for_edp_mtu(1500),
@@ -79,7 +79,8 @@ impl ts::Node for Node {
         loop {
             match self.tr.recv_from(&mut self.buf) {
                 Ok((n, mac, port)) => {
-                    self.ep.handle_datagram(now, (mac, port), &self.buf[..n]);
+                    self.ep
+                        .handle_datagram(now, runtime::EthAddr::new(mac, port), &self.buf[..n]);
                     moved = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -122,12 +123,15 @@ impl ts::Node for Node {
 /// the clock ends near its time: CTP's far timers, e.g. session expiry,
 /// would jump) and at least 1 us. Returns the simulation and the ranks'
 /// addresses.
-pub(crate) fn cluster(n: usize, cfg: CommConfig, f: FaultConfig) -> (Sim, Vec<EdpAddr>) {
+pub(crate) fn cluster(n: usize, cfg: CommConfig, f: FaultConfig) -> (Sim, Vec<EthAddr>) {
     let mut sim = ts::Sim::new((0..n).map(|r| format!("rank{r}")));
     sim.pace.max_step = Some(Duration::from_millis(10));
     sim.pace.min_step = Duration::from_micros(1);
     let ports = sim.switch(ts::mtu(1500), vec![f; n]);
-    let hosts: Vec<EdpAddr> = ports.iter().map(|p| (p.mac(), PORT)).collect();
+    let hosts: Vec<EthAddr> = ports
+        .iter()
+        .map(|p| runtime::EthAddr::new(p.mac(), PORT))
+        .collect();
     let t0 = sim.now();
     let sim = sim.populate(ports, |r, p| Node::new(p, r, &hosts, cfg.clone(), t0));
     (sim, hosts)

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use ctp::EdpAddr;
+use ctp::EthAddr;
 use testkit::sim::{self as ts, FaultConfig, Link};
 
 use super::{Node, PORT};
@@ -42,7 +42,10 @@ fn four_ranks_on_a_lossy_reordering_switch_keep_mpi_order() {
         .with_delay(Duration::from_micros(20), Duration::from_micros(10));
     let mut sim = ts::Sim::new((0..N).map(|r| format!("rank{r}")));
     let ports = sim.switch(ts::mtu(1500), vec![f; N]);
-    let hosts: Vec<EdpAddr> = ports.iter().map(|p| (p.mac(), PORT)).collect();
+    let hosts: Vec<EthAddr> = ports
+        .iter()
+        .map(|p| runtime::EthAddr::new(p.mac(), PORT))
+        .collect();
     let cfg = CommConfig {
         fragment_bytes: 3000,
         window_fragments: 8,

@@ -41,9 +41,10 @@ mod over_udp;
 mod upper;
 
 pub use self::core::{CtpCore, APP_QUEUE_CAP};
-pub use self::over_edp::{EdpAddr, EdpTransport};
+pub use self::over_edp::EdpTransport;
 pub use self::over_udp::{UdpCore, UdpEngine, UdpTransport, MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
 pub use self::upper::UpperLayer;
+pub use runtime::EthAddr;
 
 /// What carries a socket's packets: the engine holding its endpoint's core
 /// (the runtime's [`Carrier`] with a [`CtpCore`] for core), and its I/O
@@ -253,7 +254,7 @@ impl CtpSocket<EdpTransport> {
     /// CTP header.
     pub fn bind_on(rt: &Runtime, port: u16, cfg: CtpConfig) -> io::Result<Self> {
         let tr = EdpTransport::bind(rt, port, |port, max| {
-            let b = Some((
+            let b = Some(EthAddr::new(
                 edp::MacAddr::BROADCAST,
                 cfg.edp_broadcast_port.unwrap_or(port),
             ));

@@ -32,6 +32,7 @@ use crate::wire::{EdpRepr, EthernetRepr, MacAddr, CONTROL_PORT, EDP_HEADER_LEN, 
 use link::Link;
 use runtime::ports::PortLease;
 use runtime::protocol::{DemuxKey, SlotId};
+use runtime::EthAddr;
 use runtime::{Deadline, Runtime, RuntimeConfig, WaitPolicy};
 
 mod datagram;
@@ -393,13 +394,16 @@ impl EdpSocket {
         h
     }
 
-    /// Sends one datagram to `(mac, port)`; returns `buf.len()`.
+    /// Sends one datagram to `dst` (an [`EthAddr`] or a
+    /// `(mac, port)` pair); returns `buf.len()`.
     ///
     /// Errors: `InvalidInput` when `buf` is longer than [`EdpSocket::mtu`]
     /// or the port is 0; `WouldBlock` on a nonblocking socket whose
     /// transmit queue is full (also for ENOBUFS: the frame was not sent);
     /// `TimedOut` after the write timeout; link errors.
-    pub fn send_to(&mut self, buf: &[u8], dst: (MacAddr, u16)) -> io::Result<usize> {
+    pub fn send_to(&mut self, buf: &[u8], dst: impl Into<EthAddr>) -> io::Result<usize> {
+        let dst: EthAddr = dst.into();
+        let dst = (dst.mac, dst.port);
         self.check_dst(buf.len(), dst.1)?;
         let h = self.header(dst, buf.len());
         let frame = [IoSlice::new(&h), IoSlice::new(buf)];

@@ -171,7 +171,7 @@ impl FaultInjector {
             };
             if self.chance(flip) {
                 self.bad = !self.bad;
-                tracing::trace!(target: "edp::fault", bad = self.bad, "burst-loss state change");
+                tracing::trace!(target: "link::fault", bad = self.bad, "burst-loss state change");
             }
             if self.bad && self.chance(b.loss_in_bad) {
                 lost = true;
@@ -179,7 +179,7 @@ impl FaultInjector {
         }
         if lost {
             self.stats.lost += 1;
-            tracing::trace!(target: "edp::fault", len, burst = self.bad, "drop: loss");
+            tracing::trace!(target: "link::fault", len, burst = self.bad, "drop: loss");
             return Fate::dropped(now);
         }
 
@@ -190,7 +190,7 @@ impl FaultInjector {
             }
             if self.in_flight.len() >= limit {
                 self.stats.queue_dropped += 1;
-                tracing::trace!(target: "edp::fault", len, limit, "drop: queue limit");
+                tracing::trace!(target: "link::fault", len, limit, "drop: queue limit");
                 return Fate::dropped(now);
             }
         }
@@ -208,7 +208,7 @@ impl FaultInjector {
             let bit = self.rng.random_range(0..8u32);
             corrupt = Some((i, 1u8 << bit));
             self.stats.corrupted += 1;
-            tracing::trace!(target: "edp::fault", len, byte = i, bit, "corrupt");
+            tracing::trace!(target: "link::fault", len, byte = i, bit, "corrupt");
         }
 
         // 5. Serialisation at the rate limit.
@@ -241,7 +241,7 @@ impl FaultInjector {
                 self.cfg.reorder_delay
             };
             at += hold;
-            tracing::trace!(target: "edp::fault", len, hold_us = hold.as_micros() as u64, "reorder");
+            tracing::trace!(target: "link::fault", len, hold_us = hold.as_micros() as u64, "reorder");
         } else {
             if let Some(last) = self.last_release {
                 at = at.max(last);
@@ -257,10 +257,10 @@ impl FaultInjector {
         }
         if dup {
             self.stats.duplicated += 1;
-            tracing::trace!(target: "edp::fault", len, "duplicate");
+            tracing::trace!(target: "link::fault", len, "duplicate");
         }
         if at > now {
-            tracing::trace!(target: "edp::fault", len, delay_ns = (at - now).as_nanos() as u64, "delay");
+            tracing::trace!(target: "link::fault", len, delay_ns = (at - now).as_nanos() as u64, "delay");
         }
         Fate {
             copies,

@@ -187,7 +187,7 @@ impl<L: Link> FaultLink<L> {
         }
         let now = self.clock.now();
         if let Err(e) = self.release(now) {
-            tracing::warn!(target: "edp::fault", "inner link refused a delayed frame: {e}");
+            tracing::warn!(target: "link::fault", "inner link refused a delayed frame: {e}");
         }
     }
 
@@ -225,7 +225,7 @@ impl<L: Link> FaultLink<L> {
                 }
                 Err(e) => {
                     self.stats.inner_errors += 1;
-                    tracing::debug!(target: "edp::fault", "inner link refused a frame: {e}");
+                    tracing::debug!(target: "link::fault", "inner link refused a frame: {e}");
                     err.get_or_insert(e);
                     sent += 1;
                 }

@@ -30,7 +30,7 @@
 //! Files: `config` ([`FaultConfig`], [`BurstLoss`], validation), `spec` (the
 //! `--fault` spec grammar and `Display`), `injector` ([`FaultInjector`],
 //! [`FaultStats`]), `link` ([`FaultLink`]). Every fault decision is a
-//! `tracing` event at trace level (target `edp::fault`).
+//! `tracing` event at trace level (target `link::fault`).
 
 mod config;
 mod injector;

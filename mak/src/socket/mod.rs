@@ -63,7 +63,7 @@ mod over_edp;
 mod over_udp;
 
 pub use self::core::{CarrierStats, DoneStats, GroupCore, MakStats, MAX_LOST_RECORD};
-pub use self::over_edp::{group_mac, EdpAddr, EdpCarrier, EdpGroup};
+pub use self::over_edp::{group_mac, EdpCarrier, EdpGroup};
 pub use self::over_udp::{UdpCarrier, UdpEngine, UdpGroup, UdpMember, UDP_SOCKET_BUFFER};
 
 /// A member of the group as the sockets know it: its id on the wire, its

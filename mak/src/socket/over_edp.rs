@@ -16,14 +16,12 @@ use edp::wire::{EdpFrame, EdpRepr, EDP_HEADER_LEN};
 use link::eth::EthernetRepr;
 use link::{MacAddr, ETH_HEADER_LEN};
 use runtime::protocol::{Cx, DemuxKey, Driver, EthEngine, Ready, RxFrame, SlotId, Socket, TxQueue};
+use runtime::EthAddr;
 use runtime::Runtime;
 
 use super::core::GroupCore;
 use super::{GroupSpec, MakConfig, MakSocket};
 use crate::member::Dest;
-
-/// An EDP member address: MAC address and EDP port (the group's port).
-pub type EdpAddr = (MacAddr, u16);
 
 /// Bytes in front of the MAK frame in an Ethernet frame.
 const HEAD: usize = ETH_HEADER_LEN + EDP_HEADER_LEN;
@@ -59,7 +57,7 @@ impl EdpGroup {
 
 /// The member in its runtime slot.
 pub(crate) struct MakSlot {
-    pub core: GroupCore<EdpAddr>,
+    pub core: GroupCore<EthAddr>,
     group: EdpGroup,
     ethertype: u16,
     /// Largest MAK frame.
@@ -81,8 +79,11 @@ impl Socket for MakSlot {
                 return;
             }
         };
-        self.core
-            .on_frame(cx.now, (f.eth.src, f.header.src_port), f.payload);
+        self.core.on_frame(
+            cx.now,
+            EthAddr::new(f.eth.src, f.header.src_port),
+            f.payload,
+        );
     }
 
     fn on_timeout(&mut self, cx: &mut Cx<'_>) {
@@ -103,7 +104,7 @@ impl Socket for MakSlot {
             };
             let (mac, port) = match t.dest {
                 Dest::Group => (self.group.mac, self.group.port),
-                Dest::Member(a) => a,
+                Dest::Member(a) => (a.mac, a.port),
             };
             EthernetRepr {
                 dst: mac,
@@ -171,8 +172,8 @@ impl EdpCarrier {
 }
 
 impl runtime::protocol::Carrier for EdpCarrier {
-    type Addr = EdpAddr;
-    type Core = GroupCore<EdpAddr>;
+    type Addr = EthAddr;
+    type Core = GroupCore<EthAddr>;
     type Engine = EthEngine;
 
     fn driver(&self) -> &Arc<Driver<EthEngine>> {
@@ -181,10 +182,10 @@ impl runtime::protocol::Carrier for EdpCarrier {
     fn slot(&self) -> SlotId {
         self.slot
     }
-    fn core(e: &mut EthEngine, slot: SlotId) -> Option<&mut GroupCore<EdpAddr>> {
+    fn core(e: &mut EthEngine, slot: SlotId) -> Option<&mut GroupCore<EthAddr>> {
         e.socket_mut::<MakSlot>(slot).map(|s| &mut s.core)
     }
-    fn core_ref(e: &EthEngine, slot: SlotId) -> Option<&GroupCore<EdpAddr>> {
+    fn core_ref(e: &EthEngine, slot: SlotId) -> Option<&GroupCore<EthAddr>> {
         e.socket::<MakSlot>(slot).map(|s| &s.core)
     }
     fn touched(e: &mut EthEngine, slot: SlotId, now: Instant) -> io::Result<()> {
@@ -225,7 +226,7 @@ impl MakSocket<EdpCarrier> {
     pub fn bind_edp(
         iface: &str,
         group: EdpGroup,
-        spec: GroupSpec<EdpAddr>,
+        spec: GroupSpec<EthAddr>,
         cfg: MakConfig,
     ) -> io::Result<Self> {
         let rt = Runtime::shared(iface, &cfg.runtime)?;
@@ -243,7 +244,7 @@ impl MakSocket<EdpCarrier> {
     pub fn bind_edp_on(
         rt: &Runtime,
         group: EdpGroup,
-        spec: GroupSpec<EdpAddr>,
+        spec: GroupSpec<EthAddr>,
         cfg: MakConfig,
     ) -> io::Result<Self> {
         if !group.mac.is_group() {
@@ -255,20 +256,20 @@ impl MakSocket<EdpCarrier> {
         }
         spec.validate()?;
         for p in &spec.members {
-            if p.addr.1 != group.port {
+            if p.addr.port != group.port {
                 return Err(invalid(format!(
                     "MAK member {} ({}) is at EDP port {}, not the group's port {}: every member binds the group port",
-                    p.id.0, p.name, p.addr.1, group.port
+                    p.id.0, p.name, p.addr.port, group.port
                 )));
             }
         }
         let me = spec.me_peer().expect("validated");
-        if me.addr.0 != rt.mac() {
+        if me.addr.mac != rt.mac() {
             return Err(invalid(format!(
                 "MAK member {} ({}) is listed at {}, but this interface's MAC is {}",
                 me.id.0,
                 me.name,
-                me.addr.0,
+                me.addr.mac,
                 rt.mac()
             )));
         }
