@@ -236,7 +236,9 @@ local ctpf = {
     opt_unique = ProtoField.bool("ctp.options.uniquecommand", "UniqueCommand", 8, nil, 0x04),
     opt_bcast = ProtoField.bool("ctp.options.broadcast", "Broadcast", 8, nil, 0x08),
     opt_start = ProtoField.bool("ctp.options.startsession", "StartSession", 8, nil, 0x10),
-    opt_reserved = ProtoField.uint8("ctp.options.reserved", "Undefined bits", base.HEX, nil, 0xe0),
+    opt_offer = ProtoField.bool("ctp.options.offer", "Offer (pulled message)", 8, nil, 0x20),
+    opt_pull = ProtoField.bool("ctp.options.pull", "Pull (request or part)", 8, nil, 0x40),
+    opt_reserved = ProtoField.uint8("ctp.options.reserved", "Undefined bits", base.HEX, nil, 0x80),
     data = ProtoField.bytes("ctp.data", "Data"),
     datalen = ProtoField.uint16("ctp.datalen", "Data length (bytes)", base.DEC),
 }
@@ -279,6 +281,23 @@ local function ctp_inconsistency(tvb, size)
         return "message size exceeds 48 bits"
     end
     local msgsize = ms_hi * 4294967296 + ms_lo
+    local opts = tvb(24, 1):uint()
+    local offer, pull = has(opts, 0x20), has(opts, 0x40)
+    if pull and not offer then
+        -- ctp/PROTOCOL.md "Pulled messages": a request (confirmation bit,
+        -- a body of ranges) or a part (its count echoes a request).
+        if cmd >= 0x8000 then
+            if msgsize ~= 0 or body < 8 or (body - 8) % 8 ~= 0 then
+                return "pull request of a bad length"
+            end
+        elseif body == 0 or body > msgsize then
+            return "pulled part of a bad length"
+        end
+        return nil
+    end
+    if cmd < 0x8000 and offer and (count > 1 or body < (pull and 4 or 12)) then
+        return "offer or done not a normal command with its prefix"
+    end
     if cmd >= 0x8000 then
         if body ~= 0 then
             return "confirmation with a body"
@@ -320,7 +339,7 @@ local function ctp_packed_ok(tvb, off)
         end
         local c = tvb(off, size):tvb()
         local conf = size == CTP_HLEN and c(2, 2):le_uint() >= 0x8000
-        if (off + size < n and not conf) or unknown_bits(c(24, 1):uint(), 0x1f) ~= 0
+        if (off + size < n and not conf) or unknown_bits(c(24, 1):uint(), 0x7f) ~= 0
             or ctp_inconsistency(c, size) then
             return false
         end
@@ -339,7 +358,7 @@ local function ctp_heuristic_ok(tvb)
     if tvb(0, 2):le_uint() ~= n then
         return ctp_packed_ok(tvb, 0)
     end
-    if unknown_bits(tvb(24, 1):uint(), 0x1f) ~= 0 then
+    if unknown_bits(tvb(24, 1):uint(), 0x7f) ~= 0 then
         return false
     end
     return ctp_inconsistency(tvb, n) == nil
@@ -382,9 +401,11 @@ function p_ctp.dissector(tvb, pinfo, tree)
     ot:add(ctpf.opt_unique, tvb(24, 1))
     ot:add(ctpf.opt_bcast, tvb(24, 1))
     ot:add(ctpf.opt_start, tvb(24, 1))
+    ot:add(ctpf.opt_offer, tvb(24, 1))
+    ot:add(ctpf.opt_pull, tvb(24, 1))
     local names = {}
     for _, o in ipairs({ { 0x01, "DelAfterError" }, { 0x02, "NoResend" }, { 0x04, "UniqueCommand" },
-        { 0x08, "Broadcast" }, { 0x10, "StartSession" } }) do
+        { 0x08, "Broadcast" }, { 0x10, "StartSession" }, { 0x20, "Offer" }, { 0x40, "Pull" } }) do
         if has(opts, o[1]) then
             names[#names + 1] = o[2]
         end
@@ -392,19 +413,28 @@ function p_ctp.dissector(tvb, pinfo, tree)
     if #names > 0 then
         ot:append_text(" (" .. table.concat(names, ", ") .. ")")
     end
-    if unknown_bits(opts, 0x1f) ~= 0 then
+    if unknown_bits(opts, 0x7f) ~= 0 then
         ot:add(ctpf.opt_reserved, tvb(24, 1))
         ot:add_proto_expert_info(ctpe.options,
-            string.format("Undefined CTP option bits 0x%02x set", unknown_bits(opts, 0x1f)))
+            string.format("Undefined CTP option bits 0x%02x set", unknown_bits(opts, 0x7f)))
     end
 
     local info
-    if confirm then
+    local offer, pull = has(opts, 0x20), has(opts, 0x40)
+    if pull and not offer and confirm then
+        info = string.format("Pull request #%d of offer Id=0x%08x", number, id)
+    elseif pull and not offer then
+        info = string.format("Pulled part %d of offer Id=0x%08x (request #%d)", number, id, count)
+    elseif confirm then
         info = string.format("Confirmation of command %d Id=0x%08x", command, id)
+    elseif offer and pull then
+        info = string.format("Pull done, command %d Id=0x%08x", command, id)
+    elseif offer then
+        info = string.format("Offer, command %d Id=0x%08x", command, id)
     else
         info = string.format("Command %d Id=0x%08x", command, id)
     end
-    if count > 1 then
+    if count > 1 and not pull then
         info = info .. string.format(" Part=%d/%d", number + 1, count)
     end
     if has(opts, 0x10) then

@@ -12,11 +12,14 @@
  * half the median round trip instead of OMB's mean). Sizes double from MIN
  * (raised to 0 for latency, 1 for bw/bibw/bcast, 8 for allreduce) to MAX
  * bytes; above 8192 bytes a tenth of ITERS and WARMUP. allreduce sums
- * MAX/8 doubles (comm sums i64 and f64; OMB sums floats). */
+ * MAX/8 doubles (comm sums i64 and f64; OMB sums floats). At the end, one
+ * `# cpu rank R: user U sys S` line per rank: its CPU seconds over the
+ * sizes (comm-osu --provider turns it into CPU per MiB moved). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define LARGE_MESSAGE_SIZE 8192
 
@@ -28,6 +31,14 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Half the mean round trip, or with p50 half the median one, us. */
+/* User and system CPU time of this process so far, seconds. */
+static void cpu_now(double t[2]) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    t[0] = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6;
+    t[1] = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
 static double latency(char *buf, long len, int iters, int warmup, int p50) {
     double start = 0, last = 0;
     double *rtt = p50 ? malloc(sizeof(double) * (size_t)iters) : NULL;
@@ -155,6 +166,8 @@ int main(int argc, char **argv) {
     if (!sbuf || !rbuf || !in || !out) MPI_Abort(MPI_COMM_WORLD, 2);
     memset(sbuf, 'a', cap);
     if (rank == 0) printf("# %s (Open MPI, benches/osu/osu-ompi.c)\n%-10s%18s\n", title, "# Size", column);
+    double cpu0[2];
+    cpu_now(cpu0);
     for (long len = min; len <= max; len = len ? len * 2 : 1) {
         int it = len > LARGE_MESSAGE_SIZE ? (iters / 10 > 0 ? iters / 10 : 1) : iters;
         int wu = len > LARGE_MESSAGE_SIZE ? warmup / 10 : warmup;
@@ -171,6 +184,18 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
     }
+    /* CPU time of each process over the sizes (its threads included: Open
+     * MPI's and the transport's), for CPU per byte beside the figures. */
+    double cpu1[2];
+    cpu_now(cpu1);
+    double mine[2] = {cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]};
+    double *all = malloc(sizeof(double) * 2 * (size_t)size);
+    if (!all) MPI_Abort(MPI_COMM_WORLD, 2);
+    MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+        for (int r = 0; r < size; r++)
+            printf("# cpu rank %d: user %.3f sys %.3f\n", r, all[2 * r], all[2 * r + 1]);
+    free(all);
     MPI_Barrier(MPI_COMM_WORLD);
     free(sbuf), free(rbuf), free(in), free(out);
     MPI_Finalize();

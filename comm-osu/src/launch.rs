@@ -114,6 +114,28 @@ pub(crate) fn ompi_args(a: &Args) -> Vec<String> {
     ]
 }
 
+/// An OSU micro-benchmark binary's arguments (OMB's options): sizes,
+/// iterations and warm-up (OMB applies its own large-message rule), and the
+/// window of the bandwidth tests.
+pub(crate) fn omb_args(a: &Args) -> Vec<String> {
+    let mut v = vec![
+        "-m".into(),
+        format!("{}:{}", a.sizes.0, a.sizes.1),
+        "-i".into(),
+        a.iterations.to_string(),
+        "-x".into(),
+        a.warmup.to_string(),
+    ];
+    let prog = a.ompi.as_deref().unwrap_or_default();
+    if ["osu_bw", "osu_bibw", "osu_mbw_mr"]
+        .iter()
+        .any(|b| prog.ends_with(b))
+    {
+        v.extend(["-W".into(), a.window.to_string()]);
+    }
+    v
+}
+
 /// `n` loopback `ip:port`s whose ports were free a moment ago.
 fn free_loopback(n: usize) -> Result<Vec<String>, String> {
     let socks = (0..n)

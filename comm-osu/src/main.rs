@@ -149,6 +149,19 @@ pub struct Args {
     /// With --provider: runs, each TCP then the provider.
     #[arg(long, default_value_t = 1, requires = "provider")]
     pub repeat: usize,
+    /// With --provider: the --ompi program is an OSU micro-benchmark of
+    /// OMB's own build (osu_latency, osu_bw, osu_bibw, osu_mbw_mr,
+    /// osu_alltoall, ...): it gets OMB's options (-m MIN:MAX -i ITERS -x
+    /// WARMUP, and -W WINDOW for the bandwidth tests) instead of
+    /// osu-ompi's positional ones. BENCH then only names the kind of
+    /// figure (bw: higher is better; latency: lower).
+    #[arg(long, requires = "provider")]
+    pub osu: bool,
+    /// With --provider: the provider's counters (resends, duplicates,
+    /// pulls) printed by each rank when its endpoint closes (libfabric's
+    /// log, FI_LOG_LEVEL=info for the provider only).
+    #[arg(long, requires = "provider")]
+    pub counters: bool,
 }
 
 fn parse_range(s: &str) -> Result<(usize, usize), String> {

@@ -40,7 +40,11 @@ pub fn compare(a: &Args, n: usize, prog: &str, fi_dir: &str) -> Result<(), Strin
         ),
         Link::Udp => None,
     };
-    let args = launch::ompi_args(a);
+    let args = if a.osu {
+        launch::omb_args(a)
+    } else {
+        launch::ompi_args(a)
+    };
     let mpirun = || match &job {
         Some(j) => j.mpirun(n, prog, &args),
         None => {
@@ -63,6 +67,11 @@ pub fn compare(a: &Args, n: usize, prog: &str, fi_dir: &str) -> Result<(), Strin
         let ours = launch::run_ranks(vec![ours], limit)
             .map_err(|e| format!("Open MPI over the provider, run {run}: {e}"))?;
         println!("# run {run}, provider {}:\n{}", label(a), ours.trim_end());
+        for (who, out) in [("TCP BTL", &tcp), ("provider", &ours)] {
+            if let Some(line) = cpu_per_mib(a, out) {
+                println!("# run {run}, {who}: CPU per MiB moved: {line}");
+            }
+        }
         runs.push((compare::parse_rows(&tcp), compare::parse_rows(&ours)));
     }
     let link = match a.link {
@@ -92,6 +101,54 @@ fn over_provider(c: &mut Command, fi_dir: &str, a: &Args) {
         c.env("FI_CLUSTERNET_LINK", "udp")
             .env("FI_CLUSTERNET_IFACE", "lo");
     }
+    if a.counters {
+        c.env("FI_LOG_LEVEL", "info").env("FI_LOG_PROV", "clusternet");
+    }
+}
+
+/// Bytes a bandwidth run of osu-ompi moves (both directions for bibw):
+/// per size, (iterations + warm-up) x window x size, a tenth of the
+/// iterations above 8192 bytes (benches/osu/osu-ompi.c).
+fn bytes_moved(a: &Args) -> Option<f64> {
+    let both = match a.bench {
+        crate::bench::Bench::Bw => 1.0,
+        crate::bench::Bench::Bibw => 2.0,
+        _ => return None,
+    };
+    let mut total = 0.0;
+    let mut len = a.sizes.0.max(1);
+    while len <= a.sizes.1 {
+        let (it, wu) = if len > 8192 {
+            ((a.iterations / 10).max(1), a.warmup / 10)
+        } else {
+            (a.iterations, a.warmup)
+        };
+        total += ((it + wu) * a.window.max(1) * len) as f64;
+        len *= 2;
+    }
+    Some(both * total)
+}
+
+/// The CPU time per MiB moved of each rank, from osu-ompi's `# cpu rank`
+/// lines (user + system time of the whole process, its threads included,
+/// over the measured sizes), for a bandwidth run; `None` otherwise.
+fn cpu_per_mib(a: &Args, out: &str) -> Option<String> {
+    if a.osu {
+        return None;
+    }
+    let mib = bytes_moved(a)? / f64::from(1 << 20);
+    let ranks: Vec<String> = out
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("# cpu rank ")?;
+            let (rank, rest) = rest.split_once(':')?;
+            let mut w = rest.split_whitespace();
+            let (_, user, _, sys) = (w.next()?, w.next()?, w.next()?, w.next()?);
+            let cpu: f64 = user.parse::<f64>().ok()? + sys.parse::<f64>().ok()?;
+            Some(format!("rank {rank} {:.3} ms", cpu * 1e3 / mib))
+        })
+        .collect();
+    (!ranks.is_empty()).then(|| ranks.join(", "))
 }
 
 type Rows = Vec<(usize, f64)>;

@@ -10,25 +10,16 @@
 pub type PeerId = usize;
 
 /// A caller-owned receive buffer: a posted receive's message is copied
-/// straight into it (inside the engine turn that completed the message),
-/// and it is handed back with the completion. A C ABI wraps its raw
-/// pointer in its own audited `unsafe` module.
-pub trait RecvBuf: Send + 'static {
-    /// The bytes a message may fill, from the start.
-    fn bytes_mut(&mut self) -> &mut [u8];
-}
+/// straight into it (inside the engine turn that completed the message;
+/// a rendezvous's parts as they arrive), and it is handed back with the
+/// completion. A C ABI wraps its raw pointer in its own audited `unsafe`
+/// module. CTP's own trait: a pulled message's parts are placed into it
+/// by the CTP endpoint.
+pub use ctp::RecvBuf;
 
-impl RecvBuf for Vec<u8> {
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        self
-    }
-}
-
-impl RecvBuf for Box<[u8]> {
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        self
-    }
-}
+/// The caller's own send buffer, kept until its send completes: a message
+/// sent by rendezvous is pulled from it without a copy (CTP's trait).
+pub use ctp::SendBuf;
 
 /// Which operation completed (`FI_SEND` / `FI_RECV` in `fi_cq(3)`'s flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

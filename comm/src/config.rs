@@ -19,6 +19,15 @@ pub struct CommConfig {
     /// (`ctp::Config::max_reassembly_bytes_per_peer`, 512 MiB) holds only
     /// one fragment per message. Default 1 MiB.
     pub fragment_bytes: usize,
+    /// The eager limit, bytes (Open MPI's `btl_eager_limit`): a message to
+    /// another rank up to this long is sent at once, in fragments; a longer
+    /// one by rendezvous: one announcement takes the message's place in
+    /// the peer's order, and the receiver pulls the bytes into the matched
+    /// receive's buffer (ctp's PROTOCOL.md "Pulled messages"), paced by its
+    /// own receive window, asking again for what it misses; an unexpected
+    /// one waits as a handle, without its bytes. `usize::MAX` sends every
+    /// message eagerly. Default 64 KiB.
+    pub eager_limit: usize,
     /// The send window per peer, fragments, as a span of sequence numbers:
     /// a fragment goes to CTP only while its sequence number is below the
     /// oldest unconfirmed one's plus this. CTP confirms a message once its
@@ -114,6 +123,7 @@ impl Default for CommConfig {
         Self {
             context: 1,
             fragment_bytes: 1 << 20,
+            eager_limit: 64 << 10,
             window_fragments: 64,
             recv_budget_bytes: ctp::socket::UDP_SOCKET_BUFFER as u64 / 2,
             rapid_window_bytes: 64 << 10,

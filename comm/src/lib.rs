@@ -83,7 +83,7 @@ mod tests;
 
 pub use collective::SumElement;
 pub use communicator::Communicator;
-pub use completion::{PeerId, RecvBuf, TaggedCompletion};
+pub use completion::{PeerId, RecvBuf, SendBuf, TaggedCompletion};
 pub use config::CommConfig;
 pub use error::CommError;
 pub use flow::{Mode, PeerState};

@@ -47,6 +47,12 @@
 //!
 //! Both queues are searched linearly (as Open MPI's per-source lists are);
 //! the bounds keep the cost bounded.
+//!
+//! The engine holds a message's payload as the caller gives it
+//! ([`Payload`]): its bytes (`Vec<u8>`, the default), or a handle to bytes
+//! still at the sender (the communicator's rendezvous announcements),
+//! whose byte count toward the unexpected bound is what it holds, not the
+//! message's length.
 
 use std::collections::VecDeque;
 
@@ -58,6 +64,25 @@ pub use mpi::{
     selector, Envelope, Matched, Matcher, Overflow, SourceSel, Tag, TagSel, ANY_SOURCE, ANY_TAG,
     MAX_TAG,
 };
+
+/// A message's payload as the engine holds it.
+pub trait Payload {
+    /// The message's length, bytes (what a probe reports).
+    fn msg_len(&self) -> usize;
+
+    /// Bytes it holds here, counted against
+    /// [`MatchLimits::max_unexpected_bytes`]: the message's length, unless
+    /// the bytes are elsewhere.
+    fn held_bytes(&self) -> u64 {
+        self.msg_len() as u64
+    }
+}
+
+impl Payload for Vec<u8> {
+    fn msg_len(&self) -> usize {
+        self.len()
+    }
+}
 
 /// Which messages a receive accepts: a source (`None`: any) and a 64-bit
 /// tag under an ignore mask (`fi_trecv(3)`'s `src_addr`, `tag`, `ignore`).
@@ -143,21 +168,33 @@ pub struct MatchStats {
 /// An arrival refused because the unexpected queue is full: the message,
 /// given back (MPI leaves the buffering of unexpected messages to the
 /// implementation; this one bounds it and makes the sender wait).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unexpected-message queue full: {queued} messages / {queued_bytes} bytes queued, a message of {} bytes from peer {} tag {:#x} does not fit",
-    data.len(), envelope.source, envelope.tag
-)]
-pub struct TagOverflow {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagOverflow<D = Vec<u8>> {
     /// The refused message's envelope.
     pub envelope: TagEnvelope,
     /// The refused message's payload.
-    pub data: Vec<u8>,
+    pub data: D,
     /// Messages queued when it was refused.
     pub queued: usize,
     /// Payload bytes queued when it was refused.
     pub queued_bytes: u64,
 }
+
+impl<D: Payload> std::fmt::Display for TagOverflow<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unexpected-message queue full: {} messages / {} bytes queued, a message of {} bytes from peer {} tag {:#x} does not fit",
+            self.queued,
+            self.queued_bytes,
+            self.data.msg_len(),
+            self.envelope.source,
+            self.envelope.tag
+        )
+    }
+}
+
+impl<D: Payload + std::fmt::Debug> std::error::Error for TagOverflow<D> {}
 
 /// Why a receive could not be posted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -176,36 +213,37 @@ struct Posted<R> {
 
 /// A message nobody has asked for yet.
 #[derive(Debug, Clone)]
-struct Unexpected {
+struct Unexpected<D> {
     envelope: TagEnvelope,
-    data: Vec<u8>,
+    data: D,
 }
 
 /// A receive matched with its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TagMatched<R> {
+pub struct TagMatched<R, D = Vec<u8>> {
     /// The receive's handle.
     pub id: R,
     /// The message's envelope.
     pub envelope: TagEnvelope,
     /// The message.
-    pub data: Vec<u8>,
+    pub data: D,
 }
 
 /// The matching engine of one context. `R` identifies posted receives
-/// (e.g. a request id). See the module documentation.
+/// (e.g. a request id), `D` is the payload held ([`Payload`]). See the
+/// module documentation.
 #[derive(Debug, Clone)]
-pub struct TagMatcher<R> {
+pub struct TagMatcher<R, D = Vec<u8>> {
     limits: MatchLimits,
     posted: VecDeque<Posted<R>>,
-    unexpected: VecDeque<Unexpected>,
+    unexpected: VecDeque<Unexpected<D>>,
     /// Claimed messages by key (`FI_CLAIM`): out of matching, in the bounds.
-    claimed: FxHashMap<u64, Unexpected>,
+    claimed: FxHashMap<u64, Unexpected<D>>,
     unexpected_bytes: u64,
     stats: MatchStats,
 }
 
-impl<R: Clone + PartialEq> TagMatcher<R> {
+impl<R: Clone + PartialEq, D: Payload> TagMatcher<R, D> {
     /// An empty engine with `limits`.
     pub fn new(limits: MatchLimits) -> Self {
         Self {
@@ -229,9 +267,9 @@ impl<R: Clone + PartialEq> TagMatcher<R> {
             .position(|u| sel.accepts(&u.envelope))
     }
 
-    fn remove_unexpected(&mut self, i: usize) -> Unexpected {
+    fn remove_unexpected(&mut self, i: usize) -> Unexpected<D> {
         let u = self.unexpected.remove(i).expect("index from position");
-        self.unexpected_bytes -= u.data.len() as u64;
+        self.unexpected_bytes -= u.data.held_bytes();
         u
     }
 
@@ -241,7 +279,7 @@ impl<R: Clone + PartialEq> TagMatcher<R> {
     ///
     /// Errors: [`PostError::TooManyPosted`] when it would be queued beyond
     /// [`MatchLimits::max_posted`].
-    pub fn post(&mut self, id: R, sel: Selector) -> Result<Option<TagMatched<R>>, PostError> {
+    pub fn post(&mut self, id: R, sel: Selector) -> Result<Option<TagMatched<R, D>>, PostError> {
         if let Some(i) = self.first_unexpected(&sel) {
             let u = self.remove_unexpected(i);
             self.stats.matched_unexpected += 1;
@@ -268,8 +306,8 @@ impl<R: Clone + PartialEq> TagMatcher<R> {
     pub fn arrive(
         &mut self,
         envelope: TagEnvelope,
-        data: Vec<u8>,
-    ) -> Result<Option<TagMatched<R>>, Box<TagOverflow>> {
+        data: D,
+    ) -> Result<Option<TagMatched<R, D>>, Box<TagOverflow<D>>> {
         if let Some(i) = self.posted.iter().position(|p| p.sel.accepts(&envelope)) {
             let p = self.posted.remove(i).expect("index from position");
             self.stats.matched_posted += 1;
@@ -279,7 +317,7 @@ impl<R: Clone + PartialEq> TagMatcher<R> {
                 data,
             }));
         }
-        if !self.has_room(data.len() as u64) {
+        if !self.has_room(data.held_bytes()) {
             self.stats.overflows += 1;
             return Err(Box::new(TagOverflow {
                 envelope,
@@ -288,7 +326,7 @@ impl<R: Clone + PartialEq> TagMatcher<R> {
                 queued_bytes: self.unexpected_bytes,
             }));
         }
-        self.unexpected_bytes += data.len() as u64;
+        self.unexpected_bytes += data.held_bytes();
         self.unexpected.push_back(Unexpected { envelope, data });
         self.stats.queued_unexpected += 1;
         Ok(None)
@@ -319,7 +357,7 @@ impl<R: Clone + PartialEq> TagMatcher<R> {
         self.unexpected
             .iter()
             .find(|u| sel.accepts(&u.envelope))
-            .map(|u| (u.envelope, u.data.len()))
+            .map(|u| (u.envelope, u.data.msg_len()))
     }
 
     /// Takes the first unexpected message `sel` matches out of matching and
@@ -332,35 +370,35 @@ impl<R: Clone + PartialEq> TagMatcher<R> {
         }
         let i = self.first_unexpected(sel)?;
         let u = self.unexpected.remove(i).expect("index from position");
-        let r = (u.envelope, u.data.len());
+        let r = (u.envelope, u.data.msg_len());
         self.claimed.insert(key, u);
         Some(r)
     }
 
     /// The message claimed under `key` (`MPI_Mrecv`; `FI_CLAIM`), if any.
-    pub fn take_claimed(&mut self, key: u64) -> Option<(TagEnvelope, Vec<u8>)> {
+    pub fn take_claimed(&mut self, key: u64) -> Option<(TagEnvelope, D)> {
         let u = self.claimed.remove(&key)?;
-        self.unexpected_bytes -= u.data.len() as u64;
+        self.unexpected_bytes -= u.data.held_bytes();
         self.stats.matched_unexpected += 1;
         Some((u.envelope, u.data))
     }
 
     /// Drops the message claimed under `key` (`FI_CLAIM | FI_DISCARD`);
-    /// returns its envelope and size.
-    pub fn discard_claimed(&mut self, key: u64) -> Option<(TagEnvelope, usize)> {
+    /// returns its envelope and payload.
+    pub fn discard_claimed(&mut self, key: u64) -> Option<(TagEnvelope, D)> {
         let u = self.claimed.remove(&key)?;
-        self.unexpected_bytes -= u.data.len() as u64;
+        self.unexpected_bytes -= u.data.held_bytes();
         self.stats.discarded += 1;
-        Some((u.envelope, u.data.len()))
+        Some((u.envelope, u.data))
     }
 
     /// Drops the first unexpected message `sel` matches (`FI_PEEK |
-    /// FI_DISCARD`); returns its envelope and size.
-    pub fn discard(&mut self, sel: &Selector) -> Option<(TagEnvelope, usize)> {
+    /// FI_DISCARD`); returns its envelope and payload.
+    pub fn discard(&mut self, sel: &Selector) -> Option<(TagEnvelope, D)> {
         let i = self.first_unexpected(sel)?;
         let u = self.remove_unexpected(i);
         self.stats.discarded += 1;
-        Some((u.envelope, u.data.len()))
+        Some((u.envelope, u.data))
     }
 
     /// The selectors of the posted receives, in posting order.

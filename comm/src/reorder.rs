@@ -15,6 +15,8 @@
 
 use std::collections::BTreeMap;
 
+use ctp::Offer;
+
 use crate::wire::Header;
 
 /// A complete message released in sequence.
@@ -26,8 +28,10 @@ pub struct Complete {
     pub tag: u64,
     /// Remote CQ data, if sent.
     pub cq_data: Option<u64>,
-    /// The message.
+    /// The message (empty for a rendezvous).
     pub data: Vec<u8>,
+    /// A rendezvous: the offer of the message's bytes, still at the sender.
+    pub offer: Option<Offer>,
 }
 
 /// Why a fragment was dropped.
@@ -70,6 +74,10 @@ pub enum Refused {
     },
 }
 
+/// A fragment held early: header, datagram, offset of the payload in it,
+/// the offer of a rendezvous.
+type Early = (Header, Vec<u8>, usize, Option<Offer>);
+
 #[derive(Debug)]
 struct Partial {
     context: u16,
@@ -86,8 +94,9 @@ pub struct PeerRx {
     next: u64,
     window: u64,
     max_message: u64,
-    /// Early fragments: header, datagram, offset of the payload in it.
-    early: BTreeMap<u64, (Header, Vec<u8>, usize)>,
+    /// Early fragments: header, datagram, offset of the payload in it,
+    /// the offer of a rendezvous.
+    early: BTreeMap<u64, Early>,
     early_bytes: u64,
     early_total: u64,
     partial: Option<Partial>,
@@ -151,7 +160,7 @@ impl PeerRx {
         payload: &[u8],
         out: &mut Vec<Complete>,
     ) -> Result<(), Refused> {
-        self.accept_owned(h, payload.to_vec(), 0, out)
+        self.accept_owned(h, payload.to_vec(), 0, None, out)
     }
 
     /// Takes fragment `h`, whose payload is `datagram[off..]`; pushes onto
@@ -160,6 +169,9 @@ impl PeerRx {
     /// fragment starts one (its first `off` bytes are moved out in place),
     /// so a message sent in one fragment costs no allocation or copy of a
     /// second buffer (a 1 MiB message: no 256 fresh pages to fault in).
+    ///
+    /// A rendezvous fragment (`offer`, checked against the header by the
+    /// caller) is a whole message of its own.
     ///
     /// Errors: [`Refused`]; nothing changed. An inconsistent fragment met
     /// while joining (its predecessors already taken) drops the message
@@ -171,6 +183,7 @@ impl PeerRx {
         h: Header,
         datagram: Vec<u8>,
         off: usize,
+        offer: Option<Offer>,
         out: &mut Vec<Complete>,
     ) -> Result<(), Refused> {
         assert!(off <= datagram.len(), "payload offset beyond the datagram");
@@ -196,17 +209,17 @@ impl PeerRx {
         if h.seq > self.next {
             self.early_total += 1;
             self.early_bytes += (datagram.len() - off) as u64;
-            self.early.insert(h.seq, (h, datagram, off));
+            self.early.insert(h.seq, (h, datagram, off, offer));
             return Ok(());
         }
-        let mut result = self.join(h, datagram, off, out);
+        let mut result = self.join(h, datagram, off, offer, out);
         while let Some(e) = self.early.first_entry() {
             if *e.key() != self.next {
                 break;
             }
-            let (h, d, off) = e.remove();
+            let (h, d, off, offer) = e.remove();
             self.early_bytes -= (d.len() - off) as u64;
-            let r = self.join(h, d, off, out);
+            let r = self.join(h, d, off, offer, out);
             if result.is_ok() {
                 result = r;
             }
@@ -221,9 +234,26 @@ impl PeerRx {
         h: Header,
         mut datagram: Vec<u8>,
         off: usize,
+        offer: Option<Offer>,
         out: &mut Vec<Complete>,
     ) -> Result<(), Refused> {
         self.next = h.seq + 1;
+        if let Some(offer) = offer {
+            if self.partial.take().is_some() {
+                return Err(Refused::Inconsistent {
+                    seq: h.seq,
+                    why: "a rendezvous inside a message being joined",
+                });
+            }
+            out.push(Complete {
+                context: h.context,
+                tag: h.tag,
+                cq_data: h.cq_data,
+                data: Vec::new(),
+                offer: Some(offer),
+            });
+            return Ok(());
+        }
         let payload_len = datagram.len() - off;
         let mut p = match self.partial.take() {
             Some(p)
@@ -265,6 +295,7 @@ impl PeerRx {
                     tag: p.tag,
                     cq_data: p.cq_data,
                     data: p.data,
+                    offer: None,
                 });
                 Ok(())
             }
@@ -385,14 +416,14 @@ mod tests {
         let mut d = b"HDRwhole".to_vec();
         d.reserve(100);
         let base = d.as_ptr();
-        rx.accept_owned(frag(0, 1, 5, true), d, 3, &mut out)
+        rx.accept_owned(frag(0, 1, 5, true), d, 3, None, &mut out)
             .unwrap();
         assert_eq!(out[0].data, b"whole");
         assert_eq!(out[0].data.as_ptr(), base, "no second buffer");
         // Early, then joined: the first fragment's buffer grows.
-        rx.accept_owned(frag(2, 2, 4, true), b"hhcd".to_vec(), 2, &mut out)
+        rx.accept_owned(frag(2, 2, 4, true), b"hhcd".to_vec(), 2, None, &mut out)
             .unwrap();
-        rx.accept_owned(frag(1, 2, 4, false), b"hhab".to_vec(), 2, &mut out)
+        rx.accept_owned(frag(1, 2, 4, false), b"hhab".to_vec(), 2, None, &mut out)
             .unwrap();
         assert_eq!(out[1].data, b"abcd");
         assert_eq!((rx.buffered(), rx.buffered_bytes()), (0, 0));

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::hash::Hash;
 
-use ctp::{Delivery, ErrorInfo, ErrorType, MsgId, ReceivedData};
+use ctp::{Delivery, ErrorInfo, ErrorType, MsgId, PullId, ReceivedData, SendBuf};
 use rustc_hash::FxHashMap;
 use tracing::Span;
 
@@ -17,7 +17,8 @@ use crate::control::{Control, CONTROL_COMMAND};
 use crate::flow::Grants;
 use crate::liveness::Liveness;
 use crate::matching::{
-    selector, Selector, SourceSel, Tag, TagEnvelope, TagMatched, TagMatcher, TagSel, MAX_TAG,
+    selector, Payload, Selector, SourceSel, Tag, TagEnvelope, TagMatched, TagMatcher, TagSel,
+    MAX_TAG,
 };
 use crate::reorder::{Complete, PeerRx};
 use crate::request::{ReqState, Status, TaggedOp};
@@ -27,14 +28,17 @@ use crate::CommError;
 
 #[path = "state_liveness.rs"]
 mod liveness;
+#[path = "state_rndv.rs"]
+mod rndv;
 #[path = "state_tagged.rs"]
 mod tagged;
 #[path = "state_tx.rs"]
 mod tx;
 
+use rndv::{Msg, PullOwner, PullStart};
 #[cfg(test)]
 use tx::Intro;
-use tx::{OutMessage, PeerTx};
+use tx::{OfferBody, OutMessage, PeerTx};
 
 pub use tagged::PeekMode;
 
@@ -45,6 +49,10 @@ pub(crate) enum Body<'a> {
     /// Built already by the caller (outside the engine lock): `HEADER_LEN`
     /// bytes of room for the header, then the payload.
     Built(Vec<u8>),
+    /// The caller's own buffer, kept until the send completes: offered as
+    /// it is when the message goes by rendezvous (no copy; the send then
+    /// completes when the receiver has pulled it), copied otherwise.
+    Buf(Box<dyn SendBuf>),
 }
 
 impl Body<'_> {
@@ -53,6 +61,28 @@ impl Body<'_> {
         match self {
             Body::Parts(parts, _) => parts.iter().map(|p| p.len()).sum(),
             Body::Built(b) => b.len().saturating_sub(HEADER_LEN),
+            Body::Buf(b) => b.bytes().len(),
+        }
+    }
+
+    /// The payload as a rendezvous offers it: the caller's buffer (a
+    /// built one, its header room skipped), or the parts copied into
+    /// `buf`.
+    fn into_offer(self) -> Box<dyn SendBuf> {
+        match self {
+            Body::Parts(parts, mut buf) => {
+                buf.clear();
+                buf.reserve_exact(parts.iter().map(|p| p.len()).sum());
+                for p in parts {
+                    buf.extend_from_slice(p);
+                }
+                Box::new(buf)
+            }
+            Body::Built(b) => Box::new(ctp::Tail {
+                buf: b,
+                skip: HEADER_LEN,
+            }),
+            Body::Buf(b) => b,
         }
     }
 
@@ -74,6 +104,12 @@ impl Body<'_> {
                     b.resize(HEADER_LEN, 0);
                 }
                 b
+            }
+            Body::Buf(b) => {
+                let mut buf = Vec::with_capacity(HEADER_LEN + b.bytes().len());
+                buf.resize(HEADER_LEN, 0);
+                buf.extend_from_slice(b.bytes());
+                buf
             }
         }
     }
@@ -101,12 +137,18 @@ pub(crate) struct State<A> {
     ctl_out: VecDeque<(usize, Control)>,
     rx: Vec<Option<PeerRx>>,
     failed: Vec<Option<String>>,
-    p2p: TagMatcher<u64>,
-    coll: TagMatcher<u64>,
+    p2p: TagMatcher<u64, Msg>,
+    coll: TagMatcher<u64, Msg>,
     /// In-order messages the matching engines had no room for; while any is
     /// held no further delivery is taken from CTP (its queue fills and its
     /// senders resend later).
-    held: VecDeque<(bool, TagEnvelope, Vec<u8>)>,
+    held: VecDeque<(bool, TagEnvelope, Msg)>,
+    /// Rendezvous pulls matched and not yet handed to CTP (`state_rndv.rs`).
+    to_pull: VecDeque<PullStart>,
+    /// Rendezvous pulls in progress in CTP, and who waits for each.
+    pulling: FxHashMap<PullId, PullOwner>,
+    /// Pulls from failed peers to end at the next pump.
+    pulls_to_cancel: Vec<(PullId, CommError)>,
     requests: FxHashMap<u64, ReqState>,
     next_req: u64,
     pending_fragments: usize,
@@ -128,6 +170,9 @@ pub(crate) struct State<A> {
     /// CTP messages to cancel at the next `pump_sends` (toward failed
     /// peers: no resending to a dead process).
     to_cancel: Vec<MsgId>,
+    /// Failed sends of the caller's own buffer that complete once
+    /// `to_cancel` made CTP drop the buffer.
+    after_cancel: Vec<u64>,
     /// A rank waited on outside the matching engines (the root of a
     /// broadcast over MAK): watched by the failure detector as if a
     /// receive named it.
@@ -138,8 +183,9 @@ pub(crate) struct State<A> {
     /// a request completed): reported to the waiting threads by the engine
     /// (`ctp::UpperLayer::take_news`).
     pub news: bool,
-    /// CTP's stored bytes after the last `pump_sends` (`pump_due`).
-    last_stored: u64,
+    /// CTP's count of settled messages after the last `pump_sends`
+    /// (`pump_due`).
+    last_settled: u64,
     /// Data messages delivered in order (to matching), ever
     /// (`ctp::UpperLayer::app_messages`).
     pub app_messages: u64,
@@ -211,6 +257,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             p2p: TagMatcher::new(cfg.limits),
             coll: TagMatcher::new(cfg.limits),
             held: VecDeque::new(),
+            to_pull: VecDeque::new(),
+            pulling: FxHashMap::default(),
+            pulls_to_cancel: Vec::new(),
             requests: FxHashMap::default(),
             next_req: 1,
             pending_fragments: 0,
@@ -223,11 +272,12 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             unreported: vec![None; size],
             liveness: Liveness::new(size, cfg.failure_timeout, cfg.suspect_timeout),
             to_cancel: Vec::new(),
+            after_cancel: Vec::new(),
             awaited: None,
             addrs: hosts.to_vec(),
             news: false,
             app_messages: 0,
-            last_stored: 0,
+            last_settled: 0,
             waiting: 0,
             max_tag: u64::from(MAX_TAG),
             removed: vec![false; size],
@@ -377,13 +427,19 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             self.take_unreported(dest)?;
             self.send_allowed(dest)?;
         }
+        // Longer than the eager limit: one announcement, the bytes pulled
+        // by the receiver (`state_rndv.rs`).
+        let rndv = dest != self.rank && len > self.cfg.eager_limit;
         let frag = self.cfg.fragment_bytes.max(1);
-        let nfrags = len.div_ceil(frag).max(1);
+        let nfrags = if rndv { 1 } else { len.div_ceil(frag).max(1) };
         if dest != self.rank && self.pending_fragments + nfrags > self.cfg.max_pending_fragments {
             return Err(CommError::SendQueueFull {
                 pending: self.pending_fragments,
             });
         }
+        // The caller's own buffer offered as it is: the send completes when
+        // the receiver has pulled it (CTP drops it then).
+        let zero_copy = rndv && matches!(body, Body::Buf(_));
         let req = self.new_request(ReqState::Send {
             dest,
             tag,
@@ -398,13 +454,14 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             let data = match body {
                 Body::Parts(parts, _) => parts.concat(),
                 Body::Built(mut b) => b.split_off(HEADER_LEN),
+                Body::Buf(b) => b.bytes().to_vec(),
             };
             let env = TagEnvelope {
                 source: self.rank,
                 tag,
                 data: cq_data,
             };
-            self.deliver_in_order(coll, env, data);
+            self.deliver_in_order(coll, env, Msg::Eager(data));
             self.finish_tagged(req);
             return Ok(req);
         }
@@ -423,7 +480,16 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 },
             );
         }
-        let buf = body.into_buf();
+        let (buf, offer) = if rndv {
+            self.stats.rendezvous_sent += 1;
+            let offer = OfferBody {
+                body: body.into_offer(),
+                zero_copy,
+            };
+            (vec![0; HEADER_LEN], Some(offer))
+        } else {
+            (body.into_buf(), None)
+        };
         self.tx[dest].pending.push_back(OutMessage {
             context,
             tag,
@@ -432,6 +498,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             off: 0,
             req,
             slots: nfrags,
+            offer,
         });
         self.pending_fragments += nfrags;
         Ok(req)
@@ -502,7 +569,15 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         Ok(())
     }
 
-    fn complete_recv(&mut self, m: TagMatched<u64>) {
+    fn complete_recv(&mut self, m: TagMatched<u64, Msg>) {
+        let m = match m.data {
+            Msg::Eager(data) => TagMatched {
+                id: m.id,
+                envelope: m.envelope,
+                data,
+            },
+            Msg::Offer(offer) => return self.begin_pull(m.id, m.envelope, offer),
+        };
         self.news = true;
         self.stats.messages_received += 1;
         self.stats.bytes_received += m.data.len() as u64;
@@ -533,8 +608,12 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     }
 
     /// Hands an in-order message to matching, or holds it (see `held`).
-    fn deliver_in_order(&mut self, coll: bool, env: TagEnvelope, data: Vec<u8>) {
-        self.app_messages += 1;
+    /// A rendezvous counts as the application's message when its pull
+    /// ends (`state_rndv.rs`), not here.
+    fn deliver_in_order(&mut self, coll: bool, env: TagEnvelope, data: Msg) {
+        if matches!(data, Msg::Eager(_)) {
+            self.app_messages += 1;
+        }
         if !self.held.is_empty() {
             self.held.push_back((coll, env, data));
             return;
@@ -555,7 +634,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     pub fn pump_held(&mut self) {
         while let Some((coll, env, data)) = self.held.front() {
             let m = if *coll { &mut self.coll } else { &mut self.p2p };
-            if !m.takes(env, data.len() as u64) {
+            if !m.takes(env, data.held_bytes()) {
                 return;
             }
             let (coll, env, data) = self.held.pop_front().expect("front exists");
@@ -626,10 +705,15 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             return self.on_failed_traffic(src);
         }
         self.heard_from(src);
+        if h.is_rndv() != d.offer.is_some() || d.offer.is_some_and(|o| o.size != h.len) {
+            self.stats.malformed += 1;
+            tracing::debug!(src, "comm: rendezvous header and CTP offer disagree");
+            return;
+        }
         let (window, max) = (self.cfg.window_fragments, self.cfg.max_message_bytes);
         let rx = self.rx[src].get_or_insert_with(|| PeerRx::new(window, max));
         let mut out: Vec<Complete> = Vec::new();
-        if let Err(e) = rx.accept_owned(h, d.data, off, &mut out) {
+        if let Err(e) = rx.accept_owned(h, d.data, off, d.offer, &mut out) {
             self.stats.refused_fragments += 1;
             tracing::debug!(src, error = %e, "comm: fragment refused");
         }
@@ -640,7 +724,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 data: c.cq_data,
             };
             let coll = c.context & COLLECTIVE_CONTEXT != 0;
-            self.deliver_in_order(coll, env, c.data);
+            let msg = match c.offer {
+                Some(o) => Msg::Offer(o),
+                None => Msg::Eager(c.data),
+            };
+            self.deliver_in_order(coll, env, msg);
         }
     }
 

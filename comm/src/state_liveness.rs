@@ -72,6 +72,8 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             } else if !tx.pending.is_empty()
                 || !tx.in_flight.is_empty()
                 || !tx.ctl_in_flight.is_empty()
+                || !tx.offered.is_empty()
+                || self.pulls_from(r)
                 || named[r]
                 || (any_source && (tx.intro != Intro::None || self.rx[r].is_some()))
             {
@@ -170,9 +172,18 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         };
         let share = Grants::default_share(self.size, self.cfg.recv_budget_bytes);
         let tx = std::mem::replace(&mut self.tx[rank], PeerTx::new(share));
+        // Sends from the caller's own buffer complete only once CTP has
+        // dropped it (the cancel at the next pump), never before.
+        let zero_copy: Vec<u64> = tx.offered.iter().filter_map(|o| o.1).collect();
         self.pending_fragments -= tx.pending.iter().map(|m| m.slots).sum::<usize>();
-        self.to_cancel
-            .extend(tx.in_flight.iter().map(|f| f.1).chain(tx.ctl_in_flight));
+        self.to_cancel.extend(
+            tx.in_flight
+                .iter()
+                .map(|f| f.1)
+                .chain(tx.ctl_in_flight)
+                .chain(tx.offered.iter().map(|o| o.0)),
+        );
+        self.fail_pulls_from(rank, &reason);
         self.ctl_out.retain(|(p, _)| *p != rank);
         self.rx[rank] = None;
         self.grants.on_disconnect(rank);
@@ -192,7 +203,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 if *dest == rank && *left > 0 && failed.is_none() {
                     *failed = Some(err());
                     carried += 1;
-                    if op.is_some() {
+                    if op.is_some() && !zero_copy.contains(id) {
                         tagged.push(*id);
                     }
                 }
@@ -201,6 +212,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         for id in tagged {
             self.finish_tagged(id);
         }
+        self.after_cancel.extend(zero_copy);
         let mut gone = self.p2p.cancel_source(rank);
         gone.extend(self.coll.cancel_source(rank));
         carried += gone.len();

@@ -7,12 +7,13 @@
 
 use std::hash::Hash;
 
+use super::rndv::Msg;
 use super::tx::PeerTx;
 use super::{Body, State};
 use crate::completion::{OpError, OpKind, RecvBuf, TaggedCompletion};
 use crate::config::CommConfig;
 use crate::flow::Grants;
-use crate::matching::{Selector, TagEnvelope};
+use crate::matching::{Payload, Selector, TagEnvelope};
 use crate::request::{ReqState, Sink, TaggedOp};
 use crate::CommError;
 
@@ -30,7 +31,7 @@ pub enum PeekMode {
 }
 
 /// The error a tagged operation completes with when `e` ends it.
-fn op_error(e: CommError) -> OpError {
+pub(super) fn op_error(e: CommError) -> OpError {
     match e {
         CommError::PeerFailed { rank, reason } => OpError::PeerUnreachable { peer: rank, reason },
         CommError::Disconnected { rank } => OpError::PeerUnreachable {
@@ -164,6 +165,22 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.tagged_send_body(dest, tag, cq_data, Body::Built(buf), op)
     }
 
+    /// As [`State::tagged_send`], of the caller's own buffer (kept until
+    /// the send completes; not copied when the message goes by
+    /// rendezvous: the send then completes when the receiver has it).
+    ///
+    /// Errors: as [`State::tagged_send`].
+    pub fn tagged_send_buf(
+        &mut self,
+        dest: usize,
+        tag: u64,
+        cq_data: Option<u64>,
+        buf: Box<dyn ctp::SendBuf>,
+        op: TaggedOp,
+    ) -> Result<(), CommError> {
+        self.tagged_send_body(dest, tag, cq_data, Body::Buf(buf), op)
+    }
+
     fn tagged_send_body(
         &mut self,
         dest: usize,
@@ -226,7 +243,13 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         let found = match mode {
             PeekMode::Peek => self.p2p.peek(&sel),
             PeekMode::Claim => self.p2p.claim(&sel, context),
-            PeekMode::Discard => self.p2p.discard(&sel),
+            PeekMode::Discard => self.p2p.discard(&sel).map(|(env, msg)| {
+                let len = msg.msg_len();
+                if let Msg::Offer(o) = msg {
+                    self.discard_offer(env, o);
+                }
+                (env, len)
+            }),
         };
         let c = match found {
             Some((env, len)) => Self::message_completion(context, env, len as u64, None, None),
@@ -259,19 +282,37 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.cq_room()?;
         let c = match buf {
             Some(buf) => {
-                let (env, data) = self
+                let (env, msg) = self
                     .p2p
                     .take_claimed(context)
                     .ok_or(CommError::UnknownRequest(context))?;
-                self.stats.messages_received += 1;
-                self.stats.bytes_received += data.len() as u64;
-                Self::copy_completion(context, env, &data, buf)
+                match msg {
+                    Msg::Eager(data) => {
+                        self.stats.messages_received += 1;
+                        self.stats.bytes_received += data.len() as u64;
+                        Self::copy_completion(context, env, &data, buf)
+                    }
+                    Msg::Offer(o) => {
+                        // Completes when the pull ends.
+                        let id = self.new_request(ReqState::TaggedRecv {
+                            context,
+                            source: Some(env.source),
+                            buf: Sink(buf),
+                        })?;
+                        self.tagged_outstanding += 1;
+                        self.begin_pull(id, env, o);
+                        return Ok(());
+                    }
+                }
             }
             None => {
-                let (env, _) = self
+                let (env, msg) = self
                     .p2p
                     .discard_claimed(context)
                     .ok_or(CommError::UnknownRequest(context))?;
+                if let Msg::Offer(o) = msg {
+                    self.discard_offer(env, o);
+                }
                 Self::message_completion(context, env, 0, None, None)
             }
         };

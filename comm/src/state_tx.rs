@@ -13,7 +13,26 @@ use super::State;
 use crate::control::{Control, CONTROL_COMMAND, CONTROL_LEN};
 use crate::flow::SendWindow;
 use crate::request::ReqState;
-use crate::wire::{Header, COMM_COMMAND, FLAG_LAST, HEADER_LEN};
+use crate::wire::{Header, COMM_COMMAND, FLAG_LAST, FLAG_RNDV, HEADER_LEN};
+
+/// A rendezvous message's bytes, offered to the receiver (`state_rndv.rs`).
+pub(crate) struct OfferBody {
+    pub body: Box<dyn ctp::SendBuf>,
+    /// The caller's own buffer: the send completes when the receiver has
+    /// pulled it, not when CTP has it.
+    pub zero_copy: bool,
+}
+
+impl std::fmt::Debug for OfferBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "OfferBody({} bytes, zero_copy: {})",
+            self.body.bytes().len(),
+            self.zero_copy
+        )
+    }
+}
 
 /// A message waiting for the window: its bytes behind `HEADER_LEN` bytes
 /// of room for the header (so a message sent in one fragment is not
@@ -30,9 +49,13 @@ pub(super) struct OutMessage {
     /// Fragment slots counted in `State::pending_fragments` (at the
     /// configured fragment size).
     pub(super) slots: usize,
+    /// A rendezvous: its bytes (`buf` is the header's room only).
+    pub(super) offer: Option<OfferBody>,
 }
 
 impl OutMessage {
+    /// Bytes still to cut into fragments: none for a rendezvous (its one
+    /// fragment is the announcement).
     pub(super) fn len(&self) -> usize {
         self.buf.len() - HEADER_LEN
     }
@@ -56,6 +79,10 @@ pub(super) struct PeerTx {
     pub(super) in_flight: VecDeque<(u64, MsgId, u64)>,
     /// Control messages handed to CTP and unconfirmed.
     pub(super) ctl_in_flight: Vec<MsgId>,
+    /// Rendezvous announcements handed to CTP whose receiver has not yet
+    /// pulled the bytes (CTP keeps them until then), with the send request
+    /// that completes then (the caller's own buffer).
+    pub(super) offered: Vec<(MsgId, Option<u64>)>,
     pub(super) win: SendWindow,
     /// A sequence reset is queued or unconfirmed (its CTP message once
     /// handed): no fragment goes until the peer's endpoint has it, so the
@@ -91,6 +118,7 @@ impl PeerTx {
             pending: VecDeque::new(),
             in_flight: VecDeque::new(),
             ctl_in_flight: Vec::new(),
+            offered: Vec::new(),
             win: SendWindow::new(share),
             reset: None,
             intro: Intro::None,
@@ -115,6 +143,10 @@ impl PeerTx {
                 return None;
             }
         }
+        if m.offer.is_some() {
+            // The announcement: the header's bytes only.
+            return self.win.fits(HEADER_LEN as u64).then_some(0);
+        }
         let remaining = m.len() - m.off;
         let room = (self.win.window as usize).saturating_sub(HEADER_LEN);
         let chunk = remaining.min(frag).min(room);
@@ -135,23 +167,61 @@ pub(crate) struct Sendable {
     pub len: u64,
     pub req: u64,
     pub last: bool,
+    /// A rendezvous: the bytes to offer (`bytes` is the announcement).
+    pub offer: Option<OfferBody>,
+    /// A rendezvous's announcement (`offer` may have moved to CTP).
+    pub rndv: bool,
+    /// Its bytes are the caller's: the send completes at the pull's end.
+    pub zero_copy: bool,
 }
 
 impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// Forgets the in-flight fragments CTP no longer holds (confirmed).
     /// Each confirmation frees window bytes and shows that the peer
     /// answers (ending an implicit disconnect).
+    #[cfg(test)]
     pub fn reap(&mut self, is_pending: impl Fn(MsgId) -> bool) {
+        self.reap_with(&is_pending, &is_pending);
+    }
+
+    /// [`State::reap`] with CTP's two answers: whether a message has
+    /// packets unconfirmed (a fragment, or a rendezvous announcement, is
+    /// confirmed when it has not), and whether CTP still holds it (a
+    /// rendezvous's bytes until the receiver pulled them).
+    pub fn reap_with(
+        &mut self,
+        is_unconfirmed: &impl Fn(MsgId) -> bool,
+        is_pending: &impl Fn(MsgId) -> bool,
+    ) {
         for rank in 0..self.size {
             let tx = &mut self.tx[rank];
             let (mut freed, mut confirmed) = (0, false);
             tx.in_flight.retain(|&(_, m, len)| {
-                let keep = is_pending(m);
+                let keep = is_unconfirmed(m);
                 if !keep {
                     freed += len;
                 }
                 keep
             });
+            let offers = tx.offered.len();
+            let mut pulled = Vec::new();
+            tx.offered.retain(|&(m, req)| {
+                let keep = is_pending(m);
+                if !keep {
+                    pulled.extend(req);
+                }
+                keep
+            });
+            confirmed |= tx.offered.len() < offers;
+            for req in pulled {
+                // The receiver has the caller's bytes: the send is done.
+                if let Some(ReqState::Send { left, .. }) = self.requests.get_mut(&req) {
+                    *left = 0;
+                    self.news = true;
+                    self.finish_tagged(req);
+                }
+            }
+            let tx = &mut self.tx[rank];
             let before = tx.ctl_in_flight.len();
             tx.ctl_in_flight.retain(|m| is_pending(*m));
             if let Some(Some(m)) = tx.reset {
@@ -188,7 +258,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         A: PeerAddr,
     {
         self.pump_sends_inner(ep, now);
-        self.last_stored = ep.stored_bytes();
+        if self.pulls_due(ep) {
+            self.pump_pulls(ep, now);
+        }
+        self.last_settled = ep.settled();
     }
 
     fn pump_sends_inner(&mut self, ep: &mut Endpoint<A>, now: Instant)
@@ -198,8 +271,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         for m in self.to_cancel.drain(..) {
             ep.cancel(now, m);
         }
-        if self.any_in_flight().is_some() {
-            self.reap(|m| ep.is_pending(m));
+        for req in std::mem::take(&mut self.after_cancel) {
+            self.finish_tagged(req);
+        }
+        if self.any_in_flight().is_some() || self.tx.iter().any(|t| !t.offered.is_empty()) {
+            self.reap_with(&|m| ep.is_unconfirmed(m), &|m| ep.is_pending(m));
         }
         self.queue_grants();
         let context = self.context(false);
@@ -237,7 +313,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             }
             let mut s = self.take_sendable(dest).expect("peeked");
             let bytes = std::mem::take(&mut s.bytes);
-            match ep.send_vec(now, COMM_COMMAND, self.addrs[dest], bytes, Options::NONE) {
+            let sent = match s.offer.take() {
+                Some(o) => ep.send_offer(now, COMM_COMMAND, self.addrs[dest], &bytes, o.body),
+                None => ep.send_vec(now, COMM_COMMAND, self.addrs[dest], bytes, Options::NONE),
+            };
+            match sent {
                 Ok(msg) => self.handed(&s, msg),
                 // The peer's sequence now has a gap: nothing more can be
                 // delivered to it in order.
@@ -247,9 +327,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     }
 
     /// True if `pump_sends` may have work now: something waits to be
-    /// handed to CTP, or CTP's sent-commands storage changed since the
-    /// last pump (a confirmation to reap: `Endpoint::stored_bytes` is one
-    /// load, where reaping looks up every message in flight).
+    /// handed to CTP, a rendezvous pull waits to start or may have ended,
+    /// or a message of CTP's sent-commands storage settled since the last
+    /// pump (a confirmation to reap: `Endpoint::settled` is one load,
+    /// where reaping looks up every message in flight).
     pub fn pump_due(&self, ep: &Endpoint<A>) -> bool
     where
         A: PeerAddr,
@@ -257,8 +338,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.pending_fragments > 0
             || !self.ctl_out.is_empty()
             || !self.to_cancel.is_empty()
+            || !self.after_cancel.is_empty()
             || self.grants.has_grants()
-            || (ep.stored_bytes() != self.last_stored && self.any_in_flight().is_some())
+            || self.pulls_due(ep)
+            || ep.settled() != self.last_settled
     }
 
     /// True if fragments wait or are in flight.
@@ -337,12 +420,19 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         let chunk = tx.next_chunk(frag, span)?;
         let m = tx.pending.front_mut().expect("next_chunk needs one");
         let last = m.off + chunk == m.len();
+        let offer = m.offer.take();
         let h = Header {
-            flags: if last { FLAG_LAST } else { 0 },
+            flags: match (&offer, last) {
+                (Some(_), _) => FLAG_LAST | FLAG_RNDV,
+                (None, true) => FLAG_LAST,
+                (None, false) => 0,
+            },
             context: m.context,
             tag: m.tag,
             seq: tx.next_seq,
-            len: m.len() as u64,
+            len: offer
+                .as_ref()
+                .map_or(m.len(), |o| o.body.bytes().len()) as u64,
             cq_data: m.cq_data,
         };
         tx.next_seq += 1;
@@ -372,6 +462,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             bytes,
             req,
             last,
+            rndv: offer.is_some(),
+            zero_copy: offer.as_ref().is_some_and(|o| o.zero_copy),
+            offer,
         })
     }
 
@@ -380,8 +473,13 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         self.stats.fragments_sent += 1;
         let tx = &mut self.tx[s.dest];
         tx.in_flight.push_back((s.seq, msg, s.len));
+        if s.rndv {
+            // CTP keeps a rendezvous's bytes until the receiver pulled
+            // them; the caller's own buffer until then too.
+            tx.offered.push((msg, s.zero_copy.then_some(s.req)));
+        }
         tx.win.sent(s.len);
-        if s.last {
+        if s.last && !s.zero_copy {
             if let Some(ReqState::Send { left, .. }) = self.requests.get_mut(&s.req) {
                 *left = 0;
                 self.news = true;

@@ -7,6 +7,11 @@ pub struct CommStats {
     pub messages_sent: u64,
     /// Bytes in them.
     pub bytes_sent: u64,
+    /// Messages sent by rendezvous (longer than `CommConfig::eager_limit`:
+    /// offered, and pulled by the receiver).
+    pub rendezvous_sent: u64,
+    /// Rendezvous messages whose pull began here (a receive matched one).
+    pub rendezvous_received: u64,
     /// Fragments handed to CTP.
     pub fragments_sent: u64,
     /// Messages received (matched with a receive).

@@ -49,7 +49,7 @@ use std::time::Duration;
 
 use ctp::{CtpConfig, CtpSocket, EdpTransport, EthAddr, Transport, UdpTransport};
 
-use crate::completion::{PeerId, RecvBuf, TaggedCompletion};
+use crate::completion::{PeerId, RecvBuf, SendBuf, TaggedCompletion};
 use crate::config::CommConfig;
 use crate::layer::{block, turn};
 use crate::matching::Selector;
@@ -273,6 +273,38 @@ where
             };
             in_span!(st, {
                 st.tagged_send(dest, tag, cq_data, data, buf, op)?;
+                crate::layer::step(st, ep, now);
+                Ok(())
+            })
+        })
+    }
+
+    /// Sends the bytes of `buf`, the caller's own buffer, as
+    /// [`TaggedEndpoint::send`] sends a slice: a message longer than
+    /// `CommConfig::eager_limit` goes by rendezvous straight from `buf`
+    /// (no copy; the receiver pulls it), and then completes (with
+    /// `context`) only when the receiver has it, `buf` being dropped then;
+    /// a shorter one is copied and completes as `send`'s. A libfabric
+    /// provider wraps the application's pointer, valid until the
+    /// completion (`fi_msg(3)`).
+    ///
+    /// Errors: as [`TaggedEndpoint::send`].
+    pub fn send_buf(
+        &self,
+        dest: PeerId,
+        tag: u64,
+        buf: Box<dyn SendBuf>,
+        cq_data: Option<u64>,
+        context: u64,
+        completion: bool,
+    ) -> Result<(), CommError> {
+        let op = TaggedOp {
+            context,
+            completion,
+        };
+        self.sock.with_upper(|st: &mut State<T::Addr>, ep, now| {
+            in_span!(st, {
+                st.tagged_send_buf(dest, tag, cq_data, buf, op)?;
                 crate::layer::step(st, ep, now);
                 Ok(())
             })

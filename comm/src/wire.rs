@@ -19,7 +19,7 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 1 | version, [`VERSION`] (2) |
-//! | 1 | 1 | flags: bit 0 [`FLAG_LAST`] (last fragment of the message), bit 1 [`FLAG_DATA`] (CQ data present); the others must be 0 |
+//! | 1 | 1 | flags: bit 0 [`FLAG_LAST`] (last fragment of the message), bit 1 [`FLAG_DATA`] (CQ data present), bit 2 [`FLAG_RNDV`] (rendezvous: the bytes are pulled); the others must be 0 |
 //! | 2 | 2 | context id |
 //! | 4 | 8 | tag |
 //! | 12 | 8 | sequence number of this fragment among all sent to the peer, from 0 |
@@ -52,13 +52,18 @@ pub const FLAG_LAST: u8 = 0x01;
 /// Flag: the header carries remote CQ data.
 pub const FLAG_DATA: u8 = 0x02;
 
+/// Flag: rendezvous: the message's bytes are pulled from the sender (see
+/// the module documentation); set with [`FLAG_LAST`] on an empty fragment.
+pub const FLAG_RNDV: u8 = 0x04;
+
 /// Bit of the context id marking collective traffic.
 pub(crate) const COLLECTIVE_CONTEXT: u16 = 0x8000;
 
 /// The decoded header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Header {
-    /// Flags ([`FLAG_LAST`]; [`FLAG_DATA`] is `cq_data.is_some()`).
+    /// Flags ([`FLAG_LAST`], [`FLAG_RNDV`]; [`FLAG_DATA`] is
+    /// `cq_data.is_some()`).
     pub flags: u8,
     /// Context id of the communicator (and of its point-to-point or
     /// collective traffic).
@@ -79,13 +84,18 @@ impl Header {
         self.flags & FLAG_LAST != 0
     }
 
+    /// True for a rendezvous announcement ([`FLAG_RNDV`]).
+    pub fn is_rndv(&self) -> bool {
+        self.flags & FLAG_RNDV != 0
+    }
+
     /// Writes the header into `buf[..HEADER_LEN]`.
     ///
     /// Panics if `buf` is shorter than [`HEADER_LEN`].
     pub fn encode(&self, buf: &mut [u8]) {
         let data_flag = if self.cq_data.is_some() { FLAG_DATA } else { 0 };
         buf[0] = VERSION;
-        buf[1] = (self.flags & FLAG_LAST) | data_flag;
+        buf[1] = (self.flags & (FLAG_LAST | FLAG_RNDV)) | data_flag;
         buf[2..4].copy_from_slice(&self.context.to_be_bytes());
         buf[4..12].copy_from_slice(&self.tag.to_be_bytes());
         buf[12..20].copy_from_slice(&self.seq.to_be_bytes());
@@ -120,7 +130,7 @@ impl Header {
             });
         }
         let flags = datagram[1];
-        if flags & !(FLAG_LAST | FLAG_DATA) != 0 {
+        if flags & !(FLAG_LAST | FLAG_DATA | FLAG_RNDV) != 0 {
             return Err(WireError::Unknown {
                 field: "comm header flags",
                 value: flags.into(),
@@ -138,7 +148,7 @@ impl Header {
             None
         };
         let h = Header {
-            flags: flags & FLAG_LAST,
+            flags: flags & (FLAG_LAST | FLAG_RNDV),
             context: u16::from_be_bytes([datagram[2], datagram[3]]),
             tag: u64_at(4),
             seq: u64_at(12),
@@ -146,6 +156,11 @@ impl Header {
             cq_data,
         };
         let payload = &datagram[HEADER_LEN..];
+        if h.is_rndv() && (!h.is_last() || !payload.is_empty()) {
+            return Err(WireError::Inconsistent(
+                "rendezvous fragment that is not one empty last fragment",
+            ));
+        }
         if payload.len() as u64 > h.len {
             // The fragment is longer than the whole message.
             return Err(WireError::Oversized {
@@ -216,12 +231,12 @@ mod tests {
             })
         );
         let mut f = d.clone();
-        f[1] = 0x81;
+        f[1] = 0x89;
         assert_eq!(
             Header::decode(&f),
             Err(WireError::Unknown {
                 field: "comm header flags",
-                value: 0x81
+                value: 0x89
             })
         );
         let mut n = d.clone();
@@ -236,6 +251,26 @@ mod tests {
             Header::decode(&long),
             Err(WireError::Oversized { len: 6, max: 5 })
         );
+    }
+
+    #[test]
+    fn a_rendezvous_is_one_empty_last_fragment() {
+        let h = Header {
+            flags: FLAG_LAST | FLAG_RNDV,
+            len: 1 << 30,
+            ..header()
+        };
+        let (d, p) = Header::decode(&h.to_bytes()).map(|(d, p)| (d, p.len())).unwrap();
+        assert!(d.is_rndv() && d.is_last());
+        assert_eq!((d.len, p), (1 << 30, 0));
+        let mut with_bytes = h.to_bytes().to_vec();
+        with_bytes.push(1);
+        assert!(Header::decode(&with_bytes).is_err(), "bytes after it");
+        let not_last = Header {
+            flags: FLAG_RNDV,
+            ..h
+        };
+        assert!(Header::decode(&not_last.to_bytes()).is_err(), "not last");
     }
 
     proptest! {

@@ -431,3 +431,51 @@ fn a_large_reply_does_not_silence_the_replier() {
     assert_eq!(a.stats().peer_failures, 0, "{:?}", a.stats());
     assert_eq!(completions(&b, 1)[0].error, None);
 }
+
+/// Rendezvous (messages above the eager limit): the sender's own buffer
+/// (`send_buf`) is offered without a copy and its send completes only
+/// when the receiver has pulled it; the receiver's posted buffer takes the
+/// front of a longer message (truncation reported with the length); an
+/// unexpected one can be claimed and received, or discarded (which
+/// releases its sender too).
+#[test]
+fn rendezvous_pulls_from_the_senders_buffer_into_the_posted_one() {
+    let (a, b, ab, _) = pair(TaggedConfig::default());
+    let body: Vec<u8> = (0..3u32 << 20).map(|i| (i * 31 + i / 977) as u8).collect();
+    a.send_buf(ab, 8, Box::new(body.clone()), None, 80, true)
+        .unwrap();
+    // Nothing can complete the send before the receiver takes it.
+    assert!(!a.wait_completion(Some(Duration::from_millis(200))).unwrap());
+    b.recv(None, 8, 0, Box::new(vec![0u8; 1 << 20]), 81).unwrap();
+    let mut c = completions(&b, 1);
+    assert_eq!(c[0].len, 1 << 20);
+    assert_eq!(
+        c[0].error,
+        Some(OpError::Truncated {
+            olen: body.len() as u64
+        })
+    );
+    assert!(bytes(&mut c[0]) == body[..1 << 20]);
+    let s = completions(&a, 1);
+    assert_eq!((s[0].context, s[0].kind, s[0].error.clone()), (80, OpKind::Send, None));
+    // Unexpected rendezvous: a handle, claimed and received; another
+    // discarded.
+    a.send_buf(ab, 9, Box::new(body.clone()), None, 90, true)
+        .unwrap();
+    a.send_buf(ab, 10, Box::new(vec![7u8; 200_000]), None, 100, true)
+        .unwrap();
+    let p = peek_until(&b, 9, 91, PeekMode::Claim);
+    assert_eq!(p.len, body.len() as u64);
+    let s = b.stats();
+    assert_eq!(s.unexpected_bytes, 0, "a handle, not a copy: {s:?}");
+    b.recv_claimed(91, Box::new(vec![0u8; body.len()])).unwrap();
+    let mut c = completions(&b, 1);
+    assert_eq!((c[0].context, c[0].error.clone()), (91, None));
+    assert!(bytes(&mut c[0]) == body);
+    let p = peek_until(&b, 10, 101, PeekMode::Discard);
+    assert_eq!(p.len, 200_000);
+    let mut done: Vec<u64> = completions(&a, 2).iter().map(|c| c.context).collect();
+    done.sort();
+    assert_eq!(done, [90, 100], "both sends complete: pulled, and discarded");
+    assert_eq!(a.stats().rendezvous_sent, 3);
+}

@@ -12,6 +12,9 @@
 //!   [`PeerAddr`]);
 //! - `peer`: received-id lists ([`RecvIdList`]) and send timing per session;
 //! - `sender` / `receiver`: the sent-commands and large-commands storages;
+//! - `puller` and [`buf`]: receiver-driven transfers of offered messages
+//!   (beyond the spec: PROTOCOL.md "Pulled messages"): the pulls storage,
+//!   and the application buffers parts are sent from and placed into;
 //! - [`Endpoint`]: the sans-IO core (`handle_datagram(now, from, bytes)`,
 //!   `handle_timeout(now)`, `poll_transmit` / `poll_transmit_gather`,
 //!   `poll_delivery`, `poll_timeout`), split by concept under `endpoint/`;
@@ -36,20 +39,25 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod buf;
 pub mod deliver;
 pub(crate) mod endpoint;
 pub(crate) mod id;
 pub(crate) mod peer;
 pub(crate) mod pool;
+pub(crate) mod puller;
 pub(crate) mod receiver;
 pub(crate) mod sender;
 pub mod socket;
 pub mod wire;
 
+pub use buf::{Grow, RecvBuf, SendBuf, Tail};
 pub use endpoint::{
-    Config, Delivery, Endpoint, ErrorInfo, ErrorType, GatherTransmit, MsgId, PayloadRef, PeerAddr,
-    ReceivedData, SendError, Stats, StorageSizes, Transmit,
+    Config, Delivery, Endpoint, ErrorInfo, ErrorType, GatherTransmit, MsgId, Offer, PayloadRef,
+    PeerAddr, Pulled, ReceivedData, SendError, Stats, StorageSizes, Transmit, MAX_INLINE_LEN,
+    MAX_PARTS_PER_REQUEST,
 };
+pub use puller::{PullId, MAX_RANGES};
 pub use peer::{IdStatus, RecvIdList};
 pub use pool::MIN_POOLED;
 pub use sender::Dest;

@@ -184,6 +184,49 @@ pub struct SentMsg<P> {
     pub active: bool,
     /// A "not confirmed" error was already reported for this message.
     pub errored: bool,
+    /// The body the receiver pulls, for an offered message (PROTOCOL.md
+    /// "Pulled messages"): the message stays stored after its
+    /// announcement is confirmed, until the receiver's "done".
+    pub offer: Option<Box<Offered>>,
+}
+
+/// The body of an offered message and how its parts were served.
+pub struct Offered {
+    /// The body.
+    pub buf: Box<dyn crate::SendBuf>,
+    /// Part size the receiver asks in (its first request fixes it; 0
+    /// before).
+    pub part: u32,
+    /// When each part was last sent, microseconds after `epoch` plus one
+    /// (0: never); allocated at the first request.
+    pub served: Vec<u64>,
+    /// The time the stamps count from.
+    pub epoch: Instant,
+    /// Sequence number of the last request served.
+    pub last_seq: Option<u32>,
+}
+
+impl Offered {
+    /// The body's size, bytes.
+    pub fn size(&self) -> u64 {
+        self.buf.bytes().len() as u64
+    }
+
+    /// Byte range of part `i` at the receiver's part size.
+    pub fn part_range(&self, i: u32) -> (usize, usize) {
+        let len = self.buf.bytes().len();
+        let start = (i as usize).saturating_mul(self.part as usize).min(len);
+        (start, (start + self.part as usize).min(len))
+    }
+}
+
+impl std::fmt::Debug for Offered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Offered")
+            .field("size", &self.size())
+            .field("part", &self.part)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<P> SentMsg<P> {
@@ -335,6 +378,11 @@ impl<P> SentStore<P> {
     /// Messages stored.
     pub fn len(&self) -> usize {
         self.slots.len()
+    }
+
+    /// The stored messages and their ids.
+    pub fn iter(&self) -> impl Iterator<Item = (MsgId, &SentMsg<P>)> + '_ {
+        self.slots.iter().map(|(k, m)| (k.0.as_ffi(), m))
     }
 }
 
@@ -625,6 +673,7 @@ mod tests {
             unconfirmed: 1,
             active: true,
             errored: false,
+            offer: None,
         }
     }
 

@@ -17,8 +17,18 @@
 //! 12      4   id (per sender and peer: random start, +1 per packet, wraps)
 //! 16      8   message size in bytes (only the low 48 bits are used)
 //! 24      1   options (DelAfterError 0x01, NoResend 0x02, UniqueCommand 0x04,
-//!             Broadcast 0x08, StartSession 0x10)
+//!             Broadcast 0x08, StartSession 0x10; beyond the spec: Offer
+//!             0x20, Pull 0x40)
 //! ```
+//!
+//! Beyond the spec (PROTOCOL.md "Pulled messages"): a message whose body
+//! the receiver pulls. Its announcement is a normal command with Offer
+//! (0x20) whose data part starts with the body's size and the sender's
+//! largest part; the receiver asks for parts with Pull (0x40) packets
+//! carrying the confirmation bit and a list of part ranges ([`PullRequest`]);
+//! the sender answers with Pull packets without it, one part each; the
+//! receiver ends the transfer with a normal command carrying Offer | Pull
+//! (0x60, "done"). [`Repr::kind`] tells them apart.
 //!
 //! A confirmation is the confirmed packet's header with packet size = 25,
 //! bit 15 of command set and message size 0, and no body (spec, "Confirmations").
@@ -60,6 +70,12 @@ bitflags::bitflags! {
         const BROADCAST = 0x08;
         /// First packet to a peer: tells the receiver the sender's starting id.
         const START_SESSION = 0x10;
+        /// Beyond the spec: the announcement of a message whose body the
+        /// receiver pulls (with [`Options::PULL`]: the receiver's "done").
+        const OFFER = 0x20;
+        /// Beyond the spec: a packet of a receiver-driven transfer, a
+        /// request (confirmation bit set) or a part (bit clear).
+        const PULL = 0x40;
         /// A ping: DelAfterError | NoResend | UniqueCommand (spec, "Options").
         const PING = 0x07;
     }
@@ -74,12 +90,14 @@ impl Options {
 
 impl fmt::Debug for Options {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const NAMES: [(u8, &str); 5] = [
+        const NAMES: [(u8, &str); 7] = [
             (0x01, "DelAfterError"),
             (0x02, "NoResend"),
             (0x04, "UniqueCommand"),
             (0x08, "Broadcast"),
             (0x10, "StartSession"),
+            (0x20, "Offer"),
+            (0x40, "Pull"),
         ];
         let mut first = true;
         write!(f, "Options(")?;
@@ -218,7 +236,98 @@ pub struct Repr {
     pub payload_len: u16,
 }
 
+/// What a packet is, by its confirmation bit and its Offer / Pull options
+/// (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A data packet of the spec (a command or a part of a large one).
+    Data,
+    /// A confirmation (of a data packet, an offer or a done).
+    Confirm,
+    /// The announcement of a pulled message: a normal command.
+    Offer,
+    /// The receiver's request for parts of a pulled message.
+    Request,
+    /// A part of a pulled message, answering a request.
+    Part,
+    /// The receiver pulled what it wanted: a normal command.
+    Done,
+}
+
+/// Bytes in front of the data of an offer's data part: the body's size
+/// (8) and the sender's largest part (4), little-endian.
+pub const OFFER_PREFIX_LEN: usize = 12;
+
+/// Bytes in front of the ranges of a request's body: the part size (4)
+/// and flags (4), little-endian.
+pub const REQUEST_PREFIX_LEN: usize = 8;
+
+/// Request flag: the request asks again for parts asked before.
+pub const REQUEST_RETRY: u32 = 1;
+
+/// A request's body (a Pull packet with the confirmation bit): the part
+/// size the receiver counts in, flags, then `(first part, count)` ranges,
+/// all little-endian u32.
+#[derive(Debug, Clone, Copy)]
+pub struct PullRequest<'a> {
+    /// Part size, bytes.
+    pub part: u32,
+    /// [`REQUEST_RETRY`] or 0.
+    pub flags: u32,
+    body: &'a [u8],
+}
+
+impl<'a> PullRequest<'a> {
+    /// The request in `body` (checked by [`Repr::parse`]).
+    pub fn parse(body: &'a [u8]) -> Result<Self, WireError> {
+        if body.len() < REQUEST_PREFIX_LEN || !(body.len() - REQUEST_PREFIX_LEN).is_multiple_of(8) {
+            return Err(WireError::Inconsistent("pull request body of a bad length"));
+        }
+        Ok(Self {
+            part: le32(body, 0..4),
+            flags: le32(body, 4..8),
+            body: &body[REQUEST_PREFIX_LEN..],
+        })
+    }
+
+    /// The `(first part, count)` ranges.
+    pub fn ranges(&self) -> impl Iterator<Item = (u32, u32)> + 'a {
+        self.body
+            .chunks_exact(8)
+            .map(|c| (le32(c, 0..4), le32(c, 4..8)))
+    }
+
+    /// Writes a request body into `buf`; returns its length.
+    ///
+    /// Panics if `buf` is shorter than `8 + 8 x ranges`.
+    pub fn emit(part: u32, flags: u32, ranges: &[(u32, u32)], buf: &mut [u8]) -> usize {
+        buf[0..4].copy_from_slice(&part.to_le_bytes());
+        buf[4..8].copy_from_slice(&flags.to_le_bytes());
+        let mut at = REQUEST_PREFIX_LEN;
+        for &(first, count) in ranges {
+            buf[at..at + 4].copy_from_slice(&first.to_le_bytes());
+            buf[at + 4..at + 8].copy_from_slice(&count.to_le_bytes());
+            at += 8;
+        }
+        at
+    }
+}
+
 impl Repr {
+    /// What the packet is.
+    pub fn kind(&self) -> Kind {
+        let offer = self.options.contains(Options::OFFER);
+        let pull = self.options.contains(Options::PULL);
+        match (self.confirm, offer, pull) {
+            (true, false, true) => Kind::Request,
+            (true, _, _) => Kind::Confirm,
+            (false, true, false) => Kind::Offer,
+            (false, true, true) => Kind::Done,
+            (false, false, true) => Kind::Part,
+            (false, false, false) => Kind::Data,
+        }
+    }
+
     /// Parses and validates a packet; returns the header and the body.
     ///
     /// Checks (beyond [`Packet::new_checked`]): message size fits 48 bits;
@@ -242,6 +351,28 @@ impl Repr {
         };
         if repr.message_size > MAX_MESSAGE_SIZE {
             return Err(WireError::Inconsistent("message size exceeds 48 bits"));
+        }
+        match repr.kind() {
+            Kind::Request => {
+                if repr.message_size != 0 {
+                    return Err(WireError::Inconsistent("pull request with a message size"));
+                }
+                PullRequest::parse(payload)?;
+                return Ok((repr, payload));
+            }
+            Kind::Part => {
+                if payload.is_empty() || payload.len() as u64 > repr.message_size {
+                    return Err(WireError::Inconsistent("pulled part of a bad length"));
+                }
+                return Ok((repr, payload));
+            }
+            Kind::Offer if repr.amount > 1 || payload.len() < OFFER_PREFIX_LEN => {
+                return Err(WireError::Inconsistent("offer not a normal command with its prefix"));
+            }
+            Kind::Done if repr.amount > 1 || payload.len() != 4 => {
+                return Err(WireError::Inconsistent("done not a normal command of 4 bytes"));
+            }
+            _ => {}
         }
         if repr.confirm {
             if !payload.is_empty() {
@@ -331,9 +462,86 @@ mod tests {
             Options::DEL_AFTER_ERROR | Options::NO_RESEND | Options::UNIQUE_COMMAND
         );
         assert_eq!(
-            format!("{:?}", Options::from_bits_retain(0x15 | 0x40)),
-            "Options(DelAfterError|UniqueCommand|StartSession|0x40)"
+            format!("{:?}", Options::from_bits_retain(0x15 | 0x80)),
+            "Options(DelAfterError|UniqueCommand|StartSession|0x80)"
         );
+    }
+
+    fn pull_packet(confirm: bool, options: Options, message_size: u64, body: &[u8]) -> Vec<u8> {
+        let r = Repr {
+            command: 9,
+            confirm,
+            number: 3,
+            amount: 7,
+            id: 0x1234,
+            message_size,
+            options,
+            payload_len: body.len() as u16,
+        };
+        let mut b = vec![0; r.packet_len()];
+        r.emit(&mut b);
+        b[CTP_HEADER_LEN..].copy_from_slice(body);
+        b
+    }
+
+    /// The packets of pulled messages parse by their own rules: a request
+    /// is a "confirmation" with a body of ranges, a part is a piece of a
+    /// body whose number may exceed its count (the count echoes a
+    /// request), offers and dones are normal commands with their prefix.
+    #[test]
+    fn pulled_message_packets_parse_by_kind() {
+        let mut req = [0u8; REQUEST_PREFIX_LEN + 16];
+        let n = PullRequest::emit(1469, REQUEST_RETRY, &[(0, 44), (90, 2)], &mut req);
+        assert_eq!(n, req.len());
+        let b = pull_packet(true, Options::PULL, 0, &req);
+        let (r, body) = Repr::parse(&b).unwrap();
+        assert_eq!(r.kind(), Kind::Request);
+        let q = PullRequest::parse(body).unwrap();
+        assert_eq!((q.part, q.flags), (1469, REQUEST_RETRY));
+        assert_eq!(q.ranges().collect::<Vec<_>>(), [(0, 44), (90, 2)]);
+        // A request with a size, or ranges cut short, is malformed.
+        assert!(Repr::parse(&pull_packet(true, Options::PULL, 5, &req)).is_err());
+        assert!(Repr::parse(&pull_packet(true, Options::PULL, 0, &req[..12])).is_err());
+        // A part: number 3 of "count" 7 is fine, and so is number 9 (the
+        // count is a request's number); not a part longer than the body,
+        // nor an empty one.
+        let mut part = pull_packet(false, Options::PULL, 100, b"abcd");
+        assert_eq!(Repr::parse(&part).unwrap().0.kind(), Kind::Part);
+        part[4] = 9;
+        assert_eq!(Repr::parse(&part).unwrap().0.number, 9);
+        assert!(Repr::parse(&pull_packet(false, Options::PULL, 3, b"abcd")).is_err());
+        assert!(Repr::parse(&pull_packet(false, Options::PULL, 3, b"")).is_err());
+        // Offers and dones are normal commands (number 0, count <= 1,
+        // size = body) with their prefix.
+        let offer = |body: &[u8]| {
+            let r = Repr {
+                command: 9,
+                confirm: false,
+                number: 0,
+                amount: 1,
+                id: 5,
+                message_size: body.len() as u64,
+                options: Options::OFFER,
+                payload_len: body.len() as u16,
+            };
+            let mut b = vec![0; r.packet_len()];
+            r.emit(&mut b);
+            b[CTP_HEADER_LEN..].copy_from_slice(body);
+            b
+        };
+        assert_eq!(Repr::parse(&offer(&[0; 12])).unwrap().0.kind(), Kind::Offer);
+        assert!(Repr::parse(&offer(&[0; 11])).is_err(), "no prefix");
+        let mut done = offer(&[1, 2, 3, 4]);
+        done[24] = (Options::OFFER | Options::PULL).bits();
+        assert_eq!(Repr::parse(&done).unwrap().0.kind(), Kind::Done);
+        let mut done5 = offer(&[1, 2, 3, 4, 5]);
+        done5[24] = (Options::OFFER | Options::PULL).bits();
+        assert!(Repr::parse(&done5).is_err());
+        // Their confirmations are confirmations.
+        let (r, _) = Repr::parse(&done).unwrap();
+        let mut c = vec![0; CTP_HEADER_LEN];
+        r.confirmation().emit(&mut c);
+        assert_eq!(Repr::parse(&c).unwrap().0.kind(), Kind::Confirm);
     }
 
     #[test]

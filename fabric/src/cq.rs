@@ -10,7 +10,7 @@
 //! CQ; the caller gets FI_EAGAIN instead).
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, Weak};
+use std::sync::{Mutex, RwLock, Weak};
 
 use crate::error::ProvErrno;
 use crate::limits::{RX_SIZE, TX_SIZE};
@@ -95,7 +95,9 @@ pub enum Read {
 pub struct Cq {
     capacity: usize,
     queue: Mutex<VecDeque<Entry>>,
-    sources: Mutex<Vec<Weak<dyn CqSource>>>,
+    /// Read on every fi_cq_read (each source gets its turn under the read
+    /// lock, no copy of the list); written when an endpoint binds.
+    sources: RwLock<Vec<Weak<dyn CqSource>>>,
 }
 
 impl std::fmt::Debug for Cq {
@@ -114,7 +116,7 @@ impl Cq {
         Cq {
             capacity,
             queue: Mutex::new(VecDeque::with_capacity(capacity.min(4096))),
-            sources: Mutex::new(Vec::new()),
+            sources: RwLock::new(Vec::new()),
         }
     }
 
@@ -150,7 +152,7 @@ impl Cq {
 
     /// Adds an endpoint that reads drive.
     pub fn add_source(&self, s: Weak<dyn CqSource>) {
-        let mut v = self.sources.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v = self.sources.write().unwrap_or_else(|p| p.into_inner());
         v.retain(|w| w.strong_count() > 0);
         v.push(s);
     }
@@ -159,29 +161,23 @@ impl Cq {
     /// this CQ, by that endpoint's wait (fi_cq_sread); false when not
     /// exactly one endpoint that can wait is bound.
     pub fn wait_source(&self, timeout: std::time::Duration) -> bool {
-        let sources: Vec<_> = self
-            .sources
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        match sources.as_slice() {
-            [one] => one.wait(timeout),
-            _ => false,
-        }
+        let one = {
+            let v = self.sources.read().unwrap_or_else(|p| p.into_inner());
+            let mut live = v.iter().filter_map(Weak::upgrade);
+            match (live.next(), live.next()) {
+                (Some(one), None) => Some(one),
+                _ => None,
+            }
+        };
+        // Waits outside the lock: a bind meanwhile is not held up.
+        one.is_some_and(|s| s.wait(timeout))
     }
 
-    /// Gives every bound endpoint one turn.
+    /// Gives every bound endpoint one turn (what every fi_cq_read does:
+    /// no allocation, one shared lock).
     pub fn progress(&self) {
-        let sources: Vec<_> = self
-            .sources
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for s in sources {
+        let v = self.sources.read().unwrap_or_else(|p| p.into_inner());
+        for s in v.iter().filter_map(Weak::upgrade) {
             s.progress();
         }
     }

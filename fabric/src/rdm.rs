@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use comm::tagged::{OpKind, PeekMode, TaggedConfig, TaggedEndpoint};
-use comm::{PeerId, RecvBuf, TaggedCompletion};
+use comm::{PeerId, RecvBuf, SendBuf, TaggedCompletion};
 use ctp::EdpTransport;
 
 use crate::addr::Name;
@@ -272,6 +272,40 @@ impl RdmEp {
         let peer = self.peer(dest)?;
         self.core
             .send(peer, tag, data, cq_data, context, completion)?;
+        Ok(())
+    }
+
+    /// As [`RdmEp::send`], keeping `buf`, the application's buffer (valid
+    /// until the send completes), when the send makes a completion: a
+    /// message longer than the core's eager limit is then pulled by its
+    /// receiver straight from it, without a copy, and completes when the
+    /// receiver has it. Injects (and sends without a completion, whose
+    /// buffer the application may reuse at once) are copied.
+    ///
+    /// Errors: as [`RdmEp::send`].
+    pub fn send_buf(
+        &self,
+        buf: Box<dyn SendBuf>,
+        dest: u64,
+        tag: u64,
+        cq_data: Option<u64>,
+        context: u64,
+        flags: OpFlags,
+    ) -> FiResult<()> {
+        let b = self.bound()?;
+        let completion = match flags {
+            OpFlags::Inject => false,
+            OpFlags::Default => !b.tx_selective || self.tx_op_flags & fi::FI_COMPLETION != 0,
+            OpFlags::Flags(f) => {
+                f & fi::FI_INJECT == 0 && (!b.tx_selective || f & fi::FI_COMPLETION != 0)
+            }
+        };
+        if !completion {
+            return self.send(buf.bytes(), dest, tag, cq_data, context, flags);
+        }
+        let peer = self.peer(dest)?;
+        self.core
+            .send_buf(peer, tag, buf, cq_data, context, completion)?;
         Ok(())
     }
 

@@ -153,8 +153,11 @@ fn peek_claim_take_and_discard() {
     assert_eq!(m.take_claimed(100), None);
     // Discard of a claimed message, and of the first match.
     assert_eq!(m.claim(&any, 5), Some((tenv(0, 2, Some(7)), 4)));
-    assert_eq!(m.discard_claimed(5), Some((tenv(0, 2, Some(7)), 4)));
-    assert_eq!(m.discard(&any), Some((tenv(1, 3, None), 1)));
+    assert_eq!(
+        m.discard_claimed(5),
+        Some((tenv(0, 2, Some(7)), b"two!".to_vec()))
+    );
+    assert_eq!(m.discard(&any), Some((tenv(1, 3, None), b"3".to_vec())));
     assert_eq!((m.unexpected_len(), m.unexpected_bytes()), (0, 0));
     assert_eq!(m.stats().discarded, 2);
 }

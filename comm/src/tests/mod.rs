@@ -2,10 +2,12 @@
 //! CTP endpoints on simulated links, driven by `testkit::sim` (virtual
 //! clock, seeded loss, duplication and reordering): `sim` (tag matching
 //! and order), `ulfc_sim` (flow and connection control), `liveness_sim`
-//! (failure detection). Unit tests of the crate root: they reach into
-//! `State`, which the public API hides.
+//! (failure detection), `rndv_sim` (rendezvous: pulled messages). Unit
+//! tests of the crate root: they reach into `State`, which the public API
+//! hides.
 
 mod liveness_sim;
+mod rndv_sim;
 mod sim;
 mod ulfc_sim;
 

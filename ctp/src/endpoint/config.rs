@@ -246,6 +246,24 @@ pub struct Config {
     /// Default 65536 (about 3 MiB); a driver drains them after every batch
     /// it receives, so only a stalled driver reaches it.
     pub max_queued_confirmations: usize,
+    /// The receive window of pulled messages (beyond the spec; PROTOCOL.md
+    /// "Pulled messages"), bytes: a receiver asks for parts only while the
+    /// bytes it asked for and has not received, over all its pulls, stay
+    /// within it (at least one block is always asked). Default 1 MiB: an
+    /// eighth of the runtime's receive ring (`runtime::DEFAULT_RX_RING`,
+    /// 8 MiB), so the parts asked for always fit the ring, and more than a
+    /// round trip of the link's bytes while both sides run.
+    pub pull_window_bytes: u64,
+    /// Bytes one request of a pull asks for (rounded down to whole parts,
+    /// at least one). Default 64 KiB: 44 parts at MTU 1500, 7 at MTU 9000.
+    pub pull_block_bytes: u64,
+    /// Most pulls in progress; `Endpoint::pull` refuses more. Default 65536.
+    pub max_pulls: usize,
+    /// Most parts of offered messages waiting in the transmit queue (what
+    /// requests asked for); a request's parts beyond it are dropped
+    /// (counted in `Stats::pulled_parts_dropped`) and asked again by the
+    /// receiver. Default 65536.
+    pub max_queued_parts: usize,
 }
 
 impl Default for Config {
@@ -286,6 +304,10 @@ impl Default for Config {
             max_queued_delivery_bytes: 256 << 20,
             max_queued_errors: 1024,
             max_queued_confirmations: 1 << 16,
+            pull_window_bytes: 1 << 20,
+            pull_block_bytes: 64 << 10,
+            max_pulls: 1 << 16,
+            max_queued_parts: 1 << 16,
         }
     }
 }

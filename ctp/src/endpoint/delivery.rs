@@ -59,6 +59,9 @@ pub struct PayloadRef {
     pub(crate) msg: MsgId,
     pub(crate) start: usize,
     pub(crate) end: usize,
+    /// The range is of an offered message's body (a pulled part), not of
+    /// its stored data part.
+    pub(crate) body: bool,
 }
 
 impl PayloadRef {
@@ -67,6 +70,7 @@ impl PayloadRef {
         msg: 0,
         start: 0,
         end: 0,
+        body: false,
     };
 
     /// Length of the data part, bytes.
@@ -93,6 +97,52 @@ pub struct ReceivedData<P> {
     pub broadcast: bool,
     /// The message.
     pub data: Vec<u8>,
+    /// The message is the announcement of a body the receiver pulls
+    /// ([`Endpoint::pull`](super::Endpoint::pull)); `data` is what the
+    /// sender put in front of it.
+    pub offer: Option<Offer>,
+}
+
+/// An offered body, as its announcement tells it (PROTOCOL.md "Pulled
+/// messages"): pull it with [`Endpoint::pull`](super::Endpoint::pull).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Offer {
+    /// The announcement's packet id: the body's handle at its sender.
+    pub handle: u32,
+    /// The body's size, bytes.
+    pub size: u64,
+    /// The largest part the sender sends, bytes.
+    pub part: u32,
+    /// The announcement's command.
+    pub command: u16,
+}
+
+/// A pull that ended ([`Endpoint::poll_pulled`](super::Endpoint::poll_pulled)):
+/// its buffer back, with the bytes placed, or why it failed.
+pub struct Pulled<P> {
+    /// The pull, as [`Endpoint::pull`](super::Endpoint::pull) returned it.
+    pub id: crate::PullId,
+    /// The sender.
+    pub from: P,
+    /// Bytes placed at the front of `sink`: the body's size, or the
+    /// buffer's length if shorter.
+    pub len: u64,
+    /// The buffer given to the pull.
+    pub sink: Box<dyn crate::RecvBuf>,
+    /// `None` when every byte wanted arrived; `NotConfirmed` when the
+    /// sender was silent for the user timeout.
+    pub error: Option<ErrorType>,
+}
+
+impl<P: fmt::Debug> fmt::Debug for Pulled<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pulled")
+            .field("id", &self.id)
+            .field("from", &self.from)
+            .field("len", &self.len)
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What went wrong (the `type` of spec `CCTPErrorInfo`).
@@ -396,6 +446,7 @@ mod tests {
             from: 1,
             broadcast: false,
             data: vec![0; n],
+            offer: None,
         };
         q.push_data(d(60));
         assert!(q.has_data_room(40, 2, 100));

@@ -73,7 +73,11 @@ impl<P: PeerAddr> Endpoint<P> {
             .then(|| now.saturating_duration_since(p.first_sent));
         let first_seq = p.first_seq;
         m.unconfirmed -= 1;
-        let done = m.unconfirmed == 0;
+        // An offered message stays until its receiver is done pulling.
+        let done = m.unconfirmed == 0 && m.offer.is_none();
+        if m.unconfirmed == 0 && m.offer.is_some() {
+            self.settled += 1;
+        }
         let mut first_sample = false;
         {
             let s = self.send_sessions.at_mut(session);

@@ -43,14 +43,17 @@ use rand_chacha::ChaCha8Rng;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::pool::BufferPool;
+use crate::puller::{PullId, Pulls, MAX_RANGES};
 use crate::receiver::Reassembly;
 use crate::sender::{Dest, PktPhase, SendSessions, SentStore};
-use crate::wire::{Repr, CTP_HEADER_LEN, MAX_PACKET_LEN};
+use crate::wire::{Kind, Options, Repr, CTP_HEADER_LEN, MAX_PACKET_LEN, REQUEST_PREFIX_LEN};
 
 mod config;
 mod delivery;
 mod liveness;
 mod loss;
+mod offer;
+mod pull;
 mod recv;
 mod send;
 mod sessions;
@@ -60,8 +63,10 @@ mod timers;
 pub use crate::id::{MsgId, PeerAddr};
 pub use config::Config;
 pub use delivery::{
-    Delivery, ErrorInfo, ErrorType, GatherTransmit, PayloadRef, ReceivedData, SendError, Transmit,
+    Delivery, ErrorInfo, ErrorType, GatherTransmit, Offer, PayloadRef, Pulled, ReceivedData,
+    SendError, Transmit,
 };
+pub use offer::MAX_PARTS_PER_REQUEST;
 pub use stats::{Stats, StorageSizes};
 
 use delivery::DeliveryQueue;
@@ -72,7 +77,16 @@ use sessions::{RecvSessions, Source};
 enum Tx<P> {
     Confirm { to: P, repr: Repr },
     Data { key: MsgId, idx: u32 },
+    /// Part `idx` of offered message `key`, answering request `echo`.
+    Part { key: MsgId, idx: u32, echo: u32 },
+    /// Request `seq` of pull `pull`.
+    Request { pull: PullId, seq: u32 },
 }
+
+/// Bytes [`Endpoint::poll_transmit_gather`] may write into its header
+/// buffer: a request's header and body (a header of a data packet or a
+/// confirmation is [`CTP_HEADER_LEN`]).
+pub const MAX_INLINE_LEN: usize = CTP_HEADER_LEN + REQUEST_PREFIX_LEN + 8 * MAX_RANGES;
 
 /// The CTP protocol state of one local endpoint (all peers).
 #[derive(Debug)]
@@ -87,6 +101,9 @@ pub struct Endpoint<P: PeerAddr> {
     sent: SentStore<P>,
     unique_index: FxHashMap<(Dest<P>, u16), MsgId>,
     stored_bytes: u64,
+    /// Messages that left the storage or whose last packet was confirmed,
+    /// ever ([`Endpoint::settled`]).
+    settled: u64,
     /// A destination's unsent bytes fell below `Config::notsent_lowat`
     /// since the last [`Endpoint::take_unsent_news`].
     unsent_news: bool,
@@ -107,6 +124,11 @@ pub struct Endpoint<P: PeerAddr> {
     refused_reassemblies: FxHashSet<(P, bool, u32)>,
     next_reassembly_check: Option<Instant>,
     deliveries: DeliveryQueue<P>,
+    // --- pulled messages (offer.rs, pull.rs) ---
+    pulls: Pulls<P>,
+    /// Parts of offered messages in the transmit queue
+    /// (`Config::max_queued_parts`).
+    queued_parts: usize,
     // --- output ---
     tx: VecDeque<Tx<P>>,
     /// Confirmations wait behind data: a reply goes out before the
@@ -156,6 +178,7 @@ impl<P: PeerAddr> Endpoint<P> {
             sent: SentStore::default(),
             unique_index: FxHashMap::default(),
             stored_bytes: 0,
+            settled: 0,
             unsent_news: false,
             spare,
             timers: TimerQueue::new(),
@@ -166,6 +189,8 @@ impl<P: PeerAddr> Endpoint<P> {
             refused_reassemblies: FxHashSet::default(),
             next_reassembly_check: None,
             deliveries,
+            pulls: Pulls::default(),
+            queued_parts: 0,
             tx: VecDeque::new(),
             tx_conf: VecDeque::new(),
             group: Vec::new(),
@@ -203,16 +228,18 @@ impl<P: PeerAddr> Endpoint<P> {
                 return;
             }
         };
-        if r.confirm {
-            self.on_confirm(now, from, &r);
-        } else {
-            self.on_data(now, from, &r, body);
+        match r.kind() {
+            Kind::Confirm => self.on_confirm(now, from, &r),
+            Kind::Request => self.on_request(now, from, &r, body),
+            Kind::Part => self.on_pulled_part(now, from, &r, body),
+            Kind::Data | Kind::Offer | Kind::Done => self.on_data(now, from, &r, body),
         }
     }
 
     /// Writes the CTP header of the next datagram to send into `hdr` (at
-    /// least [`CTP_HEADER_LEN`] bytes) and returns its destination, the
-    /// header length and a reference to its data part, which
+    /// least [`MAX_INLINE_LEN`] bytes: a pull's request carries its short
+    /// body behind the header) and returns its destination, the header
+    /// length and a reference to its data part, which
     /// [`payload`](Self::payload) resolves to bytes inside the stored
     /// message: the body is not copied (a confirmation has none). Send the
     /// header followed by the payload as one datagram.
@@ -254,7 +281,51 @@ impl<P: PeerAddr> Endpoint<P> {
                             msg: key,
                             start,
                             end,
+                            body: false,
                         },
+                        confirm: false,
+                    });
+                }
+                Tx::Part { key, idx, echo } => {
+                    self.queued_parts -= 1;
+                    let Some(m) = self.sent.get(&key) else {
+                        continue;
+                    };
+                    let (Some(o), Dest::Peer(dest)) = (m.offer.as_ref(), m.dest) else {
+                        continue;
+                    };
+                    let (start, end) = o.part_range(idx);
+                    Repr {
+                        command: m.command,
+                        confirm: false,
+                        number: idx,
+                        amount: echo,
+                        id: m.first_id,
+                        message_size: o.size(),
+                        options: Options::PULL,
+                        payload_len: (end - start) as u16,
+                    }
+                    .emit(hdr);
+                    return Some(GatherTransmit {
+                        dest,
+                        header_len: CTP_HEADER_LEN,
+                        payload: PayloadRef {
+                            msg: key,
+                            start,
+                            end,
+                            body: true,
+                        },
+                        confirm: false,
+                    });
+                }
+                Tx::Request { pull, seq } => {
+                    let Some((dest, len)) = self.emit_request(pull, seq, hdr) else {
+                        continue;
+                    };
+                    return Some(GatherTransmit {
+                        dest,
+                        header_len: len,
+                        payload: PayloadRef::EMPTY,
                         confirm: false,
                     });
                 }
@@ -301,10 +372,13 @@ impl<P: PeerAddr> Endpoint<P> {
         if r.is_empty() {
             return &[];
         }
-        let bytes = self
-            .sent
-            .get(&r.msg)
-            .and_then(|m| m.data.get(r.start..r.end));
+        let m = self.sent.get(&r.msg);
+        let bytes = if r.body {
+            m.and_then(|m| m.offer.as_ref())
+                .and_then(|o| o.buf.bytes().get(r.start..r.end))
+        } else {
+            m.and_then(|m| m.data.get(r.start..r.end))
+        };
         debug_assert!(bytes.is_some(), "stale CTP payload reference {r:?}");
         bytes.unwrap_or(&[])
     }
@@ -316,7 +390,7 @@ impl<P: PeerAddr> Endpoint<P> {
     /// buffer.
     #[must_use]
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit<P>> {
-        let t = self.poll_transmit_gather(&mut buf[..CTP_HEADER_LEN])?;
+        let t = self.poll_transmit_gather(buf)?;
         let body = self.payload(t.payload);
         buf[t.header_len..t.header_len + body.len()].copy_from_slice(body);
         Some(Transmit {

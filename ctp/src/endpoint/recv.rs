@@ -7,11 +7,11 @@
 use std::time::Instant;
 
 use super::sessions::{Opened, SessionKey, Source};
-use super::{Endpoint, ErrorType, PeerAddr, ReceivedData, Tx};
+use super::{Endpoint, ErrorType, Offer, PeerAddr, ReceivedData, Tx};
 use crate::peer::IdStatus;
 use crate::receiver::Reassembly;
 use crate::sender::{Dest, PktPhase};
-use crate::wire::{Options, Repr};
+use crate::wire::{Kind, Options, Repr, OFFER_PREFIX_LEN};
 
 /// Most messages remembered as refused for the reassembly limits (one
 /// error delivery each); the set is cleared beyond it.
@@ -39,7 +39,15 @@ impl<P: PeerAddr> Endpoint<P> {
             self.confirm(from, r);
             return;
         }
-        if r.amount <= 1 {
+        if r.kind() == Kind::Done {
+            // A receiver is done with a body we offered: confirmed as any
+            // command, delivered to nobody.
+            if self.record_id(session, from, r) {
+                self.confirm(from, r);
+                let handle = u32::from_le_bytes(body[..4].try_into().expect("parse checked 4"));
+                self.on_done(now, from, handle);
+            }
+        } else if r.amount <= 1 {
             self.on_command(session, from, bcast, r, body);
         } else {
             self.on_part(now, session, from, bcast, r, body);
@@ -72,8 +80,26 @@ impl<P: PeerAddr> Endpoint<P> {
     }
 
     /// A normal command (one packet): delivered if the queue has room,
-    /// copied once from the datagram into the delivery.
+    /// copied once from the datagram into the delivery. An offer's
+    /// delivery carries the offer; its data is what follows the prefix.
     fn on_command(&mut self, session: SessionKey, from: P, bcast: bool, r: &Repr, body: &[u8]) {
+        let (offer, body) = if r.kind() == Kind::Offer {
+            let size = u64::from_le_bytes(body[..8].try_into().expect("parse checked 12"));
+            let part = u32::from_le_bytes(body[8..12].try_into().expect("parse checked 12"));
+            if size > crate::wire::MAX_MESSAGE_SIZE || part == 0 {
+                self.stats.malformed += 1;
+                return;
+            }
+            let offer = Offer {
+                handle: r.id,
+                size,
+                part,
+                command: r.command,
+            };
+            (Some(offer), &body[OFFER_PREFIX_LEN..])
+        } else {
+            (None, body)
+        };
         if !self.delivery_room(body.len() as u64) {
             return;
         }
@@ -88,7 +114,10 @@ impl<P: PeerAddr> Endpoint<P> {
         }
         data.extend_from_slice(body);
         self.confirm(from, r);
-        self.deliver(from, bcast, r.command, data);
+        if offer.is_some() {
+            self.stats.offers_received += 1;
+        }
+        self.deliver(from, bcast, r.command, data, offer);
     }
 
     /// A part of a large message: stored straight into its message's buffer
@@ -131,7 +160,7 @@ impl<P: PeerAddr> Endpoint<P> {
         if done {
             let ra = self.drop_reassembly(&lkey).expect("present");
             let command = ra.command;
-            self.deliver(from, bcast, command, ra.into_data());
+            self.deliver(from, bcast, command, ra.into_data(), None);
         }
     }
 
@@ -251,7 +280,14 @@ impl<P: PeerAddr> Endpoint<P> {
     }
 
     /// Queues a complete message for the application.
-    fn deliver(&mut self, from: P, broadcast: bool, command: u16, data: Vec<u8>) {
+    fn deliver(
+        &mut self,
+        from: P,
+        broadcast: bool,
+        command: u16,
+        data: Vec<u8>,
+        offer: Option<Offer>,
+    ) {
         self.stats.messages_delivered += 1;
         self.deliveries.push_data(ReceivedData {
             command,
@@ -259,6 +295,7 @@ impl<P: PeerAddr> Endpoint<P> {
             from,
             broadcast,
             data,
+            offer,
         });
     }
 

@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 
 use super::{Endpoint, MsgId, PeerAddr, SendError, Tx};
-use crate::sender::{Dest, PktPhase, PktState, SendSession, SentMsg, SentStore, SessionId};
-use crate::wire::{Options, MAX_COMMAND, MAX_MESSAGE_SIZE};
+use crate::sender::{
+    Dest, Offered, PktPhase, PktState, SendSession, SentMsg, SentStore, SessionId,
+};
+use crate::wire::{Options, MAX_COMMAND, MAX_MESSAGE_SIZE, OFFER_PREFIX_LEN};
 use netcore::time::later;
 use netcore::timer::TimerQueue;
 
@@ -104,6 +106,80 @@ impl<P: PeerAddr> Endpoint<P> {
         data: Vec<u8>,
         options: Options,
     ) -> Result<MsgId, SendError> {
+        // Offer and Pull are the endpoint's own (`send_offer`, `pull`).
+        let options = options.difference(Options::OFFER | Options::PULL);
+        self.store(now, command, peer, data, options, None)
+    }
+
+    /// Offers `body` to `peer` for pulling (PROTOCOL.md "Pulled messages"):
+    /// sends `head` as command `command` with the body's size in front (one
+    /// packet: `head` must fit the data size with 12 bytes to spare); the
+    /// receiver gets it with [`ReceivedData::offer`](super::ReceivedData)
+    /// and pulls the body into a buffer of its own
+    /// ([`Endpoint::pull`](Self::pull)). The body stays here, counted
+    /// nowhere in the storage's bytes, until the receiver says it is done
+    /// ([`Endpoint::is_pending`] turns false) or the message is cancelled;
+    /// its announcement is confirmed as any command
+    /// ([`Endpoint::is_unconfirmed`]). No resend of the body's parts is
+    /// ever timed here: the receiver asks again for what it misses.
+    ///
+    /// Errors: as [`Endpoint::send_vec`]; [`SendError::TooLarge`] when
+    /// `head` does not fit one packet; [`SendError::NoBroadcast`] for a
+    /// broadcast destination (a body is pulled by one receiver).
+    pub fn send_offer(
+        &mut self,
+        now: Instant,
+        command: u16,
+        peer: P,
+        head: &[u8],
+        body: Box<dyn crate::SendBuf>,
+    ) -> Result<MsgId, SendError> {
+        if Some(peer) == self.broadcast_addr {
+            return Err(SendError::NoBroadcast);
+        }
+        let max = self.cfg.data_size.saturating_sub(OFFER_PREFIX_LEN);
+        if head.len() > max {
+            return Err(SendError::TooLarge {
+                size: head.len() as u64,
+                max: max as u64,
+            });
+        }
+        let size = body.bytes().len() as u64;
+        if size > MAX_MESSAGE_SIZE {
+            return Err(SendError::TooLarge {
+                size,
+                max: MAX_MESSAGE_SIZE,
+            });
+        }
+        let mut data = Vec::with_capacity(OFFER_PREFIX_LEN + head.len());
+        data.extend_from_slice(&size.to_le_bytes());
+        data.extend_from_slice(&(self.cfg.data_size as u32).to_le_bytes());
+        data.extend_from_slice(head);
+        let offer = Box::new(Offered {
+            buf: body,
+            part: 0,
+            served: Vec::new(),
+            epoch: now,
+            last_seq: None,
+        });
+        let id = self.store(now, command, peer, data, Options::OFFER, Some(offer))?;
+        self.stats.offers_sent += 1;
+        Ok(id)
+    }
+
+    /// Stores message `data` if it fits the storage's bytes (a pull's
+    /// "done", `Options::OFFER | Options::PULL`, always: it ends a
+    /// transfer) and releases what the window lets go.
+    pub(super) fn store(
+        &mut self,
+        now: Instant,
+        command: u16,
+        peer: P,
+        data: Vec<u8>,
+        options: Options,
+        offer: Option<Box<Offered>>,
+    ) -> Result<MsgId, SendError> {
+        let check_room = !options.contains(Options::OFFER | Options::PULL);
         if command > MAX_COMMAND {
             return Err(SendError::CommandOutOfRange(command));
         }
@@ -116,7 +192,7 @@ impl<P: PeerAddr> Endpoint<P> {
         if size > max {
             return Err(SendError::TooLarge { size, max });
         }
-        if !self.has_room(size) {
+        if check_room && !self.has_room(size) {
             return Err(SendError::Full {
                 stored: self.stored_bytes,
                 size,
@@ -173,6 +249,7 @@ impl<P: PeerAddr> Endpoint<P> {
             unconfirmed: count,
             active: true,
             errored: false,
+            offer,
         });
         if !sess.enqueue(key, count, self.cfg.max_active_large) {
             self.sent.get_mut(&key).expect("inserted").active = false;
@@ -237,9 +314,26 @@ impl<P: PeerAddr> Endpoint<P> {
         self.stored_bytes
     }
 
-    /// True while message `msg` awaits confirmation.
+    /// A count that grows whenever a stored message settles: it leaves the
+    /// storage (confirmed, cancelled, given up) or, for an offered message,
+    /// its announcement is confirmed. One load tells an owner polling
+    /// [`Endpoint::is_unconfirmed`] / [`Endpoint::is_pending`] whether
+    /// anything changed.
+    pub fn settled(&self) -> u64 {
+        self.settled
+    }
+
+    /// True while message `msg` awaits confirmation (an offered message:
+    /// until its receiver is done with it).
     pub fn is_pending(&self, msg: MsgId) -> bool {
         self.sent.contains_key(&msg)
+    }
+
+    /// True while some packet of message `msg` is unconfirmed: for an
+    /// offered message, while its announcement is (then the receiver has
+    /// it, and pulls the body when it wants).
+    pub fn is_unconfirmed(&self, msg: MsgId) -> bool {
+        self.sent.get(&msg).is_some_and(|m| m.unconfirmed > 0)
     }
 
     /// Removes message `key` from the storage and its packets from the
@@ -248,6 +342,7 @@ impl<P: PeerAddr> Endpoint<P> {
         let Some(m) = self.sent.remove(&key) else {
             return;
         };
+        self.settled += 1;
         self.stored_bytes -= m.data.len() as u64;
         let released = m.part(m.next_unsent.min(m.count())).0.min(m.data.len());
         let unreleased = (m.data.len() - released) as u64;

@@ -100,4 +100,42 @@ pub struct Stats {
     pub errors_suppressed: u64,
     /// Confirmations not queued beyond `Config::max_queued_confirmations`.
     pub confirmations_dropped: u64,
+    /// Messages offered for pulling (`Endpoint::send_offer`).
+    pub offers_sent: u64,
+    /// Offered messages whose receiver said it is done.
+    pub offers_done: u64,
+    /// Offers received (deliveries carrying one).
+    pub offers_received: u64,
+    /// Pulls that placed every byte wanted.
+    pub pulls_completed: u64,
+    /// Pulls that failed (the sender silent for the user timeout).
+    pub pulls_failed: u64,
+    /// Requests sent by pulls (first asks and retries).
+    pub pull_requests_sent: u64,
+    /// Requests that asked again for parts asked before (`pull_requests_sent`
+    /// counts them too): the receiver's report of what is missing.
+    pub pull_retries: u64,
+    /// Pulls that heard nothing for the destination's timeout and asked
+    /// again for everything outstanding.
+    pub pull_timeouts: u64,
+    /// Parts of pulled messages received.
+    pub pulled_parts_received: u64,
+    /// Parts received that were placed already, or for no pull in progress.
+    pub pulled_duplicates: u64,
+    /// Requests received for bodies offered here.
+    pub pull_requests_received: u64,
+    /// Parts sent answering requests (`pulled_parts_resent` included).
+    pub pulled_parts_sent: u64,
+    /// Parts sent that were sent before: the sender's resends of pulled
+    /// data, all asked for by the receiver.
+    pub pulled_parts_resent: u64,
+    /// Parts a retry asked for that were not sent again: they left less
+    /// than half a round trip before (the retry crossed them).
+    pub pull_resends_skipped: u64,
+    /// Parts asked for beyond `Config::max_queued_parts` (or one request's
+    /// 4096), not queued.
+    pub pulled_parts_dropped: u64,
+    /// Requests and dones for no offer stored here (late or duplicate),
+    /// and requests not newer than the last one served.
+    pub stale_pull_packets: u64,
 }

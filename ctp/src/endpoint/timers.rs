@@ -9,8 +9,9 @@
 //! entry is live while its message exists and the group's `group_due` is
 //! that time, so confirmations never search the queue. A live entry fires
 //! the group's due packets and re-arms it at the earliest deadline left.
-//! Besides: the reassembly idle sweep and the receiving sessions' idle
-//! expiry.
+//! Besides: the pulls' timers (one live entry per pull with requests
+//! outstanding, `pull.rs`), the reassembly idle sweep and the receiving
+//! sessions' idle expiry.
 
 use std::time::Instant;
 
@@ -85,6 +86,11 @@ impl<P: PeerAddr> Endpoint<P> {
             }
             self.compact_send_order(session);
         }
+        while let Some((due, id)) = self.pulls.timers.pop_due(now) {
+            if self.pulls.timer_live(id, due) {
+                self.on_pull_timer(now, id);
+            }
+        }
         if self.next_reassembly_check.is_some_and(|t| t <= now) {
             self.sweep_reassemblies(now);
         }
@@ -103,7 +109,11 @@ impl<P: PeerAddr> Endpoint<P> {
             .timers
             .peek_live(|due, (key, g)| sent.get(&key).is_some_and(|m| m.timer_live(g, due)));
         let sessions = self.recv_ids.next_expiry(self.cfg.session_idle_timeout);
-        earliest(earliest(packets, self.next_reassembly_check), sessions)
+        let pulls = self.pulls.next_deadline();
+        earliest(
+            earliest(packets, self.next_reassembly_check),
+            earliest(sessions, pulls),
+        )
     }
 
     /// Whether packet `i` of `key` is in flight with a deadline at or

@@ -20,11 +20,15 @@ use runtime::Runtime;
 
 use super::core::CtpCore;
 use super::{Carrier, Transport};
-use crate::endpoint::PayloadRef;
+use crate::endpoint::{PayloadRef, MAX_INLINE_LEN};
 use crate::wire::{CONFIRM_BIT, CTP_HEADER_LEN};
 
 /// Bytes in front of the CTP header in a frame.
 const HEAD: usize = ETH_HEADER_LEN + EDP_HEADER_LEN;
+
+/// A gathered payload's offset with this bit set lies in an offered
+/// message's body (a pulled part), not in its stored data part.
+const BODY_BIT: u64 = 1 << 63;
 
 /// The bytes after the first CTP packet of an EDP payload, if they hold
 /// another packet: at least a header whose packet size is not zero (zero
@@ -115,6 +119,7 @@ impl Socket for CtpSlot {
         if self.core.holds(cx.now) {
             return;
         }
+        let mut hdr = [0u8; MAX_INLINE_LEN];
         loop {
             if tx.is_full() {
                 self.more = self.core.ep.has_transmit();
@@ -124,7 +129,6 @@ impl Socket for CtpSlot {
             let (head, body) = buf.split_at_mut(HEAD);
             // The CTP header goes behind the EDP header in the batch
             // buffer; the data part is sent from the stored message.
-            let mut hdr = [0u8; CTP_HEADER_LEN];
             let Some(t) = self.core.ep.poll_transmit_gather(&mut hdr) else {
                 break;
             };
@@ -160,7 +164,7 @@ impl Socket for CtpSlot {
             .emit(&mut head[ETH_HEADER_LEN..]);
             let gather = (!t.payload.is_empty()).then_some(GatherRef {
                 tag: t.payload.msg,
-                offset: t.payload.start as u64,
+                offset: t.payload.start as u64 | if t.payload.body { BODY_BIT } else { 0 },
                 len: t.payload.len(),
             });
             tx.commit(HEAD + len - t.payload.len(), gather);
@@ -172,10 +176,12 @@ impl Socket for CtpSlot {
     }
 
     fn gather(&self, r: GatherRef) -> (&[u8], &[u8]) {
+        let start = (r.offset & !BODY_BIT) as usize;
         let p = PayloadRef {
             msg: r.tag,
-            start: r.offset as usize,
-            end: r.offset as usize + r.len,
+            start,
+            end: start + r.len,
+            body: r.offset & BODY_BIT != 0,
         };
         (self.core.ep.payload(p), &[])
     }
@@ -196,7 +202,12 @@ impl Socket for CtpSlot {
         self.core.take_news()
     }
 
-    fn on_handle_dropped(&mut self, _now: Instant) -> bool {
+    fn on_handle_dropped(&mut self, now: Instant) -> bool {
+        // Bodies offered for pulling and buffers pulled into are the
+        // owner's (an application's send and receive buffers): none is
+        // touched after the handle is gone.
+        self.core.ep.cancel_offers(now);
+        self.core.ep.cancel_pulls();
         // Confirmations still queued go out first.
         !self.core.ep.has_transmit()
     }

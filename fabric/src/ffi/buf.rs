@@ -4,7 +4,7 @@
 
 use std::ffi::c_void;
 
-use comm::RecvBuf;
+use comm::{RecvBuf, SendBuf};
 
 use crate::error::{FiError, FiResult};
 use crate::fi::*;
@@ -41,6 +41,45 @@ pub(super) fn raw(ptr: *mut u8, len: usize) -> FiResult<Box<dyn RecvBuf>> {
         return Err(FiError::inval(format!("NULL buffer of {len} bytes")));
     }
     Ok(Box::new(RawBuf { ptr, len }))
+}
+
+/// A send buffer the application handed over with a send that completes
+/// (not an inject): valid until the send completes (fi_msg(3), fi_tagged(3):
+/// "the buffer must remain valid until the operation completes").
+struct RawSend {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: the buffer belongs to the send until its completion; the
+// application may not change or free it meanwhile, and the provider only
+// reads it, from whichever thread progresses the endpoint.
+unsafe impl Send for RawSend {}
+
+impl SendBuf for RawSend {
+    fn bytes(&self) -> &[u8] {
+        if self.len == 0 || self.ptr.is_null() {
+            return &[];
+        }
+        // SAFETY: ptr is valid for len bytes until the send completes,
+        // and the core drops this handle before it queues that completion
+        // (comm's rendezvous: when the receiver has pulled the bytes, or
+        // once CTP cancelled them); the borrow lives no longer than &self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// The application's send buffer `data`, kept by the send until it
+/// completes (a long message is then pulled from it without a copy).
+///
+/// # Safety
+/// `data` is the buffer of a send that will complete (not an inject), valid
+/// until that completion.
+pub(super) unsafe fn keep(data: &[u8]) -> Box<dyn SendBuf> {
+    Box::new(RawSend {
+        ptr: data.as_ptr(),
+        len: data.len(),
+    })
 }
 
 /// The one buffer of an iovec array of `count` (0 or 1) entries.

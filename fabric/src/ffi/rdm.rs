@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use comm::tagged::PeekMode;
 
-use super::buf::{bytes, ctx, one_iov, raw};
+use super::buf::{bytes, ctx, keep, one_iov, raw};
 use super::ep::{bind_target, cancelled, cm_ops, ep_ops, put_name, Bind};
 use super::objects::{the_ep, EpInner, EpObj};
 use super::{alloc, fi_ops_with, fid_of, free, guard};
@@ -177,7 +177,10 @@ unsafe fn send(
 ) -> FiResult<isize> {
     // SAFETY: the caller's contract.
     let r = unsafe { rdm(e) }?;
-    r.send(data, dest, MSG_TAG, cq_data, ctx(context), flags)?;
+    // SAFETY: `data` is the application's buffer, valid until the send
+    // completes (fi_msg(3)); `send_buf` copies an inject's.
+    let buf = unsafe { keep(data) };
+    r.send_buf(buf, dest, MSG_TAG, cq_data, ctx(context), flags)?;
     Ok(0)
 }
 
@@ -406,7 +409,10 @@ unsafe fn t_send_bytes(
     check_tag(tag)?;
     // SAFETY: the caller's contract.
     let r = unsafe { rdm(e) }?;
-    r.send(data, dest, tag, cq_data, ctx(context), flags)?;
+    // SAFETY: `data` is the application's buffer, valid until the send
+    // completes (fi_tagged(3)); `send_buf` copies an inject's.
+    let buf = unsafe { keep(data) };
+    r.send_buf(buf, dest, tag, cq_data, ctx(context), flags)?;
     Ok(0)
 }
 
