@@ -48,7 +48,7 @@ pub mod wire;
 
 pub use endpoint::{
     Config, Delivery, Endpoint, ErrorInfo, ErrorType, GatherTransmit, MsgId, PayloadRef, PeerAddr,
-    ReceivedData, SendError, Stats, StorageSizes, Transmit,
+    ReceivedData, SendError, Stats, StorageSizes, Transmit, MAX_PEER_DATA_SIZES,
 };
 pub use peer::{IdStatus, RecvIdList};
 pub use pool::MIN_POOLED;

@@ -11,7 +11,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use edp::wire::EDP_HEADER_LEN;
 use edp::MacAddr;
 
-use crate::addr::{AddrFormat, Name};
+use crate::addr::{resolve_ipv4, AddrFormat, Name};
 use crate::attr::{self, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use crate::config::{Config, LinkKind};
 use crate::error::{FiError, FiResult};
@@ -128,12 +128,15 @@ pub fn rdm_base(nic: &Nic, link: LinkKind) -> Info {
     let core = comm::CommConfig::default();
     let max = usize::try_from(core.max_message_bytes).unwrap_or(usize::MAX);
     let mut i = dgram_base(nic, link, false);
+    // FI_SOURCE_ERR: a connectionless endpoint hears senders not in its
+    // address vector; with the bit, their receives name them (fi_cq(3)).
     i.caps = fi::FI_TAGGED
         | fi::FI_MSG
         | fi::FI_SEND
         | fi::FI_RECV
         | fi::FI_DIRECTED_RECV
         | fi::FI_SOURCE
+        | fi::FI_SOURCE_ERR
         | comm;
     let tx = i.tx.as_mut().expect("dgram_base has tx_attr");
     tx.caps = fi::FI_TAGGED | fi::FI_MSG | fi::FI_SEND;
@@ -144,7 +147,12 @@ pub fn rdm_base(nic: &Nic, link: LinkKind) -> Info {
     tx.inject_size = RDM_INJECT;
     tx.size = RDM_QUEUE;
     let rx = i.rx.as_mut().expect("dgram_base has rx_attr");
-    rx.caps = fi::FI_TAGGED | fi::FI_MSG | fi::FI_RECV | fi::FI_DIRECTED_RECV | fi::FI_SOURCE;
+    rx.caps = fi::FI_TAGGED
+        | fi::FI_MSG
+        | fi::FI_RECV
+        | fi::FI_DIRECTED_RECV
+        | fi::FI_SOURCE
+        | fi::FI_SOURCE_ERR;
     rx.msg_order = fi::FI_ORDER_SAS;
     rx.comp_order = fi::FI_ORDER_NONE;
     rx.size = RDM_QUEUE;
@@ -164,8 +172,9 @@ pub fn rdm_base(nic: &Nic, link: LinkKind) -> Info {
 }
 
 /// Parses `node`/`service` of fi_getinfo into a name of `format`: over the
-/// packet link node is a MAC (or, for a source, the interface's name) and
-/// service the EDP port; over the UDP link an IPv4 address and a UDP port.
+/// packet link node is a MAC (for a source also the interface's name, or
+/// an IPv4 address or host name of it) and service the EDP port; over the
+/// UDP link an IPv4 address or a host name, and a UDP port.
 fn parse_node(
     node: Option<&str>,
     service: Option<&str>,
@@ -185,12 +194,17 @@ fn parse_node(
     };
     match format {
         AddrFormat::Edp => {
+            let mine =
+                |n: &str| n == nic.name || (nic.ipv4.is_some() && resolve_ipv4(n) == nic.ipv4);
             let mac = match node {
                 None => nic.mac,
-                Some(n) if source && n == nic.name => nic.mac,
-                Some(n) => n
-                    .parse::<MacAddr>()
-                    .map_err(|_| FiError::nodata(format!("node {n:?} is not a MAC address")))?,
+                Some(n) if source && mine(n) => nic.mac,
+                Some(n) => n.parse::<MacAddr>().map_err(|_| {
+                    FiError::nodata(format!(
+                        "node {n:?}: over the packet link a node is a MAC address (an \
+                         endpoint's name, as fi_av_straddr shows it)"
+                    ))
+                })?,
             };
             if port == 0 && !source {
                 return Err(FiError::nodata("EDP port 0 is reserved"));
@@ -200,9 +214,11 @@ fn parse_node(
         AddrFormat::Udp => {
             let ip = match node {
                 None => nic.ipv4.unwrap_or(Ipv4Addr::UNSPECIFIED),
-                Some(n) => n
-                    .parse::<Ipv4Addr>()
-                    .map_err(|_| FiError::nodata(format!("node {n:?} is not an IPv4 address")))?,
+                Some(n) => resolve_ipv4(n).ok_or_else(|| {
+                    FiError::nodata(format!(
+                        "node {n:?} is neither an IPv4 address nor a host name with one"
+                    ))
+                })?,
             };
             Ok(Some(Name::Udp(SocketAddrV4::new(ip, port))))
         }
@@ -230,11 +246,20 @@ fn answer(
     nic: &Nic,
 ) -> FiResult<Info> {
     let mut info = attr::offer(version, hints, base)?;
+    // FI_SOURCE_ERR changes what a receive from a stranger completes with:
+    // only when asked for, never as a secondary capability given unasked.
+    let asked = hints.map_or(0, |h| h.caps | h.rx.as_ref().map_or(0, |r| r.caps));
+    if asked & fi::FI_SOURCE_ERR == 0 {
+        info.caps &= !fi::FI_SOURCE_ERR;
+        if let Some(rx) = info.rx.as_mut() {
+            rx.caps &= !fi::FI_SOURCE_ERR;
+        }
+    }
     let source = flags & fi::FI_SOURCE != 0;
     let named = parse_node(node, service, format, nic, source)?;
     let mut src = hints
         .and_then(|h| h.src_addr.as_deref())
-        .map(|b| format.decode(b))
+        .map(|b| format.decode_source(b))
         .transpose()?;
     let mut dst = hints
         .and_then(|h| h.dest_addr.as_deref())
@@ -253,6 +278,15 @@ fn answer(
             )));
         }
     }
+    // Every answer names its source (fabtests' unit set checks it): the
+    // interface, any free port.
+    let src = src.or(match format {
+        AddrFormat::Edp => Some(Name::Edp {
+            mac: nic.mac,
+            port: 0,
+        }),
+        AddrFormat::Udp => nic.ipv4.map(|ip| Name::Udp(SocketAddrV4::new(ip, 0))),
+    });
     info.src_addr = src.map(|n| n.encode());
     info.dest_addr = dst.map(|n| n.encode());
     Ok(info)

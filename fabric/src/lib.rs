@@ -23,7 +23,8 @@
 //!   (`struct fi_info` as Rust values, and the rules for hints);
 //! - `limits` (the sizes, name and version the provider advertises),
 //!   `nic` (interfaces and their link MTU), `av` (address vectors);
-//! - `getinfo` (the answers), `cq` (completion queues), `link` (the
+//! - `getinfo` (the answers), `cq` (completion queues), `eq` (event
+//!   queues), `link` (the
 //!   carrier of an endpoint);
 //! - `rdm` and `dgram` (the endpoints), then `domain` (fabric and domain:
 //!   it opens them);
@@ -41,6 +42,7 @@ mod config;
 mod cq;
 mod dgram;
 mod domain;
+mod eq;
 mod error;
 mod ffi;
 pub mod fi;
@@ -51,7 +53,7 @@ mod log;
 mod nic;
 mod rdm;
 
-pub use addr::{AddrFormat, Name};
+pub use addr::{AddrFormat, KeyMark, Name, NameInfo};
 pub use attr::{fi_version, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 pub use config::{Config, LinkKind};
 pub use error::{FiError, FiResult, ProvErrno};

@@ -20,6 +20,7 @@ fn nics() -> Vec<Nic> {
             mac: MacAddr([2, 0, 0, 0, 0, 1]),
             mtu: 1500,
             ipv4: Some(Ipv4Addr::new(10, 0, 0, 1)),
+            ipv4_prefix: 24,
             loopback: false,
         },
         Nic {
@@ -27,6 +28,7 @@ fn nics() -> Vec<Nic> {
             mac: MacAddr([2, 0, 0, 0, 0, 2]),
             mtu: 9000,
             ipv4: None,
+            ipv4_prefix: 32,
             loopback: false,
         },
     ]
@@ -474,4 +476,51 @@ fn a_tag_format_with_the_reserved_bit_gets_the_providers() {
     h.ep.as_mut().unwrap().mem_tag_format = 0xffff_ffff;
     let v = ask(Some(&h)).unwrap();
     assert_eq!(v[0].ep.as_ref().unwrap().mem_tag_format, 0xffff_ffff);
+}
+
+/// Every answer names its source, the interface with any free port
+/// (fabtests' unit set asks for it); over the UDP link a node may be a
+/// host name.
+#[test]
+fn answers_name_their_source_and_nodes_may_be_host_names() {
+    for a in ask(None).unwrap() {
+        let src = a.src_addr.as_deref().expect("a source address");
+        assert_eq!(src.len(), 16);
+        assert_eq!(&src[6..8], &[0, 0], "any free port");
+    }
+    let c = Config {
+        link: LinkKind::Udp,
+        ..Config::default()
+    };
+    let v = getinfo(
+        API,
+        Some("localhost"),
+        Some("9228"),
+        0,
+        None,
+        &c,
+        false,
+        &nics(),
+    )
+    .unwrap();
+    let dest = v[0].dest_addr.as_deref().unwrap();
+    assert_eq!(&dest[2..8], &[0x24, 0x0c, 127, 0, 0, 1], "127.0.0.1:9228");
+    assert!(v[0].src_addr.is_some());
+}
+
+/// FI_SOURCE_ERR changes what a receive from a stranger completes with: an
+/// answer carries it only when the hints ask for it.
+#[test]
+fn source_err_only_when_asked() {
+    let mut h = hints_of(fi::FI_EP_RDM);
+    h.caps = fi::FI_TAGGED | fi::FI_SOURCE;
+    let v = ask(Some(&h)).unwrap();
+    assert!(v.iter().all(|i| i.caps & fi::FI_SOURCE_ERR == 0));
+    h.caps |= fi::FI_SOURCE_ERR;
+    let v = ask(Some(&h)).unwrap();
+    assert!(v.iter().all(|i| i.caps & fi::FI_SOURCE_ERR != 0));
+    assert!(ask(None)
+        .unwrap()
+        .iter()
+        .all(|i| i.caps & fi::FI_SOURCE_ERR == 0));
 }

@@ -10,6 +10,8 @@
 //!   `nobody` (as the current user when not root);
 //! - a rank killed with SIGKILL: the job ends with Open MPI's error within
 //!   the bound, nothing hangs (root);
+//! - ranks started with different cluster keys: MPI_Init fails within a
+//!   bound, the output naming the key mismatch and the fix;
 //! - mpi4py's bench (`python3 -m mpi4py.bench helloworld`, `ringtest`,
 //!   `pingpong` up to 64 MiB) on 2 ranks over EDP (root);
 //! - the first stage, kept as a baseline: libfabric's ofi_rxd over the
@@ -297,4 +299,51 @@ fn over_the_udp_link_as_nobody() {
     let (st, out, took) = run(&scratch, c, Duration::from_secs(300));
     eprintln!("2 ranks over the UDP link: {took:?}");
     assert_passed(st, &out, 2, "UDP link");
+}
+
+/// Two ranks, one started with a cluster key and one without, over the
+/// UDP link as nobody: MPI_Init ends in an error that names the key
+/// mismatch and the fix (each rank's name tells its key), within a bound,
+/// instead of ranks that never hear each other.
+#[test]
+fn ranks_with_different_cluster_keys_are_told_so() {
+    if !can_run("mpi_check with different keys") {
+        return;
+    }
+    let _one = serial();
+    let scratch = Scratch::new("mpi-keys");
+    let fi = common::install_provider(&scratch);
+    let bin = common::compile(&scratch, "mpicc", "mpi/mpi_check.c", &[]);
+    let home = scratch.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    // Rank 1 alone gets a key (from the environment, as CLUSTERNET_KEY).
+    let script = format!(
+        "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then export CLUSTERNET_KEY={}; fi; exec {}",
+        "00112233445566778899aabbccddeeff",
+        bin.display()
+    );
+    let mut c = if testkit::is_root() {
+        let nobody = Some(nix::unistd::Uid::from_raw(65534));
+        nix::unistd::chown(&home, nobody, Some(nix::unistd::Gid::from_raw(65534))).unwrap();
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "mpirun"]);
+        c
+    } else {
+        Command::new("mpirun")
+    };
+    c.args(["--oversubscribe", "-np", "2", "sh", "-c", &script])
+        .env("HOME", &home)
+        .env("TMPDIR", &home)
+        .env_remove("CLUSTERNET_KEY")
+        .env_remove("CLUSTERNET_KEY_FILE")
+        .env("FI_CLUSTERNET_LINK", "udp")
+        .env("FI_CLUSTERNET_IFACE", "lo");
+    over_provider(&mut c, &fi);
+    let bound = Duration::from_secs(120);
+    let (st, out, took) = run(&scratch, c, bound);
+    eprintln!("different keys: the job ended after {took:?}");
+    let st = st.unwrap_or_else(|| panic!("the job hung past {bound:?}:\n{out}"));
+    assert!(!st.success(), "ranks with different keys passed:\n{out}");
+    assert!(out.contains("cluster key mismatch"), "{out}");
+    assert!(out.contains("FI_CLUSTERNET_KEY_FILE"), "{out}");
 }

@@ -66,6 +66,9 @@ pub(crate) struct Slot {
 pub(crate) struct State {
     pub mac: MacAddr,
     pub mtu: usize,
+    /// Largest frame taken from the link, bytes (`Link::max_rx_frame`,
+    /// trailer included).
+    rx_max: usize,
     pub edp_ethertype: u16,
     pub esp_ethertype: u16,
     slots: Vec<Option<Slot>>,
@@ -125,6 +128,7 @@ impl EthEngine {
         let st = State {
             mac: link.mac(),
             mtu,
+            rx_max: link.max_rx_frame(),
             responder: Responder::new(iface, edp_ethertype, esp_ethertype),
             edp_ethertype,
             esp_ethertype,
@@ -783,10 +787,7 @@ impl State {
     ) {
         // Ethernet header + the 6-byte port header EDP and ESP share, at
         // most the link's largest frame: parsed here once, handed down.
-        let trailer = if self.auth.is_some() { TRAILER_LEN } else { 0 };
-        if frame.len() < ETH_HEADER_LEN + PORT_HEADER_LEN
-            || frame.len() > ETH_HEADER_LEN + self.mtu + trailer
-        {
+        if frame.len() < ETH_HEADER_LEN + PORT_HEADER_LEN || frame.len() > self.rx_max {
             self.stats.malformed += 1;
             return;
         }

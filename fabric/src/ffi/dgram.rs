@@ -102,7 +102,7 @@ unsafe extern "C" fn dgram_getname(f: fid_t, addr: *mut c_void, addrlen: *mut us
     guard("fi_getname", || {
         // SAFETY: f is an endpoint fid of ours (class and table checked);
         // addrlen and addr are as fi_cm(3) says.
-        unsafe { put_name(dgram(f)?.name(), addr, addrlen) }
+        unsafe { put_name(&dgram(f)?.name_bytes(), addr, addrlen) }
     })
 }
 

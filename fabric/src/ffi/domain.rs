@@ -3,17 +3,14 @@
 //! rest answer FI_ENOSYS.
 
 use std::ffi::{c_int, c_void};
-use std::sync::Arc;
 
 use super::av::av_open;
 use super::cq::cq_open;
-use super::objects::{DomainObj, FabricObj};
-use super::{alloc, dgram, fi_ops_with, fid_of, free, guard, info, neg, obj, put, rdm};
+use super::objects::{DomainObj, FabricObj, DOMAIN_FI_OPS, FABRIC_FI_OPS};
+use super::{alloc, dgram, fid_of, guard, info, neg, obj, put, rdm};
 use crate::domain::{Domain, Endpoint};
 use crate::error::FiError;
 use crate::fi::*;
-
-static DOMAIN_FI_OPS: fi_ops = fi_ops_with(domain_close, None, None);
 
 static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     size: std::mem::size_of::<fi_ops_domain>(),
@@ -46,7 +43,8 @@ pub(super) unsafe extern "C" fn domain_open(
 ) -> c_int {
     guard("fi_domain", || {
         // SAFETY: fabric is a fid this provider handed out (class checked).
-        let f: &FabricObj = unsafe { obj(fabric as *const c_void, FI_CLASS_FABRIC) }?;
+        let f: &FabricObj =
+            unsafe { obj(fabric as *const c_void, FI_CLASS_FABRIC, &FABRIC_FI_OPS) }?;
         // SAFETY: i is NULL or an fi_info from fi_getinfo (fi_domain(3)).
         let i = unsafe { info::read(i) }.ok_or_else(|| FiError::inval("NULL info"))?;
         let d = Domain::open(f.inner.clone(), &i)?;
@@ -64,19 +62,6 @@ pub(super) unsafe extern "C" fn domain_open(
     })
 }
 
-unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
-    guard("fi_close(domain)", || {
-        // SAFETY: f is the fid of a domain we opened (class and table
-        // checked).
-        unsafe {
-            free::<fid_domain, Arc<Domain>>(f, FI_CLASS_DOMAIN, &DOMAIN_FI_OPS, |d| {
-                (Arc::strong_count(d) > 1)
-                    .then(|| "close the domain's endpoints, CQs and address vectors first".into())
-            })
-        }
-    })
-}
-
 /// `fi_endpoint`: the endpoint of the type the fi_info names, handed to C
 /// with that type's tables (`rdm`, `dgram`), as prov/tcp's xnet_open_ep.
 unsafe extern "C" fn endpoint(
@@ -87,7 +72,8 @@ unsafe extern "C" fn endpoint(
 ) -> c_int {
     guard("fi_endpoint", || {
         // SAFETY: domain is a fid this provider handed out (class checked).
-        let d: &DomainObj = unsafe { obj(domain as *const c_void, FI_CLASS_DOMAIN) }?;
+        let d: &DomainObj =
+            unsafe { obj(domain as *const c_void, FI_CLASS_DOMAIN, &DOMAIN_FI_OPS) }?;
         // SAFETY: i is NULL or an fi_info (fi_endpoint(3)).
         let i = unsafe { info::read(i) }.ok_or_else(|| FiError::inval("NULL info"))?;
         let p = match d.inner.endpoint(&i)? {

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use super::neg;
 use super::objects::{av_of, cq_of};
-use crate::addr::Name;
 use crate::av::Av;
 use crate::cq::Cq;
 use crate::error::{FiError, FiResult};
@@ -101,17 +100,17 @@ pub(super) fn cancelled(found: bool) -> FiResult<isize> {
     }
 }
 
-/// fi_getname's answer: `name` into `addr`, its length into `addrlen`.
+/// fi_getname's answer: `name` (its bytes) into `addr`, its length into
+/// `addrlen`.
 ///
 /// # Safety
 /// `addrlen` is NULL or a valid in/out `size_t`; `addr` is NULL or holds
 /// `*addrlen` bytes (fi_cm(3)).
 pub(super) unsafe fn put_name(
-    name: Name,
+    name: &[u8],
     addr: *mut c_void,
     addrlen: *mut usize,
 ) -> FiResult<c_int> {
-    let name = name.encode();
     // SAFETY: addrlen is a valid in/out size_t (the caller's contract);
     // NULL checked by as_ref.
     let cap = unsafe { addrlen.as_ref() }

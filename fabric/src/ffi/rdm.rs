@@ -113,7 +113,7 @@ unsafe extern "C" fn rdm_getname(f: fid_t, addr: *mut c_void, addrlen: *mut usiz
     guard("fi_getname", || {
         // SAFETY: f is an endpoint fid of ours (class and table checked);
         // addrlen and addr are as fi_cm(3) says.
-        unsafe { put_name(rdm(f)?.name(), addr, addrlen) }
+        unsafe { put_name(&rdm(f)?.name_bytes(), addr, addrlen) }
     })
 }
 
