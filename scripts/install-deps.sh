@@ -4,7 +4,8 @@
 # iproute2 (ip netns, veth), util-linux (unshare, setpriv), libcap2-bin (setcap),
 # tshark (the Wireshark dissector's tests; not setuid: see below), Open MPI
 # and libclang (netgauge's mpi feature), libfabric (the provider, fabric/),
-# libnorm-dev and g++ (netgauge -m norm builds benches/norm/norm_mcast.cpp).
+# libnorm-dev and g++ (netgauge -m norm builds benches/norm/norm_mcast.cpp),
+# autoconf, automake, libtool and make (fabtests) and valgrind.
 # Does nothing for what is already there.
 set -euo pipefail
 
@@ -25,6 +26,13 @@ command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)
 # tools (fi_info, fi_pingpong).
 [ -f /usr/include/rdma/providers/fi_prov.h ] || missing+=(libfabric-dev)
 command -v fi_pingpong >/dev/null 2>&1 || missing+=(libfabric-bin)
+# fabtests (scripts/build-fabtests.sh: autogen.sh, configure, make) and
+# its valgrind run (scripts/fabtests.sh --valgrind).
+command -v autoreconf >/dev/null 2>&1 || missing+=(autoconf)
+command -v automake >/dev/null 2>&1 || missing+=(automake)
+command -v libtoolize >/dev/null 2>&1 || missing+=(libtool)
+command -v make >/dev/null 2>&1 || missing+=(make)
+command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 # NORM (RFC 5740): netgauge's norm mode compiles its driver against libnorm.
 [ -f /usr/include/normApi.h ] || missing+=(libnorm-dev)
 command -v c++ >/dev/null 2>&1 || missing+=(g++)
