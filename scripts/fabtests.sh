@@ -107,7 +107,7 @@ make_udp() {
 }
 
 # EDP: two namespaces, a veth pair named ft0 on both ends, MTU 1500, fixed
-# MACs (fabtests' node over the packet link is a MAC) and IPv4 addresses.
+# MACs and IPv4 addresses with each other's neighbour entry.
 make_edp() {
   local s=${tag}s c=${tag}c
   ip netns add "$s"
@@ -126,7 +126,12 @@ make_edp() {
     ip -n "$n" link set ft0 up
     i=$((i + 1))
   done
-  S_NS=$s C_NS=$c S_ADDR=02:66:74:00:00:01 C_ADDR=02:66:74:00:00:02
+  # Nodes are given as IPv4 addresses, as on a cluster that runs IP on the
+  # same interfaces: the provider finds the MAC in the neighbour table, and
+  # the tests' own out-of-band sockets (fi_unexpected_msg) reach the peer.
+  ip -n "$s" neigh replace 198.18.0.2 lladdr 02:66:74:00:00:02 dev ft0 nud permanent
+  ip -n "$c" neigh replace 198.18.0.1 lladdr 02:66:74:00:00:01 dev ft0 nud permanent
+  S_NS=$s C_NS=$c S_ADDR=198.18.0.1 C_ADDR=198.18.0.2
   LINK_ENV=(FI_CLUSTERNET_LINK=packet FI_CLUSTERNET_IFACE=ft0)
 }
 

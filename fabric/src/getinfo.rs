@@ -173,7 +173,9 @@ pub fn rdm_base(nic: &Nic, link: LinkKind) -> Info {
 
 /// Parses `node`/`service` of fi_getinfo into a name of `format`: over the
 /// packet link node is a MAC (for a source also the interface's name, or
-/// an IPv4 address or host name of it) and service the EDP port; over the
+/// an IPv4 address or host name of it; for a destination also an IPv4
+/// address or host name whose MAC the kernel's neighbour table holds on
+/// the interface, `link::iface::neighbor_mac`) and service the EDP port; over the
 /// UDP link an IPv4 address or a host name, and a UDP port.
 fn parse_node(
     node: Option<&str>,
@@ -199,12 +201,26 @@ fn parse_node(
             let mac = match node {
                 None => nic.mac,
                 Some(n) if source && mine(n) => nic.mac,
-                Some(n) => n.parse::<MacAddr>().map_err(|_| {
-                    FiError::nodata(format!(
-                        "node {n:?}: over the packet link a node is a MAC address (an \
-                         endpoint's name, as fi_av_straddr shows it)"
-                    ))
-                })?,
+                Some(n) => match n.parse::<MacAddr>() {
+                    Ok(mac) => mac,
+                    Err(_) => {
+                        let ip = resolve_ipv4(n).ok_or_else(|| {
+                            FiError::nodata(format!(
+                                "node {n:?}: over the packet link a node is a MAC address (an \
+                                 endpoint's name, as fi_av_straddr shows it), or an IPv4 \
+                                 address or host name on {}",
+                                nic.name
+                            ))
+                        })?;
+                        link::iface::neighbor_mac(ip, &nic.name).ok_or_else(|| {
+                            FiError::nodata(format!(
+                                "node {n:?} ({ip}) has no entry in {}'s neighbour table: give \
+                                 its MAC address, or reach it over IP once (ping) first",
+                                nic.name
+                            ))
+                        })?
+                    }
+                },
             };
             if port == 0 && !source {
                 return Err(FiError::nodata("EDP port 0 is reserved"));
