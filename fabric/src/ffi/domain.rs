@@ -1,11 +1,12 @@
 //! The domain object (fi_domain(3)): its table opens the address
-//! vectors, completion queues and endpoints; memory registration and the
-//! rest answer FI_ENOSYS.
+//! vectors, completion queues, counters and endpoints; memory
+//! registration and the rest answer FI_ENOSYS.
 
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 use super::av::av_open;
+use super::cntr::cntr_open;
 use super::cq::cq_open;
 use super::objects::{DomainObj, FabricObj};
 use super::{alloc, dgram, fi_ops_with, fid_of, free, guard, info, neg, obj, put, rdm};
@@ -13,7 +14,7 @@ use crate::domain::{Domain, Endpoint};
 use crate::error::FiError;
 use crate::fi::*;
 
-static DOMAIN_FI_OPS: fi_ops = fi_ops_with(domain_close, None, None);
+pub(super) static DOMAIN_FI_OPS: fi_ops = fi_ops_with(domain_close, None, None);
 
 static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     size: std::mem::size_of::<fi_ops_domain>(),
@@ -21,7 +22,7 @@ static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     cq_open: Some(cq_open),
     endpoint: Some(endpoint),
     scalable_ep: Some(no_scalable_ep),
-    cntr_open: Some(no_cntr_open),
+    cntr_open: Some(cntr_open),
     poll_open: Some(no_poll_open),
     stx_ctx: Some(no_stx_ctx),
     srx_ctx: Some(no_srx_ctx),
@@ -71,7 +72,10 @@ unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
         unsafe {
             free::<fid_domain, Arc<Domain>>(f, FI_CLASS_DOMAIN, &DOMAIN_FI_OPS, |d| {
                 (Arc::strong_count(d) > 1)
-                    .then(|| "close the domain's endpoints, CQs and address vectors first".into())
+                    .then(|| {
+                        "close the domain's endpoints, CQs, counters and address vectors first"
+                            .into()
+                    })
             })
         }
     })
@@ -105,15 +109,6 @@ unsafe extern "C" fn no_scalable_ep(
     _i: *mut fi_info,
     _e: *mut *mut fid_ep,
     _c: *mut c_void,
-) -> c_int {
-    neg(FI_ENOSYS)
-}
-
-unsafe extern "C" fn no_cntr_open(
-    _d: *mut fid_domain,
-    _a: *mut fi_cntr_attr,
-    _c: *mut *mut fid_cntr,
-    _x: *mut c_void,
 ) -> c_int {
     neg(FI_ENOSYS)
 }
