@@ -104,7 +104,11 @@ pub fn dgram_base(nic: &Nic, link: LinkKind, keyed: bool) -> Info {
             max_ep_rx_ctx: 1,
             max_ep_stx_ctx: 0,
             max_ep_srx_ctx: 0,
-            cntr_cnt: 0,
+            // Counters count the completions of the operations they are
+            // bound to; these endpoints have no RMA, so bound to RMA
+            // events a counter moves only by fi_cntr_add / fi_cntr_set
+            // (MPICH opens one per domain and binds it that way).
+            cntr_cnt: DOMAIN_OBJECTS,
             mr_iov_limit: 1,
             caps: comm,
             mode: 0,
@@ -112,6 +116,10 @@ pub fn dgram_base(nic: &Nic, link: LinkKind, keyed: bool) -> Info {
             max_err_data: MAX_ERR_DATA,
             mr_cnt: 0,
             tclass: 0,
+            max_ep_auth_key: 0,
+            max_group_id: 0,
+            max_cntr_value: u64::MAX,
+            max_err_cntr_value: u64::MAX,
         }),
         fabric: Some(FabricAttr {
             name: Some(FABRIC_NAME.into()),
@@ -269,6 +277,15 @@ fn answer(
         info.caps &= !fi::FI_SOURCE_ERR;
         if let Some(rx) = info.rx.as_mut() {
             rx.caps &= !fi::FI_SOURCE_ERR;
+        }
+    }
+    // FI_DIRECTED_RECV is a primary capability (fi_getinfo(3)): given only
+    // when asked for; without it a receive's source address is ignored
+    // (fi_tagged(3)), as util's ofi_get_caps leaves it.
+    if hints.is_some_and(|h| h.caps != 0) && asked & fi::FI_DIRECTED_RECV == 0 {
+        info.caps &= !fi::FI_DIRECTED_RECV;
+        if let Some(rx) = info.rx.as_mut() {
+            rx.caps &= !fi::FI_DIRECTED_RECV;
         }
     }
     let source = flags & fi::FI_SOURCE != 0;

@@ -97,6 +97,9 @@ pub struct RdmEp {
     /// FI_SOURCE_ERR: a receive from a sender not in the address vector
     /// completes with FI_EADDRNOTAVAIL and the sender's name.
     source_err: bool,
+    /// FI_DIRECTED_RECV: a receive's source address selects the sender;
+    /// without it the address is ignored (fi_tagged(3)).
+    directed: bool,
     map: RwLock<PeerMap>,
     binding: Mutex<Binding>,
     bound: OnceLock<Bound>,
@@ -139,6 +142,7 @@ impl RdmEp {
             core,
             link_peers: peers,
             source_err: caps & fi::FI_SOURCE_ERR != 0,
+            directed: caps & fi::FI_DIRECTED_RECV != 0,
             map: RwLock::new(PeerMap::default()),
             binding: Mutex::new(Binding::default()),
             bound: OnceLock::new(),
@@ -272,9 +276,10 @@ impl RdmEp {
             .ok_or_else(|| FiError::inval(format!("fi_addr {addr} is not in the address vector")))
     }
 
-    /// The source of a receive: any for FI_ADDR_UNSPEC.
+    /// The source of a receive: any for FI_ADDR_UNSPEC, and any whatever
+    /// the address without FI_DIRECTED_RECV.
     fn source(&self, addr: u64) -> FiResult<Option<PeerId>> {
-        if addr == FI_ADDR_NOTAVAIL {
+        if addr == FI_ADDR_NOTAVAIL || !self.directed {
             return Ok(None);
         }
         self.peer(addr).map(Some)

@@ -23,13 +23,12 @@
 
 mod common;
 
-use std::fs::File;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use common::Scratch;
-use vcluster::{LaunchCluster, Process};
+use common::{assert_passed, run, Scratch};
+use vcluster::LaunchCluster;
 
 /// One mpirun at a time: vcluster's launch cluster takes its subnet and
 /// link names from the process id, and the runs share two CPUs.
@@ -56,42 +55,6 @@ fn can_run(test: &str) -> bool {
     true
 }
 
-/// Runs `cmd` (an mpirun) for at most `limit`; returns its status (None
-/// when it had to be stopped), its output (stdout then stderr) and how long
-/// it ran.
-fn run(
-    scratch: &Scratch,
-    mut cmd: Command,
-    limit: Duration,
-) -> (Option<ExitStatus>, String, Duration) {
-    let out = scratch.join("mpirun.out");
-    let err = scratch.join("mpirun.err");
-    // A process group of its own: on a hang, mpirun and every rank it
-    // started are stopped together.
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    cmd.stdin(Stdio::null())
-        .stdout(File::create(&out).unwrap())
-        .stderr(File::create(&err).unwrap());
-    let t0 = Instant::now();
-    let mut p = Process::spawn(&mut cmd).unwrap();
-    let mut st = p.wait_timeout(limit).unwrap();
-    if st.is_none() {
-        let group = nix::unistd::Pid::from_raw(p.id() as i32);
-        let _ = nix::sys::signal::killpg(group, vcluster::Signal::SIGTERM);
-        let _ = p.wait_timeout(Duration::from_secs(10));
-        let _ = nix::sys::signal::killpg(group, vcluster::Signal::SIGKILL);
-        p.kill();
-        st = None;
-    }
-    let elapsed = t0.elapsed();
-    let text = format!(
-        "{}{}",
-        std::fs::read_to_string(&out).unwrap_or_default(),
-        std::fs::read_to_string(&err).unwrap_or_default()
-    );
-    (st, text, elapsed)
-}
-
 /// Open MPI's MCA settings and libfabric's for the provider.
 fn over_provider(cmd: &mut Command, fi: &Path) {
     cmd.env("OMPI_MCA_pml", "cm")
@@ -104,24 +67,6 @@ fn over_provider(cmd: &mut Command, fi: &Path) {
 fn over_rxd(cmd: &mut Command, fi: &Path) {
     over_provider(cmd, fi);
     cmd.env("FI_PROVIDER", "clusternet;ofi_rxd");
-}
-
-fn assert_passed(st: Option<ExitStatus>, out: &str, ranks: usize, what: &str) {
-    assert!(
-        st.is_some_and(|s| s.success()),
-        "{what}: mpirun {st:?}\n{out}"
-    );
-    assert!(!out.contains("FAIL"), "{what}:\n{out}");
-    assert!(
-        out.contains(&format!("mpi_check: all checks passed ({ranks} ranks")),
-        "{what}:\n{out}"
-    );
-    for r in 0..ranks {
-        assert!(
-            out.contains(&format!("hello from rank {r} of {ranks}")),
-            "{what}: no hello from {r}\n{out}"
-        );
-    }
 }
 
 #[test]

@@ -1,10 +1,11 @@
 //! The domain object (fi_domain(3)): its table opens the address
-//! vectors, completion queues and endpoints; memory registration and the
-//! rest answer FI_ENOSYS.
+//! vectors, completion queues, counters and endpoints; memory
+//! registration and the rest answer FI_ENOSYS.
 
 use std::ffi::{c_int, c_void};
 
 use super::av::av_open;
+use super::cntr::cntr_open;
 use super::cq::cq_open;
 use super::objects::{DomainObj, FabricObj, DOMAIN_FI_OPS, FABRIC_FI_OPS};
 use super::{alloc, dgram, fid_of, guard, info, neg, obj, put, rdm};
@@ -18,7 +19,7 @@ static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     cq_open: Some(cq_open),
     endpoint: Some(endpoint),
     scalable_ep: Some(no_scalable_ep),
-    cntr_open: Some(no_cntr_open),
+    cntr_open: Some(cntr_open),
     poll_open: Some(no_poll_open),
     stx_ctx: Some(no_stx_ctx),
     srx_ctx: Some(no_srx_ctx),
@@ -91,15 +92,6 @@ unsafe extern "C" fn no_scalable_ep(
     _i: *mut fi_info,
     _e: *mut *mut fid_ep,
     _c: *mut c_void,
-) -> c_int {
-    neg(FI_ENOSYS)
-}
-
-unsafe extern "C" fn no_cntr_open(
-    _d: *mut fid_domain,
-    _a: *mut fi_cntr_attr,
-    _c: *mut *mut fid_cntr,
-    _x: *mut c_void,
 ) -> c_int {
     neg(FI_ENOSYS)
 }

@@ -23,9 +23,15 @@ pub(super) unsafe extern "C" fn getinfo(
 ) -> c_int {
     guard("fi_getinfo", || {
         // SAFETY: libfabric passes NULL or valid strings and hints
-        // (fi_getinfo(3)), alive for the call.
-        let (node, service, hints) =
-            unsafe { (opt_str(node), opt_str(service), info::read(hints)) };
+        // (fi_getinfo(3)), alive for the call, the hints in the layout of
+        // the requested version or of the core's.
+        let (node, service, hints) = unsafe {
+            (
+                opt_str(node),
+                opt_str(service),
+                info::read_hints(hints, version),
+            )
+        };
         let config = super::config()?;
         let nics = nic::candidates(&config)?;
         let keyed = link::keyed(&config)?;

@@ -21,7 +21,7 @@
 //!
 //! Layout, as prov/tcp's: `init` (the `fi_provider`) over `fabric`
 //! (getinfo, fi_fabric), whose table opens `domain`s and `eq`s; the
-//! domain's table opens `av`s, `cq`s and endpoints, each endpoint type
+//! domain's table opens `av`s, `cq`s, `cntr`s and endpoints, each endpoint type
 //! with its own tables (`rdm`, `dgram`, on what both share in `ep` and
 //! `buf`). They all take their object types from `objects` and the rules
 //! above from this module; `info` converts `struct fi_info`. The bindings
@@ -39,6 +39,7 @@ use crate::error::{FiError, FiResult};
 
 mod av;
 mod buf;
+mod cntr;
 mod cq;
 mod dgram;
 mod domain;

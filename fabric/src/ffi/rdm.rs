@@ -77,11 +77,11 @@ unsafe extern "C" fn rdm_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
     guard("fi_ep_bind", || {
         // SAFETY: f is an endpoint fid of ours (class and table checked);
         // b a fid of ours or NULL (checked by class).
-        let (r, b) = unsafe { (rdm(f)?, bind_target(b)?) };
+        let (r, b) = unsafe { (rdm(f)?, bind_target(b, flags)?) };
         match b {
             Bind::Av(av) => r.bind_av(av.clone())?,
             Bind::Cq(cq) => r.bind_cq(cq.clone(), flags)?,
-            Bind::Eq => {}
+            Bind::Inert => {}
         }
         Ok(0)
     })
