@@ -58,7 +58,7 @@ for side in "AB":
             v = row["mbit_s"] if stream else row["p50_us"]
             if not v:
                 continue
-            key = (row["mode"], int(row["size"]), "Mbit/s" if stream else "p50 us")
+            key = (row["mode"], int(row["size_bytes"]), "Mbit/s" if stream else "p50 us")
             vals.setdefault(key, {"A": [], "B": []})[side].append(float(v))
 print(f"{'mode':10} {'size':>7} {'unit':7} {'A rounds':>28} {'B rounds':>28} {'A med':>9} {'B med':>9} {'B/A':>6}")
 for key in sorted(vals):
