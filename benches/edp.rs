@@ -41,9 +41,10 @@ use std::time::Duration;
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 
 use ctp::{CtpConfig, CtpSocket, Options};
-use edp::runtime::{LinkConfig, RuntimeConfig, WaitPolicy, DEFAULT_RX_RING};
-use edp::wire::{emit_edp_frame, EdpFrame, EthernetRepr};
+use edp::wire::{emit_edp_frame, EdpFrame};
 use edp::{EdpConfig, EdpSocket, MacAddr, ETHERTYPE_EDP};
+use link::eth::EthernetRepr;
+use runtime::{LinkConfig, RuntimeConfig, WaitPolicy, DEFAULT_RX_RING};
 
 /// A socket configuration: `wait` policy, RX ring or recvmmsg.
 fn variant(wait: WaitPolicy, ring: bool) -> EdpConfig {
@@ -246,9 +247,9 @@ fn rtt_percentiles() {
 const RX_BURST: usize = 256;
 
 fn link_rx(c: &mut Criterion) {
-    use edp::link::packet::{PacketConfig, PacketLink};
-    use edp::netcore::bpf::FrameFilter;
-    use edp::Link;
+    use link::Link;
+    use link::{PacketConfig, PacketLink};
+    use netcore::bpf::FrameFilter;
     use std::time::Instant;
 
     let Some(net) = bench_net("bench_link_rx", "link_rx") else {
@@ -357,10 +358,10 @@ fn link_rx(c: &mut Criterion) {
 }
 
 fn runtime_sim(c: &mut Criterion) {
-    use edp::link::fault::FaultConfig;
-    use edp::link::sim::{SimClock, SimLink};
-    use edp::runtime::Runtime;
-    use edp::Link;
+    use link::fault::FaultConfig;
+    use link::sim::{SimClock, SimLink};
+    use link::Link;
+    use runtime::Runtime;
     let clock = SimClock::new();
     let mut g = c.benchmark_group("runtime_sim");
     g.throughput(Throughput::Elements(2));
@@ -408,9 +409,11 @@ fn runtime_sim(c: &mut Criterion) {
     let patience = Some(Duration::from_secs(10));
     g.bench_function(BenchmarkId::new("ctp_pingpong", 64), |bch| {
         bch.iter(|| {
-            ca.send(1, (mb, 8), &msg, Options::NONE).unwrap();
+            ca.send(1, runtime::EthAddr::new(mb, 8), &msg, Options::NONE)
+                .unwrap();
             black_box(cb.recv_delivery(patience).unwrap());
-            cb.send(2, (ma, 7), &msg, Options::NONE).unwrap();
+            cb.send(2, runtime::EthAddr::new(ma, 7), &msg, Options::NONE)
+                .unwrap();
             black_box(ca.recv_delivery(patience).unwrap());
         })
     });

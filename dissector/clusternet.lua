@@ -1,7 +1,7 @@
 -- Wireshark dissector for clusternet's frames: EDP, ESP, the EDP control
 -- messages (port 0), CTP (over EDP, and over UDP) and netgauge's control
 -- messages. Wire formats: PROTOCOL.md, esp/PROTOCOL.md, ctp/PROTOCOL.md and
--- netgauge/src/control.rs of the clusternet repository.
+-- netgauge/src/control/wire.rs of the clusternet repository.
 --
 -- Install: scripts/install-dissector.sh (copies this file into Wireshark's
 -- personal Lua plugin folder), or load it for one run:
@@ -160,7 +160,7 @@ local function proto_item(tree, proto, tvb, len)
 end
 
 -------------------------------------------------------------------------------
--- netgauge control messages (netgauge/src/control.rs): 40 bytes, LE
+-- netgauge control messages (netgauge/src/control/wire.rs): 40 bytes, LE
 -------------------------------------------------------------------------------
 
 local p_ng = Proto("netgauge", "netgauge control message")

@@ -39,11 +39,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use edp::link::packet::{PacketConfig, PacketLink};
-use edp::wire::EthernetRepr;
-use edp::{Link, MacAddr, ETHERTYPE_ESP};
+use edp::MacAddr;
 use esp::wire::{emit_esp_frame, EspRepr, Flags, Seq};
 use esp::{EspListener, EspStream, Stats};
+use link::eth::EthernetRepr;
+use link::Link;
+use link::{PacketConfig, PacketLink};
+use runtime::ETHERTYPE_ESP;
 use testkit::{setup, Host};
 
 const PORT: u16 = 7900;

@@ -8,13 +8,17 @@ use std::io::{ErrorKind, Read, Write};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use edp::auth::{AuthKey, AuthSetting};
 use edp::echo::{EchoRepr, ECHO_HEADER_LEN, ECHO_REPLY, ECHO_REQUEST};
-use edp::link::packet::{PacketConfig, PacketLink, ETH_P_ALL};
-use edp::wire::{emit_edp_frame, EthernetRepr, CONTROL_PORT};
-use edp::{EdpConfig, EdpSocket, Link, MacAddr, ETHERTYPE_EDP, ETHERTYPE_ESP};
+use edp::wire::emit_edp_frame;
+use edp::{EdpConfig, EdpSocket, MacAddr, ETHERTYPE_EDP};
 use esp::wire::{emit_esp_frame, EspFrame, EspRepr, Flags, Seq};
 use esp::{EspConfig, EspListener, EspStream};
+use link::eth::EthernetRepr;
+use link::Link;
+use link::{PacketConfig, PacketLink, ETH_P_ALL};
+use runtime::auth::{AuthKey, AuthSetting};
+use runtime::CONTROL_PORT;
+use runtime::ETHERTYPE_ESP;
 use testkit::{setup, wait_until, Host, TestHost};
 
 /// Liveness bound for something that must happen (not a timing check).
@@ -468,7 +472,7 @@ fn authenticated_stream_drops_forged_and_replayed_frames() {
     // carries the server's RCV.NXT, the exact sequence number of an RST.
     let acks = capture(&mut link, b.mac, ETHERTYPE_ESP, Duration::from_millis(200));
     let last = acks.last().expect("saw the server's ACKs").clone();
-    let body = &last[..last.len() - edp::auth::TRAILER_LEN];
+    let body = &last[..last.len() - runtime::auth::TRAILER_LEN];
     let seen = EspFrame::parse(body, ETHERTYPE_ESP, 2048).unwrap().header;
     let forge = |flags: Flags, payload: &[u8]| {
         let repr = EspRepr {
@@ -557,7 +561,7 @@ fn authenticated_edp_datagrams() {
         let mut s = EdpSocket::bind_with((bi.iface.as_str(), 7810), cfg(&k)).unwrap();
         assert_eq!(
             s.mtu(),
-            1500 - edp::auth::TRAILER_LEN - 6,
+            1500 - runtime::auth::TRAILER_LEN - 6,
             "largest datagram"
         );
         tx.send(()).unwrap();
@@ -589,7 +593,7 @@ fn authenticated_edp_datagrams() {
     f.extend_from_slice(&[0xa5; 24]);
     link.send(&f).unwrap();
     std::thread::sleep(Duration::from_millis(50));
-    let big = vec![0x42u8; 1500 - edp::auth::TRAILER_LEN - 6];
+    let big = vec![0x42u8; 1500 - runtime::auth::TRAILER_LEN - 6];
     c.send(&big).unwrap();
     let (got, auth) = server.join().unwrap();
     assert_eq!(got, vec![b"first".to_vec(), big]);
@@ -620,7 +624,7 @@ fn rsts_for_closed_ports_are_rate_limited() {
     });
     assert!(ready_rx.recv().unwrap());
     let mut link = raw(&a);
-    let limit = edp::runtime::responder::RESETS_PER_SEC as usize;
+    let limit = runtime::RESETS_PER_SEC as usize;
     let n = 3 * limit;
     let start = Instant::now();
     for i in 0..n {
@@ -718,7 +722,7 @@ fn a_flood_to_a_connections_port_stops_at_the_kernel_filter() {
     ready_rx.recv().unwrap();
     let mut s = client.join().unwrap();
     let mut link = raw(&c);
-    let limit = edp::runtime::responder::RESETS_PER_SEC as usize;
+    let limit = runtime::RESETS_PER_SEC as usize;
     let n = 20 * limit;
     for i in 0..n {
         let seg = EspRepr {

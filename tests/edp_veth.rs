@@ -7,12 +7,17 @@ use std::io::{self, IoSlice};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use edp::echo::{self, ping};
-use edp::link::fault::FaultConfig;
-use edp::link::packet::{FilterSpec, PacketConfig, PacketLink};
-use edp::runtime::{LinkConfig, Progress, RuntimeConfig, WaitPolicy};
-use edp::wire::{emit_edp_frame, EthernetRepr, EDP_HEADER_LEN, ETH_HEADER_LEN};
-use edp::{EdpConfig, EdpSocket, Link, MacAddr, ETHERTYPE_EDP};
+use edp::echo;
+
+use edp::echo::ping;
+use edp::wire::{emit_edp_frame, EDP_HEADER_LEN};
+use edp::{EdpConfig, EdpSocket, MacAddr, ETHERTYPE_EDP};
+use link::eth::EthernetRepr;
+use link::fault::FaultConfig;
+use link::Link;
+use link::ETH_HEADER_LEN;
+use link::{FilterSpec, PacketConfig, PacketLink};
+use runtime::{LinkConfig, Progress, RuntimeConfig, WaitPolicy};
 
 use testkit::{setup, wait_until, Host, TestHost};
 
@@ -101,7 +106,7 @@ fn datagrams_between_two_hosts() {
             assert_eq!(s.mtu(), 1500 - EDP_HEADER_LEN);
             let (iface, mac, port) = s.local_addr().unwrap();
             assert_eq!((iface.as_str(), mac), (a.iface.as_str(), a.mac));
-            assert!(port >= edp::ports::EPHEMERAL_FIRST);
+            assert!(port >= runtime::ports::EPHEMERAL_FIRST);
             // larger than mtu(): refused, never truncated
             let e = s
                 .send_to(&vec![0u8; s.mtu() + 1], (b.mac, port_b))
@@ -302,7 +307,7 @@ fn mio_reports_a_readable_socket() {
     let (a, b) = (net.host(0).clone(), net.host(1).clone());
     let mut s = b.run(|| EdpSocket::bind_with((b.iface.as_str(), 7006), quiet()).unwrap());
     s.set_nonblocking(true).unwrap();
-    use edp::mio;
+    use runtime::mio;
     let mut poll = mio::Poll::new().unwrap();
     let mut events = mio::Events::with_capacity(8);
     poll.registry()
@@ -652,7 +657,7 @@ fn without_cap_net_raw_the_error_names_setcap() {
     }
     // Capabilities are per thread: drop them on a scratch thread only.
     std::thread::spawn(|| {
-        edp::privilege::drop_capabilities().unwrap();
+        link::drop_capabilities().unwrap();
         let e = PacketLink::new("lo", ETHERTYPE_EDP).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
         let s = e.to_string();

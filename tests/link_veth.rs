@@ -9,9 +9,11 @@ use std::collections::BTreeSet;
 use std::io;
 use std::time::Duration;
 
-use edp::link::packet::{PacketConfig, PacketLink, ETH_P_ALL};
-use edp::netcore::bpf::FrameFilter;
-use edp::{Link, MacAddr, ETHERTYPE_EDP, ETHERTYPE_ESP};
+use edp::{MacAddr, ETHERTYPE_EDP};
+use link::Link;
+use link::{PacketConfig, PacketLink, ETH_P_ALL};
+use netcore::bpf::FrameFilter;
+use runtime::ETHERTYPE_ESP;
 
 use testkit::{setup, wait_until, Host};
 

@@ -1,4 +1,4 @@
-//! Link outages on real links (`edp::link::health`): two network
+//! Link outages on real links (`link::health`): two network
 //! namespaces joined by a veth pair (harness in testkit), whose link the
 //! test takes down and up again, or deletes and re-creates under the same
 //! names and MACs (new interface indexes), while an ESP stream runs or an
@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use edp::runtime::{EngineStats, LinkConfig, Runtime, RuntimeConfig, WaitPolicy};
 use edp::{EdpConfig, EdpSocket};
 use esp::{EspConfig, EspListener, EspStream};
+use runtime::{EngineStats, LinkConfig, Runtime, RuntimeConfig, WaitPolicy};
 use testkit::ip;
 use testkit::pattern::{check, fill, Digest};
 use testkit::{setup, wait_until, Cluster, Host};

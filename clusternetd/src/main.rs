@@ -4,7 +4,7 @@
 //! On each interface given with `-i`, it opens the stack's runtime (one
 //! packet socket) and takes the host responder role: EDP echo replies on
 //! the control port, ESP RSTs for segments to ports no process holds
-//! (`edp::runtime::responder`). The role goes with the *control lease*
+//! (`runtime::responder`). The role goes with the *control lease*
 //! (port 0 of each ethertype): while the daemon holds it, applications'
 //! runtimes leave answering to it; when it stops, the next runtime takes
 //! the lease within a second (and back). Its kernel filter passes only
@@ -13,7 +13,7 @@
 //!
 //! It needs CAP_NET_RAW only to open its sockets, and drops every
 //! capability right after. Frame authentication follows the environment
-//! (`CLUSTERNET_KEY_FILE`, see `edp::auth`), never the command line.
+//! (`CLUSTERNET_KEY_FILE`, see `runtime::auth`), never the command line.
 //! SIGINT/SIGTERM end it cleanly. Install: `scripts/install-clusternetd.sh`
 //! (systemd unit `clusternetd/clusternetd.service`).
 
@@ -24,7 +24,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use clap::Parser;
-use edp::runtime::{Runtime, RuntimeConfig};
+use runtime::{Runtime, RuntimeConfig};
 
 /// Command line.
 #[derive(Debug, Parser)]
@@ -67,7 +67,7 @@ fn main() -> ExitCode {
             }
         }
     }
-    if let Err(e) = edp::privilege::drop_capabilities() {
+    if let Err(e) = link::drop_capabilities() {
         tracing::warn!(error = %e, "could not drop capabilities");
     }
     let (stop_tx, stop_rx) = mpsc::channel();

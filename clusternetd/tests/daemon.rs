@@ -9,10 +9,12 @@ use std::io::ErrorKind;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use edp::link::packet::{PacketConfig, PacketLink, ETH_P_ALL};
-use edp::wire::EthernetRepr;
-use edp::{Link, MacAddr, ETHERTYPE_ESP};
+use edp::MacAddr;
 use esp::wire::{emit_esp_frame, EspFrame, EspRepr, Flags, Seq};
+use link::eth::EthernetRepr;
+use link::Link;
+use link::{PacketConfig, PacketLink, ETH_P_ALL};
+use runtime::ETHERTYPE_ESP;
 use testkit::setup;
 use vcluster::{Process, Signal};
 

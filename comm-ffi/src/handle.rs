@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use comm::{CommConfig, CommError, Communicator, PeerState, SourceSel, Status, TagSel};
 use ctp::{CtpConfig, EdpTransport, UdpTransport};
-use edp::MacAddr;
 
-use crate::ffi;
+use crate::codes;
 
-/// An error on its way to C: an `ffi::COMM_ERR_*` code and the message
+/// An error on its way to C: a `codes::COMM_ERR_*` code and the message
 /// `comm_last_error` returns.
 #[derive(Debug)]
 pub(crate) struct FfiError {
@@ -24,7 +23,7 @@ pub(crate) struct FfiError {
 impl FfiError {
     pub fn arg(msg: impl Into<String>) -> Self {
         FfiError {
-            code: ffi::COMM_ERR_ARG,
+            code: codes::COMM_ERR_ARG,
             msg: msg.into(),
             truncated: None,
         }
@@ -37,13 +36,13 @@ impl From<CommError> for FfiError {
             CommError::InvalidRank { .. }
             | CommError::InvalidTag(_)
             | CommError::TooLarge { .. }
-            | CommError::Bootstrap(_) => ffi::COMM_ERR_ARG,
-            CommError::Truncated { .. } => ffi::COMM_ERR_TRUNCATED,
-            CommError::PeerFailed { .. } => ffi::COMM_ERR_PEER,
-            CommError::Disconnected { .. } => ffi::COMM_ERR_DISCONNECTED,
-            CommError::TimedOut { .. } => ffi::COMM_ERR_TIMEOUT,
-            CommError::Io(_) => ffi::COMM_ERR_IO,
-            _ => ffi::COMM_ERR_OTHER,
+            | CommError::Bootstrap(_) => codes::COMM_ERR_ARG,
+            CommError::Truncated { .. } => codes::COMM_ERR_TRUNCATED,
+            CommError::PeerFailed { .. } => codes::COMM_ERR_PEER,
+            CommError::Disconnected { .. } => codes::COMM_ERR_DISCONNECTED,
+            CommError::TimedOut { .. } => codes::COMM_ERR_TIMEOUT,
+            CommError::Io(_) => codes::COMM_ERR_IO,
+            _ => codes::COMM_ERR_OTHER,
         };
         let truncated = match e {
             CommError::Truncated { len, from, tag, .. } => Some((from, tag, len)),
@@ -117,10 +116,8 @@ impl Handle {
         let hosts = addrs
             .iter()
             .map(|a| {
-                let bad = || FfiError::arg(format!("address {a:?} is not MAC/PORT"));
-                let (mac, port) = a.split_once('/').ok_or_else(bad)?;
-                let mac: MacAddr = mac.parse().map_err(|_| bad())?;
-                Ok((mac, port.parse::<u16>().map_err(|_| bad())?))
+                a.parse::<runtime::EthAddr>()
+                    .map_err(|_| FfiError::arg(format!("address {a:?} is not MAC/PORT")))
             })
             .collect::<Result<Vec<_>, FfiError>>()?;
         let rank = rank_of(rank, hosts.len())?;
@@ -150,13 +147,13 @@ impl Handle {
 
     /// Receives into `buf`; `source`/`tag` -1 are the wildcards.
     pub fn recv(&self, source: i32, tag: i32, buf: &mut [u8]) -> Result<Status, FfiError> {
-        let source = if source == ffi::COMM_ANY_SOURCE {
+        let source = if source == codes::COMM_ANY_SOURCE {
             SourceSel::Any
         } else {
             SourceSel::Rank(rank_of(source, self.size())?)
         };
         let tag = match tag {
-            ffi::COMM_ANY_TAG => TagSel::Any,
+            codes::COMM_ANY_TAG => TagSel::Any,
             t => TagSel::Tag(
                 u32::try_from(t).map_err(|_| FfiError::arg(format!("tag {t} is negative")))?,
             ),
@@ -175,7 +172,7 @@ impl Handle {
         each!(self, c => c.bcast(root, &mut v))?;
         if v.len() != buf.len() {
             return Err(FfiError {
-                code: ffi::COMM_ERR_TRUNCATED,
+                code: codes::COMM_ERR_TRUNCATED,
                 msg: format!(
                     "bcast from rank {root} carried {} bytes into a buffer of {}",
                     v.len(),
@@ -220,12 +217,12 @@ impl Handle {
     pub fn state(&self, peer: i32) -> Result<i32, FfiError> {
         let p = rank_of(peer, self.size())?;
         Ok(match each!(self, c => c.state(p))? {
-            PeerState::Unconnected => ffi::COMM_STATE_UNCONNECTED,
-            PeerState::Connecting => ffi::COMM_STATE_CONNECTING,
-            PeerState::Connected => ffi::COMM_STATE_CONNECTED,
-            PeerState::ExplicitDisconnect => ffi::COMM_STATE_EXPLICIT_DISCONNECT,
-            PeerState::ImplicitDisconnect => ffi::COMM_STATE_IMPLICIT_DISCONNECT,
-            PeerState::Failed => ffi::COMM_STATE_FAILED,
+            PeerState::Unconnected => codes::COMM_STATE_UNCONNECTED,
+            PeerState::Connecting => codes::COMM_STATE_CONNECTING,
+            PeerState::Connected => codes::COMM_STATE_CONNECTED,
+            PeerState::ExplicitDisconnect => codes::COMM_STATE_EXPLICIT_DISCONNECT,
+            PeerState::ImplicitDisconnect => codes::COMM_STATE_IMPLICIT_DISCONNECT,
+            PeerState::Failed => codes::COMM_STATE_FAILED,
         })
     }
 

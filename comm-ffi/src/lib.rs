@@ -6,9 +6,11 @@
 //! `tests/c_example.rs`.
 //!
 //! `unsafe` lives in [`ffi`] only (the audited module: pointer checks and
-//! conversions); `handle` is safe Rust over `comm`.
+//! conversions); `handle` is safe Rust over `comm`; `codes` holds the
+//! ABI's numbers (re-exported by [`ffi`]) that both use.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod codes;
 pub mod ffi;
 mod handle;

@@ -33,8 +33,8 @@ use std::time::Duration;
 use clap::Parser;
 use comm::{CommConfig, Communicator};
 use ctp::CtpConfig;
-use edp::runtime::WaitPolicy;
 use edp::MacAddr;
+use runtime::WaitPolicy;
 
 use bench::{Bench, Params};
 
@@ -238,7 +238,7 @@ fn run_rank(a: &Args, rank: usize) -> Result<(), String> {
                 .iter()
                 .map(|h| {
                     h.parse::<MacAddr>()
-                        .map(|m| (m, a.port))
+                        .map(|m| runtime::EthAddr::new(m, a.port))
                         .map_err(|e| format!("--hosts: {e}"))
                 })
                 .collect::<Result<Vec<_>, _>>()?;

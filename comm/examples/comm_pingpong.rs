@@ -25,9 +25,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let busy = std::env::args().nth(2).as_deref() == Some("busy");
     let ctp_cfg = CtpConfig {
         wait: if busy {
-            edp::runtime::WaitPolicy::BusyPoll
+            runtime::WaitPolicy::BusyPoll
         } else {
-            edp::runtime::WaitPolicy::DEFAULT
+            runtime::WaitPolicy::DEFAULT
         },
         ..CtpConfig::default()
     };

@@ -16,11 +16,15 @@
 //! Run: `cargo run --release -p comm --example exchange_cost`
 
 use comm::{CommConfig, Communicator};
-use ctp::{CtpConfig, EdpAddr};
+use ctp::{CtpConfig, EthAddr};
 use std::time::{Duration, Instant};
 fn main() {
     let net = vcluster::Cluster::new("xchg", 2, 1500).unwrap();
-    let hosts: Vec<EdpAddr> = net.hosts().iter().map(|h| (h.mac, 4500)).collect();
+    let hosts: Vec<EthAddr> = net
+        .hosts()
+        .iter()
+        .map(|h| runtime::EthAddr::new(h.mac, 4500))
+        .collect();
     let th: Vec<_> = net
         .hosts()
         .iter()
@@ -28,7 +32,7 @@ fn main() {
             let (iface, rank, hosts) = (h.iface.clone(), h.index, hosts.clone());
             h.spawn(move || {
                 let ctp = CtpConfig {
-                    wait: edp::runtime::WaitPolicy::BusyPoll,
+                    wait: runtime::WaitPolicy::BusyPoll,
                     ..CtpConfig::default()
                 };
                 let c = Communicator::bind_edp(

@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use comm::{CommConfig, Communicator, ANY_SOURCE, ANY_TAG};
-use ctp::{CtpConfig, CtpSocket, EdpAddr, EdpTransport};
-use edp::runtime::Runtime;
+use ctp::{CtpConfig, CtpSocket, EdpTransport, EthAddr};
+use runtime::Runtime;
 
 const HOSTS: usize = 8;
 const BULK: usize = 64 << 10;
@@ -141,7 +141,11 @@ fn run(
     asks: &[Ask],
     secs: f64,
 ) -> Vec<Outcome> {
-    let hosts: Vec<EdpAddr> = net.hosts().iter().map(|h| (h.mac, port)).collect();
+    let hosts: Vec<EthAddr> = net
+        .hosts()
+        .iter()
+        .map(|h| runtime::EthAddr::new(h.mac, port))
+        .collect();
     let stop = Arc::new(AtomicBool::new(false));
     let threads: Vec<_> = net
         .hosts()

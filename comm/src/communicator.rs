@@ -22,11 +22,12 @@ use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use ctp::{CtpConfig, CtpSocket, EdpAddr, EdpTransport, Endpoint, Transport, UdpTransport};
-use edp::runtime::Deadline;
+use ctp::{CtpConfig, CtpSocket, EdpTransport, Endpoint, EthAddr, Transport, UdpTransport};
+use runtime::Deadline;
+use tracing::Span;
 
 use crate::config::CommConfig;
-use crate::control::Mode;
+use crate::flow::Mode;
 use crate::flow::PeerState;
 use crate::matching::{SourceSel, Tag, TagSel};
 use crate::mcast::Mcast;
@@ -66,6 +67,9 @@ pub struct Communicator<T: Transport> {
     linger: Duration,
     /// `bcast` over MAK, once enabled (`mcast.rs`).
     mcast: OnceLock<Mcast>,
+    /// The state's span (`comm`: rank, size; `span.rs`), for the work
+    /// outside the state.
+    span: Span,
 }
 
 impl<T: Transport> std::fmt::Debug for Communicator<T> {
@@ -110,11 +114,11 @@ impl Communicator<EdpTransport> {
     pub fn bind_edp(
         iface: &str,
         rank: usize,
-        hosts: Vec<EdpAddr>,
+        hosts: Vec<EthAddr>,
         cfg: CommConfig,
         ctp: CtpConfig,
     ) -> Result<Self, CommError> {
-        let (mac, port) = *hosts.get(rank).ok_or(CommError::InvalidRank {
+        let EthAddr { mac, port } = *hosts.get(rank).ok_or(CommError::InvalidRank {
             rank,
             size: hosts.len(),
         })?;
@@ -145,15 +149,18 @@ impl Communicator<EdpTransport> {
             ));
         }
         let (rank, timeout) = (self.rank, self.wait_timeout);
-        let m = Mcast::join(
-            self.sock.runtime(),
-            rank,
-            &self.hosts,
-            group,
-            port,
-            self.sock.wait_policy(),
-            timeout,
-        )?;
+        // In the communicator's span: the MAK member's is its child.
+        let m = self.span.in_scope(|| {
+            Mcast::join(
+                self.sock.runtime(),
+                rank,
+                &self.hosts,
+                group,
+                port,
+                self.sock.wait_policy(),
+                timeout,
+            )
+        })?;
         self.mcast
             .set(m)
             .map_err(|_| CommError::Collective("multicast bcast enabled twice at once".into()))
@@ -178,14 +185,17 @@ impl<T: Transport> Communicator<T> {
     ) -> Result<Self, CommError> {
         let (wait_timeout, linger) = (cfg.wait_timeout, cfg.linger);
         let state = State::new(rank, &hosts, cfg)?;
+        let span = state.span.clone();
         sock.set_upper(Box::new(state))
             .map_err(|e| CommError::Bootstrap(e.to_string()))?;
-        tracing::debug!(
-            rank,
-            size = hosts.len(),
-            local = sock.local_name(),
-            "comm: joined"
-        );
+        span.in_scope(|| {
+            tracing::debug!(
+                rank,
+                size = hosts.len(),
+                local = sock.local_name(),
+                "comm: joined"
+            )
+        });
         Ok(Self {
             sock,
             hosts,
@@ -193,16 +203,18 @@ impl<T: Transport> Communicator<T> {
             wait_timeout,
             linger,
             mcast: OnceLock::new(),
+            span,
         })
     }
 
     /// Runs `f` on the state and the endpoint under the engine lock (the
-    /// only lock), then sends what it queued.
+    /// only lock), in the state's span, then sends what it queued.
     fn with<R>(
         &self,
         f: impl FnOnce(&mut State<T::Addr>, &mut Endpoint<T::Addr>, Instant) -> R,
     ) -> R {
-        self.sock.with_upper(f)
+        self.sock
+            .with_upper(|st: &mut State<T::Addr>, ep, now| netcore::in_span!(st, f(st, ep, now)))
     }
 
     /// One nonblocking turn of the engine with `f` checked before and after
@@ -583,7 +595,7 @@ impl<T: Transport> Communicator<T> {
             Deadline::from_timeout(Some(timeout)),
             "comm flush",
             |st: &mut State<T::Addr>, ep, now| {
-                crate::layer::step(st, ep, now);
+                netcore::in_span!(st, crate::layer::step(st, ep, now));
                 (st.snapshot().pending_fragments == 0
                     && ep.storage_sizes().awaiting_confirmation == 0)
                     .then_some(())

@@ -36,7 +36,7 @@ pub struct CommConfig {
     /// Default 2 MiB: half the `SO_RCVBUF` CTP's UDP transport asks for
     /// (`ctp::socket::UDP_SOCKET_BUFFER`, 4 MiB; the kernel may cap it at
     /// `net.core.rmem_max`) and a quarter of the EDP runtime's receive ring
-    /// (`edp::runtime::DEFAULT_RX_RING`, 8 MiB, about 5100 frame slots at
+    /// (`runtime::DEFAULT_RX_RING`, 8 MiB, about 5100 frame slots at
     /// MTU 1500). Departure from the paper's `Σ w <= SO_RCVBUF`: the
     /// headroom is for CTP's resends of unconfirmed packets, which take a
     /// second place in the receiver's buffer when the first copy was only

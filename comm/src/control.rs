@@ -47,7 +47,10 @@
 //!
 //! A message that fails to decode is counted as malformed and dropped.
 
-use crate::wire::WireError;
+use crate::wire::{WireError, COLLECTIVE_CONTEXT};
+
+/// The priority a `WIN_REQ` carries (defined with the grants it steers).
+pub use crate::flow::Mode;
 
 /// The CTP command number of control messages: "MC" in ASCII.
 pub const CONTROL_COMMAND: u16 = 0x4d43;
@@ -57,18 +60,6 @@ pub const CONTROL_VERSION: u8 = 1;
 
 /// Control message length, bytes.
 pub const CONTROL_LEN: usize = 20;
-
-/// A peer's priority at the receiver (the paper's `through` / `rapid`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Mode {
-    /// An equal share of the receive budget.
-    #[default]
-    Normal,
-    /// The largest window the receiver can give (throughput priority).
-    Through,
-    /// A small window (response priority; `CommConfig::rapid_window_bytes`).
-    Rapid,
-}
 
 /// A decoded control message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,7 +224,7 @@ pub fn restart_notice(cfg: &crate::CommConfig) -> [u8; CONTROL_LEN] {
     Control::Probe {
         incarnation: new_incarnation(),
     }
-    .encode(cfg.context & !crate::state::COLLECTIVE_CONTEXT)
+    .encode(cfg.context & !COLLECTIVE_CONTEXT)
 }
 
 #[cfg(test)]

@@ -43,7 +43,17 @@
 //! `(N - 2) x rapid_window_bytes`, instead of up to the whole budget. Bulk
 //! senders pay for it in throughput while the rapid peer keeps its mode.
 
-use crate::control::Mode;
+/// A peer's priority at the receiver (the paper's `through` / `rapid`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    /// An equal share of the receive budget.
+    #[default]
+    Normal,
+    /// The largest window the receiver can give (throughput priority).
+    Through,
+    /// A small window (response priority; `CommConfig::rapid_window_bytes`).
+    Rapid,
+}
 
 /// Smallest window granted, bytes: one fragment of 4072 payload bytes plus
 /// the 24-byte comm header. `recv_budget_bytes / (size - 1)` must be at

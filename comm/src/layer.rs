@@ -14,7 +14,6 @@
 //! caller is blocked in a wait (`State::waiting`): never while the
 //! application computes outside the library (`liveness.rs`).
 
-use std::any::Any;
 use std::time::Instant;
 
 use ctp::{Delivery, Endpoint, PeerAddr, UpperLayer};
@@ -34,15 +33,17 @@ impl<A: PeerAddr> UpperLayer<A> for State<A> {
     ) -> Option<Delivery<A>> {
         // Every delivery is the communicator's: foreign commands are
         // counted and dropped there.
-        self.on_delivery(d);
+        netcore::in_span!(self, self.on_delivery(d));
         None
     }
 
     fn after_event(&mut self, ep: &mut Endpoint<A>, now: Instant) {
-        self.pump_held();
-        if self.pump_due(ep) {
-            self.pump_sends(ep, now);
-        }
+        netcore::in_span!(self, {
+            self.pump_held();
+            if self.pump_due(ep) {
+                self.pump_sends(ep, now);
+            }
+        })
     }
 
     fn deadline(&self) -> Option<Instant> {
@@ -54,7 +55,7 @@ impl<A: PeerAddr> UpperLayer<A> for State<A> {
     }
 
     fn on_timeout(&mut self, _ep: &mut Endpoint<A>, now: Instant) {
-        self.liveness_tick(now);
+        netcore::in_span!(self, self.liveness_tick(now))
     }
 
     fn app_messages(&self) -> u64 {
@@ -67,10 +68,6 @@ impl<A: PeerAddr> UpperLayer<A> for State<A> {
 
     fn take_news(&mut self) -> bool {
         std::mem::take(&mut self.news)
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
 
@@ -86,8 +83,9 @@ pub(crate) fn step<A: PeerAddr>(st: &mut State<A>, ep: &mut Endpoint<A>, now: In
 }
 
 /// Waits through the runtime driver's one wait until `check` (run after
-/// [`step`]) gives a value; while the caller is blocked the failure
-/// detector also runs on the layer's timer (`State::waiting`).
+/// [`step`], in the state's span) gives a value; while the caller is
+/// blocked the failure detector also runs on the layer's timer
+/// (`State::waiting`).
 ///
 /// Errors: `TimedOut` after `timeout`; link errors.
 pub(crate) fn block<T: ctp::Transport, R>(
@@ -97,31 +95,32 @@ pub(crate) fn block<T: ctp::Transport, R>(
     mut check: impl FnMut(&mut State<T::Addr>) -> Option<R>,
 ) -> std::io::Result<R> {
     let mut counted = false;
-    let r = sock.wait_upper(
-        edp::runtime::Deadline::from_timeout(timeout),
-        what,
-        |st: &mut State<T::Addr>, ep, now| {
-            // Done already (nothing else to do), or after a step.
-            let done = check(st).or_else(|| {
-                step(st, ep, now);
-                check(st)
-            });
-            // The count changes under this lock: no call of its own (which
-            // would also release the transmission held for the caller's
-            // reply, `ctp::CtpSocket::with_upper`).
-            match (&done, counted) {
-                (Some(_), true) => {
-                    st.waiting -= 1;
-                    counted = false;
-                }
-                (None, false) => {
-                    st.waiting += 1;
-                    counted = true;
-                }
-                _ => {}
+    let mut wake = |st: &mut State<T::Addr>, ep: &mut Endpoint<T::Addr>, now| {
+        // Done already (nothing else to do), or after a step.
+        let done = check(st).or_else(|| {
+            step(st, ep, now);
+            check(st)
+        });
+        // The count changes under this lock: no call of its own (which
+        // would also release the transmission held for the caller's
+        // reply, `ctp::CtpSocket::with_upper`).
+        match (&done, counted) {
+            (Some(_), true) => {
+                st.waiting -= 1;
+                counted = false;
             }
-            done
-        },
+            (None, false) => {
+                st.waiting += 1;
+                counted = true;
+            }
+            _ => {}
+        }
+        done
+    };
+    let r = sock.wait_upper(
+        runtime::Deadline::from_timeout(timeout),
+        what,
+        |st: &mut State<T::Addr>, ep, now| netcore::in_span!(st, wake(st, ep, now)),
     );
     if counted {
         // Timed out or failed while counted.
@@ -131,7 +130,7 @@ pub(crate) fn block<T: ctp::Transport, R>(
 }
 
 /// One nonblocking turn of the engine with `check` run before and after
-/// it; `None` when it gave nothing.
+/// it, in the state's span; `None` when it gave nothing.
 ///
 /// Errors: link errors.
 pub(crate) fn turn<T: ctp::Transport, R>(
@@ -139,11 +138,13 @@ pub(crate) fn turn<T: ctp::Transport, R>(
     mut check: impl FnMut(&mut State<T::Addr>) -> Option<R>,
 ) -> std::io::Result<Option<R>> {
     match sock.wait_upper(
-        edp::runtime::Deadline::Now,
+        runtime::Deadline::Now,
         "comm progress",
         |st: &mut State<T::Addr>, ep, now| {
-            step(st, ep, now);
-            check(st)
+            netcore::in_span!(st, {
+                step(st, ep, now);
+                check(st)
+            })
         },
     ) {
         Ok(r) => Ok(Some(r)),

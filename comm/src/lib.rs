@@ -40,6 +40,14 @@
 //!   incarnation).
 //! - `mcast` (internal): `bcast` over MAK reliable multicast
 //!   (`Communicator::enable_multicast_bcast`).
+//!
+//! Tracing: each communicator's state carries a `tracing` span (`comm`:
+//! rank and size; `comm_tagged` for a tagged endpoint), entered by the
+//! communicator's calls and waits and by its CTP upper-layer callbacks,
+//! whichever thread runs them; events at connection (CONNECT, first
+//! grant), grants, control messages, losses and refused fragments, peer
+//! suspicion, failure, disconnect and rejoin. Without a subscriber the
+//! span costs one branch per call.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -68,19 +76,14 @@ mod state;
 mod stats;
 
 #[cfg(test)]
-mod liveness_sim_tests;
-#[cfg(test)]
-mod sim_tests;
-#[cfg(test)]
-mod ulfc_sim_tests;
+mod tests;
 
 pub use collective::SumElement;
 pub use communicator::Communicator;
 pub use completion::{PeerId, RecvBuf, TaggedCompletion};
 pub use config::CommConfig;
-pub use control::Mode;
 pub use error::CommError;
-pub use flow::PeerState;
+pub use flow::{Mode, PeerState};
 pub use matching::{Selector, SourceSel, Tag, TagEnvelope, TagSel, ANY_SOURCE, ANY_TAG, MAX_TAG};
 pub use request::{Completion, Request, Status};
 pub use stats::CommStats;

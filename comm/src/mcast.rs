@@ -23,9 +23,9 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ctp::EdpAddr;
-use edp::runtime::{Runtime, WaitPolicy};
+use ctp::EthAddr;
 use mak::socket::{EdpCarrier, EdpGroup, GroupSpec, MakConfig, MakSocket, Peer};
+use runtime::{Runtime, WaitPolicy};
 
 use crate::CommError;
 
@@ -57,7 +57,7 @@ impl Mcast {
     pub fn join(
         rt: &Runtime,
         rank: usize,
-        hosts: &[EdpAddr],
+        hosts: &[EthAddr],
         group: u16,
         port: u16,
         wait: WaitPolicy,
@@ -73,7 +73,13 @@ impl Mcast {
         let members = hosts
             .iter()
             .enumerate()
-            .map(|(r, h)| Ok(Peer::new(id(r)?, (h.0, port), format!("rank {r}"))))
+            .map(|(r, h)| {
+                Ok(Peer::new(
+                    id(r)?,
+                    EthAddr::new(h.mac, port),
+                    format!("rank {r}"),
+                ))
+            })
             .collect::<Result<Vec<_>, CommError>>()?;
         let mut spec = GroupSpec::new(group, id(rank)?, members).sender();
         for r in (0..hosts.len()).filter(|&r| r != rank) {

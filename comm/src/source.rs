@@ -1,6 +1,6 @@
 //! [`Communicator`] as a `mio::event::Source` (requests
 //! usable from an event loop): registering a communicator registers its
-//! CTP socket's runtime slot (`edp::slot_source!`), which is readable while
+//! CTP socket's runtime slot (`runtime::slot_source!`), which is readable while
 //! CTP holds deliveries for it (messages, confirmations' errors). An event
 //! loop then calls [`Communicator::progress`] and `test`s its requests,
 //! as MPI programs poll with `MPI_Test` (MPI 4.0 section 3.7.3); a request
@@ -8,8 +8,8 @@
 //! was already queued, so test them after each `isend`/`irecv` too.
 
 use ctp::{CtpSocket, Transport};
-use edp::mio::event::Source;
-use edp::mio::{Interest, Registry, Token};
+use runtime::mio::event::Source;
+use runtime::mio::{Interest, Registry, Token};
 
 use crate::Communicator;
 

@@ -9,6 +9,7 @@ use std::hash::Hash;
 
 use ctp::{Delivery, ErrorInfo, ErrorType, MsgId, ReceivedData};
 use rustc_hash::FxHashMap;
+use tracing::Span;
 
 use crate::completion::TaggedCompletion;
 use crate::config::CommConfig;
@@ -21,7 +22,7 @@ use crate::matching::{
 use crate::reorder::{Complete, PeerRx};
 use crate::request::{ReqState, Status, TaggedOp};
 use crate::stats::CommStats;
-use crate::wire::{Header, COMM_COMMAND, HEADER_LEN};
+use crate::wire::{Header, COLLECTIVE_CONTEXT, COMM_COMMAND, HEADER_LEN};
 use crate::CommError;
 
 #[path = "state_liveness.rs"]
@@ -82,9 +83,6 @@ impl Body<'_> {
 mod tests;
 #[path = "state_ulfc.rs"]
 mod ulfc;
-
-/// Bit of the context id marking collective traffic.
-pub(crate) const COLLECTIVE_CONTEXT: u16 = 0x8000;
 
 /// Most control messages queued for CTP (user requests: `through`,
 /// `rapid`, `disconnect`, `reconnect`), per peer; beyond it the call fails
@@ -163,6 +161,9 @@ pub(crate) struct State<A> {
     /// Tagged operations that will make a completion and have not yet:
     /// with `cq`, bounded by `cq_cap`.
     tagged_outstanding: usize,
+    /// `comm` (rank, size) or `comm_tagged`, entered wherever the state
+    /// is worked on (`span.rs`).
+    pub span: Span,
 }
 
 impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
@@ -182,7 +183,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         let grants = Grants::new(rank, size, cfg.recv_budget_bytes, cfg.rapid_window_bytes)
             .map_err(CommError::Bootstrap)?;
         let share = Grants::default_share(size, cfg.recv_budget_bytes);
-        Ok(Self::build(rank, hosts, by_addr, grants, share, cfg))
+        let mut st = Self::build(rank, hosts, by_addr, grants, share, cfg);
+        st.span = tracing::debug_span!("comm", rank, size);
+        Ok(st)
     }
 
     /// The state of `hosts` (`by_addr` their index), this process at
@@ -232,6 +235,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             cq: VecDeque::new(),
             cq_cap: 0,
             tagged_outstanding: 0,
+            span: Span::none(),
             cfg,
         }
     }

@@ -88,8 +88,12 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         };
         for (r, v) in out {
             match v {
-                Verdict::Probe => self.push_ctl(r, probe),
+                Verdict::Probe => {
+                    tracing::trace!(peer = r, "comm: probe (silent peer)");
+                    self.push_ctl(r, probe)
+                }
                 Verdict::Reprobe => {
+                    tracing::trace!(peer = r, "comm: probe (failed peer, for a restart)");
                     // Only the newest probe stays in CTP for a dead peer.
                     let tx = &mut self.tx[r];
                     self.to_cancel.append(&mut tx.ctl_in_flight);

@@ -63,6 +63,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         let mut st = Self::build(usize::MAX, &[], Default::default(), grants, share, cfg);
         st.max_tag = u64::MAX;
         st.cq_cap = cq_cap.max(1);
+        st.span = tracing::debug_span!("comm_tagged", max_peers);
         Ok(st)
     }
 

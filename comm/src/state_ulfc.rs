@@ -53,8 +53,13 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             }
             Control::Expel => self.on_expel(src),
             Control::WinGrant { seq, window } => {
+                let was = self.tx[src].win.state();
                 if let Some(seq) = self.tx[src].win.on_grant(seq, window) {
                     self.push_ctl(src, Control::Applied { seq });
+                }
+                if was == PeerState::Connecting && self.tx[src].win.state() == PeerState::Connected
+                {
+                    tracing::debug!(peer = src, window, "comm: peer connected (first grant)");
                 }
             }
             Control::WinReq(m) => self.grants.on_request(src, m),
@@ -129,6 +134,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// Moves the grants `Grants` has decided into the control queue.
     pub(super) fn queue_grants(&mut self) {
         for (peer, seq, window) in self.grants.take_grants() {
+            tracing::debug!(peer, seq, window, "comm: grant");
             self.push_ctl(peer, Control::WinGrant { seq, window });
         }
     }

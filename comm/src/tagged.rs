@@ -47,7 +47,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-use ctp::{CtpConfig, CtpSocket, EdpAddr, EdpTransport, Transport, UdpTransport};
+use ctp::{CtpConfig, CtpSocket, EdpTransport, EthAddr, Transport, UdpTransport};
 
 use crate::completion::{PeerId, RecvBuf, TaggedCompletion};
 use crate::config::CommConfig;
@@ -149,7 +149,7 @@ impl TaggedEndpoint<EdpTransport> {
     ) -> Result<Self, CommError> {
         let sock = CtpSocket::bind_edp(iface, port, ctp)?;
         let (_, mac, port) = sock.local_addr()?;
-        let local: EdpAddr = (mac, port);
+        let local = EthAddr::new(mac, port);
         Self::new(sock, local, cfg)
     }
 }
@@ -172,7 +172,8 @@ where
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut State<T::Addr>) -> R) -> R {
-        self.sock.with_upper(|st: &mut State<T::Addr>, _, _| f(st))
+        self.sock
+            .with_upper(|st: &mut State<T::Addr>, _, _| netcore::in_span!(st, f(st)))
     }
 
     /// This endpoint's address.
@@ -257,9 +258,11 @@ where
             buf.resize(crate::wire::HEADER_LEN, 0);
             buf.extend_from_slice(data);
             return self.sock.with_upper(|st: &mut State<T::Addr>, ep, now| {
-                st.tagged_send_built(dest, tag, cq_data, buf, op)?;
-                crate::layer::step(st, ep, now);
-                Ok(())
+                netcore::in_span!(st, {
+                    st.tagged_send_built(dest, tag, cq_data, buf, op)?;
+                    crate::layer::step(st, ep, now);
+                    Ok(())
+                })
             });
         }
         self.sock.with_upper(|st: &mut State<T::Addr>, ep, now| {
@@ -268,9 +271,11 @@ where
             } else {
                 Vec::new()
             };
-            st.tagged_send(dest, tag, cq_data, data, buf, op)?;
-            crate::layer::step(st, ep, now);
-            Ok(())
+            netcore::in_span!(st, {
+                st.tagged_send(dest, tag, cq_data, data, buf, op)?;
+                crate::layer::step(st, ep, now);
+                Ok(())
+            })
         })
     }
 
@@ -395,10 +400,10 @@ where
     /// Errors: [`CommError::TimedOut`]; link errors.
     pub fn flush(&self, timeout: Duration) -> Result<(), CommError> {
         let r = self.sock.wait_upper(
-            edp::runtime::Deadline::from_timeout(Some(timeout)),
+            runtime::Deadline::from_timeout(Some(timeout)),
             "tagged flush",
             |st: &mut State<T::Addr>, ep, now| {
-                crate::layer::step(st, ep, now);
+                netcore::in_span!(st, crate::layer::step(st, ep, now));
                 (st.snapshot().pending_fragments == 0
                     && ep.storage_sizes().awaiting_confirmation == 0)
                     .then_some(())

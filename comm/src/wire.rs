@@ -52,6 +52,9 @@ pub const FLAG_LAST: u8 = 0x01;
 /// Flag: the header carries remote CQ data.
 pub const FLAG_DATA: u8 = 0x02;
 
+/// Bit of the context id marking collective traffic.
+pub(crate) const COLLECTIVE_CONTEXT: u16 = 0x8000;
+
 /// The decoded header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Header {

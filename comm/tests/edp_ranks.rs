@@ -11,11 +11,11 @@ mod common;
 
 use comm::{CommConfig, Communicator};
 use common::{all_to_all, run, LIMIT, PER_TAG};
-use ctp::{CtpConfig, CtpSocket, EdpAddr, EdpTransport};
-use edp::link::fault::{FaultConfig, FaultLink};
-use edp::link::udp::{UdpConfig, UdpLink};
-use edp::runtime::Runtime;
+use ctp::{CtpConfig, CtpSocket, EdpTransport, EthAddr};
 use edp::MacAddr;
+use link::fault::{FaultConfig, FaultLink};
+use link::{UdpConfig, UdpLink};
+use runtime::Runtime;
 
 const PORT: u16 = 4100;
 
@@ -35,9 +35,13 @@ fn cfg() -> CommConfig {
 fn on_each_host<R: Send + 'static>(
     net: &vcluster::Cluster,
     port: u16,
-    f: impl Fn(String, usize, Vec<EdpAddr>) -> R + Send + Sync + Clone + 'static,
+    f: impl Fn(String, usize, Vec<EthAddr>) -> R + Send + Sync + Clone + 'static,
 ) -> Vec<R> {
-    let hosts: Vec<EdpAddr> = net.hosts().iter().map(|h| (h.mac, port)).collect();
+    let hosts: Vec<EthAddr> = net
+        .hosts()
+        .iter()
+        .map(|h| runtime::EthAddr::new(h.mac, port))
+        .collect();
     let threads: Vec<_> = net
         .hosts()
         .iter()
@@ -66,7 +70,10 @@ fn lossy_reordering_links_keep_order_per_source_and_tag() {
             l.add_peer(macs[j], addrs[j]).unwrap();
         }
     }
-    let hosts: Vec<EdpAddr> = macs.iter().map(|m| (*m, PORT)).collect();
+    let hosts: Vec<EthAddr> = macs
+        .iter()
+        .map(|m| runtime::EthAddr::new(*m, PORT))
+        .collect();
     let comms: Vec<Communicator<EdpTransport>> = links
         .into_iter()
         .enumerate()
@@ -137,7 +144,7 @@ fn seven_senders_flat_out_never_overflow_the_receivers_ring() {
     let port = PORT + 1;
     let results = on_each_host(&net, port, move |iface, rank, hosts| {
         let ctp = CtpConfig::default();
-        let rt = edp::runtime::Runtime::shared(&iface, &ctp.runtime).unwrap();
+        let rt = runtime::Runtime::shared(&iface, &ctp.runtime).unwrap();
         let sock = CtpSocket::bind_on(&rt, port, ctp).unwrap();
         let cfg = CommConfig {
             wait_timeout: Some(LIMIT),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use comm::{CommConfig, CommStats, Communicator};
-use ctp::{CtpConfig, CtpSocket, EdpAddr};
+use ctp::{CtpConfig, CtpSocket, EthAddr};
 use testkit::ip;
 use testkit::{setup, wait_until};
 
@@ -35,7 +35,7 @@ fn body(i: u64) -> Vec<u8> {
         .collect()
 }
 
-fn communicator(iface: &str, rank: usize, hosts: Vec<EdpAddr>) -> Communicator<ctp::EdpTransport> {
+fn communicator(iface: &str, rank: usize, hosts: Vec<EthAddr>) -> Communicator<ctp::EdpTransport> {
     let sock = CtpSocket::bind_edp(iface, PORT, CtpConfig::default()).unwrap();
     let cfg = CommConfig {
         wait_timeout: Some(PATIENCE),
@@ -50,7 +50,10 @@ fn a_comm_stream_rides_out_a_link_flap_longer_than_the_suspicion_bound() {
         return;
     };
     let (a, b) = (net.host(0).clone(), net.host(1).clone());
-    let hosts: Vec<EdpAddr> = [&a, &b].iter().map(|h| (h.mac, PORT)).collect();
+    let hosts: Vec<EthAddr> = [&a, &b]
+        .iter()
+        .map(|h| runtime::EthAddr::new(h.mac, PORT))
+        .collect();
     // 0: streaming; 1: the link is down; 2: sent everything.
     let stage = Arc::new(AtomicU8::new(0));
 

@@ -16,7 +16,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use comm::{CommConfig, CommError, Communicator, PeerState};
-use ctp::{CtpConfig, EdpAddr};
+use ctp::{CtpConfig, EthAddr};
 use vcluster::{Host, Process};
 
 const N: usize = 4;
@@ -46,9 +46,9 @@ fn say(s: &str) {
 fn rank_process() {
     let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} not set"));
     let rank: usize = var("COMM_KILL_RANK").parse().unwrap();
-    let hosts: Vec<EdpAddr> = var("COMM_KILL_HOSTS")
+    let hosts: Vec<EthAddr> = var("COMM_KILL_HOSTS")
         .split(',')
-        .map(|m| (m.parse().unwrap(), PORT))
+        .map(|m| EthAddr::new(m.parse().unwrap(), PORT))
         .collect();
     // CTP's own "not confirmed" error only after 5 s, so that the report
     // can only come from the failure detector.

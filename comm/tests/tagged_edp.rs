@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use comm::tagged::{OpError, PeerName, TaggedConfig, TaggedEndpoint};
 use comm::TaggedCompletion;
-use ctp::{CtpConfig, EdpAddr, EdpTransport};
+use ctp::{CtpConfig, EdpTransport, EthAddr};
 
 const PORT: u16 = 4300;
 const LIMIT: Duration = Duration::from_secs(30);
@@ -38,7 +38,7 @@ fn two_namespaces_exchange_tagged_messages_over_edp() {
     let names: Vec<Vec<u8>> = net
         .hosts()
         .iter()
-        .map(|h| (h.mac, PORT).to_name())
+        .map(|h| EthAddr::new(h.mac, PORT).to_name())
         .collect();
     let threads: Vec<_> = net
         .hosts()
@@ -59,7 +59,7 @@ fn two_namespaces_exchange_tagged_messages_over_edp() {
                     "the name is the MAC and the port"
                 );
                 let peer = e.insert_name(&names[1 - me]).unwrap();
-                let addr: EdpAddr =
+                let addr: EthAddr =
                     TaggedEndpoint::<EdpTransport>::parse_name(&names[1 - me]).unwrap();
                 assert_eq!(e.peer_addr(peer), Some(addr));
                 // Ping-pong: protocol bits 1 in the high half, round in the low.

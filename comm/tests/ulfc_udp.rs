@@ -111,7 +111,7 @@ fn through_and_rapid_change_the_granted_window() {
 /// posted receive.
 #[test]
 fn a_registered_communicator_wakes_a_mio_loop() {
-    use edp::mio::{Events, Interest, Poll, Token};
+    use runtime::mio::{Events, Interest, Poll, Token};
     let cfg = CommConfig {
         wait_timeout: Some(LIMIT),
         ..CommConfig::default()

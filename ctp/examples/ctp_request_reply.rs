@@ -9,9 +9,9 @@
 use std::time::{Duration, Instant};
 
 use ctp::{CtpConfig, CtpSocket, Delivery, Options};
-use edp::link::udp::{UdpConfig, UdpLink};
-use edp::runtime::Runtime;
 use edp::MacAddr;
+use link::{UdpConfig, UdpLink};
+use runtime::Runtime;
 
 const REQUEST: u16 = 1;
 const REPLY: u16 = 2;
@@ -66,7 +66,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..count {
         let request = format!("request {i}: {}", "x".repeat(i % 50));
         let t0 = Instant::now();
-        client.send(REQUEST, (mac_s, 5000), request.as_bytes(), Options::NONE)?;
+        client.send(
+            REQUEST,
+            runtime::EthAddr::new(mac_s, 5000),
+            request.as_bytes(),
+            Options::NONE,
+        )?;
         match client.recv_delivery(WAIT)? {
             Delivery::Data(d) => {
                 rtts.push(t0.elapsed());
@@ -77,7 +82,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Delivery::Error(e) => return Err(format!("request {i}: {e}").into()),
         }
     }
-    client.send(QUIT, (mac_s, 5000), b"", Options::NONE)?;
+    client.send(QUIT, runtime::EthAddr::new(mac_s, 5000), b"", Options::NONE)?;
     client.flush(WAIT)?;
     let answered = server_thread.join().expect("server thread")?;
     rtts.sort();

@@ -85,7 +85,7 @@ impl DelivererPool {
         // that still held CAP_NET_RAW would keep it after the program
         // dropped its own (docs/DECISIONS.md). Handlers need none: sockets
         // are opened before they run.
-        if let Err(e) = edp::privilege::drop_capabilities() {
+        if let Err(e) = link::drop_capabilities() {
             tracing::debug!(error = %e, "ctp deliverer: could not drop capabilities");
         }
         let mut st = self.lock();

@@ -8,14 +8,16 @@
 //!
 //! Layers:
 //! - [`wire`]: the header codec (checked view + `Repr`);
+//! - `id`: what the endpoint and its storages share ([`MsgId`],
+//!   [`PeerAddr`]);
 //! - `peer`: received-id lists ([`RecvIdList`]) and send timing per session;
 //! - `sender` / `receiver`: the sent-commands and large-commands storages;
 //! - [`Endpoint`]: the sans-IO core (`handle_datagram(now, from, bytes)`,
 //!   `handle_timeout(now)`, `poll_transmit` / `poll_transmit_gather`,
 //!   `poll_delivery`, `poll_timeout`), split by concept under `endpoint/`;
 //! - [`socket`]: [`CtpSocket`] on a [`Transport`]: [`EdpTransport`] (a slot
-//!   of the process's I/O runtime, `edp::runtime`) or [`UdpTransport`] (a
-//!   kernel UDP socket), both driven by `edp::runtime::driver`;
+//!   of the process's I/O runtime, `runtime`) or [`UdpTransport`] (a
+//!   kernel UDP socket), both driven by `runtime::driver`;
 //! - [`deliver`]: the bounded deliverer thread pool.
 //!
 //! ```no_run
@@ -36,6 +38,7 @@
 
 pub mod deliver;
 pub(crate) mod endpoint;
+pub(crate) mod id;
 pub(crate) mod peer;
 pub(crate) mod pool;
 pub(crate) mod receiver;
@@ -51,7 +54,7 @@ pub use peer::{IdStatus, RecvIdList};
 pub use pool::MIN_POOLED;
 pub use sender::Dest;
 pub use socket::{
-    Carrier, CtpConfig, CtpIoStats, CtpSocket, EdpAddr, EdpTransport, Handler, Transport,
+    Carrier, CtpConfig, CtpIoStats, CtpSocket, EdpTransport, EthAddr, Handler, Transport,
     UdpTransport, UpperLayer,
 };
 pub use wire::Options;

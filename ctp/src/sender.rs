@@ -11,7 +11,7 @@ use netcore::timer::TimerQueue;
 use rustc_hash::FxHashMap;
 use slotmap::{KeyData, SlotMap};
 
-use crate::endpoint::MsgId;
+use crate::id::MsgId;
 use crate::peer::SendTiming;
 use crate::wire::{Options, Repr, CTP_HEADER_LEN};
 

@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use ctp::EdpAddr;
+use ctp::EthAddr;
 use ctp::{CtpConfig, CtpSocket, Delivery, EdpTransport, Options};
-use edp::link::fault::FaultConfig;
-use edp::runtime::WaitPolicy;
+use link::fault::FaultConfig;
+use runtime::WaitPolicy;
 
 const PORT: u16 = 1515;
 const QUIT: u16 = 999;
@@ -20,7 +20,7 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
     testkit::pattern::tagged(seed, len)
 }
 
-fn data(d: Delivery<EdpAddr>) -> ctp::ReceivedData<EdpAddr> {
+fn data(d: Delivery<EthAddr>) -> ctp::ReceivedData<EthAddr> {
     match d {
         Delivery::Data(d) => d,
         Delivery::Error(e) => panic!("unexpected error delivery: {e}"),
@@ -57,7 +57,7 @@ fn run_echo(test: &str, mtu: usize, faults: Option<FaultConfig>, sizes: &[usize]
         return;
     };
     let (h0, h1) = (net.host(0).clone(), net.host(1).clone());
-    let server_addr = (h0.mac, PORT);
+    let server_addr = runtime::EthAddr::new(h0.mac, PORT);
     let f0 = faults.clone();
     let if0 = h0.iface.clone();
     let if1 = h1.iface.clone();
@@ -197,7 +197,9 @@ fn broadcast_over_edp_on_a_bridge() {
             j
         })
         .collect();
-    let group: Vec<EdpAddr> = (1..3).map(|i| (net.host(i).mac, PORT)).collect();
+    let group: Vec<EthAddr> = (1..3)
+        .map(|i| runtime::EthAddr::new(net.host(i).mac, PORT))
+        .collect();
     let h0 = net.host(0).clone();
     let if0 = h0.iface.clone();
     h0.run(move || {
@@ -266,7 +268,7 @@ fn latency_report() {
             echo_server(s)
         });
         let c1 = cfg.clone();
-        let peer = (h0.mac, PORT);
+        let peer = runtime::EthAddr::new(h0.mac, PORT);
         let edp = h1.run(move || {
             let s = CtpSocket::bind_edp(&if1, PORT, c1).unwrap();
             let r = pingpong(&s, peer, N);
@@ -388,13 +390,22 @@ fn two_processes_over_edp() {
         let s = CtpSocket::bind_edp(&if1, PORT, CtpConfig::default()).unwrap();
         for (i, len) in [1usize, 1469, 1470, 1 << 20].into_iter().enumerate() {
             let msg = pattern(i as u64 + 50, len);
-            s.send(20 + i as u16, (mac, port), &msg, Options::NONE)
-                .unwrap();
+            s.send(
+                20 + i as u16,
+                runtime::EthAddr::new(mac, port),
+                &msg,
+                Options::NONE,
+            )
+            .unwrap();
             let d = data(s.recv_delivery(WAIT).unwrap());
-            assert_eq!((d.command, d.from), (20 + i as u16, (mac, port)));
+            assert_eq!(
+                (d.command, d.from),
+                (20 + i as u16, runtime::EthAddr::new(mac, port))
+            );
             assert!(d.data == msg, "echo of {len} bytes differs");
         }
-        s.send(QUIT, (mac, port), b"", Options::NONE).unwrap();
+        s.send(QUIT, runtime::EthAddr::new(mac, port), b"", Options::NONE)
+            .unwrap();
         assert!(s.flush(WAIT).unwrap());
         // stay a while: the child may resend the last echo if our
         // confirmation was lost

@@ -1,59 +1,58 @@
 //! L1: CTP endpoints over EDP sockets on SimLinks (virtual clock, seeded
-//! faults). Each test checks that every message is delivered exactly once,
-//! byte-exact, or that its sender got an error delivery.
+//! faults), driven by `testkit::sim`. Each test checks that every message
+//! is delivered exactly once, byte-exact, or that its sender got an error
+//! delivery.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::time::{Duration, Instant, SystemTime};
 
-use ctp::{Config, Delivery, EdpAddr, Endpoint, ErrorType, MsgId, Options};
-use edp::link::fault::FaultConfig;
-use edp::link::sim::{SimClock, SimLink, SimSwitch};
-use edp::runtime::{Progress, RuntimeConfig};
-use edp::{EdpConfig, EdpSocket, MacAddr};
+use ctp::{Config, Delivery, Endpoint, ErrorType, EthAddr, MsgId, Options};
+use testkit::sim::{
+    self, edp_socket, edp_socket_poll_at, EdpSocket, FaultConfig, Link, MacAddr, Port, Sim,
+};
 
 const PORT: u16 = 1515;
 
 struct Node {
-    ep: Endpoint<EdpAddr>,
+    ep: Endpoint<EthAddr>,
     tr: EdpSocket,
-    addr: EdpAddr,
+    addr: EthAddr,
     buf: Vec<u8>,
-    got: Vec<Delivery<EdpAddr>>,
+    got: Vec<Delivery<EthAddr>>,
     send_would_block: u64,
 }
 
 impl Node {
-    fn new(link: SimLink, cfg: Config, seed: u64, t0: Instant) -> Node {
-        let mac = edp::Link::mac(&link);
-        // Virtual time: only this test drives the link (no idle progress).
-        let ecfg = EdpConfig {
-            runtime: RuntimeConfig {
-                progress: Progress::Callers,
-                ..RuntimeConfig::default()
-            },
-            ..EdpConfig::default()
-        };
-        let mut tr = EdpSocket::from_link_with(Box::new(link), PORT, &ecfg).unwrap();
-        tr.set_nonblocking(true).unwrap();
-        let broadcast = Some((MacAddr::BROADCAST, PORT));
+    fn new(port: Port, cfg: Config, seed: u64, t0: Instant) -> Node {
+        let mac = port.mac();
+        // Virtual time: only the simulation drives the link.
+        let tr = edp_socket(port, PORT);
+        let broadcast = Some(runtime::EthAddr::new(MacAddr::BROADCAST, PORT));
         let ep = Endpoint::new(cfg, t0, SystemTime::UNIX_EPOCH, seed, broadcast);
         let n = tr.mtu().max(ep.config().max_packet_len());
         Node {
             ep,
             tr,
-            addr: (mac, PORT),
+            addr: runtime::EthAddr::new(mac, PORT),
             buf: vec![0; n],
             got: Vec::new(),
             send_would_block: 0,
         }
     }
+}
 
+impl sim::Node for Node {
     /// One driver step at `now`: receive everything due, run timers, send.
-    fn step(&mut self, now: Instant) {
+    fn step(&mut self, now: Instant) -> bool {
+        let mut moved = false;
         loop {
             match self.tr.recv_from(&mut self.buf) {
-                Ok((n, mac, port)) => self.ep.handle_datagram(now, (mac, port), &self.buf[..n]),
+                Ok((n, mac, port)) => {
+                    self.ep
+                        .handle_datagram(now, runtime::EthAddr::new(mac, port), &self.buf[..n]);
+                    moved = true;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => panic!("recv: {e}"),
             }
@@ -62,6 +61,7 @@ impl Node {
             self.ep.handle_timeout(now);
         }
         while let Some(t) = self.ep.poll_transmit(&mut self.buf) {
+            moved = true;
             match self.tr.send_to(&self.buf[..t.len], t.dest) {
                 Ok(_) => {}
                 // A full sim queue behaves like a drop; CTP resends.
@@ -71,49 +71,43 @@ impl Node {
         }
         self.got
             .extend(std::iter::from_fn(|| self.ep.poll_delivery()));
+        moved
     }
 
-    fn next_event(&mut self) -> Option<Instant> {
-        let link_at = self
-            .tr
-            .runtime()
-            .with_engine_untimed(|e| e.link().poll_at());
-        match (self.ep.poll_timeout(), link_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+    fn poll_at(&mut self) -> Option<Instant> {
+        [self.ep.poll_timeout(), edp_socket_poll_at(&self.tr)]
+            .into_iter()
+            .flatten()
+            .min()
     }
+}
+
+/// Nodes `a` and `b` on a pair with MTU `mtu` and faults `ab` (frames
+/// `a` sends) and `ba`: node `i` with config `cfg[i]` and seed `seeds[i]`.
+fn pair(
+    mtu: usize,
+    ab: FaultConfig,
+    ba: FaultConfig,
+    cfg: [Config; 2],
+    seeds: [u64; 2],
+) -> Sim<Vec<Node>> {
+    let mut sim = Sim::new(["a", "b"]);
+    let ports = sim.pair(sim::mtu(mtu), ab, ba);
+    let t0 = sim.now();
+    sim.populate(ports, |i, p| Node::new(p, cfg[i].clone(), seeds[i], t0))
 }
 
 /// Runs all nodes until no event is pending or `until` returns true; returns
 /// the virtual time spent.
-fn run(
-    clock: &SimClock,
-    nodes: &mut [Node],
-    mut until: impl FnMut(&mut [Node]) -> bool,
-) -> Duration {
-    let start = clock.now();
-    let limit = start + Duration::from_secs(24 * 3600);
-    loop {
-        let now = clock.now();
-        for n in nodes.iter_mut() {
-            n.step(now);
-        }
-        if until(nodes) {
-            break;
-        }
-        let next = nodes.iter_mut().filter_map(|n| n.next_event()).min();
-        match next {
-            None => break,
-            Some(t) => {
-                assert!(t < limit, "simulation did not settle in a virtual day");
-                if t > now {
-                    clock.advance_to(t);
-                }
-            }
-        }
-    }
-    clock.now() - start
+fn run(sim: &mut Sim<Vec<Node>>, mut until: impl FnMut(&mut [Node]) -> bool) -> Duration {
+    let start = sim.now();
+    let stop = sim.run_until(Duration::from_secs(24 * 3600), |s| until(s));
+    assert_ne!(
+        stop,
+        sim::Stop::TimeLimit,
+        "simulation did not settle in a virtual day"
+    );
+    sim.now() - start
 }
 
 /// Deterministic message body for message `i` of `len` bytes.
@@ -135,8 +129,8 @@ fn body(i: u64, len: usize) -> Vec<u8> {
 /// its sender got an error; returns (delivered, errors).
 fn check_exactly_once(
     sent: &HashMap<MsgId, (u64, usize)>,
-    sender_got: &[Delivery<EdpAddr>],
-    receiver_got: &[Delivery<EdpAddr>],
+    sender_got: &[Delivery<EthAddr>],
+    receiver_got: &[Delivery<EthAddr>],
 ) -> (usize, usize) {
     let failed: HashSet<MsgId> = sender_got
         .iter()
@@ -183,26 +177,22 @@ fn cfg(mtu: usize) -> Config {
 
 #[test]
 fn large_messages_across_loss_reordering_duplication() {
-    let clock = SimClock::new();
-    let t0 = clock.now();
     let f = FaultConfig::seeded(7)
         .with_loss(0.05)
         .with_duplicate(0.05)
         .with_reorder(0.1, Duration::from_micros(300))
         .with_delay(Duration::from_micros(20), Duration::from_micros(10));
-    let (la, lb) = SimLink::pair(&clock, 9000, f.clone(), f.with_seed(8));
     // The eight messages (4.2 MiB) are stored at once, beyond the default
     // sent storage (4 MiB).
     let big = Config {
         max_stored_bytes: 16 << 20,
         ..cfg(9000)
     };
-    let mut nodes = vec![Node::new(la, big.clone(), 1, t0), Node::new(lb, big, 2, t0)];
-    let dst = nodes[1].addr;
+    let mut sim = pair(9000, f.clone(), f.with_seed(8), [big.clone(), big], [1, 2]);
+    let t0 = sim.now();
+    let dst = sim[1].addr;
     // ids cross 2^32 - 1 inside the first (3 MiB, 351-packet) message
-    nodes[0]
-        .ep
-        .set_next_id(ctp::Dest::Peer(dst), u32::MAX - 100);
+    sim[0].ep.set_next_id(ctp::Dest::Peer(dst), u32::MAX - 100);
     let mut sent = HashMap::new();
     for i in 0..8u64 {
         let len = [
@@ -217,49 +207,48 @@ fn large_messages_across_loss_reordering_duplication() {
         ][i as usize];
         let data = body(i, len);
         // command = index so that messages shorter than 8 bytes are identifiable
-        let m = nodes[0]
+        let m = sim[0]
             .ep
             .send_vec(t0, i as u16, dst, data, Options::NONE)
             .unwrap();
         sent.insert(m, (i, len));
     }
-    run(&clock, &mut nodes, |n| {
+    run(&mut sim, |n| {
         n[0].ep.storage_sizes().awaiting_confirmation == 0
     });
-    let (delivered, failed) = check_exactly_once(&sent, &nodes[0].got, &nodes[1].got);
+    let (delivered, failed) = check_exactly_once(&sent, &sim[0].got, &sim[1].got);
     assert_eq!((delivered, failed), (8, 0));
-    let s = nodes[1].ep.stats();
+    let s = sim[1].ep.stats();
     assert!(
         s.duplicates_received > 0,
         "faults produced duplicates: {s:?}"
     );
-    assert!(nodes[0].ep.stats().data_packets_resent > 0);
-    assert_eq!(nodes[1].ep.storage_sizes().large_in_progress, 0);
+    assert!(sim[0].ep.stats().data_packets_resent > 0);
+    assert_eq!(sim[1].ep.storage_sizes().large_in_progress, 0);
 }
 
 #[test]
 fn unreachable_peer_not_confirmed_on_virtual_clock() {
-    let clock = SimClock::new();
-    let t0 = clock.now();
-    let (la, lb) = SimLink::pair(
-        &clock,
-        1500,
-        FaultConfig::seeded(1).with_loss(1.0),
-        FaultConfig::seeded(2),
-    );
     // The spec's rule: "not confirmed" at the deadline (no user timeout).
     let spec = Config {
         user_timeout: None,
         ..cfg(1500)
     };
-    let mut nodes = vec![Node::new(la, spec, 1, t0), Node::new(lb, cfg(1500), 2, t0)];
-    let dst = nodes[1].addr;
-    let m = nodes[0]
+    let mut sim = pair(
+        1500,
+        FaultConfig::seeded(1).with_loss(1.0),
+        FaultConfig::seeded(2),
+        [spec, cfg(1500)],
+        [1, 2],
+    );
+    let t0 = sim.now();
+    let dst = sim[1].addr;
+    let m = sim[0]
         .ep
         .send(t0, 5, dst, &[1, 2, 3], Options::DEL_AFTER_ERROR)
         .unwrap();
-    let elapsed = run(&clock, &mut nodes, |n| !n[0].got.is_empty());
-    match nodes[0].got.as_slice() {
+    let elapsed = run(&mut sim, |n| !n[0].got.is_empty());
+    match sim[0].got.as_slice() {
         [Delivery::Error(e)] => {
             assert_eq!(e.kind, ErrorType::NotConfirmed);
             assert_eq!((e.msg, e.peer, e.command), (Some(m), Some(dst), Some(5)));
@@ -269,9 +258,9 @@ fn unreachable_peer_not_confirmed_on_virtual_clock() {
     }
     // 100 ms default timeout (no exchange yet): error at 511 x 100 ms.
     assert_eq!(elapsed, Duration::from_millis(100) * 511);
-    assert_eq!(nodes[0].ep.stats().data_packets_resent, 8);
-    assert_eq!(nodes[0].ep.storage_sizes().awaiting_confirmation, 0);
-    assert!(nodes[1].got.is_empty());
+    assert_eq!(sim[0].ep.stats().data_packets_resent, 8);
+    assert_eq!(sim[0].ep.storage_sizes().awaiting_confirmation, 0);
+    assert!(sim[1].got.is_empty());
 }
 
 /// Netgauge's acceptance check, on the virtual clock: with 5 % injected
@@ -279,15 +268,16 @@ fn unreachable_peer_not_confirmed_on_virtual_clock() {
 /// exactly once.
 #[test]
 fn ten_thousand_mixed_commands_with_five_percent_loss() {
-    let clock = SimClock::new();
-    let t0 = clock.now();
     let f = FaultConfig::seeded(11).with_loss(0.05);
-    let (la, lb) = SimLink::pair(&clock, 9000, f.clone(), f.with_seed(12));
-    let mut nodes = vec![
-        Node::new(la, cfg(9000), 3, t0),
-        Node::new(lb, cfg(9000), 4, t0),
-    ];
-    let dst = nodes[1].addr;
+    let mut sim = pair(
+        9000,
+        f.clone(),
+        f.with_seed(12),
+        [cfg(9000), cfg(9000)],
+        [3, 4],
+    );
+    let clock = sim.clock.clone();
+    let dst = sim[1].addr;
     let mut x: u64 = 0x1234_5678;
     let mut total = 0usize;
     let mut todo = std::collections::VecDeque::new();
@@ -328,7 +318,7 @@ fn ten_thousand_mixed_commands_with_five_percent_loss() {
         }
         todo.is_empty()
     };
-    let t = run(&clock, &mut nodes, |n| {
+    let t = run(&mut sim, |n| {
         let all_sent = feed(n, clock.now());
         all_sent && n[0].ep.storage_sizes().awaiting_confirmation == 0
     });
@@ -340,50 +330,49 @@ fn ten_thousand_mixed_commands_with_five_percent_loss() {
         .collect();
     assert_eq!(short.iter().collect::<HashSet<_>>().len(), short.len());
     assert_eq!(sent.len(), 10_000);
-    let (delivered, failed) = check_exactly_once(&sent, &nodes[0].got, &nodes[1].got);
+    let (delivered, failed) = check_exactly_once(&sent, &sim[0].got, &sim[1].got);
     assert_eq!(delivered + failed, 10_000);
     assert_eq!(failed, 0, "at 5 % loss nothing should exhaust 8 resends");
-    let s0 = nodes[0].ep.stats();
-    let s1 = nodes[1].ep.stats();
+    let s0 = sim[0].ep.stats();
+    let s1 = sim[1].ep.stats();
     assert!(s0.data_packets_resent > 0);
     eprintln!("10k mixed: {total} bytes, virtual time {t:?}\n sender {s0:?}\n receiver {s1:?}");
 }
 
 #[test]
 fn broadcast_on_hub_confirmed_by_each_receiver() {
-    let clock = SimClock::new();
-    let t0 = clock.now();
-    let links = SimSwitch::new(&clock, 4, 1500, FaultConfig::seeded(3).with_loss(0.1));
-    let mut nodes: Vec<Node> = links
-        .into_iter()
-        .enumerate()
-        .map(|(i, l)| Node::new(l, cfg(1500), 10 + i as u64, t0))
-        .collect();
-    let group: Vec<EdpAddr> = nodes[1..].iter().map(|n| n.addr).collect();
-    nodes[0].ep.set_broadcast_group(group).unwrap();
-    let bcast = (MacAddr::BROADCAST, PORT);
+    let mut sim = Sim::new(["a", "b", "c", "d"]);
+    let ports = sim.switch(
+        sim::mtu(1500),
+        vec![FaultConfig::seeded(3).with_loss(0.1); 4],
+    );
+    let t0 = sim.now();
+    let mut sim = sim.populate(ports, |i, p| Node::new(p, cfg(1500), 10 + i as u64, t0));
+    let group: Vec<EthAddr> = sim[1..].iter().map(|n| n.addr).collect();
+    sim[0].ep.set_broadcast_group(group).unwrap();
+    let bcast = runtime::EthAddr::new(MacAddr::BROADCAST, PORT);
     let mut ids = Vec::new();
     for i in 0..20u64 {
         let len = if i % 2 == 0 { 100 } else { 5000 };
         ids.push(
-            nodes[0]
+            sim[0]
                 .ep
                 .send_vec(t0, 40, bcast, body(i, len), Options::NONE)
                 .unwrap(),
         );
     }
-    run(&clock, &mut nodes, |n| {
+    run(&mut sim, |n| {
         n[0].ep.storage_sizes().awaiting_confirmation == 0
     });
-    assert!(nodes[0].got.is_empty(), "no errors: {:?}", nodes[0].got);
-    for n in &nodes[1..] {
+    assert!(sim[0].got.is_empty(), "no errors: {:?}", sim[0].got);
+    for n in &sim[1..] {
         let mut seen: Vec<u64> = n
             .got
             .iter()
             .map(|d| match d {
                 Delivery::Data(d) => {
                     assert!(d.broadcast);
-                    assert_eq!(d.from, nodes[0].addr);
+                    assert_eq!(d.from, sim[0].addr);
                     u64::from_le_bytes(d.data[..8].try_into().unwrap())
                 }
                 Delivery::Error(e) => panic!("{e}"),
@@ -419,18 +408,16 @@ fn ping_pong_16k_to_64k_five_percent_loss_timers_only() {
 }
 
 fn ping_pong_lossy(early_resend: bool) {
-    let clock = SimClock::new();
-    let t0 = clock.now();
     let f = FaultConfig::seeded(21)
         .with_loss(0.05)
         .with_delay(Duration::from_micros(20), Duration::from_micros(10));
-    let (la, lb) = SimLink::pair(&clock, 1500, f.clone(), f.with_seed(22));
     let c = Config {
         early_resend,
         ..cfg(1500)
     };
-    let mut nodes = vec![Node::new(la, c.clone(), 5, t0), Node::new(lb, c, 6, t0)];
-    let (a_addr, b_addr) = (nodes[0].addr, nodes[1].addr);
+    let mut sim = pair(1500, f.clone(), f.with_seed(22), [c.clone(), c], [5, 6]);
+    let (t0, clock) = (sim.now(), sim.clock.clone());
+    let (a_addr, b_addr) = (sim[0].addr, sim[1].addr);
     const ROUNDS: u64 = 600;
     let len_of = |i: u64| 16_384 + ((i * 7919) % 3) as usize * 16_384 + (i % 2) as usize * 7;
     // message i: sent by A at `sent_at[i]`, delivered to B, echoed by B,
@@ -440,11 +427,11 @@ fn ping_pong_lossy(early_resend: bool) {
     let mut delays = Vec::new();
     let mut b_seen = 0usize;
     let mut a_seen = 0usize;
-    nodes[0]
+    sim[0]
         .ep
         .send_vec(t0, 1, b_addr, body(0, len_of(0)), Options::NONE)
         .unwrap();
-    run(&clock, &mut nodes, |n| {
+    run(&mut sim, |n| {
         let now = clock.now();
         // B echoes what it got
         while b_seen < n[1].got.len() {
@@ -491,13 +478,13 @@ fn ping_pong_lossy(early_resend: bool) {
     });
     assert_eq!((a_seen as u64, b_seen as u64), (ROUNDS, ROUNDS));
     // let the last confirmations and any late resends play out: still nothing twice
-    run(&clock, &mut nodes, |_| false);
-    assert_eq!(nodes[0].got.len() as u64, ROUNDS);
-    assert_eq!(nodes[1].got.len() as u64, ROUNDS);
+    run(&mut sim, |_| false);
+    assert_eq!(sim[0].got.len() as u64, ROUNDS);
+    assert_eq!(sim[1].got.len() as u64, ROUNDS);
     let worst = delays.iter().copied().max().unwrap();
     delays.sort();
     let p99 = delays[delays.len() * 99 / 100];
-    let (s0, s1) = (nodes[0].ep.stats(), nodes[1].ep.stats());
+    let (s0, s1) = (sim[0].ep.stats(), sim[1].ep.stats());
     let sent = s0.data_packets_sent + s1.data_packets_sent;
     let resent = s0.data_packets_resent + s1.data_packets_resent;
     eprintln!(

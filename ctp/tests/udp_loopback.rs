@@ -261,7 +261,7 @@ fn soak_exactly_once_busy_poll_ping_pong() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
     let cfg = CtpConfig {
-        wait: edp::runtime::WaitPolicy::BusyPoll,
+        wait: runtime::WaitPolicy::BusyPoll,
         ..CtpConfig::default()
     };
     let a = CtpSocket::bind_udp("127.0.0.1:0", cfg.clone()).unwrap();
@@ -352,7 +352,7 @@ fn soak_exactly_once_busy_poll_ping_pong() {
 /// queue: a delivery queued before registration is reported at once.
 #[test]
 fn mio_readiness_is_the_delivery_queue() {
-    use edp::mio::{Events, Interest, Poll, Token};
+    use runtime::mio::{Events, Interest, Poll, Token};
     let mut a = bind_served();
     let b = bind_served();
     let pa = a.local_addr().unwrap();
@@ -431,7 +431,7 @@ fn handlers_run_without_capabilities_after_the_program_drops_them() {
     let a = bind();
     let mut cfg = CtpConfig::default();
     // This thread drives b (and so starts its deliverer) while privileged.
-    cfg.runtime.progress = edp::runtime::Progress::Callers;
+    cfg.runtime.progress = runtime::Progress::Callers;
     let b = CtpSocket::bind_udp("127.0.0.1:0", cfg).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
@@ -444,7 +444,7 @@ fn handlers_run_without_capabilities_after_the_program_drops_them() {
         }
     };
     deliver(1);
-    edp::privilege::drop_capabilities().unwrap();
+    link::drop_capabilities().unwrap();
     assert_eq!(thread_caps(), (0, 0));
     deliver(2);
     let seen = seen.lock().unwrap().clone();

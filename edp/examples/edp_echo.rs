@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use edp::link::udp::{UdpConfig, UdpLink};
 use edp::{EdpSocket, MacAddr};
+use link::{UdpConfig, UdpLink};
 
 const SERVER_PORT: u16 = 7;
 const CLIENT_PORT: u16 = 40000;

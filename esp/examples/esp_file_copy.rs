@@ -11,9 +11,9 @@ use std::io::{Read, Write};
 use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
-use edp::link::udp::{UdpConfig, UdpLink};
 use edp::MacAddr;
 use esp::{EspConfig, EspStream};
+use link::{UdpConfig, UdpLink};
 
 const PORT: u16 = 80;
 const PATIENCE: Option<Duration> = Some(Duration::from_secs(10));

@@ -49,7 +49,7 @@
 //! methods does not pass everyone: `none` is an explicit method, and an
 //! empty list is a configuration error ([`AuthPolicy::check`]).
 //!
-//! The tag itself is frame authentication of the runtime ([`edp::auth`]:
+//! The tag itself is frame authentication of the runtime ([`runtime::auth`]:
 //! SipHash-2-4-128 over the whole frame with the per-cluster key, a replay
 //! counter and window), so method `siphash-2-4-128` needs a runtime with a
 //! cluster key. EDP and CTP-over-EDP have no session setup to negotiate
@@ -57,7 +57,7 @@
 
 use std::fmt;
 
-pub use edp::auth::TagStatus;
+pub use runtime::auth::TagStatus;
 
 /// Most methods in one list of the negotiation option.
 pub const MAX_METHODS: usize = 8;
@@ -71,7 +71,7 @@ impl AuthMethod {
     /// No authentication: segments are taken with or without a tag.
     pub const NONE: AuthMethod = AuthMethod(0);
     /// SipHash-2-4 with a 128-bit tag keyed with the per-cluster key
-    /// (`edp::auth`: the 24-byte frame trailer with replay counter).
+    /// (`runtime::auth`: the 24-byte frame trailer with replay counter).
     pub const SIPHASH24_128: AuthMethod = AuthMethod(1);
 
     /// Whether segments under this method must carry a valid tag.
@@ -237,8 +237,8 @@ impl AuthPolicy {
             if m.requires_tag() && !keyed {
                 return Err(format!(
                     "ESP authentication policy lists method {m} but this runtime has no cluster key: set {} (or {}) to the cluster key, or configure method none",
-                    edp::auth::KEY_FILE_ENV,
-                    edp::auth::KEY_ENV
+                    runtime::auth::KEY_FILE_ENV,
+                    runtime::auth::KEY_ENV
                 ));
             }
         }

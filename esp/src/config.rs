@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use edp::link::fault::FaultConfig;
-use edp::runtime::{RuntimeConfig, WaitPolicy};
+use link::fault::FaultConfig;
 pub use netcore::rtt::{RtoConfig, RtoPolicy};
+use runtime::{RuntimeConfig, WaitPolicy};
 
 use crate::auth::AuthPolicy;
 use crate::wire::ETHERTYPE_ESP;
@@ -28,7 +28,7 @@ pub enum CongestionControl {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Checksum {
     /// Compute it unless the link guarantees frame integrity
-    /// (`edp::link::Link::frame_integrity`: an Ethernet NIC's FCS, veth's
+    /// (`link::Link::frame_integrity`: an Ethernet NIC's FCS, veth's
     /// memory copy, a UDP link's own checksum). This is the thesis's rule
     /// (sec. 4.1: EDP and ESP rely on "the addressing and checksumming of
     /// the underlying Ethernet protocol") and what kernel TCP does on veth,
@@ -269,7 +269,7 @@ pub struct EspConfig {
     /// congestion control, keepalive, listen limits, checksum, ethertype).
     pub transport: TransportConfig,
     /// How blocking calls wait (busy-poll, blocking, adaptive spin then
-    /// sleep; see `edp::runtime::WaitPolicy`).
+    /// sleep; see `runtime::WaitPolicy`).
     pub wait: WaitPolicy,
     /// The runtime the socket joins: its packet socket (buffers, receive
     /// ring, qdisc bypass, fault injection) and progress. Streams, listeners

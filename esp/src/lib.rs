@@ -13,7 +13,7 @@
 //! - [`config`]: [`TransportConfig`] (the protocol) and [`EspConfig`] (the
 //!   sockets), with their defaults;
 //! - [`socket`]: [`EspListener`] and [`EspStream`], std::net-like sockets
-//!   living in the process's I/O runtime (`edp::runtime`: one packet socket
+//!   living in the process's I/O runtime (`runtime`: one packet socket
 //!   per process and interface, user-space demultiplexing, one driver).
 //!
 //! Blocking use (as netgauge does):
@@ -49,6 +49,6 @@ pub use auth::{AuthMethod, AuthPolicy, MethodList};
 pub use config::{Checksum, CongestionControl, EspConfig, TransportConfig};
 pub use conn::{Connection, ConnectionError, Error, IsnGenerator, Liveness, State, Stats};
 /// Fault injection settings, re-exported for [`EspConfig::with_fault`].
-pub use edp::link::fault::FaultConfig;
+pub use link::fault::FaultConfig;
 pub use listener::{Listener, SynOutcome};
 pub use socket::{serve_resets, EspListener, EspStream};

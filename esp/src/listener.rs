@@ -148,10 +148,10 @@ pub struct Listener<H> {
 }
 
 /// Most RSTs per second a listener sends to segments that match no
-/// connection (the host responder's limit, `edp::runtime::responder`): a
+/// connection (the host responder's limit, `runtime::responder`): a
 /// flood of forged ACKs to a listening port costs the host one RST each
 /// only up to this rate.
-pub const RESETS_PER_SEC: u32 = edp::runtime::responder::RESETS_PER_SEC;
+pub const RESETS_PER_SEC: u32 = runtime::RESETS_PER_SEC;
 
 impl<H> Listener<H> {
     /// A listener on `local` (MAC, port) for links of MTU `mtu` bytes; limits

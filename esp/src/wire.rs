@@ -6,7 +6,7 @@
 //! [`EspRepr`] whose `parse` reads and whose `emit` writes through the
 //! view. Every length is checked before a field is read; malformed input is
 //! a [`WireError`] (shared with EDP), never a panic. The Ethernet header,
-//! [`MacAddr`] and the frame codec ([`EspFrame`] = [`edp::wire::Frame`] over
+//! [`MacAddr`] and the frame codec ([`EspFrame`] = [`link::eth::Frame`] over
 //! [`EspRepr`]) come from [`edp::wire`].
 //!
 //! ESP header, network byte order, 20 bytes plus options (thesis ch. 5.1
@@ -29,10 +29,12 @@
 
 use std::fmt;
 
-use edp::checksum::{fold, ones_complement_sum};
-use edp::wire::{emit_frame, EthernetRepr, Frame, HeaderRepr};
-pub use edp::wire::{MacAddr, WireError, ETHERTYPE_ESP};
+use link::eth::{emit_frame, EthernetRepr, Frame, HeaderRepr};
+pub use link::MacAddr;
+use link::{fold, ones_complement_sum};
+pub use netcore::frame::WireError;
 use netcore::frame::{check_len, get_u16, get_u32, set_u16, set_u32};
+pub use runtime::ETHERTYPE_ESP;
 
 /// Length of the fixed ESP header in bytes (without options).
 pub const ESP_HEADER_LEN: usize = 20;
@@ -565,7 +567,7 @@ impl HeaderRepr for EspRepr {
 pub type EspFrame<'a> = Frame<'a, EspRepr>;
 
 /// Builds a complete ESP frame (Ethernet header, ESP header, payload) into
-/// `buf`; returns its length in bytes: [`edp::wire::emit_frame`] over an
+/// `buf`; returns its length in bytes: [`link::eth::emit_frame`] over an
 /// [`EspRepr`]. `esp.payload_len` is set from `payload`; the checksum is
 /// computed. The frame is not padded (the NIC pads).
 ///

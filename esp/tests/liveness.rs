@@ -10,7 +10,6 @@
 
 mod harness;
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use esp::conn::{ConnectionError, Error, Liveness, State};
@@ -62,7 +61,7 @@ fn stream_through_cut(
         let now = s.clock.now();
         if let (Some(c), Some(o)) = (cut_at, outage) {
             if now >= c + o {
-                s.cut.store(false, Ordering::Relaxed);
+                s.plug(0);
             }
         }
         while a.died.is_none() && written < len {
@@ -103,9 +102,11 @@ fn stream_through_cut(
         a.watch(s.a.conn.liveness(), now);
         b.watch(s.b.conn.liveness(), now);
         if cut_at.is_none() && read >= cut_after {
-            s.cut.store(true, Ordering::Relaxed);
+            s.unplug(0);
             cut_at = Some(now);
-            s.wake = outage.map(|o| now + o);
+            if let Some(o) = outage {
+                s.wake_at(now + o);
+            }
         }
         if eof && s.b.conn.state() == State::CloseWait {
             s.b.conn.close();
@@ -158,7 +159,7 @@ fn suspected_ends_keep_retransmitting_at_the_maximum_rto() {
     let ut = Duration::from_secs(30);
     let mut sim = connect(&cfg(ut), faults(41), faults(42));
     sim.a.conn.send(&[1u8; 10_000]).unwrap();
-    sim.cut.store(true, Ordering::Relaxed);
+    sim.unplug(0);
     let cut = sim.clock.now();
     let mut suspected_at = None;
     let mut sent_then = 0;

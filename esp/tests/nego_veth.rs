@@ -10,9 +10,9 @@ use std::net::Shutdown;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use edp::auth::{AuthKey, AuthSetting};
 use esp::auth::AuthMethod;
 use esp::{EspConfig, EspListener, EspStream};
+use runtime::auth::{AuthKey, AuthSetting};
 use testkit::pattern::{check, fill, Digest};
 use testkit::setup;
 

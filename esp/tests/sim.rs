@@ -2,16 +2,16 @@
 //! virtual clock, with seeded faults (loss, burst loss, duplication,
 //! reordering, corruption, delay, partition). A transfer is correct when the
 //! bytes read equal the bytes written (length and content), or both ends got
-//! an explicit error. The harness is in `harness/mod.rs`.
+//! an explicit error. The harness is in `harness/mod.rs`, on
+//! `testkit::sim`.
 
 mod harness;
 
-use edp::link::fault::FaultConfig;
 use esp::conn::{ConnectionError, Error, State};
 use esp::TransportConfig;
 use harness::*;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
+use testkit::sim::FaultConfig;
 
 fn ten_mb(ab: FaultConfig, ba: FaultConfig) -> Outcome {
     let o = transfer(&TransportConfig::default(), ab, ba, 10 * MB);
@@ -190,7 +190,7 @@ fn partition_longer_than_retransmission_limit_kills_both_ends() {
             }
         }
         if cut_at.is_none() && read >= MB {
-            s.cut.store(true, Ordering::Relaxed);
+            s.unplug(0);
             cut_at = Some(now);
         }
         a_err.is_some() && b_err.is_some()
@@ -260,7 +260,8 @@ fn flow_control_with_a_slow_reader() {
                 read += n;
             }
             // Make sure the clock visits the next read instant.
-            s.a.conn.handle_timeout(s.clock.now());
+            let now = s.clock.now();
+            s.a.conn.handle_timeout(now);
         }
         read == len
     });
@@ -320,7 +321,8 @@ mod prop {
                 match *op {
                     Op::Send(n) => {
                         // A writes stream 0, B writes stream 1 on alternate ops.
-                        for (side, conn) in [&mut sim.a.conn, &mut sim.b.conn].into_iter().enumerate() {
+                        let ends = &mut *sim;
+                        for (side, conn) in [&mut ends.a.conn, &mut ends.b.conn].into_iter().enumerate() {
                             if closed[side] { continue; }
                             fill(&mut buf[..n], written[side] as u64);
                             match conn.send(&buf[..n]) {
@@ -331,7 +333,8 @@ mod prop {
                         }
                     }
                     Op::Recv(n) => {
-                        for (side, conn) in [&mut sim.b.conn, &mut sim.a.conn].into_iter().enumerate() {
+                        let ends = &mut *sim;
+                        for (side, conn) in [&mut ends.b.conn, &mut ends.a.conn].into_iter().enumerate() {
                             match conn.recv(&mut buf[..n]) {
                                 Ok(k) => {
                                     fill(&mut expect[..k], read[side] as u64);
@@ -360,7 +363,8 @@ mod prop {
             sim.b.conn.close();
             let mut eof = [false; 2];
             sim.run(Duration::from_secs(3600), |s| {
-                for (side, conn) in [&mut s.b.conn, &mut s.a.conn].into_iter().enumerate() {
+                let ends = &mut **s;
+                for (side, conn) in [&mut ends.b.conn, &mut ends.a.conn].into_iter().enumerate() {
                     loop {
                         match conn.recv(&mut buf) {
                             Ok(0) => { eof[side] = true; break; }

@@ -5,13 +5,13 @@
 
 use std::io;
 
-use edp::link::fault::FaultConfig;
-use edp::link::sim::{SimClock, SimLink};
-use edp::runtime::Runtime;
-use edp::wire::MacAddr;
-use edp::Link;
 use esp::wire::{EspFrame, ETHERTYPE_ESP};
 use esp::{Checksum, EspConfig, EspListener};
+use link::fault::FaultConfig;
+use link::sim::{SimClock, SimLink};
+use link::Link;
+use link::MacAddr;
+use runtime::Runtime;
 
 mod raw_peer;
 use raw_peer::{next_frame, syn_frame};

@@ -7,10 +7,10 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;
 use std::time::Duration;
 
-use edp::link::fault::FaultConfig;
-use edp::link::sim::{SimClock, SimLink};
-use edp::Link;
 use esp::{EspConfig, EspStream};
+use link::fault::FaultConfig;
+use link::sim::{SimClock, SimLink};
+use link::Link;
 
 const PATIENCE: Option<Duration> = Some(Duration::from_secs(30));
 
@@ -182,8 +182,8 @@ fn close_returns_once_the_peer_has_everything() {
 }
 
 /// Polls `poll` until `token` is reported (readable), at most `PATIENCE`.
-fn wait_event(poll: &mut edp::mio::Poll, token: edp::mio::Token) -> bool {
-    let mut events = edp::mio::Events::with_capacity(16);
+fn wait_event(poll: &mut runtime::mio::Poll, token: runtime::mio::Token) -> bool {
+    let mut events = runtime::mio::Events::with_capacity(16);
     let until = std::time::Instant::now() + PATIENCE.unwrap();
     while std::time::Instant::now() < until {
         poll.poll(&mut events, Some(Duration::from_millis(50)))
@@ -197,8 +197,8 @@ fn wait_event(poll: &mut edp::mio::Poll, token: edp::mio::Token) -> bool {
 
 #[test]
 fn mio_readiness_of_listener_and_stream_comes_from_protocol_state() {
-    use edp::mio::{Interest, Poll, Token};
-    use edp::runtime::{Runtime, RuntimeConfig};
+    use runtime::mio::{Interest, Poll, Token};
+    use runtime::{Runtime, RuntimeConfig};
     let (la, lb) = pair();
     let mb = lb.mac();
     let rt_b = Runtime::with_link(lb, RuntimeConfig::default()).unwrap();

@@ -6,15 +6,15 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;
 use std::time::Duration;
 
-use edp::auth::{AuthKey, AuthSetting, Sealer, Verifier};
-use edp::link::fault::FaultConfig;
-use edp::link::sim::{SimClock, SimLink};
-use edp::runtime::Runtime;
-use edp::wire::ETH_HEADER_LEN;
-use edp::Link;
 use esp::auth::{AuthMethod, AuthPolicy, MethodList};
 use esp::wire::{EspFrame, Flags, Nego, ETHERTYPE_ESP, OPT_NEGO};
 use esp::{EspConfig, EspListener, EspStream};
+use link::fault::FaultConfig;
+use link::sim::{SimClock, SimLink};
+use link::Link;
+use link::ETH_HEADER_LEN;
+use runtime::auth::{AuthKey, AuthSetting, Sealer, Verifier};
+use runtime::Runtime;
 
 mod raw_peer;
 use raw_peer::{next_frame, syn_frame};
@@ -91,12 +91,12 @@ fn a_keyed_listener_negotiates_with_raw_frames() {
     let mut f = syn_frame(&raw, dst, offer(&[S, N]));
     let len = f.len();
     f.resize(len + 60, 0);
-    let n = sealer.seal_in_place(&mut f, len, edp::auth::wall_ns());
+    let n = sealer.seal_in_place(&mut f, len, runtime::auth::wall_ns());
     f.truncate(n);
     raw.send(&f).unwrap();
     let synack = next_frame(&mut raw, drive);
     let body = Verifier::new(key())
-        .verify(&synack, edp::auth::wall_ns())
+        .verify(&synack, runtime::auth::wall_ns())
         .expect("the SYN-ACK is sealed");
     let sa = EspFrame::parse(&synack[..body], ETHERTYPE_ESP, 1514).unwrap();
     assert_eq!(sa.header.flags, Flags::SYN | Flags::ACK);

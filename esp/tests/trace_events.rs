@@ -5,10 +5,10 @@
 
 mod harness;
 
-use edp::link::sim::SimClock;
 use esp::TransportConfig;
 use harness::*;
 use std::sync::{Arc, Mutex};
+use testkit::sim::SimClock;
 
 /// Trace timestamps in virtual time since the start of the simulation.
 struct VirtualTime(SimClock);

@@ -8,8 +8,8 @@ use std::net::Shutdown;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use edp::runtime::WaitPolicy;
 use esp::{EspConfig, EspListener, EspStream, FaultConfig};
+use runtime::WaitPolicy;
 use testkit::pattern::{check, fill, Digest};
 use testkit::setup;
 
@@ -500,7 +500,7 @@ fn concurrent_streams(
     secs: f64,
     cfg: EspConfig,
 ) -> Vec<u64> {
-    use edp::mio::{Events, Interest, Poll, Token};
+    use runtime::mio::{Events, Interest, Poll, Token};
     let (tx, rx) = mpsc::channel();
     let (bi, cfg_b) = (b.clone(), cfg.clone());
     let server = b.spawn(move || {

@@ -6,14 +6,15 @@
 //!   port (2 bytes, network order), exactly what an EDP frame carries.
 //! - Over the UDP link (`FI_SOCKADDR_IN`, 16 bytes): the endpoint's UDP
 //!   link address as a `struct sockaddr_in` (ip(7)). Its frames use the MAC
-//!   `edp::link::udp::derived_mac` derives from that address and EDP port
+//!   `link::derived_mac` derives from that address and EDP port
 //!   [`UDP_LINK_PORT`] (each endpoint has its own UDP link).
 
+use runtime::EthAddr;
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
-use edp::link::udp::derived_mac;
 use edp::MacAddr;
+use link::derived_mac;
 
 use crate::error::{FiError, FiResult};
 use crate::fi;
@@ -31,9 +32,9 @@ pub const UDP_NAME_LEN: usize = 16;
 /// The address format of a domain's endpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddrFormat {
-    /// MAC + EDP port ([`EDP_NAME_LEN`] bytes), `FI_FORMAT_UNSPEC`.
+    /// MAC + EDP port (`EDP_NAME_LEN`, 8 bytes), `FI_FORMAT_UNSPEC`.
     Edp,
-    /// `struct sockaddr_in` ([`UDP_NAME_LEN`] bytes), `FI_SOCKADDR_IN`.
+    /// `struct sockaddr_in` (`UDP_NAME_LEN`, 16 bytes), `FI_SOCKADDR_IN`.
     Udp,
 }
 
@@ -148,10 +149,10 @@ impl Name {
     }
 
     /// The (MAC, EDP port) its frames carry as source.
-    pub fn wire(&self) -> (MacAddr, u16) {
+    pub fn wire(&self) -> EthAddr {
         match self {
-            Name::Edp { mac, port } => (*mac, *port),
-            Name::Udp(a) => (derived_mac(SocketAddr::V4(*a)), UDP_LINK_PORT),
+            Name::Edp { mac, port } => EthAddr::new(*mac, *port),
+            Name::Udp(a) => EthAddr::new(derived_mac(SocketAddr::V4(*a)), UDP_LINK_PORT),
         }
     }
 }
@@ -180,7 +181,7 @@ mod tests {
         let b = n.encode();
         assert_eq!(b, [2, 1, 2, 3, 4, 5, 0x12, 0x34]);
         assert_eq!(AddrFormat::Edp.decode(&b).unwrap(), n);
-        assert_eq!(n.wire(), (MacAddr([2, 1, 2, 3, 4, 5]), 0x1234));
+        assert_eq!(n.wire(), EthAddr::new(MacAddr([2, 1, 2, 3, 4, 5]), 0x1234));
         assert_eq!(n.to_string(), "fi_clusternet://02:01:02:03:04:05/4660");
     }
 
@@ -192,8 +193,8 @@ mod tests {
         assert_eq!(b.len(), 16);
         assert_eq!(u16::from_ne_bytes([b[0], b[1]]), libc::AF_INET as u16);
         assert_eq!(AddrFormat::Udp.decode(&b).unwrap(), n);
-        assert_eq!(n.wire().1, UDP_LINK_PORT);
-        assert_eq!(n.wire().0, derived_mac(SocketAddr::V4(a)));
+        assert_eq!(n.wire().port, UDP_LINK_PORT);
+        assert_eq!(n.wire().mac, derived_mac(SocketAddr::V4(a)));
     }
 
     #[test]

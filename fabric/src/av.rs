@@ -9,10 +9,9 @@
 //! another peer. Endpoints whose link needs to know its peers (the UDP
 //! link's peer table) subscribe with [`Av::subscribe`].
 
+use runtime::EthAddr;
 use std::collections::HashMap;
 use std::sync::{Mutex, Weak};
-
-use edp::MacAddr;
 
 use crate::addr::{AddrFormat, Name};
 use crate::error::{FiError, FiResult};
@@ -46,7 +45,7 @@ pub trait PeerSink: Send + Sync {
 struct State {
     entries: Vec<Option<Name>>,
     /// (MAC, EDP port) a peer's frames carry -> its first live index.
-    by_wire: HashMap<(MacAddr, u16), u64>,
+    by_wire: HashMap<EthAddr, u64>,
     sinks: Vec<Weak<dyn PeerSink>>,
 }
 
@@ -197,7 +196,7 @@ impl Av {
 
     /// The `fi_addr_t` of the peer whose frames carry source `wire`, or
     /// [`FI_ADDR_NOTAVAIL`].
-    pub fn reverse(&self, wire: (MacAddr, u16)) -> u64 {
+    pub fn reverse(&self, wire: EthAddr) -> u64 {
         self.lock()
             .by_wire
             .get(&wire)
@@ -223,6 +222,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use edp::MacAddr;
 
     fn name(i: u8) -> Name {
         Name::Edp {

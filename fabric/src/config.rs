@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use edp::runtime::WaitPolicy;
+use runtime::WaitPolicy;
 
 use crate::error::{FiError, FiResult};
 
@@ -59,7 +59,7 @@ pub const PARAMS: [Param; 5] = [
 pub enum LinkKind {
     /// Raw Ethernet through the process's packet socket (CAP_NET_RAW).
     Packet,
-    /// Ethernet frames inside UDP datagrams (`edp::link::udp::UdpLink`).
+    /// Ethernet frames inside UDP datagrams (`link::UdpLink`).
     Udp,
 }
 

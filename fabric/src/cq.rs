@@ -13,10 +13,11 @@ use std::collections::VecDeque;
 use std::sync::{Mutex, Weak};
 
 use crate::error::ProvErrno;
+use crate::limits::{RX_SIZE, TX_SIZE};
 
 /// Completions a CQ holds at least, whatever size the application asks
 /// (Open MPI asks 100): sends and posted receives of one endpoint fit.
-pub const MIN_CQ_ENTRIES: usize = crate::getinfo::TX_SIZE + crate::getinfo::RX_SIZE;
+pub const MIN_CQ_ENTRIES: usize = TX_SIZE + RX_SIZE;
 
 /// Most completions a CQ holds.
 pub const MAX_CQ_ENTRIES: usize = 1 << 16;
@@ -118,6 +119,7 @@ impl Cq {
     }
 
     /// Entries it holds at most.
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -217,16 +219,6 @@ impl Cq {
             },
             _ => None,
         }
-    }
-
-    /// Entries queued.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -18,6 +18,7 @@
 //!   that feeds the receive side the same way.
 //! - `fi_cancel` completes a posted receive with FI_ECANCELED.
 
+use runtime::EthAddr;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -30,6 +31,7 @@ use crate::av::{Av, PeerSink, FI_ADDR_NOTAVAIL};
 use crate::cq::{Completion, Cq, CqSource, Entry, ErrCompletion};
 use crate::error::{FiError, FiResult, ProvErrno};
 use crate::fi;
+use crate::limits::RX_SIZE;
 use crate::link::Carrier;
 
 struct Posted {
@@ -39,20 +41,7 @@ struct Posted {
 }
 
 /// Datagrams to ourselves waiting for a receive, at most this many.
-pub const LOOPBACK_QUEUE: usize = crate::getinfo::RX_SIZE;
-
-/// Counters of one endpoint.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DgramStats {
-    /// Datagrams sent (own name included).
-    pub sent: u64,
-    /// Datagrams received into posted buffers.
-    pub received: u64,
-    /// Of those, truncated.
-    pub truncated: u64,
-    /// Datagrams to ourselves dropped: the local queue was full.
-    pub loopback_dropped: u64,
-}
+pub const LOOPBACK_QUEUE: usize = RX_SIZE;
 
 struct State {
     sock: EdpSocket,
@@ -65,7 +54,6 @@ struct State {
     tx_selective: bool,
     rx_selective: bool,
     enabled: bool,
-    stats: DgramStats,
 }
 
 /// How a send completes.
@@ -118,7 +106,7 @@ impl DgramEp {
             max,
             tx_op_flags,
             rx_op_flags,
-            rx_size: rx_size.clamp(1, crate::getinfo::RX_SIZE),
+            rx_size: rx_size.clamp(1, RX_SIZE),
             peers,
             state: Mutex::new(State {
                 sock,
@@ -131,7 +119,6 @@ impl DgramEp {
                 tx_selective: false,
                 rx_selective: false,
                 enabled: false,
-                stats: DgramStats::default(),
             }),
         })
     }
@@ -143,16 +130,6 @@ impl DgramEp {
     /// The endpoint's name (fi_getname).
     pub fn name(&self) -> Name {
         self.name
-    }
-
-    /// Largest datagram, bytes.
-    pub fn max_msg_size(&self) -> usize {
-        self.max
-    }
-
-    /// Counters so far.
-    pub fn stats(&self) -> DgramStats {
-        self.lock().stats
     }
 
     /// Binds the address vector sends resolve through.
@@ -296,9 +273,9 @@ impl DgramEp {
             return Err(FiError::again("transmit CQ full: read it"));
         }
         if to == self.name {
-            if s.loopback.len() >= LOOPBACK_QUEUE {
-                s.stats.loopback_dropped += 1;
-            } else {
+            // A full local queue drops the datagram, as a full receive queue
+            // of the socket does.
+            if s.loopback.len() < LOOPBACK_QUEUE {
                 s.loopback.push_back(data.to_vec());
             }
         } else {
@@ -311,7 +288,6 @@ impl DgramEp {
                 Err(e) => return Err(FiError::io(&format!("send to {to}"), &e)),
             }
         }
-        s.stats.sent += 1;
         drop(s);
         if completion {
             let c = Completion {
@@ -370,7 +346,6 @@ impl DgramEp {
                 loopback,
                 scratch,
                 av,
-                stats,
                 ..
             } = &mut *s;
             let p = posted.front_mut().expect("checked non-empty");
@@ -392,7 +367,7 @@ impl DgramEp {
                             let k = n.min(cap);
                             p.buf.bytes_mut()[..k].copy_from_slice(&scratch[..k]);
                         }
-                        (n, (mac, port))
+                        (n, EthAddr::new(mac, port))
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) => {
@@ -403,7 +378,6 @@ impl DgramEp {
             };
             let src = av.as_ref().map_or(FI_ADDR_NOTAVAIL, |a| a.reverse(src));
             let p = posted.pop_front().expect("checked non-empty");
-            stats.received += 1;
             let base = Completion {
                 context: p.context,
                 flags: fi::FI_MSG | fi::FI_RECV,
@@ -412,7 +386,6 @@ impl DgramEp {
                 ..Completion::default()
             };
             let entry = if len > cap {
-                stats.truncated += 1;
                 Entry::Err(ErrCompletion {
                     base,
                     err: fi::FI_ETRUNC,

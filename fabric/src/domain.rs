@@ -9,7 +9,8 @@ use crate::config::Config;
 use crate::dgram::DgramEp;
 use crate::error::{FiError, FiResult};
 use crate::fi;
-use crate::getinfo::{format_of, max_dgram, FABRIC_NAME};
+use crate::getinfo::{format_of, max_dgram};
+use crate::limits::{FABRIC_NAME, RDM_QUEUE, RX_SIZE};
 use crate::link;
 use crate::nic::{self, Nic};
 use crate::rdm::RdmEp;
@@ -107,19 +108,14 @@ impl Domain {
                 let carrier = link::open_ctp(&self.nic, config, src)?;
                 let core = comm::tagged::TaggedConfig {
                     max_peers: config.max_peers,
-                    cq_size: crate::getinfo::RDM_QUEUE,
+                    cq_size: RDM_QUEUE,
                     ..Default::default()
                 };
-                let max = usize::try_from(core.comm.max_message_bytes).unwrap_or(usize::MAX);
-                let ep = RdmEp::new(carrier, core, max, tx_flags, rx_flags)?;
+                let ep = RdmEp::new(carrier, core, tx_flags, rx_flags)?;
                 Ok(Endpoint::Rdm(ep))
             }
             fi::FI_EP_DGRAM | fi::FI_EP_UNSPEC => {
-                let rx_size = info
-                    .rx
-                    .as_ref()
-                    .map_or(crate::getinfo::RX_SIZE, |r| r.size)
-                    .max(1);
+                let rx_size = info.rx.as_ref().map_or(RX_SIZE, |r| r.size).max(1);
                 let carrier = link::open(&self.nic, &self.fabric.config, src)?;
                 let max = max_dgram(&self.nic, self.fabric.config.link, self.keyed)
                     .min(carrier.sock.mtu());

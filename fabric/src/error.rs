@@ -8,7 +8,7 @@ use std::io;
 use crate::fi;
 
 /// Provider error numbers (`prov_errno` of an error completion): what
-/// happened below libfabric, described by [`prov_errno_str`].
+/// happened below libfabric, described by `prov_errno_str`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(i32)]
 pub enum ProvErrno {

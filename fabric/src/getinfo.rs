@@ -16,57 +16,16 @@ use crate::attr::{self, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use crate::config::{Config, LinkKind};
 use crate::error::{FiError, FiResult};
 use crate::fi;
-use crate::nic::Nic;
-
-/// `fi_fabric_attr::name` of every answer.
-pub const FABRIC_NAME: &str = "clusternet";
-
-/// The provider's version (`fi_provider::version`, `prov_version`): the
-/// crate's 0.1.
-pub const PROV_VERSION: u32 = attr::fi_version(0, 1);
-
-/// Sends in flight per endpoint: a send completes when its frame is handed
-/// to the link, so this bounds only the completions not yet read.
-pub const TX_SIZE: usize = 1024;
-
-/// Operations of an RDM endpoint that will complete, at most (the tagged
-/// core's completion queue, `TaggedConfig::cq_size`).
-pub const RDM_QUEUE: usize = 4096;
-
-/// `inject_size` of an RDM endpoint, bytes: every send copies its data at
-/// the call, so this only says up to which size an application may send
-/// without a completion (Open MPI sends blocking messages up to it with
-/// fi_tinject).
-pub const RDM_INJECT: usize = 16384;
-
-/// Receives posted per endpoint (ofi_rxd posts its whole pool).
-pub const RX_SIZE: usize = 4096;
-
-/// Bytes of `err_data` in an error completion (the message, NUL-terminated).
-pub const MAX_ERR_DATA: usize = 256;
-
-/// Objects per domain (CQs, endpoints).
-pub const DOMAIN_OBJECTS: usize = 256;
-
-/// Bytes of the IPv4 and UDP headers a UDP link's datagram adds.
-const IP_UDP_HEADERS: usize = 28;
-
-/// Largest frame payload the UDP link uses, bytes: jumbo-frame sized, so a
-/// datagram on loopback (MTU 65536) stays one IP packet of moderate size.
-pub const UDP_LINK_MAX_MTU: usize = 9000;
-
-/// The link MTU (Ethernet payload bytes) an endpoint on `nic` gets.
-pub fn link_mtu(nic: &Nic, link: LinkKind) -> usize {
-    match link {
-        LinkKind::Packet => nic.mtu,
-        LinkKind::Udp => nic.mtu.saturating_sub(IP_UDP_HEADERS).min(UDP_LINK_MAX_MTU),
-    }
-}
+use crate::limits::{
+    DOMAIN_OBJECTS, FABRIC_NAME, MAX_ERR_DATA, MEM_TAG_FORMAT, PROV_VERSION, RDM_INJECT, RDM_QUEUE,
+    RX_SIZE, TX_SIZE,
+};
+use crate::nic::{link_mtu, Nic};
 
 /// Largest datagram of a DGRAM endpoint on `nic`: the link MTU less the
 /// EDP header and, with a cluster key, the authentication trailer.
 pub fn max_dgram(nic: &Nic, link: LinkKind, keyed: bool) -> usize {
-    let auth = if keyed { edp::auth::TRAILER_LEN } else { 0 };
+    let auth = if keyed { runtime::auth::TRAILER_LEN } else { 0 };
     link_mtu(nic, link).saturating_sub(EDP_HEADER_LEN + auth)
 }
 
@@ -194,7 +153,7 @@ pub fn rdm_base(nic: &Nic, link: LinkKind) -> Info {
     ep.ep_type = fi::FI_EP_RDM;
     ep.protocol_version = 2;
     ep.max_msg_size = max;
-    ep.mem_tag_format = crate::rdm::MEM_TAG_FORMAT;
+    ep.mem_tag_format = MEM_TAG_FORMAT;
     let d = i.domain.as_mut().expect("dgram_base has domain_attr");
     // The runtime's service thread keeps the core going while nobody calls;
     // a CQ read gives it a turn as well.

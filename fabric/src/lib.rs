@@ -5,35 +5,56 @@
 //!
 //! Endpoints, over EDP (the process's runtime and packet socket, or a UDP
 //! link without privilege):
-//! - FI_EP_RDM with FI_TAGGED and FI_MSG ([`rdm`]) on `comm`'s tagged core
+//! - FI_EP_RDM with FI_TAGGED and FI_MSG (`rdm`) on `comm`'s tagged core
 //!   over CTP: what Open MPI's mtl ofi uses;
-//! - FI_EP_DGRAM with FI_MSG ([`dgram`]): `fi_pingpong -e dgram`, and a
+//! - FI_EP_DGRAM with FI_MSG (`dgram`): `fi_pingpong -e dgram`, and a
 //!   base for libfabric's ofi_rxd (`FI_PROVIDER="clusternet;ofi_rxd"`).
 //!
-//! Layout: [`ffi`] is the C side and the crate's only `unsafe` (libfabric's
-//! structs and function tables, pointer checks); everything else is safe
-//! Rust: [`config`] (the `FI_CLUSTERNET_*` variables), [`nic`] (interfaces),
-//! [`attr`] and [`getinfo`] (fi_info and hints), [`addr`] (names), [`av`],
-//! [`cq`], [`domain`], [`link`] (the carrier of an endpoint), [`rdm`] and
-//! [`dgram`] (the endpoints), [`error`] (FI_E* codes and provider errors).
+//! libfabric reaches the provider through the library's one export,
+//! `fi_prov_ini`, and the function tables it hands out; the rlib serves
+//! the tests, which get `fi_getinfo`'s answers from the items re-exported
+//! here ([`getinfo`] and what it takes and gives), and libfabric's
+//! constants from [`fi`].
+//!
+//! Layout, from the ground up (every import runs downward):
+//! - [`fi`]: libfabric's C API as bindgen generates it; `error` (FI_E*
+//!   codes and provider errors); `log` (warnings for libfabric's log);
+//! - `config` (the `FI_CLUSTERNET_*` variables), `addr` (names), `attr`
+//!   (`struct fi_info` as Rust values, and the rules for hints);
+//! - `limits` (the sizes, name and version the provider advertises),
+//!   `nic` (interfaces and their link MTU), `av` (address vectors);
+//! - `getinfo` (the answers), `cq` (completion queues), `link` (the
+//!   carrier of an endpoint);
+//! - `rdm` and `dgram` (the endpoints), then `domain` (fabric and domain:
+//!   it opens them);
+//! - `ffi`: the C side, the crate's only hand-written `unsafe`
+//!   (libfabric's structs and function tables, pointer checks).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(unnameable_types)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-pub mod addr;
-pub mod attr;
-pub mod av;
-pub mod config;
-pub mod cq;
-pub mod dgram;
-pub mod domain;
-pub mod error;
-pub mod ffi;
-pub mod getinfo;
-pub mod link;
-pub mod nic;
-pub mod rdm;
+mod addr;
+mod attr;
+mod av;
+mod config;
+mod cq;
+mod dgram;
+mod domain;
+mod error;
+mod ffi;
+pub mod fi;
+mod getinfo;
+mod limits;
+mod link;
+mod log;
+mod nic;
+mod rdm;
 
-/// libfabric's constants and types (generated bindings), for the safe
-/// modules' use of flag values.
-pub(crate) use ffi::sys as fi;
+pub use addr::{AddrFormat, Name};
+pub use attr::{fi_version, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+pub use config::{Config, LinkKind};
+pub use error::{FiError, FiResult, ProvErrno};
+pub use getinfo::{getinfo, layering_requested, max_dgram, OFI_CORE_PROV_ONLY};
+pub use limits::MEM_TAG_FORMAT;
+pub use nic::Nic;

@@ -3,7 +3,7 @@
 //! interface (packet link), or on a UDP link of its own.
 //!
 //! A UDP link delivers only frames of the peers in its table, given when it
-//! is opened (`edp::link::udp`), while libfabric inserts peers one
+//! is opened (`link::udp`), while libfabric inserts peers one
 //! `fi_av_insert` at a time after the endpoint exists. [`UdpPeerLink`]
 //! wraps the link so that peers inserted later reach its table: the
 //! address vector's subscriber queues them ([`PeerQueue`]) and the link
@@ -17,19 +17,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ctp::{CtpConfig, CtpSocket, EdpTransport};
-use edp::auth::{AuthKey, AuthSetting};
-use edp::link::udp::{derived_mac, UdpConfig, UdpLink};
-use edp::link::KernelStats;
-use edp::runtime::{LinkConfig, Runtime, RuntimeConfig};
 use edp::socket::Binding;
-use edp::{EdpConfig, EdpSocket, Link, MacAddr};
+use edp::{EdpConfig, EdpSocket, MacAddr};
+use link::KernelStats;
+use link::Link;
+use link::{derived_mac, UdpConfig, UdpLink};
+use runtime::auth::{AuthKey, AuthSetting};
+use runtime::{LinkConfig, Runtime, RuntimeConfig};
 
 use crate::addr::{Name, UDP_LINK_PORT};
 use crate::av::PeerSink;
 use crate::config::{Config, LinkKind};
 use crate::error::{FiError, FiResult};
-use crate::getinfo::link_mtu;
-use crate::nic::Nic;
+use crate::nic::{link_mtu, Nic};
 
 /// Peers inserted since the link last looked.
 #[derive(Debug, Default)]
@@ -108,7 +108,7 @@ impl Link for UdpPeerLink {
         self.take_peers();
         self.link.recv_with(max, f)
     }
-    fn set_filter(&mut self, prog: &[edp::netcore::bpf::Insn]) -> io::Result<()> {
+    fn set_filter(&mut self, prog: &[netcore::bpf::Insn]) -> io::Result<()> {
         self.link.set_filter(prog)
     }
     fn kernel_stats(&self) -> Option<KernelStats> {

@@ -1,7 +1,8 @@
 //! The interfaces a domain can sit on: one libfabric domain per network
 //! interface (fi_domain(7): "a domain usually maps to a NIC"), named after
 //! it, found in the calling thread's network namespace without privilege
-//! (getifaddrs(3), `edp::iface::lookup`'s ioctls).
+//! (getifaddrs(3), `link::iface::lookup`'s ioctls); and the link MTU an
+//! endpoint on one gets.
 
 use std::net::Ipv4Addr;
 
@@ -26,6 +27,21 @@ pub struct Nic {
     pub loopback: bool,
 }
 
+/// Bytes of the IPv4 and UDP headers a UDP link's datagram adds.
+const IP_UDP_HEADERS: usize = 28;
+
+/// Largest frame payload the UDP link uses, bytes: jumbo-frame sized, so a
+/// datagram on loopback (MTU 65536) stays one IP packet of moderate size.
+pub const UDP_LINK_MAX_MTU: usize = 9000;
+
+/// The link MTU (Ethernet payload bytes) an endpoint on `nic` gets.
+pub fn link_mtu(nic: &Nic, link: LinkKind) -> usize {
+    match link {
+        LinkKind::Packet => nic.mtu,
+        LinkKind::Udp => nic.mtu.saturating_sub(IP_UDP_HEADERS).min(UDP_LINK_MAX_MTU),
+    }
+}
+
 /// The interfaces of this namespace that are up, in getifaddrs order.
 ///
 /// Errors: `FI_EIO` when getifaddrs(3) fails.
@@ -48,7 +64,7 @@ fn all_up() -> FiResult<Vec<Nic>> {
             }
             continue;
         }
-        let Ok(info) = edp::iface::lookup(&a.interface_name) else {
+        let Ok(info) = link::iface::lookup(&a.interface_name) else {
             continue;
         };
         out.push(Nic {

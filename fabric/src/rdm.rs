@@ -39,13 +39,8 @@ use crate::av::{Av, PeerSink, FI_ADDR_NOTAVAIL};
 use crate::cq::{Completion, Cq, CqSource, Entry, ErrCompletion};
 use crate::error::{op_error, FiError, FiResult};
 use crate::fi;
+use crate::limits::MSG_TAG;
 use crate::link::{CtpCarrier, PeerQueue};
-
-/// The tag bit untagged (FI_MSG) messages carry.
-pub const MSG_TAG: u64 = 1 << 63;
-
-/// `mem_tag_format`: every tag bit but [`MSG_TAG`] is the application's.
-pub const MEM_TAG_FORMAT: u64 = !MSG_TAG;
 
 /// How long `fi_close` waits for the endpoint's sent messages to be
 /// confirmed before the socket goes (a peer that died costs this much).
@@ -95,7 +90,6 @@ pub struct RdmEp {
     bound: OnceLock<Bound>,
     tx_op_flags: u64,
     rx_op_flags: u64,
-    max_msg: usize,
     scratch: Mutex<Vec<TaggedCompletion>>,
     /// Receives whose success makes no completion (selective completion).
     quiet: Mutex<HashSet<u64>>,
@@ -111,14 +105,14 @@ impl std::fmt::Debug for RdmEp {
 }
 
 impl RdmEp {
-    /// An endpoint on `carrier` with the core's tunables `cfg`, messages of
-    /// at most `max_msg` bytes and the default op flags of its fi_info.
+    /// An endpoint on `carrier` with the core's tunables `cfg` (its
+    /// `max_message_bytes` bounds a message) and the default op flags of
+    /// its fi_info.
     ///
     /// Errors: those of `TaggedEndpoint::new` (FI_EINVAL).
     pub fn new(
         carrier: CtpCarrier,
         cfg: TaggedConfig,
-        max_msg: usize,
         tx_op_flags: u64,
         rx_op_flags: u64,
     ) -> FiResult<Arc<RdmEp>> {
@@ -133,7 +127,6 @@ impl RdmEp {
             bound: OnceLock::new(),
             tx_op_flags,
             rx_op_flags,
-            max_msg,
             scratch: Mutex::new(Vec::new()),
             quiet: Mutex::new(HashSet::new()),
             any_quiet: AtomicBool::new(false),
@@ -143,11 +136,6 @@ impl RdmEp {
     /// The endpoint's name (fi_getname).
     pub fn name(&self) -> Name {
         self.name
-    }
-
-    /// The core (its counters, its socket).
-    pub fn core(&self) -> &TaggedEndpoint<EdpTransport> {
-        &self.core
     }
 
     fn binding(&self) -> std::sync::MutexGuard<'_, Binding> {
@@ -400,11 +388,6 @@ impl RdmEp {
         ]
     }
 
-    /// Largest message, bytes.
-    pub fn max_msg_size(&self) -> usize {
-        self.max_msg
-    }
-
     /// The completion entry of core completion `c`.
     fn entry(&self, c: TaggedCompletion) -> Option<(bool, Entry)> {
         let send = c.kind == OpKind::Send;
@@ -447,7 +430,7 @@ impl RdmEp {
                 let (err, prov) = op_error(&e);
                 if err == fi::FI_EHOSTUNREACH {
                     tracing::warn!(error = %e, context = c.context, "clusternet: operation failed");
-                    crate::ffi::log_warn(&format!("operation failed: {e}"));
+                    crate::log::warn(&format!("operation failed: {e}"));
                 }
                 let olen = match e {
                     comm::tagged::OpError::Truncated { olen } => {

@@ -5,14 +5,10 @@
 
 use std::net::Ipv4Addr;
 
-use clusternet_fi::addr::Name;
-use clusternet_fi::attr::{fi_version, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
-use clusternet_fi::config::{Config, LinkKind};
-use clusternet_fi::error::FiResult;
-use clusternet_fi::ffi::sys as fi;
-use clusternet_fi::getinfo::{getinfo, max_dgram};
-use clusternet_fi::nic::Nic;
-use clusternet_fi::rdm::MEM_TAG_FORMAT;
+use clusternet_fi::{
+    fi, fi_version, getinfo, max_dgram, Config, DomainAttr, EpAttr, FabricAttr, FiResult, Info,
+    LinkKind, Name, Nic, RxAttr, TxAttr, MEM_TAG_FORMAT,
+};
 use edp::MacAddr;
 
 const API: u32 = fi_version(1, 17);
@@ -434,7 +430,7 @@ fn what_the_provider_cannot_do_is_refused() {
 
 #[test]
 fn utility_providers_layer_only_when_fi_provider_names_the_pair() {
-    use clusternet_fi::getinfo::{layering_requested, OFI_CORE_PROV_ONLY};
+    use clusternet_fi::{layering_requested, OFI_CORE_PROV_ONLY};
     let h = hints_of(fi::FI_EP_DGRAM);
     let e = getinfo(
         API,

@@ -1,10 +1,10 @@
-//! Fuzzes frame authentication (`edp::auth::Verifier::verify`) on
+//! Fuzzes frame authentication (`runtime::auth::Verifier::verify`) on
 //! arbitrary bytes: no input may panic or pass (a 128-bit tag), and a
 //! sealed copy of the input must pass exactly once (a second time is a
 //! replay).
 #![no_main]
 
-use edp::auth::{AuthKey, Refused, Sealer, Verifier, MIN_SEALED_BODY, TRAILER_LEN};
+use runtime::auth::{AuthKey, MIN_SEALED_BODY, Refused, Sealer, TRAILER_LEN, Verifier};
 use libfuzzer_sys::fuzz_target;
 
 const NOW: u64 = 1_800_000_000_000_000_000;

@@ -1,5 +1,5 @@
 //! Fuzzes two CTP endpoints (`ctp::Endpoint`, the sans-IO core)
-//! talking CTP-over-EDP through a `SimLink` pair whose faults (loss,
+//! talking CTP-over-EDP through a sim pair (`testkit::sim`) whose faults (loss,
 //! duplication, reordering, delay, rate) the input chooses, driven by an
 //! input-chosen sequence of sends (normal and large messages), clock steps
 //! and injected datagrams (arbitrary bytes handed to `handle_datagram`).
@@ -12,15 +12,16 @@
 #![no_main]
 
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-use ctp::{Config, Delivery, Endpoint, MsgId};
 use ctp::Options;
-use edp::link::sim::{next_event, SimClock, SimLink};
-use edp::wire::{emit_edp_frame, EdpFrame, EthernetRepr, ETHERTYPE_EDP};
-use edp::Link;
+use ctp::{Config, Delivery, Endpoint, MsgId};
+use edp::wire::{EdpFrame, emit_edp_frame};
+use link::eth::EthernetRepr;
+use runtime::ETHERTYPE_EDP;
 use libfuzzer_sys::fuzz_target;
 use testkit::fuzz::{fault_config, FaultSpace};
+use testkit::sim::{self as ts, Link, MacAddr, Node, Port};
 
 const MTU: usize = 1500;
 const PORT: u16 = 7000;
@@ -69,54 +70,68 @@ struct Sent {
     failed: bool,
 }
 
-struct Sim {
-    clock: SimClock,
-    links: [SimLink; 2],
-    eps: [Endpoint<u8>; 2],
-    /// Messages sent by end `i`, by index.
-    sent: [Vec<Sent>; 2],
-    by_msg: [HashMap<MsgId, usize>; 2],
-    injected: bool,
+/// End `me` (0 or 1): a CTP endpoint whose peer is `1 - me`, framed as
+/// EDP on its port; it keeps its deliveries for the checks.
+struct End {
+    me: usize,
+    ep: Endpoint<u8>,
+    port: Port,
+    peer: MacAddr,
+    got: Vec<Delivery<u8>>,
     buf: Vec<u8>,
     frame: Vec<u8>,
 }
 
-impl Sim {
-    fn pump(&mut self) {
-        for spin in 0.. {
-            assert!(spin < 100_000, "livelock at one instant");
-            let now = self.clock.now();
-            let mut moved = false;
-            for i in 0..2 {
-                if self.eps[i].poll_timeout().is_some_and(|t| t <= now) {
-                    self.eps[i].handle_timeout(now);
-                }
-                while let Some(t) = self.eps[i].poll_transmit(&mut self.buf) {
-                    moved = true;
-                    assert_eq!(t.dest as usize, 1 - i, "datagram to an unknown peer");
-                    let eth = EthernetRepr {
-                        dst: self.links[1 - i].mac(),
-                        src: self.links[i].mac(),
-                        ethertype: ETHERTYPE_EDP,
-                    };
-                    let n = emit_edp_frame(&mut self.frame, &eth, PORT, PORT, &self.buf[..t.len])
-                        .expect("a CTP datagram fits the EDP MTU");
-                    let _ = self.links[i].send(&self.frame[..n]);
-                }
-            }
-            for i in 0..2 {
-                while let Ok(n) = self.links[i].recv(&mut self.frame) {
-                    moved = true;
-                    let f = EdpFrame::parse(&self.frame[..n], ETHERTYPE_EDP, MTU + 14)
-                        .expect("sim frames are well formed");
-                    self.eps[i].handle_datagram(now, (1 - i) as u8, f.payload);
-                }
-                while let Some(d) = self.eps[i].poll_delivery() {
-                    self.on_delivery(i, d);
-                }
-            }
-            if !moved {
-                return;
+impl Node for End {
+    fn step(&mut self, now: Instant) -> bool {
+        let mut moved = false;
+        if self.ep.poll_timeout().is_some_and(|t| t <= now) {
+            self.ep.handle_timeout(now);
+        }
+        while let Some(t) = self.ep.poll_transmit(&mut self.buf) {
+            moved = true;
+            assert_eq!(t.dest as usize, 1 - self.me, "datagram to an unknown peer");
+            let eth = EthernetRepr {
+                dst: self.peer,
+                src: self.port.mac(),
+                ethertype: ETHERTYPE_EDP,
+            };
+            let n = emit_edp_frame(&mut self.frame, &eth, PORT, PORT, &self.buf[..t.len])
+                .expect("a CTP datagram fits the EDP MTU");
+            let _ = self.port.send(&self.frame[..n]);
+        }
+        while let Ok(n) = self.port.recv(&mut self.frame) {
+            moved = true;
+            let f = EdpFrame::parse(&self.frame[..n], ETHERTYPE_EDP, MTU + 14)
+                .expect("sim frames are well formed");
+            self.ep.handle_datagram(now, (1 - self.me) as u8, f.payload);
+        }
+        self.got
+            .extend(std::iter::from_fn(|| self.ep.poll_delivery()));
+        moved
+    }
+    fn poll_at(&mut self) -> Option<Instant> {
+        [self.ep.poll_timeout(), self.port.next_delivery()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
+
+/// What each end sent, for the checks.
+struct Book {
+    /// Messages sent by end `i`, by index.
+    sent: [Vec<Sent>; 2],
+    by_msg: [HashMap<MsgId, usize>; 2],
+    injected: bool,
+}
+
+impl Book {
+    /// Checks the deliveries the ends collected since the last call.
+    fn check(&mut self, ends: &mut [End; 2]) {
+        for (at, end) in ends.iter_mut().enumerate() {
+            for d in std::mem::take(&mut end.got) {
+                self.on_delivery(at, d);
             }
         }
     }
@@ -150,18 +165,6 @@ impl Sim {
             }
         }
     }
-
-    fn next(&mut self) -> Option<std::time::Instant> {
-        let [a, b] = &mut self.eps;
-        [
-            next_event(&[&self.links[0], &self.links[1]]),
-            a.poll_timeout(),
-            b.poll_timeout(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-    }
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -170,29 +173,33 @@ fuzz_target!(|data: &[u8]| {
     }
     let (h, mut ops) = data.split_at(2 * FAULT_LEN + 1);
     let seed = u64::from(h[2 * FAULT_LEN]);
-    let clock = SimClock::new();
-    let (la, lb) = SimLink::pair(
-        &clock,
-        MTU,
+    let mut sim = ts::Sim::new(["a", "b"]);
+    // Quiet at one instant, or a livelock.
+    sim.pace.settle = true;
+    sim.pace.max_rounds = 100_000;
+    let ports = sim.pair(
+        ts::mtu(MTU),
         fault_config(&h[..FAULT_LEN], seed, &FAULTS),
         fault_config(&h[FAULT_LEN..2 * FAULT_LEN], seed, &FAULTS),
     );
+    let macs = [ports[0].mac(), ports[1].mac()];
     let cfg = Config::for_edp_mtu(MTU);
-    let now = clock.now();
+    let now = sim.now();
     let wall = SystemTime::UNIX_EPOCH;
-    let eps = [
-        Endpoint::new(cfg.clone(), now, wall, seed, None),
-        Endpoint::new(cfg, now, wall, seed ^ 1, None),
-    ];
-    let mut sim = Sim {
-        clock,
-        links: [la, lb],
-        eps,
+    let mut ports = ports.into_iter();
+    let mut sim = sim.with_nodes([0, 1].map(|i| End {
+        me: i,
+        ep: Endpoint::new(cfg.clone(), now, wall, seed ^ i as u64, None),
+        port: ports.next().expect("two ports"),
+        peer: macs[1 - i],
+        got: Vec::new(),
+        buf: vec![0u8; MTU],
+        frame: vec![0u8; MTU + 14],
+    }));
+    let mut book = Book {
         sent: [Vec::new(), Vec::new()],
         by_msg: [HashMap::new(), HashMap::new()],
         injected: false,
-        buf: vec![0u8; MTU],
-        frame: vec![0u8; MTU + 14],
     };
     let no_inject = std::env::var_os("CTP_FUZZ_NO_INJECT").is_some_and(|v| v == "1");
 
@@ -215,30 +222,28 @@ fuzz_target!(|data: &[u8]| {
                     2 => Options::NO_RESEND,
                     _ => Options::NONE,
                 };
-                let index = sim.sent[from].len() as u32;
-                let now = sim.clock.now();
+                let index = book.sent[from].len() as u32;
+                let now = sim.now();
                 let command = u16::from(arg) * 97 % 32768;
-                if let Ok(msg) = sim.eps[from].send(
+                if let Ok(msg) = sim[from].ep.send(
                     now,
                     command,
                     (1 - from) as u8,
                     &payload(from as u8, index, len),
                     options,
                 ) {
-                    sim.by_msg[from].insert(msg, index as usize);
-                    sim.sent[from].push(Sent {
+                    book.by_msg[from].insert(msg, index as usize);
+                    book.sent[from].push(Sent {
                         msg,
                         delivered: 0,
                         failed: false,
                     });
                 }
             }
-            3 => sim
-                .clock
-                .advance(Duration::from_micros(u64::from(arg) * 50)),
+            3 => sim.advance(Duration::from_micros(u64::from(arg) * 50)),
             4 | 5 => {
-                if let Some(t) = sim.next() {
-                    sim.clock.advance_to(t);
+                if let Some(t) = sim.next_event() {
+                    sim.advance_to(t);
                 }
             }
             6 => {
@@ -246,38 +251,34 @@ fuzz_target!(|data: &[u8]| {
                 let (x, rest) = ops.split_at(take);
                 ops = rest;
                 if !no_inject {
-                    let now = sim.clock.now();
-                    sim.eps[from].handle_datagram(now, (1 - from) as u8, x);
-                    sim.injected = true;
+                    let now = sim.now();
+                    sim[from].ep.handle_datagram(now, (1 - from) as u8, x);
+                    book.injected = true;
                 }
             }
             _ => {
                 // Cancel a message (the sender gives up on it: neither
                 // delivery nor error is then owed).
-                if let Some(s) = sim.sent[from].get_mut(usize::from(arg)) {
-                    if sim.eps[from].cancel(sim.clock.now(), s.msg) {
+                if let Some(s) = book.sent[from].get_mut(usize::from(arg)) {
+                    let now = sim.now();
+                    if sim[from].ep.cancel(now, s.msg) {
                         s.failed = true;
                     }
                 }
             }
         }
-        sim.pump();
+        sim.settle();
+        book.check(&mut sim);
     }
 
     // Run until idle (or a virtual hour: resends back off up to 10 s each).
-    let start = sim.clock.now();
-    loop {
-        sim.pump();
-        match sim.next() {
-            Some(t) if t - start < Duration::from_secs(3600) => {
-                let now = sim.clock.now();
-                sim.clock.advance_to(t.max(now));
-            }
-            _ => break,
-        }
-    }
-    if !sim.injected {
-        for (i, list) in sim.sent.iter().enumerate() {
+    sim.run_until(Duration::from_secs(3600), |s| {
+        book.check(s);
+        false
+    });
+    book.check(&mut sim);
+    if !book.injected {
+        for (i, list) in book.sent.iter().enumerate() {
             for (k, s) in list.iter().enumerate() {
                 assert!(
                     s.delivered == 1 || s.failed,

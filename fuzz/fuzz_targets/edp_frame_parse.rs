@@ -3,10 +3,13 @@
 //! whatever parses must be self-consistent and re-emit to the same bytes.
 #![no_main]
 
-use edp::wire::{
-    emit_edp_frame, EdpFrame, EdpPacket, EthernetFrame, EDP_HEADER_LEN, ETHERTYPE_EDP,
-    ETHERTYPE_ESP, ETH_HEADER_LEN,
-};
+use edp::wire::{EDP_HEADER_LEN, EdpFrame, EdpPacket, emit_edp_frame};
+
+use link::ETH_HEADER_LEN;
+
+use link::eth::EthernetFrame;
+
+use runtime::{ETHERTYPE_EDP, ETHERTYPE_ESP};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,6 +1,6 @@
 //! Fuzzes an ESP connection end to end (DESIGN.md L3 "fuzzing of an
 //! established connection"): two sans-IO `esp::Connection`s over a
-//! `SimLink` pair whose faults (loss, duplication, reordering, corruption,
+//! sim pair (`testkit::sim`) whose faults (loss, duplication, reordering, corruption,
 //! delay) the input chooses, driven by an input-chosen sequence of
 //! application calls, clock steps and injected segments (off-path junk
 //! around the current sequence numbers, emitted and parsed as a receiver
@@ -20,16 +20,17 @@
 //! once B saw end of stream with neither end in error, B read every byte.
 #![no_main]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use edp::link::sim::{next_event, SimClock, SimLink};
-use edp::wire::{EthernetRepr, ETH_HEADER_LEN};
-use edp::Link;
+use link::ETH_HEADER_LEN;
+
+use link::eth::EthernetRepr;
 use esp::auth::TagStatus;
 use esp::wire::{emit_esp_frame, EspFrame, EspRepr, Flags, Seq, ETHERTYPE_ESP};
 use esp::{Checksum, Connection, TransportConfig};
 use libfuzzer_sys::fuzz_target;
 use testkit::fuzz::{fault_config, FaultSpace};
+use testkit::sim::{self as ts, Link, MacAddr, Node, Nodes, Port};
 
 const MTU: usize = 1500;
 const A_PORT: u16 = 40000;
@@ -54,21 +55,6 @@ fn byte_at(i: usize) -> u8 {
     (i.wrapping_mul(0x9E37_79B9) >> 13) as u8 ^ i as u8
 }
 
-struct Sim {
-    clock: SimClock,
-    la: SimLink,
-    lb: SimLink,
-    a: Connection,
-    b: Option<Connection>,
-    cfg: TransportConfig,
-    written: usize,
-    read: usize,
-    injected_into_b: bool,
-    buf: Vec<u8>,
-    /// B's reader buffer for `handle_segment_into` (empty: none waits).
-    rx: Vec<u8>,
-}
-
 /// Checks that `bytes`, read by B after `*read` bytes, continue A's stream.
 fn check_stream(read: &mut usize, written: usize, bytes: &[u8]) {
     for (k, &x) in bytes.iter().enumerate() {
@@ -78,76 +64,57 @@ fn check_stream(read: &mut usize, written: usize, bytes: &[u8]) {
     *read += bytes.len();
 }
 
-impl Sim {
-    /// Runs both ends at the current instant until quiet.
-    fn pump(&mut self) {
-        for spin in 0.. {
-            assert!(spin < 100_000, "livelock at one instant");
-            let now = self.clock.now();
-            let mut moved = false;
-            if self.a.poll_timeout().is_some_and(|t| t <= now) {
-                self.a.handle_timeout(now);
-            }
-            if let Some(b) = self.b.as_mut() {
-                if b.poll_timeout().is_some_and(|t| t <= now) {
-                    b.handle_timeout(now);
-                }
-            }
-            while let Some(n) = self.a.poll_transmit(now, &mut self.buf) {
-                let _ = self.la.send(&self.buf[..n]);
-                moved = true;
-            }
-            if let Some(b) = self.b.as_mut() {
-                while let Some(n) = b.poll_transmit(now, &mut self.buf) {
-                    let _ = self.lb.send(&self.buf[..n]);
-                    moved = true;
-                }
-            }
-            while let Ok(n) = self.lb.recv(&mut self.buf) {
-                moved = true;
-                if let (Some(b), Some(seg)) = (self.b.as_mut(), self.buf[..n].get(ETH_HEADER_LEN..))
-                {
-                    if let Some(placed) = b.handle_predicted(now, seg, TagStatus::Off, &mut self.rx)
-                    {
-                        check_stream(&mut self.read, self.written, &self.rx[..placed]);
-                        continue;
-                    }
-                }
-                let Ok(f) = EspFrame::parse(&self.buf[..n], ETHERTYPE_ESP, MTU + 14) else {
-                    continue;
-                };
-                match self.b.as_mut() {
-                    Some(b) => {
-                        let placed = b.handle_segment_into(now, &f.header, f.payload, &mut self.rx);
-                        check_stream(&mut self.read, self.written, &self.rx[..placed]);
-                    }
-                    None => {
-                        self.b = Connection::accept(
-                            &self.cfg,
-                            MTU,
-                            (self.lb.mac(), B_PORT),
-                            f.eth.src,
-                            &f.header,
-                            Seq(0x8000_0000),
-                            now,
-                        );
-                    }
-                }
-            }
-            while let Ok(n) = self.la.recv(&mut self.buf) {
-                moved = true;
-                if let Ok(f) = EspFrame::parse(&self.buf[..n], ETHERTYPE_ESP, MTU + 14) {
-                    self.a.handle_segment(now, &f.header, f.payload);
-                }
-            }
-            if !moved {
-                return;
+/// A: the client connection on port 0.
+struct EndA {
+    conn: Connection,
+    port: Port,
+    buf: Vec<u8>,
+}
+
+impl Node for EndA {
+    fn step(&mut self, now: Instant) -> bool {
+        let mut moved = false;
+        while let Ok(n) = self.port.recv(&mut self.buf) {
+            moved = true;
+            if let Ok(f) = EspFrame::parse(&self.buf[..n], ETHERTYPE_ESP, MTU + 14) {
+                self.conn.handle_segment(now, &f.header, f.payload);
             }
         }
+        if self.conn.poll_timeout().is_some_and(|t| t <= now) {
+            self.conn.handle_timeout(now);
+        }
+        while let Some(n) = self.conn.poll_transmit(now, &mut self.buf) {
+            let _ = self.port.send(&self.buf[..n]);
+            moved = true;
+        }
+        moved
     }
+    fn poll_at(&mut self) -> Option<Instant> {
+        [self.conn.poll_timeout(), self.port.next_delivery()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
 
-    fn read_b(&mut self) {
-        let Some(b) = self.b.as_mut() else {
+/// B: accepts the first SYN on port 1, then receives into its reader
+/// buffer (header prediction first, as the runtime's `ConnSocket` does)
+/// and checks every byte it reads against A's stream.
+struct EndB {
+    conn: Option<Connection>,
+    port: Port,
+    cfg: TransportConfig,
+    buf: Vec<u8>,
+    /// B's reader buffer for `handle_segment_into` (empty: none waits).
+    rx: Vec<u8>,
+    /// Bytes A wrote, bytes B read.
+    written: usize,
+    read: usize,
+}
+
+impl EndB {
+    fn read(&mut self) {
+        let Some(b) = self.conn.as_mut() else {
             return;
         };
         let mut rbuf = [0u8; 4096];
@@ -158,32 +125,98 @@ impl Sim {
             check_stream(&mut self.read, self.written, &rbuf[..n]);
         }
     }
+}
 
-    /// The earliest instant anything is due.
-    fn next(&self) -> Option<std::time::Instant> {
-        [
-            next_event(&[&self.la, &self.lb]),
-            self.a.poll_timeout(),
-            self.b.as_ref().and_then(|b| b.poll_timeout()),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+impl Node for EndB {
+    fn step(&mut self, now: Instant) -> bool {
+        let mut moved = false;
+        while let Ok(n) = self.port.recv(&mut self.buf) {
+            moved = true;
+            if let (Some(b), Some(seg)) = (self.conn.as_mut(), self.buf[..n].get(ETH_HEADER_LEN..))
+            {
+                if let Some(placed) = b.handle_predicted(now, seg, TagStatus::Off, &mut self.rx) {
+                    check_stream(&mut self.read, self.written, &self.rx[..placed]);
+                    continue;
+                }
+            }
+            let Ok(f) = EspFrame::parse(&self.buf[..n], ETHERTYPE_ESP, MTU + 14) else {
+                continue;
+            };
+            match self.conn.as_mut() {
+                Some(b) => {
+                    let placed = b.handle_segment_into(now, &f.header, f.payload, &mut self.rx);
+                    check_stream(&mut self.read, self.written, &self.rx[..placed]);
+                }
+                None => {
+                    self.conn = Connection::accept(
+                        &self.cfg,
+                        MTU,
+                        (self.port.mac(), B_PORT),
+                        f.eth.src,
+                        &f.header,
+                        Seq(0x8000_0000),
+                        now,
+                    );
+                }
+            }
+        }
+        if let Some(b) = self.conn.as_mut() {
+            if b.poll_timeout().is_some_and(|t| t <= now) {
+                b.handle_timeout(now);
+            }
+            while let Some(n) = b.poll_transmit(now, &mut self.buf) {
+                let _ = self.port.send(&self.buf[..n]);
+                moved = true;
+            }
+        }
+        moved
     }
+    fn poll_at(&mut self) -> Option<Instant> {
+        let timer = self.conn.as_ref().and_then(|b| b.poll_timeout());
+        [timer, self.port.next_delivery()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
 
+struct Ends {
+    a: EndA,
+    b: EndB,
+    /// The ends' MACs (A, B).
+    macs: (MacAddr, MacAddr),
+    injected_into_b: bool,
+}
+
+impl Nodes for Ends {
+    fn node_count(&self) -> usize {
+        2
+    }
+    fn node(&self, i: usize) -> &dyn Node {
+        [&self.a as &dyn Node, &self.b][i]
+    }
+    fn node_mut(&mut self, i: usize) -> &mut dyn Node {
+        match i {
+            0 => &mut self.a,
+            _ => &mut self.b,
+        }
+    }
+}
+
+impl Ends {
     /// Builds a segment from `src` to `dst` out of input bytes, relative to
     /// the receiver's sequence state, and hands it over if it parses.
-    fn inject(&mut self, into_b: bool, x: &[u8]) {
-        let now = self.clock.now();
+    fn inject(&mut self, now: Instant, into_b: bool, x: &[u8]) {
+        let (ma, mb) = self.macs;
         let (src, dst) = if into_b {
-            ((self.la.mac(), A_PORT), (self.lb.mac(), B_PORT))
+            ((ma, A_PORT), (mb, B_PORT))
         } else {
-            ((self.lb.mac(), B_PORT), (self.la.mac(), A_PORT))
+            ((mb, B_PORT), (ma, A_PORT))
         };
         let Some(target) = (if into_b {
-            self.b.as_mut()
+            self.b.conn.as_mut()
         } else {
-            Some(&mut self.a)
+            Some(&mut self.a.conn)
         }) else {
             return;
         };
@@ -191,7 +224,8 @@ impl Sim {
         let mut esp = EspRepr {
             src_port: if get(0) & 0x80 != 0 { src.1 ^ 1 } else { src.1 },
             dst_port: dst.1,
-            flags: Flags(get(0) & (Flags::FIN.0 | Flags::SYN.0 | Flags::RST.0 | Flags::ACK.0)),
+            flags: Flags::from_bits_truncate(get(0))
+                & (Flags::FIN | Flags::SYN | Flags::RST | Flags::ACK),
             seq: Seq(target.rcv_nxt().0.wrapping_add(get(1) as i8 as i32 as u32)),
             ack: Seq(target.snd_una().0.wrapping_add(get(2) as i8 as i32 as u32)),
             window: u16::from_be_bytes([get(3), get(4)]),
@@ -226,13 +260,16 @@ fuzz_target!(|data: &[u8]| {
     }
     let (h, mut ops) = data.split_at(11);
     let seed = u64::from(h[10]);
-    let clock = SimClock::new();
     let (fa, fb) = (
         fault_config(&h[0..5], seed, &FAULTS),
         fault_config(&h[5..10], seed, &FAULTS),
     );
     let clean = fa.corrupt == 0.0 && fb.corrupt == 0.0;
-    let (la, lb) = SimLink::pair(&clock, MTU, fa, fb);
+    let mut sim = ts::Sim::new(["a", "b"]);
+    // Quiet at one instant, or a livelock.
+    sim.pace.settle = true;
+    sim.pace.max_rounds = 100_000;
+    let [la, lb] = sim.pair(ts::mtu(MTU), fa, fb);
     let cfg = TransportConfig {
         checksum: if clean {
             Checksum::Never
@@ -241,27 +278,36 @@ fuzz_target!(|data: &[u8]| {
         },
         ..TransportConfig::default()
     };
-    let a = Connection::connect(
-        &cfg,
-        MTU,
-        (la.mac(), A_PORT),
-        (lb.mac(), B_PORT),
-        Seq(u32::from_be_bytes([h[0], h[3], h[6], h[9]])),
-        clock.now(),
-    );
-    let mut sim = Sim {
-        clock,
-        la,
-        lb,
-        a,
-        b: None,
-        cfg,
-        written: 0,
-        read: 0,
+    let macs = (la.mac(), lb.mac());
+    let now = sim.now();
+    let a = sim.tracer().in_node(0, || {
+        Connection::connect(
+            &cfg,
+            MTU,
+            (macs.0, A_PORT),
+            (macs.1, B_PORT),
+            Seq(u32::from_be_bytes([h[0], h[3], h[6], h[9]])),
+            now,
+        )
+    });
+    let mut sim = sim.with_nodes(Ends {
+        a: EndA {
+            conn: a,
+            port: la,
+            buf: vec![0u8; MTU + 14],
+        },
+        b: EndB {
+            conn: None,
+            port: lb,
+            cfg,
+            buf: vec![0u8; MTU + 14],
+            rx: vec![0u8; usize::from(h[10] % 4) * 700],
+            written: 0,
+            read: 0,
+        },
+        macs,
         injected_into_b: false,
-        buf: vec![0u8; MTU + 14],
-        rx: vec![0u8; usize::from(h[10] % 4) * 700],
-    };
+    });
     let mut a_closed = false;
     // ESP_FUZZ_NO_INJECT=1: faults and application calls only, to look past
     // findings that need a forged segment.
@@ -275,19 +321,18 @@ fuzz_target!(|data: &[u8]| {
             0 | 1 => {
                 if !a_closed {
                     let len = usize::from(arg) * 97;
-                    let chunk: Vec<u8> = (sim.written..sim.written + len).map(byte_at).collect();
-                    if let Ok(n) = sim.a.send(&chunk) {
-                        sim.written += n;
+                    let written = sim.b.written;
+                    let chunk: Vec<u8> = (written..written + len).map(byte_at).collect();
+                    if let Ok(n) = sim.a.conn.send(&chunk) {
+                        sim.b.written += n;
                     }
                 }
             }
-            2 => sim.read_b(),
-            3 => sim
-                .clock
-                .advance(Duration::from_micros(u64::from(arg) * 10)),
+            2 => sim.b.read(),
+            3 => sim.advance(Duration::from_micros(u64::from(arg) * 10)),
             4 => {
-                if let Some(t) = sim.next() {
-                    sim.clock.advance_to(t);
+                if let Some(t) = sim.next_event() {
+                    sim.advance_to(t);
                 }
             }
             5 => {
@@ -295,15 +340,16 @@ fuzz_target!(|data: &[u8]| {
                 let (x, rest) = ops.split_at(take);
                 ops = rest;
                 if !no_inject {
-                    sim.inject(arg & 0x80 != 0, x);
+                    let now = sim.now();
+                    sim.inject(now, arg & 0x80 != 0, x);
                 }
             }
             6 => {
-                sim.a.close();
+                sim.a.conn.close();
                 a_closed = true;
             }
             _ => {
-                if let Some(b) = sim.b.as_mut() {
+                if let Some(b) = sim.b.conn.as_mut() {
                     if arg == 0xff {
                         b.abort();
                     } else {
@@ -315,28 +361,22 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
         }
-        sim.pump();
+        sim.settle();
     }
 
     // Let the ends finish: close A, then run until nothing is pending or
     // 60 s of virtual time have passed (the RTO gives up well before).
-    sim.a.close();
-    let start = sim.clock.now();
-    loop {
-        sim.pump();
-        sim.read_b();
-        match sim.next() {
-            Some(t) if t - start < Duration::from_secs(60) => {
-                sim.clock.advance_to(t.max(sim.clock.now()))
-            }
-            _ => break,
-        }
-    }
-    sim.read_b();
-    if let Some(b) = &sim.b {
-        if !sim.injected_into_b && b.is_eof() && b.error().is_none() && sim.a.error().is_none() {
+    sim.a.conn.close();
+    sim.run_until(Duration::from_secs(60), |s| {
+        s.b.read();
+        false
+    });
+    sim.b.read();
+    if let Some(b) = &sim.b.conn {
+        if !sim.injected_into_b && b.is_eof() && b.error().is_none() && sim.a.conn.error().is_none()
+        {
             assert_eq!(
-                sim.read, sim.written,
+                sim.b.read, sim.b.written,
                 "B saw EOF before the end of A's stream"
             );
         }

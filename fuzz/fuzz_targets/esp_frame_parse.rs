@@ -5,7 +5,7 @@
 //! may differ).
 #![no_main]
 
-use edp::wire::ETH_HEADER_LEN;
+use link::ETH_HEADER_LEN;
 use esp::wire::{emit_esp_frame, EspFrame, EspPacket, ETHERTYPE_ESP};
 use libfuzzer_sys::fuzz_target;
 

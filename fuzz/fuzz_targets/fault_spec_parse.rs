@@ -3,7 +3,7 @@
 //! same config.
 #![no_main]
 
-use edp::link::fault::FaultConfig;
+use link::fault::FaultConfig;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

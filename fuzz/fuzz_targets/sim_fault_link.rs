@@ -9,9 +9,9 @@
 use std::io::ErrorKind;
 use std::time::Duration;
 
-use edp::link::fault::FaultConfig;
-use edp::link::sim::{SimClock, SimLink};
-use edp::Link;
+use link::fault::FaultConfig;
+use link::sim::{SimClock, SimLink};
+use link::Link;
 use libfuzzer_sys::fuzz_target;
 use testkit::fuzz::{fault_config, FaultSpace, FAULT_BYTES};
 

@@ -11,8 +11,8 @@
 //! frames (`poll_transmit(now, buf)` with a [`Dest`]: the group or one
 //! member), their next deadline (`poll_timeout()`) and events
 //! (`poll_event()`); they make no syscall and read no clock. A carrier
-//! (EDP to a group MAC, UDP to an IP multicast group, the in-memory hub of
-//! the tests) only moves datagrams:
+//! (EDP to a group MAC, UDP to an IP multicast group, the simulated switch
+//! of the tests) only moves datagrams:
 //!
 //! ```
 //! use std::time::Instant;
@@ -56,6 +56,13 @@
 //! Wire format and rules: `mak/PROTOCOL.md`. Departures from the paper are
 //! documented where they are made ([`Config`] fields, [`sender`],
 //! [`receiver`] module docs).
+//!
+//! Tracing: each [`Sender`], [`Receiver`] and socket member carries a
+//! `tracing` span (`mak_sender`, `mak_receiver`, `mak_member`: group, own
+//! id, source, carrier) entered by its entry points; events at losses
+//! (gaps, NAKs, retransmissions, Tw expiries: debug and trace), silent
+//! members and sources (warn) and state changes (trace). Without a
+//! subscriber a span costs one branch per call.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -39,7 +39,7 @@ use netcore::time::later;
 use netcore::timer::{TimerKind, TimerTable};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tracing::{debug, trace, warn};
+use tracing::{debug, trace, warn, Span};
 
 use crate::config::{Config, ConfigError};
 use crate::member::{Addr, Dest, GroupId, Member, MemberId, Transmit};
@@ -114,6 +114,8 @@ pub struct Receiver<A: Addr> {
     reasm: Reassembly,
     rng: ChaCha8Rng,
     stats: ReceiverStats,
+    /// `mak_receiver` (see `span.rs`).
+    span: Span,
 }
 
 impl<A: Addr> Receiver<A> {
@@ -135,6 +137,12 @@ impl<A: Addr> Receiver<A> {
         if source.id == me {
             return Err(ConfigError::SelfMember(me.0));
         }
+        let span = tracing::debug_span!(
+            "mak_receiver",
+            group = group.0,
+            me = me.0,
+            source = source.id.0
+        );
         Ok(Self {
             window: cfg.effective_window(),
             reasm: Reassembly::new(cfg.max_message_bytes, cfg.recv_buffer_bytes),
@@ -156,6 +164,7 @@ impl<A: Addr> Receiver<A> {
             abandoned: false,
             rng: ChaCha8Rng::seed_from_u64(seed),
             stats: ReceiverStats::default(),
+            span,
         })
     }
 
@@ -171,8 +180,12 @@ impl<A: Addr> Receiver<A> {
     /// Malformed, foreign or forged frames are counted and dropped before
     /// they change any state.
     pub fn handle_frame(&mut self, now: Instant, from: A, frame: &[u8]) {
+        netcore::in_span!(self, state "MAK state", self.on_frame(now, from, frame))
+    }
+
+    fn on_frame(&mut self, now: Instant, from: A, frame: &[u8]) {
         match Repr::parse(frame) {
-            Ok(r) => self.handle_repr(now, from, &r),
+            Ok(r) => self.on_repr(now, from, &r),
             Err(e) => {
                 self.stats.malformed += 1;
                 debug!(error = %e, "MAK receiver: malformed frame dropped");
@@ -183,6 +196,10 @@ impl<A: Addr> Receiver<A> {
     /// Handles a frame already parsed (by a carrier that demultiplexes on
     /// the header).
     pub fn handle_repr(&mut self, now: Instant, from: A, repr: &Repr) {
+        netcore::in_span!(self, state "MAK state", self.on_repr(now, from, repr))
+    }
+
+    fn on_repr(&mut self, now: Instant, from: A, repr: &Repr) {
         let h = repr.header();
         if h.group != self.group || h.source != self.source.id || h.strategy != self.cfg.strategy {
             self.stats.foreign += 1;
@@ -469,6 +486,10 @@ impl<A: Addr> Receiver<A> {
 
     /// Handles expired timers; call at (or after) [`poll_timeout`](Self::poll_timeout).
     pub fn handle_timeout(&mut self, now: Instant) {
+        netcore::in_span!(self, state "MAK state", self.on_timers(now))
+    }
+
+    fn on_timers(&mut self, now: Instant) {
         while let Some(t) = self.timers.pop_expired(now) {
             match t {
                 Timer::Nak => self.on_nak_timer(now, true),
@@ -485,6 +506,10 @@ impl<A: Addr> Receiver<A> {
     /// Writes the next frame (an ACK, then a NAK) into `buf` (at least
     /// `mtu` bytes) and returns its destination and length.
     pub fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<Transmit<A>> {
+        netcore::in_span!(self, self.transmit(buf))
+    }
+
+    fn transmit(&mut self, buf: &mut [u8]) -> Option<Transmit<A>> {
         let header = Header {
             strategy: self.cfg.strategy,
             group: self.group,
@@ -526,6 +551,10 @@ impl<A: Addr> Receiver<A> {
     /// about the source. Reading frees receive buffer, which may let held
     /// packets be consumed (and acknowledged: call `poll_transmit`).
     pub fn poll_event(&mut self) -> Option<ReceiverEvent> {
+        netcore::in_span!(self, state "MAK state", self.next_event())
+    }
+
+    fn next_event(&mut self) -> Option<ReceiverEvent> {
         let ev = self.reasm.pop_event()?;
         if !self.abandoned {
             self.consume();

@@ -33,7 +33,7 @@ use std::time::Instant;
 
 use netcore::time::later;
 use netcore::timer::{TimerKind, TimerTable};
-use tracing::{debug, trace, warn};
+use tracing::{debug, trace, warn, Span};
 
 use crate::config::{Config, ConfigError};
 use crate::member::{Addr, Dest, GroupId, Member, MemberId, Transmit};
@@ -229,6 +229,8 @@ pub struct Sender<A: Addr> {
     retx: VecDeque<Tx>,
     events: VecDeque<SenderEvent<A>>,
     stats: SenderStats,
+    /// `mak_sender` (see `span.rs`).
+    span: Span,
 }
 
 impl<A: Addr> Sender<A> {
@@ -264,6 +266,7 @@ impl<A: Addr> Sender<A> {
                 owed_since: None,
             })
             .collect();
+        let span = tracing::debug_span!("mak_sender", group = group.0, me = me.0);
         Ok(Self {
             window: cfg.effective_window(),
             payload: cfg.max_payload(),
@@ -285,6 +288,7 @@ impl<A: Addr> Sender<A> {
             retx: VecDeque::new(),
             events: VecDeque::new(),
             stats: SenderStats::default(),
+            span,
         })
     }
 
@@ -301,6 +305,10 @@ impl<A: Addr> Sender<A> {
     /// `MessageDone`), [`SendError::NoMembers`].
     pub fn send(&mut self, data: impl Into<Vec<u8>>) -> Result<u32, SendError> {
         let data = data.into();
+        netcore::in_span!(self, state "MAK state", self.queue(data))
+    }
+
+    fn queue(&mut self, data: Vec<u8>) -> Result<u32, SendError> {
         if data.len() > self.cfg.max_message_bytes {
             return Err(SendError::TooLarge {
                 size: data.len(),
@@ -337,8 +345,12 @@ impl<A: Addr> Sender<A> {
     /// Malformed, foreign or forged frames are counted and dropped before
     /// they change any state.
     pub fn handle_frame(&mut self, now: Instant, from: A, frame: &[u8]) {
+        netcore::in_span!(self, state "MAK state", self.on_frame(now, from, frame))
+    }
+
+    fn on_frame(&mut self, now: Instant, from: A, frame: &[u8]) {
         match Repr::parse(frame) {
-            Ok(r) => self.handle_repr(now, from, &r),
+            Ok(r) => self.on_repr(now, from, &r),
             Err(e) => {
                 self.stats.malformed += 1;
                 debug!(error = %e, "MAK sender: malformed frame dropped");
@@ -349,6 +361,10 @@ impl<A: Addr> Sender<A> {
     /// Handles a frame already parsed (by a carrier that demultiplexes on
     /// the header).
     pub fn handle_repr(&mut self, now: Instant, from: A, repr: &Repr) {
+        netcore::in_span!(self, state "MAK state", self.on_repr(now, from, repr))
+    }
+
+    fn on_repr(&mut self, now: Instant, from: A, repr: &Repr) {
         let h = repr.header();
         if h.group != self.group || h.source != self.me || h.strategy != self.cfg.strategy {
             self.stats.foreign += 1;
@@ -542,6 +558,10 @@ impl<A: Addr> Sender<A> {
 
     /// Handles expired timers; call at (or after) [`poll_timeout`](Self::poll_timeout).
     pub fn handle_timeout(&mut self, now: Instant) {
+        netcore::in_span!(self, state "MAK state", self.on_timers(now))
+    }
+
+    fn on_timers(&mut self, now: Instant) {
         while let Some(t) = self.timers.pop_expired(now) {
             match t {
                 Timer::Ack => self.on_ack_timeout(now),
@@ -670,6 +690,10 @@ impl<A: Addr> Sender<A> {
     /// event; retransmissions go first, then new packets while the window
     /// has room.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit<A>> {
+        netcore::in_span!(self, state "MAK state", self.transmit(now, buf))
+    }
+
+    fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit<A>> {
         while let Some(tx) = self.retx.pop_front() {
             if tx.seq < self.base {
                 continue;
@@ -891,6 +915,10 @@ impl<A: Addr> Sender<A> {
     /// `None` if it is not an active member. Packets only it lacked are
     /// freed and their messages complete.
     pub fn remove_member(&mut self, now: Instant, id: MemberId) -> Option<Member<A>> {
+        netcore::in_span!(self, state "MAK state", self.remove(now, id))
+    }
+
+    fn remove(&mut self, now: Instant, id: MemberId) -> Option<Member<A>> {
         let i = self
             .members
             .iter()
@@ -911,6 +939,10 @@ impl<A: Addr> Sender<A> {
     /// Errors: [`MembershipError::Busy`] unless [`is_idle`](Self::is_idle),
     /// [`MembershipError::Duplicate`], [`MembershipError::SelfMember`].
     pub fn add_member(&mut self, member: Member<A>) -> Result<Seq, MembershipError> {
+        netcore::in_span!(self, self.add(member))
+    }
+
+    fn add(&mut self, member: Member<A>) -> Result<Seq, MembershipError> {
         if member.id == self.me {
             return Err(MembershipError::SelfMember(member.id.0));
         }

@@ -15,12 +15,11 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use edp::link::fault::FaultConfig;
-use edp::runtime::WaitPolicy;
-use mak::socket::{
-    Carrier, EdpAddr, EdpGroup, GroupSpec, MakConfig, MakSocket, MakStats, Peer, UdpGroup,
-};
+use link::fault::FaultConfig;
+use mak::socket::{Carrier, EdpGroup, GroupSpec, MakConfig, MakSocket, MakStats, Peer, UdpGroup};
 use mak::{MemberId, Strategy};
+use runtime::EthAddr;
+use runtime::WaitPolicy;
 use testkit::{setup, Cluster, Host, TestHost};
 
 /// Liveness bound for a whole transfer (not a timing assertion).
@@ -41,10 +40,10 @@ enum Via {
     Udp,
 }
 
-fn edp_peers(net: &Cluster, port: u16) -> Vec<Peer<EdpAddr>> {
+fn edp_peers(net: &Cluster, port: u16) -> Vec<Peer<EthAddr>> {
     net.hosts()
         .iter()
-        .map(|h| Peer::new(h.index as u16, (h.mac, port), h.ns.clone()))
+        .map(|h| Peer::new(h.index as u16, EthAddr::new(h.mac, port), h.ns.clone()))
         .collect()
 }
 
@@ -71,7 +70,7 @@ fn bind_edp(
     h: &Host,
     net: &Cluster,
     port: u16,
-    spec: GroupSpec<EdpAddr>,
+    spec: GroupSpec<EthAddr>,
     cfg: MakConfig,
 ) -> MakSocket<mak::socket::EdpCarrier> {
     let _ = net;
@@ -273,7 +272,7 @@ fn child_receiver() {
     if via == "edp" {
         let peers = entries
             .iter()
-            .map(|(id, a)| Peer::new(*id, (a.parse().unwrap(), port), name(*id)))
+            .map(|(id, a)| Peer::new(*id, EthAddr::new(a.parse().unwrap(), port), name(*id)))
             .collect();
         let iface = std::fs::read_dir("/sys/class/net")
             .unwrap()
@@ -357,10 +356,10 @@ fn killed_receiver(via: Via, port: u16, group: u16) {
     let victim = 2usize;
     let name = |id: usize| format!("rank{id}");
     let sender = net.host(0).clone();
-    let peers_edp: Vec<Peer<EdpAddr>> = net
+    let peers_edp: Vec<Peer<EthAddr>> = net
         .hosts()
         .iter()
-        .map(|h| Peer::new(h.index as u16, (h.mac, port), name(h.index)))
+        .map(|h| Peer::new(h.index as u16, EthAddr::new(h.mac, port), name(h.index)))
         .collect();
     let peers_udp: Vec<Peer<SocketAddr>> = net
         .hosts()

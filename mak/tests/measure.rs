@@ -1,4 +1,4 @@
-//! The paper's measurement (§4, fig. 8-10) on the in-memory hub with a
+//! The paper's measurement (§4, fig. 8-10) on the simulated switch with a
 //! fixed per-frame cost model: per-message completion time for 1, 2, 4 and
 //! 6 receivers, per strategy, for 512-byte and 1-KiB messages (one packet
 //! each). Virtual time, so the numbers are the cost model's, not a

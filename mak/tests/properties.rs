@@ -1,6 +1,7 @@
-//! Properties over random message sizes and loss patterns on the hub:
-//! every strategy delivers every message exactly once, in order,
-//! byte-exact; the sender ends idle; nothing is malformed on the wire.
+//! Properties over random message sizes and loss patterns on the
+//! simulated switch (`sim/mod.rs`, on `testkit::sim`): every strategy
+//! delivers every message exactly once, in order, byte-exact; the sender
+//! ends idle; nothing is malformed on the wire.
 //! proptest runs with a fixed seed, so the cases are the same every run.
 
 mod sim;

@@ -1,9 +1,10 @@
-//! Simulations of one sender and N receivers on the in-memory hub (see
-//! `sim/mod.rs`): every strategy delivers every message exactly once, in
-//! order, byte-exact, under loss, burst loss, duplication and reordering;
-//! runs are deterministic per seed; a dead receiver is reported by id and
-//! the others complete; MAK's NAK suppression keeps retransmissions near one
-//! per lost packet; the NAK baseline shows the paper's two flaws.
+//! Simulations of one sender and N receivers on the simulated switch (see
+//! `sim/mod.rs`, on `testkit::sim`): every strategy delivers every message
+//! exactly once, in order, byte-exact, under loss, burst loss, duplication
+//! and reordering; runs are deterministic per seed; a dead receiver is
+//! reported by id and the others complete; MAK's NAK suppression keeps
+//! retransmissions near one per lost packet; the NAK baseline shows the
+//! paper's two flaws.
 
 mod sim;
 

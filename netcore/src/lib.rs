@@ -18,7 +18,7 @@
 //!   segments).
 //!
 //! Protocol cores (`esp::conn`, `ctp::Endpoint`, `mak`) take `now` as an
-//! argument and use these; the I/O runtime (`edp::runtime`) owns the clock.
+//! argument and use these; the I/O runtime (`runtime`) owns the clock.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -29,5 +29,6 @@ pub mod frame;
 pub mod rate;
 pub mod rtt;
 pub mod seq;
+pub mod span;
 pub mod time;
 pub mod timer;

@@ -41,7 +41,8 @@ use crate::modes::{Mode, Wait};
 use crate::output as out;
 use crate::patterns::Pattern;
 use crate::report::{Failure, Record};
-use crate::sizes::{size_steps, SizeRange};
+use crate::sizes::size_steps;
+use crate::sweep::Sweep;
 
 /// Most hosts of `--hosts`.
 pub const MAX_HOSTS: usize = 64;
@@ -52,16 +53,9 @@ pub const MAX_HOSTS: usize = 64;
 pub struct ClusterConfig {
     /// Hosts of the virtual cluster (2..=[`MAX_HOSTS`]).
     pub hosts: usize,
-    /// The modes, in order.
-    pub modes: Vec<Mode>,
-    /// The multi-host pattern.
-    pub pattern: Pattern,
-    /// The size sweep (`-s`, `-g`).
-    pub size: SizeRange,
-    pub grade: u32,
-    /// Measured and warm-up iterations per size and pair.
-    pub count: usize,
-    pub warmup: usize,
+    /// The modes (in order), the multi-host pattern, the sizes (`-s`,
+    /// `-g`) and the iterations per size and pair.
+    pub sweep: Sweep,
     /// Seed of ebb's pairings.
     pub seed: u64,
     /// First port; each step's pairs take ports after it.
@@ -208,8 +202,8 @@ pub fn run(args: &ClusterConfig) -> io::Result<Vec<StepRecord>> {
     let exe = exe
         .to_str()
         .ok_or_else(|| io::Error::other("netgauge's path is not UTF-8"))?;
-    let modes = args.modes.clone();
-    let sizes = size_steps(args.size, args.grade);
+    let modes = args.sweep.modes.clone();
+    let sizes = size_steps(args.sweep.size, args.sweep.grade);
     if args.hostnames {
         let me = crate::output::hostname();
         for (i, h) in vc.hosts().iter().enumerate() {
@@ -222,7 +216,7 @@ pub fn run(args: &ClusterConfig) -> io::Result<Vec<StepRecord>> {
     if !args.json {
         out::println(&format!(
             "# netgauge --local --hosts {n}: pattern {}, {} on a {}, MTU {}, {} iterations per size, wait {}",
-            args.pattern.name(),
+            args.sweep.pattern.name(),
             vc.hosts()
                 .iter()
                 .enumerate()
@@ -231,7 +225,7 @@ pub fn run(args: &ClusterConfig) -> io::Result<Vec<StepRecord>> {
                 .join(", "),
             if n > 2 { "bridge" } else { "veth pair" },
             vc.mtu(),
-            args.count,
+            args.sweep.count,
             args.wait.label()
         ))?;
         if args.verbose > 0 {
@@ -254,7 +248,7 @@ pub fn run(args: &ClusterConfig) -> io::Result<Vec<StepRecord>> {
                 break 'modes;
             }
             progress.running(&format!("{} {size} B", mode.name()));
-            let pairs = pairs(args.pattern, n, args.seed, si);
+            let pairs = pairs(args.sweep.pattern, n, args.seed, si);
             let base = ((mi * sizes.len() + si) * pairs.len()) % 20_000;
             let (recs, error) = match run_step(args, &vc, exe, mode, size, &pairs, base as u16) {
                 Ok(recs) => (recs, None),
@@ -265,7 +259,7 @@ pub fn run(args: &ClusterConfig) -> io::Result<Vec<StepRecord>> {
                 }
             };
             let step = StepRecord {
-                pattern: args.pattern.name().into(),
+                pattern: args.sweep.pattern.name().into(),
                 mode: mode.name().into(),
                 size,
                 hosts: n,
@@ -310,7 +304,7 @@ pub fn run(args: &ClusterConfig) -> io::Result<Vec<StepRecord>> {
             out::print(&summary(&steps))?;
             out::println("")?;
         }
-        out::print(&table(args.pattern, &steps, &failures))?;
+        out::print(&table(args.sweep.pattern, &steps, &failures))?;
         if crate::interrupt::requested() {
             out::println("# interrupted (Ctrl-C): the sizes and modes after the last result were not measured")?;
         }
@@ -499,7 +493,7 @@ fn remote_of(mode: Mode, h: &Host) -> String {
 /// The arguments both ends of a pair's session share: `--local`'s, with
 /// the pattern's two-host pattern.
 fn session_args(args: &ClusterConfig, mode: Mode, port: u16) -> Vec<String> {
-    crate::local::session_args(&args.child_args, mode, args.pattern.session(), port)
+    crate::local::session_args(&args.child_args, mode, args.sweep.pattern.session(), port)
 }
 
 /// The ethertype of each pair's eth session: `base`, except for a pair
@@ -581,8 +575,8 @@ fn run_step(
             .args(eth_args(k, usize::MAX))
             .args(["-I", &h.iface])
             .args(["-R", &remote_of(mode, vc.host(srv)), "--json"])
-            .args(["-s", &size.to_string(), "-c", &args.count.to_string()])
-            .args(["--warmup", &args.warmup.to_string()])
+            .args(["-s", &size.to_string(), "-c", &args.sweep.count.to_string()])
+            .args(["--warmup", &args.sweep.warmup.to_string()])
             .args(["--start-at", &start.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

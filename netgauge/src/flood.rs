@@ -18,10 +18,11 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use edp::link::packet::{PacketConfig, PacketLink};
-use edp::wire::EthernetRepr;
-use edp::{Link, MacAddr};
+use edp::MacAddr;
 use esp::wire::{emit_esp_frame, EspRepr, Flags, Seq, ETHERTYPE_ESP};
+use link::eth::EthernetRepr;
+use link::Link;
+use link::{PacketConfig, PacketLink};
 use rand::Rng;
 
 /// An ethertype no socket of the stack receives (the floor's frames).

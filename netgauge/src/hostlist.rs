@@ -3,7 +3,7 @@
 //! host name for the IP modes.
 
 use std::io;
-use std::net::{IpAddr, ToSocketAddrs};
+use std::net::IpAddr;
 use std::time::Duration;
 
 use nix::ifaddrs::getifaddrs;
@@ -257,50 +257,9 @@ fn fatal(args: &ServeConfig, mode: Mode, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), msg)
 }
 
-/// Resolves `-R` for an IP mode: an address as is, else a host name
-/// through the system resolver (getaddrinfo(3)), IPv4 first. Errors:
-/// `InvalidInput` naming the name and the resolver's answer.
-pub fn resolve(name: &str) -> io::Result<IpAddr> {
-    if let Ok(ip) = name.parse() {
-        return Ok(ip);
-    }
-    let addrs: Vec<IpAddr> = (name, 0)
-        .to_socket_addrs()
-        .map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("-R {name:?}: not an IP address, and the host name does not resolve: {e}"),
-            )
-        })?
-        .map(|a| a.ip())
-        .collect();
-    addrs
-        .iter()
-        .find(|a| a.is_ipv4())
-        .or(addrs.first())
-        .copied()
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("-R {name:?}: the host name resolves to no address"),
-            )
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_and_addresses_resolve() {
-        assert_eq!(
-            resolve("10.1.2.3").unwrap(),
-            "10.1.2.3".parse::<IpAddr>().unwrap()
-        );
-        assert!(resolve("localhost").unwrap().is_loopback());
-        let e = resolve("no-such-host.invalid").unwrap_err();
-        assert!(e.to_string().contains("does not resolve"), "{e}");
-    }
 
     #[test]
     fn the_announcement_says_what_to_type() {

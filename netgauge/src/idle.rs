@@ -9,7 +9,7 @@
 //! to measure what a large demultiplexing table and filter cost the data
 //! path (the first design's per-socket packet sockets took a 64-byte EDP
 //! ping-pong from 1.87 to 53.9 us with 1 000 idle sockets, see
-//! edp::runtime). For eth, udp and tcp they are other sockets of the host:
+//! runtime). For eth, udp and tcp they are other sockets of the host:
 //! a packet socket whose filter sees every frame of the interface.
 
 use std::io;

@@ -22,22 +22,16 @@ use crate::modes::{Mode, Wait};
 use crate::output as out;
 use crate::patterns::Pattern;
 use crate::report::{self, Failure, Record};
-use crate::sizes::SizeRange;
+use crate::sweep::Sweep;
 use crate::transport::LinkKind;
 
 /// A `--local` run of two hosts, converted from the command line by `cli`.
 #[derive(Debug, Clone)]
 pub struct LocalConfig {
-    /// The modes, in the order they run (alternated under `repeat`).
-    pub modes: Vec<Mode>,
-    /// one_one or stream.
-    pub pattern: Pattern,
-    /// The size sweep (`-s`, `-g`): the client's `-s` and `-g`.
-    pub size: SizeRange,
-    pub grade: u32,
-    /// Measured and warm-up iterations per size.
-    pub count: usize,
-    pub warmup: usize,
+    /// The modes (run in order, alternated under `repeat`), the pattern
+    /// (one_one or stream), the client's sizes (`-s`, `-g`) and the
+    /// iterations per size.
+    pub sweep: Sweep,
     /// First port; each session takes two of its own after it.
     pub port: u16,
     /// The veth pair's MTU, bytes.
@@ -165,7 +159,7 @@ fn run_on(args: &LocalConfig, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
     let exe = exe
         .to_str()
         .ok_or_else(|| io::Error::other("netgauge's path is not UTF-8"))?;
-    let modes = args.modes.clone();
+    let modes = args.sweep.modes.clone();
     // --idle-procs: P-1 holding processes per host, for the whole run.
     let mut holders = crate::hold::Holders::default();
     if let (true, Ends::Cluster(vc)) = (args.idle_procs > 1, ends) {
@@ -198,8 +192,8 @@ fn run_on(args: &LocalConfig, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
                 "# netgauge --local --link udp: both ends on 127.0.0.1 without privilege; edp, esp, ctp-edp, comm-edp on UDP links \
                  (server UDP port P, client P+1; MTU {}), udp/tcp on loopback; pattern {}, {} iterations per size, wait {}",
                 args.mtu,
-                args.pattern.name(),
-                args.count,
+                args.sweep.pattern.name(),
+                args.sweep.count,
                 args.wait.label()
             ))?;
         }
@@ -216,7 +210,7 @@ fn run_on(args: &LocalConfig, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
             out::println(&format!(
                 "# netgauge --local: hosts {} ({}, {}) and {} ({}, {}), veth MTU {}, pattern {}, {} iterations per size, wait {}",
                 a.ns, a.mac, a.ip, b.ns, b.mac, b.ip, vc.mtu(),
-                args.pattern.name(), args.count, args.wait.label()
+                args.sweep.pattern.name(), args.sweep.count, args.wait.label()
             ))?;
             if args.idle_procs > 1 || args.idle.edp > 0 || args.idle.esp > 0 {
                 out::println(&format!(
@@ -233,7 +227,7 @@ fn run_on(args: &LocalConfig, ends: &Ends<'_>) -> io::Result<Vec<Record>> {
         // The header; each mode's client appends its rows.
         crate::output::raw::RawLog::open(p, false)?;
     }
-    let sizes = crate::sizes::size_steps(args.size, args.grade);
+    let sizes = crate::sizes::size_steps(args.sweep.size, args.sweep.grade);
     let steps = sizes.len() * modes.len() * args.repeat;
     let progress = crate::output::progress::Progress::new(
         crate::output::progress::wanted(args.json),
@@ -447,7 +441,7 @@ fn run_mode(
     let mut failures: Vec<Failure> = Vec::new();
     let fail = |size: usize, error: String| Failure {
         mode: mode.name().into(),
-        pattern: args.pattern.name().into(),
+        pattern: args.sweep.pattern.name().into(),
         size,
         error,
     };
@@ -518,7 +512,9 @@ fn session(
             records.len(),
             sizes.len()
         )),
-        None if args.pattern == Pattern::OneOne && records.iter().any(|r| r.lat_us.is_none()) => {
+        None if args.sweep.pattern == Pattern::OneOne
+            && records.iter().any(|r| r.lat_us.is_none()) =>
+        {
             Some("a one_one record without latency".into())
         }
         None => None,
@@ -537,7 +533,7 @@ fn session_into(
     progress: &crate::output::progress::Progress,
     records: &mut Vec<Record>,
 ) -> io::Result<()> {
-    let common = session_args(&args.child_args, mode, args.pattern, port);
+    let common = session_args(&args.child_args, mode, args.sweep.pattern, port);
     let (mut server, mut client) = ends.commands(exe, mode, port);
     server.args(["-a", "--once"]).args(&common);
     server
@@ -555,8 +551,13 @@ fn session_into(
         .args(&common)
         .arg("--json")
         .args(["-s", &format!("{first}-{last}")])
-        .args(["-c", &args.count.to_string(), "-g", &args.grade.to_string()])
-        .args(["--warmup", &args.warmup.to_string()]);
+        .args([
+            "-c",
+            &args.sweep.count.to_string(),
+            "-g",
+            &args.sweep.grade.to_string(),
+        ])
+        .args(["--warmup", &args.sweep.warmup.to_string()]);
     client
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

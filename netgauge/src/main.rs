@@ -27,6 +27,7 @@ mod report;
 mod run;
 mod sizes;
 mod stats;
+mod sweep;
 mod transport;
 
 use std::process::ExitCode;
@@ -48,7 +49,7 @@ mod privilege {
     }
 
     /// Called once a session's sockets are open: drops every capability
-    /// (edp::privilege) when it was the last session of the run, since the
+    /// (link::privilege) when it was the last session of the run, since the
     /// benchmark needs no privilege after that; keeps them while later modes
     /// still have packet sockets to open.
     pub fn drop_after_open() {
@@ -61,7 +62,7 @@ mod privilege {
         if left > 0 {
             return;
         }
-        if let Err(e) = edp::privilege::drop_capabilities() {
+        if let Err(e) = link::drop_capabilities() {
             tracing::debug!("could not drop capabilities: {e}");
         }
     }

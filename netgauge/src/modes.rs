@@ -3,7 +3,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use edp::runtime::WaitPolicy;
+use runtime::WaitPolicy;
 
 /// A transport netgauge can measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -95,7 +95,7 @@ impl Mode {
 }
 
 /// Kernel busy-poll budget of udp-bp and tcp-bp (`SO_BUSY_POLL`), us: the
-/// runtime's adaptive spin ([`edp::runtime::DEFAULT_SPIN`]), so both sides
+/// runtime's adaptive spin ([`runtime::DEFAULT_SPIN`]), so both sides
 /// spin alike before sleeping.
 pub const KERNEL_BUSY_POLL_US: u32 = 50;
 

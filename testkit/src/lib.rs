@@ -1,5 +1,8 @@
 //! The project's test kit (a dev crate, never published):
 //!
+//! - [`sim`]: the deterministic simulator every simulation test drives its
+//!   nodes with: N nodes over sim links and switches on the virtual clock,
+//!   each node's trace printed when the test fails;
 //! - the virtual cluster ([`vcluster`], re-exported) with the project's rule
 //!   for tests that need root, [`setup`]: without the privilege or `ip
 //!   netns`, print why and skip, unless `CI=true`, where the test fails;
@@ -30,11 +33,14 @@
 #![forbid(unsafe_code)]
 
 pub mod fuzz;
+mod lines;
 pub mod pattern;
+pub mod sim;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+pub use lines::Lines;
 pub use vcluster::{self, Cluster, Host, MacAddr, Process};
 
 /// Whether tests that cannot run must fail (`CI=true`) rather than skip.

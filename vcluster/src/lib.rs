@@ -20,7 +20,7 @@
 //!   `ip netns`; without, a program re-executes itself in a user namespace
 //!   with [`userns::reexec`] and builds the cluster there.
 //!
-//! Fault injection is not here: it is in-process (`edp::link::fault`).
+//! Fault injection is not here: it is in-process (`link::fault`).
 //!
 //! ```no_run
 //! use vcluster::Cluster;

@@ -11,9 +11,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use edp::link::packet::PacketLink;
-use edp::wire::ETH_HEADER_LEN;
-use edp::{Link, MacAddr};
+use edp::MacAddr;
+use link::Link;
+use link::PacketLink;
+use link::ETH_HEADER_LEN;
 use testkit::pattern::{check, pattern};
 use testkit::vcluster::{Cluster, Process, Signal, Topology};
 use testkit::{setup, skip};

@@ -1,14 +1,14 @@
 //! Peer addresses as bytes (`fi_getname(3)` / `fi_av_insert(3)`: at most
 //! 64 bytes, exchanged by the launcher).
 //!
-//! - EDP (`ctp::EdpAddr`): 8 bytes, the MAC address then the EDP port,
+//! - EDP (`ctp::EthAddr`): 8 bytes, the MAC address then the EDP port,
 //!   big-endian.
 //! - UDP (`SocketAddr`): 7 bytes for IPv4 (`4`, address, port) or 19 for
 //!   IPv6 (`6`, address, port), big-endian.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use ctp::EdpAddr;
+use ctp::EthAddr;
 use edp::MacAddr;
 
 use crate::CommError;
@@ -31,10 +31,10 @@ fn bad(name: &[u8], what: &str) -> CommError {
     CommError::Bootstrap(format!("address of {} bytes is not {what}", name.len()))
 }
 
-impl PeerName for EdpAddr {
+impl PeerName for EthAddr {
     fn to_name(&self) -> Vec<u8> {
-        let mut v = self.0 .0.to_vec();
-        v.extend_from_slice(&self.1.to_be_bytes());
+        let mut v = self.mac.0.to_vec();
+        v.extend_from_slice(&self.port.to_be_bytes());
         v
     }
 
@@ -43,7 +43,7 @@ impl PeerName for EdpAddr {
             .try_into()
             .map_err(|_| bad(name, "an EDP address (6-byte MAC, 2-byte port)"))?;
         let mac = MacAddr(b[..6].try_into().expect("6 bytes"));
-        Ok((mac, u16::from_be_bytes([b[6], b[7]])))
+        Ok(EthAddr::new(mac, u16::from_be_bytes([b[6], b[7]])))
     }
 }
 
@@ -92,15 +92,15 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_junk_is_refused() {
-        let e: EdpAddr = (MacAddr([2, 0, 0, 0, 0, 9]), 1600);
+        let e: EthAddr = runtime::EthAddr::new(MacAddr([2, 0, 0, 0, 0, 9]), 1600);
         assert_eq!(e.to_name(), [2, 0, 0, 0, 0, 9, 6, 64]);
-        assert_eq!(EdpAddr::from_name(&e.to_name()).unwrap(), e);
+        assert_eq!(EthAddr::from_name(&e.to_name()).unwrap(), e);
         for a in ["127.0.0.1:5000", "[::1]:7"] {
             let a: SocketAddr = a.parse().unwrap();
             assert!(a.to_name().len() <= MAX_NAME);
             assert_eq!(SocketAddr::from_name(&a.to_name()).unwrap(), a);
         }
-        assert!(EdpAddr::from_name(&[1, 2, 3]).is_err());
+        assert!(EthAddr::from_name(&[1, 2, 3]).is_err());
         assert!(SocketAddr::from_name(&[4, 1, 2]).is_err());
         assert!(SocketAddr::from_name(&[]).is_err());
     }

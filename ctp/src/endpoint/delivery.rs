@@ -7,10 +7,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Instant, SystemTime};
 
-/// Identifies a message given to [`Endpoint::send`](super::Endpoint::send):
-/// opaque, never 0, unique while the endpoint lives (its slot in the
-/// sent-commands storage and that slot's version; not sequential).
-pub type MsgId = u64;
+use crate::id::MsgId;
 
 /// A datagram to send: `len` bytes were written to the buffer given to
 /// [`Endpoint::poll_transmit`](super::Endpoint::poll_transmit).

@@ -35,8 +35,6 @@
 //! (`handle_timeout` / `poll_timeout` over the packet timer queue).
 
 use std::collections::VecDeque;
-use std::fmt;
-use std::hash::Hash;
 use std::time::{Instant, SystemTime};
 
 use netcore::timer::TimerQueue;
@@ -59,20 +57,15 @@ mod sessions;
 mod stats;
 mod timers;
 
+pub use crate::id::{MsgId, PeerAddr};
 pub use config::Config;
 pub use delivery::{
-    Delivery, ErrorInfo, ErrorType, GatherTransmit, MsgId, PayloadRef, ReceivedData, SendError,
-    Transmit,
+    Delivery, ErrorInfo, ErrorType, GatherTransmit, PayloadRef, ReceivedData, SendError, Transmit,
 };
 pub use stats::{Stats, StorageSizes};
 
 use delivery::DeliveryQueue;
 use sessions::{RecvSessions, Source};
-
-/// An address type usable as a CTP peer (a `SocketAddr` over UDP, an
-/// `(MAC, port)` pair over EDP, a plain integer in simulations).
-pub trait PeerAddr: Copy + Eq + Hash + fmt::Debug + Send + 'static {}
-impl<T: Copy + Eq + Hash + fmt::Debug + Send + 'static> PeerAddr for T {}
 
 /// A datagram waiting in the transmit queues.
 #[derive(Debug, Clone, Copy)]

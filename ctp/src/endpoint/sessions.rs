@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 use slotmap::SlotMap;
 
-use super::PeerAddr;
+use crate::id::PeerAddr;
 use crate::peer::{IdStatus, RecvIdList};
 
 /// A source: its address and whether the list is for its broadcasts.

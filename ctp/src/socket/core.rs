@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use edp::runtime::Ready;
+use runtime::protocol::Ready;
 
 use super::upper::UpperLayer;
 use crate::endpoint::{Delivery, Endpoint, PeerAddr};
@@ -214,7 +214,7 @@ impl<P: PeerAddr> CtpCore<P> {
             };
             let d = match (d, self.upper.as_mut()) {
                 (Some(d), Some(u)) => {
-                    let t = *now.get_or_insert_with(edp::time::now);
+                    let t = *now.get_or_insert_with(link::time::now);
                     u.on_delivery(&mut self.ep, t, d)
                 }
                 (d, _) => d,
@@ -224,7 +224,7 @@ impl<P: PeerAddr> CtpCore<P> {
             }
         }
         if let Some(u) = self.upper.as_mut() {
-            u.after_event(&mut self.ep, now.unwrap_or_else(edp::time::now));
+            u.after_event(&mut self.ep, now.unwrap_or_else(link::time::now));
         }
         self.deadline = self.ep.poll_timeout();
     }

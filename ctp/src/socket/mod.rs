@@ -1,5 +1,5 @@
 //! [`CtpSocket`]: a CTP endpoint on a transport, driven by the workspace's
-//! one driver (`edp::runtime::driver`).
+//! one driver (`runtime::driver`).
 //!
 //! Over EDP the endpoint is a slot of the process's runtime for the
 //! interface (one packet socket per process, sendmmsg batches, the RX
@@ -13,18 +13,20 @@
 //!   full storage), following the socket's wait policy;
 //! - while no caller waits, the runtime's service thread keeps confirming,
 //!   resending and routing (the spec's "server thread", which always runs;
-//!   see `edp::runtime::Progress`);
+//!   see `runtime::Progress`);
 //! - sockets are cheap to clone (shared state), usable from many threads,
 //!   and `mio::event::Source`s whose readiness is the delivery queue.
 
+use std::any::Any;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
-pub use edp::runtime::Carrier;
-use edp::runtime::{Deadline, Runtime, RuntimeConfig, SlotId, WaitPolicy};
+pub use runtime::protocol::Carrier;
+use runtime::protocol::SlotId;
+use runtime::{Deadline, Runtime, RuntimeConfig, WaitPolicy};
 use rustc_hash::FxHashMap;
 
 use crate::deliver::DelivererPool;
@@ -39,9 +41,10 @@ mod over_udp;
 mod upper;
 
 pub use self::core::{CtpCore, APP_QUEUE_CAP};
-pub use self::over_edp::{EdpAddr, EdpTransport};
+pub use self::over_edp::EdpTransport;
 pub use self::over_udp::{UdpCore, UdpEngine, UdpTransport, MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
 pub use self::upper::UpperLayer;
+pub use runtime::EthAddr;
 
 /// What carries a socket's packets: the engine holding its endpoint's core
 /// (the runtime's [`Carrier`] with a [`CtpCore`] for core), and its I/O
@@ -237,7 +240,7 @@ impl CtpSocket<EdpTransport> {
     /// go to ff:ff:ff:ff:ff:ff at `cfg.edp_broadcast_port` (default: our
     /// own port: CTP nodes share one port).
     ///
-    /// Errors: those of `edp::runtime::Runtime::shared` (EPERM names
+    /// Errors: those of `runtime::Runtime::shared` (EPERM names
     /// CAP_NET_RAW) and port ownership (`AddrInUse`).
     pub fn bind_edp(iface: &str, port: u16, cfg: CtpConfig) -> io::Result<Self> {
         let rt = Runtime::shared(iface, &cfg.runtime)?;
@@ -251,7 +254,7 @@ impl CtpSocket<EdpTransport> {
     /// CTP header.
     pub fn bind_on(rt: &Runtime, port: u16, cfg: CtpConfig) -> io::Result<Self> {
         let tr = EdpTransport::bind(rt, port, |port, max| {
-            let b = Some((
+            let b = Some(EthAddr::new(
                 edp::MacAddr::BROADCAST,
                 cfg.edp_broadcast_port.unwrap_or(port),
             ));
@@ -420,7 +423,7 @@ impl<T: Transport> CtpSocket<T> {
             None,
             &format_args!("{what} on {name}"),
             |e, _| {
-                let now = edp::time::now();
+                let now = link::time::now();
                 let c = T::core(e, slot).ok_or_else(|| {
                     io::Error::new(io::ErrorKind::NotConnected, "CTP endpoint gone")
                 })?;
@@ -518,7 +521,7 @@ impl<T: Transport> CtpSocket<T> {
                     // Back in the library: what was held for the last
                     // delivery (its confirmation, the confirmations that
                     // came with it) goes on now.
-                    T::touched(e, slot, edp::time::now())?;
+                    T::touched(e, slot, link::time::now())?;
                     let c = T::core(e, slot).expect("core");
                     return Ok(check(c));
                 }
@@ -798,11 +801,14 @@ impl<T: Transport> CtpSocket<T> {
 fn upper_of<P: PeerAddr, U: 'static>(upper: &mut Option<Box<dyn UpperLayer<P>>>) -> &mut U {
     upper
         .as_mut()
-        .and_then(|u| u.as_any_mut().downcast_mut::<U>())
+        .and_then(|u| {
+            let u: &mut dyn Any = &mut **u;
+            u.downcast_mut::<U>()
+        })
         .expect("the socket's upper layer is of the handle's type")
 }
 
-edp::slot_source!(impl<T: Transport> for CtpSocket<T>, |s| (s.shared.tr.driver(), s.shared.tr.slot()));
+runtime::slot_source!(impl<T: Transport> for CtpSocket<T>, |s| (s.shared.tr.driver(), s.shared.tr.slot()));
 
 /// Whether a message of `size` bytes may be stored now: room in the
 /// storage and, to a `peer`, fewer unsent bytes than `notsent_lowat`.
@@ -827,9 +833,8 @@ mod tests {
 
     #[test]
     fn link_too_small_for_a_header_is_refused() {
-        let clock = ::edp::link::sim::SimClock::new();
-        let (l, _) =
-            ::edp::link::sim::SimLink::pair(&clock, 30, Default::default(), Default::default());
+        let clock = ::link::sim::SimClock::new();
+        let (l, _) = ::link::sim::SimLink::pair(&clock, 30, Default::default(), Default::default());
         let rt = Runtime::with_link(Box::new(l), RuntimeConfig::default()).unwrap();
         let e = CtpSocket::bind_on(&rt, 5, CtpConfig::default()).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);

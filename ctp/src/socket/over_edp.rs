@@ -1,27 +1,27 @@
 //! CTP over EDP: the CTP packet is the payload of an EDP datagram (ctp
 //! PROTOCOL.md). The endpoint lives in a slot of the process's runtime for
-//! the interface (`edp::runtime`): frames are handed to it borrowed from the
+//! the interface (`runtime`): frames are handed to it borrowed from the
 //! RX ring, and its packets and confirmations leave in the runtime's
 //! sendmmsg batches, the CTP header written straight behind the EDP header
 //! in the batch buffer.
 
-use std::any::Any;
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
-use edp::runtime::{
-    Cx, DemuxKey, Driver, EthEngine, GatherRef, Ready, Runtime, SlotId, Socket, TxQueue,
+use edp::wire::{EdpFrame, EdpRepr, EDP_HEADER_LEN};
+use link::eth::EthernetRepr;
+use link::{MacAddr, ETH_HEADER_LEN};
+use runtime::protocol::{
+    Cx, DemuxKey, Driver, EthEngine, GatherRef, Ready, RxFrame, SlotId, Socket, TxQueue,
 };
-use edp::wire::{EdpFrame, EdpRepr, EthernetRepr, MacAddr, EDP_HEADER_LEN, ETH_HEADER_LEN};
+use runtime::EthAddr;
+use runtime::Runtime;
 
 use super::core::CtpCore;
 use super::{Carrier, Transport};
 use crate::endpoint::PayloadRef;
 use crate::wire::{CONFIRM_BIT, CTP_HEADER_LEN};
-
-/// An EDP peer: MAC address and EDP port.
-pub type EdpAddr = (MacAddr, u16);
 
 /// Bytes in front of the CTP header in a frame.
 const HEAD: usize = ETH_HEADER_LEN + EDP_HEADER_LEN;
@@ -59,18 +59,17 @@ fn is_confirmation(p: &[u8]) -> bool {
 
 /// The endpoint in its runtime slot.
 pub(crate) struct CtpSlot {
-    pub core: CtpCore<EdpAddr>,
+    pub core: CtpCore<EthAddr>,
     port: u16,
     ethertype: u16,
-    max_frame: usize,
     more: bool,
     /// Frames for this port that failed to parse.
     pub malformed: u64,
 }
 
 impl Socket for CtpSlot {
-    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
-        let f = match EdpFrame::parse(frame, self.ethertype, self.max_frame) {
+    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: RxFrame<'_>) {
+        let f = match EdpFrame::with_eth(frame.eth, frame.packet) {
             Ok(f) if f.header.dst_port == self.port => f,
             _ => {
                 self.malformed += 1;
@@ -89,7 +88,7 @@ impl Socket for CtpSlot {
         // Confirmations in front of a data packet wait until the data is
         // delivered (CtpCore::hold).
         let hold = !is_confirmation(last);
-        let from = (f.eth.src, f.header.src_port);
+        let from = EthAddr::new(f.eth.src, f.header.src_port);
         // Confirmations held from an earlier frame first (arrival order).
         self.core.settle();
         let mut packet = Some(f.payload);
@@ -137,7 +136,8 @@ impl Socket for CtpSlot {
             // arrived: the sender's early resend (RACK) reads a
             // confirmation ahead of an earlier one's as a sign of loss.
             let hl = t.header_len;
-            let room = (body.len().min(self.max_frame - HEAD)).saturating_sub(hl + t.payload.len());
+            let room = (body.len().min(cx.mtu + ETH_HEADER_LEN - HEAD))
+                .saturating_sub(hl + t.payload.len());
             let behind = if t.confirm { hl } else { 0 };
             let packed = self
                 .core
@@ -147,14 +147,14 @@ impl Socket for CtpSlot {
             body[at..at + hl].copy_from_slice(&hdr[..hl]);
             let len = hl + packed + t.payload.len();
             EthernetRepr {
-                dst: t.dest.0,
+                dst: t.dest.mac,
                 src: cx.mac,
                 ethertype: self.ethertype,
             }
             .emit(&mut head[..ETH_HEADER_LEN]);
             EdpRepr {
                 src_port: self.port,
-                dst_port: t.dest.1,
+                dst_port: t.dest.port,
                 payload_len: len as u16,
             }
             .emit(&mut head[ETH_HEADER_LEN..]);
@@ -204,14 +204,6 @@ impl Socket for CtpSlot {
     fn is_finished(&self) -> bool {
         !self.core.ep.has_transmit()
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// CTP over EDP: the endpoint's slot in a runtime.
@@ -227,7 +219,7 @@ impl EdpTransport {
     pub(crate) fn bind(
         rt: &Runtime,
         port: u16,
-        make: impl FnOnce(u16, usize) -> io::Result<CtpCore<EdpAddr>>,
+        make: impl FnOnce(u16, usize) -> io::Result<CtpCore<EthAddr>>,
     ) -> io::Result<Self> {
         let ethertype = rt.edp_ethertype();
         let (port, lease) = rt.take_port(ethertype, port)?;
@@ -236,7 +228,6 @@ impl EdpTransport {
             core: make(port, mtu.saturating_sub(EDP_HEADER_LEN))?,
             port,
             ethertype,
-            max_frame: mtu + ETH_HEADER_LEN,
             more: false,
             malformed: 0,
         };
@@ -264,8 +255,8 @@ impl EdpTransport {
 }
 
 impl Carrier for EdpTransport {
-    type Addr = EdpAddr;
-    type Core = CtpCore<EdpAddr>;
+    type Addr = EthAddr;
+    type Core = CtpCore<EthAddr>;
     type Engine = EthEngine;
 
     fn driver(&self) -> &Arc<Driver<EthEngine>> {
@@ -274,10 +265,10 @@ impl Carrier for EdpTransport {
     fn slot(&self) -> SlotId {
         self.slot
     }
-    fn core(e: &mut EthEngine, slot: SlotId) -> Option<&mut CtpCore<EdpAddr>> {
+    fn core(e: &mut EthEngine, slot: SlotId) -> Option<&mut CtpCore<EthAddr>> {
         e.socket_mut::<CtpSlot>(slot).map(|s| &mut s.core)
     }
-    fn core_ref(e: &EthEngine, slot: SlotId) -> Option<&CtpCore<EdpAddr>> {
+    fn core_ref(e: &EthEngine, slot: SlotId) -> Option<&CtpCore<EthAddr>> {
         e.socket::<CtpSlot>(slot).map(|s| &s.core)
     }
     fn touched(e: &mut EthEngine, slot: SlotId, now: Instant) -> io::Result<()> {
@@ -312,8 +303,8 @@ impl Transport for EdpTransport {
 mod tests {
     use std::time::Duration;
 
-    use edp::link::sim::{SimClock, SimLink};
-    use edp::runtime::RuntimeConfig;
+    use link::sim::{SimClock, SimLink};
+    use runtime::RuntimeConfig;
 
     use super::*;
     use crate::{CtpConfig, CtpSocket, Options};
@@ -339,7 +330,7 @@ mod tests {
     ) {
         let clock = SimClock::new();
         let (la, lb) = SimLink::pair(&clock, 1500, Default::default(), Default::default());
-        let mb = edp::Link::mac(&lb);
+        let mb = link::Link::mac(&lb);
         let ra = Runtime::with_link(Box::new(la), RuntimeConfig::default()).unwrap();
         let rb = Runtime::with_link(Box::new(lb), RuntimeConfig::default()).unwrap();
         let a = CtpSocket::bind_on(&ra, 7, cfg.clone()).unwrap();
@@ -355,7 +346,9 @@ mod tests {
         let (a, b, mb, rb) = pair();
         let data: Vec<u8> = (0..64 << 10).map(|i: u32| (i * 7) as u8).collect();
         let parts = data.len().div_ceil(1500 - EDP_HEADER_LEN - CTP_HEADER_LEN) as u64;
-        let id = a.send(3, (mb, 8), &data, Options::NONE).unwrap();
+        let id = a
+            .send(3, runtime::EthAddr::new(mb, 8), &data, Options::NONE)
+            .unwrap();
         match b.recv_delivery(PATIENCE).unwrap() {
             crate::Delivery::Data(d) => assert!(d.data == data, "payload differs"),
             e => panic!("{e:?}"),
@@ -430,13 +423,20 @@ mod tests {
         let ma = a.runtime().mac();
         let n = 50u64;
         for i in 0..n {
-            a.send(1, (mb, 8), &i.to_le_bytes(), Options::NONE).unwrap();
+            a.send(
+                1,
+                runtime::EthAddr::new(mb, 8),
+                &i.to_le_bytes(),
+                Options::NONE,
+            )
+            .unwrap();
             let d = match b.recv_delivery(PATIENCE).unwrap() {
                 crate::Delivery::Data(d) => d,
                 e => panic!("{e:?}"),
             };
             assert_eq!(d.data, i.to_le_bytes());
-            b.send(2, (ma, 7), &d.data, Options::NONE).unwrap();
+            b.send(2, runtime::EthAddr::new(ma, 7), &d.data, Options::NONE)
+                .unwrap();
             match a.recv_delivery(PATIENCE).unwrap() {
                 crate::Delivery::Data(d) => assert_eq!(d.data, i.to_le_bytes()),
                 e => panic!("{e:?}"),

@@ -1,8 +1,8 @@
 //! CTP over UDP (CTP v1.2's own transport, wire-compatible: the 25-byte
 //! header is the UDP payload). The endpoint's core is hosted alone on one
 //! kernel UDP socket by the runtime's single-socket engine
-//! (`edp::runtime::udp`), driven by the same driver as the Ethernet runtime
-//! (`edp::runtime::driver`): the same wait policies, deadlines, idle
+//! (`runtime::udp`), driven by the same driver as the Ethernet runtime
+//! (`runtime::driver`): the same wait policies, deadlines, idle
 //! progress and readiness.
 
 use std::io;
@@ -10,16 +10,17 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Instant;
 
-use edp::runtime::udp::{self, DatagramCore, UdpEvent};
-use edp::runtime::{Driver, Progress, Ready, SlotId};
+use runtime::protocol::{DatagramCore, UdpEvent};
+use runtime::protocol::{Driver, Ready, SlotId};
+use runtime::Progress;
 
 use super::core::CtpCore;
 use super::{Carrier, CtpIoStats, Transport};
 
-pub use edp::runtime::udp::{MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
+pub use runtime::protocol::{MAX_UDP_PAYLOAD, UDP_SOCKET_BUFFER};
 
 /// The UDP engine of a CTP endpoint.
-pub type UdpEngine = edp::runtime::UdpEngine<UdpCore>;
+pub type UdpEngine = runtime::protocol::UdpEngine<UdpCore>;
 
 /// A CTP core on a UDP socket: the core and the socket's counters.
 pub struct UdpCore {
@@ -62,7 +63,7 @@ impl DatagramCore for UdpCore {
 
     fn take_news(&mut self) -> bool {
         // News of the upper layer is reported even at the same readiness
-        // (see `edp::runtime::Socket::take_wake`).
+        // (see `runtime::protocol::Socket::take_wake`).
         self.core.take_news()
     }
 
@@ -133,7 +134,7 @@ impl UdpTransport {
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to bind"))?;
-        let sock = udp::bind_socket(addr, "ctp", |s| {
+        let sock = runtime::protocol::bind_socket(addr, "ctp", |s| {
             if broadcast {
                 s.set_broadcast(true)?;
             }

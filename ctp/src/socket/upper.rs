@@ -21,7 +21,7 @@ use crate::endpoint::{Delivery, Endpoint, PeerAddr};
 /// documentation). Every method runs under the engine lock, by whichever
 /// thread drives the engine: a caller waiting or making progress, or the
 /// runtime's service thread (auto progress).
-pub trait UpperLayer<P: PeerAddr>: Send + 'static {
+pub trait UpperLayer<P: PeerAddr>: Any + Send {
     /// Whether it takes deliveries now (false while its own bounded
     /// queues are full).
     fn accepts(&self) -> bool {
@@ -63,7 +63,4 @@ pub trait UpperLayer<P: PeerAddr>: Send + 'static {
 
     /// [`UpperLayer::has_news`], clearing it.
     fn take_news(&mut self) -> bool;
-
-    /// For the handle's downcast to its own type.
-    fn as_any_mut(&mut self) -> &mut dyn Any;
 }

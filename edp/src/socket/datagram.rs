@@ -2,12 +2,11 @@
 //! of received datagrams (or, while its reader waits, straight into the
 //! reader's buffer).
 
-use std::any::Any;
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use crate::runtime::{Cx, DirectRead, Ready, Socket, TxQueue};
 use crate::wire::{EdpFrame, MacAddr};
+use runtime::protocol::{Cx, DirectRead, Ready, RxFrame, Socket, Traits, TxQueue};
 
 /// Counters of one EDP socket (the thesis's `struct edp_stats`, extended).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,10 +50,8 @@ struct Meta {
 #[derive(Debug)]
 pub(crate) struct DatagramSocket {
     pub port: u16,
-    pub ethertype: u16,
     /// Connected peer: only its datagrams are accepted.
     pub peer: Option<(MacAddr, u16)>,
-    max_frame: usize,
     /// Payload bytes of queued datagrams, in order.
     bytes: VecDeque<u8>,
     meta: VecDeque<Meta>,
@@ -64,12 +61,10 @@ pub(crate) struct DatagramSocket {
 }
 
 impl DatagramSocket {
-    pub(crate) fn new(port: u16, ethertype: u16, mtu: usize, capacity: usize) -> Self {
+    pub(crate) fn new(port: u16, capacity: usize) -> Self {
         Self {
             port,
-            ethertype,
             peer: None,
-            max_frame: mtu + crate::wire::ETH_HEADER_LEN,
             bytes: VecDeque::new(),
             meta: VecDeque::new(),
             capacity,
@@ -78,8 +73,8 @@ impl DatagramSocket {
     }
 
     /// Checks a frame; returns the datagram's sender and payload.
-    fn accept<'f>(&mut self, frame: &'f [u8]) -> Option<((MacAddr, u16), &'f [u8])> {
-        let f = match EdpFrame::parse(frame, self.ethertype, self.max_frame) {
+    fn accept<'f>(&mut self, frame: RxFrame<'f>) -> Option<((MacAddr, u16), &'f [u8])> {
+        let f = match EdpFrame::with_eth(frame.eth, frame.packet) {
             Ok(f) => f,
             Err(e) => {
                 tracing::trace!(port = self.port, error = %e, "EDP: malformed frame dropped");
@@ -133,7 +128,7 @@ impl DatagramSocket {
 }
 
 impl Socket for DatagramSocket {
-    fn on_frame(&mut self, _cx: &mut Cx<'_>, frame: &[u8]) {
+    fn on_frame(&mut self, _cx: &mut Cx<'_>, frame: RxFrame<'_>) {
         let Some((from, payload)) = self.accept(frame) else {
             return;
         };
@@ -149,7 +144,12 @@ impl Socket for DatagramSocket {
         });
     }
 
-    fn on_frame_direct(&mut self, cx: &mut Cx<'_>, frame: &[u8], direct: &mut DirectRead<'_>) {
+    fn on_frame_direct(
+        &mut self,
+        cx: &mut Cx<'_>,
+        frame: RxFrame<'_>,
+        direct: &mut DirectRead<'_>,
+    ) {
         if !self.meta.is_empty() || direct.from.is_some() {
             return self.on_frame(cx, frame);
         }
@@ -159,7 +159,7 @@ impl Socket for DatagramSocket {
         let n = payload.len().min(direct.buf.len());
         direct.buf[..n].copy_from_slice(&payload[..n]);
         direct.filled = n;
-        direct.from = Some(from);
+        direct.from = Some(from.into());
         direct.datagram_len = payload.len();
     }
 
@@ -167,12 +167,11 @@ impl Socket for DatagramSocket {
 
     fn poll_transmit(&mut self, _cx: &mut Cx<'_>, _tx: &mut TxQueue) {}
 
-    fn transmits(&self) -> bool {
-        false
-    }
-
-    fn timed(&self) -> bool {
-        false
+    fn traits(&self) -> Traits {
+        Traits {
+            transmits: false,
+            timed: false,
+        }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -185,13 +184,5 @@ impl Socket for DatagramSocket {
         } else {
             Ready::READABLE | Ready::WRITABLE
         }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! Addresses are `(interface, MAC, port)`. A socket owns its port
 //! exclusively across the processes of its network namespace
-//! ([`crate::ports`]) and is a slot of its process's runtime for the
-//! interface ([`crate::runtime`]): all sockets of a process share one
+//! ([`runtime::ports`]) and is a slot of its process's runtime for the
+//! interface ([`runtime`]): all sockets of a process share one
 //! AF_PACKET socket, whose kernel filter passes only the ports the process
 //! owns, and a user-space table finds each datagram's socket.
 //!
@@ -21,17 +21,19 @@
 //! (e.g. between network namespaces joined by a veth pair).
 //!
 //! Waiting follows the socket's [`WaitPolicy`] (busy-poll, blocking,
-//! adaptive; see [`crate::runtime::driver`]), and the socket is a
+//! adaptive; see [`runtime::WaitPolicy`]), and the socket is a
 //! `mio::event::Source` whose readiness comes from its queue.
 
 use std::borrow::Borrow;
 use std::io::{self, IoSlice};
 use std::time::{Duration, Instant};
 
-use crate::link::Link;
-use crate::ports::PortLease;
-use crate::runtime::{Deadline, DemuxKey, Runtime, RuntimeConfig, SlotId, WaitPolicy};
 use crate::wire::{EdpRepr, EthernetRepr, MacAddr, CONTROL_PORT, EDP_HEADER_LEN, ETH_HEADER_LEN};
+use link::Link;
+use runtime::ports::PortLease;
+use runtime::protocol::{DemuxKey, SlotId};
+use runtime::EthAddr;
+use runtime::{Deadline, Runtime, RuntimeConfig, WaitPolicy};
 
 mod datagram;
 #[cfg(test)]
@@ -41,7 +43,7 @@ use datagram::DatagramSocket;
 pub use datagram::EdpStats;
 
 /// Datagrams per `sendmmsg` in [`EdpSocket::send_batch`].
-pub const SEND_BATCH: usize = crate::runtime::MAX_BATCH;
+pub const SEND_BATCH: usize = runtime::protocol::MAX_BATCH;
 
 /// Default receive queue of a socket, bytes of payload (as a UDP socket's
 /// default receive buffer order of magnitude).
@@ -80,7 +82,7 @@ impl EdpConfig {
 /// How a socket built over an arbitrary link holds its port.
 #[derive(Debug)]
 pub enum Binding {
-    /// An exclusive lease from [`crate::ports::allocate`].
+    /// An exclusive lease from [`runtime::ports::allocate`].
     Lease(PortLease),
     /// A bare port number without cross-process exclusivity (simulations).
     Port(u16),
@@ -101,10 +103,10 @@ impl From<u16> for Binding {
 /// An EDP datagram socket. See the module documentation.
 ///
 /// On an interface: `EdpSocket::bind("eth0", port)` (needs CAP_NET_RAW).
-/// Unprivileged, over a [`UdpLink`](crate::link::udp::UdpLink) on loopback:
+/// Unprivileged, over a [`UdpLink`](link::UdpLink) on loopback:
 ///
 /// ```
-/// use edp::link::udp::{UdpConfig, UdpLink};
+/// use link::{UdpConfig, UdpLink};
 /// use edp::{EdpSocket, MacAddr};
 ///
 /// let (ma, mb) = (MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2]));
@@ -237,7 +239,7 @@ impl EdpSocket {
             )));
         }
         let ethertype = rt.edp_ethertype();
-        let sock = DatagramSocket::new(port, ethertype, mtu, config.recv_buffer);
+        let sock = DatagramSocket::new(port, config.recv_buffer);
         let slot = rt.insert(DemuxKey::Port { ethertype, port }, Box::new(sock), lease)?;
         Ok(Self {
             rt,
@@ -392,13 +394,16 @@ impl EdpSocket {
         h
     }
 
-    /// Sends one datagram to `(mac, port)`; returns `buf.len()`.
+    /// Sends one datagram to `dst` (an [`EthAddr`] or a
+    /// `(mac, port)` pair); returns `buf.len()`.
     ///
     /// Errors: `InvalidInput` when `buf` is longer than [`EdpSocket::mtu`]
     /// or the port is 0; `WouldBlock` on a nonblocking socket whose
     /// transmit queue is full (also for ENOBUFS: the frame was not sent);
     /// `TimedOut` after the write timeout; link errors.
-    pub fn send_to(&mut self, buf: &[u8], dst: (MacAddr, u16)) -> io::Result<usize> {
+    pub fn send_to(&mut self, buf: &[u8], dst: impl Into<EthAddr>) -> io::Result<usize> {
+        let dst: EthAddr = dst.into();
+        let dst = (dst.mac, dst.port);
         self.check_dst(buf.len(), dst.1)?;
         let h = self.header(dst, buf.len());
         let frame = [IoSlice::new(&h), IoSlice::new(buf)];
@@ -518,7 +523,7 @@ impl EdpSocket {
                         }
                         d.stats.received += 1;
                     }
-                    return Ok(Some((len, from.0, from.1)));
+                    return Ok(Some((len, from.mac, from.port)));
                 }
                 let Some(d) = e.socket_mut::<DatagramSocket>(slot) else {
                     return Err(io::Error::new(
@@ -600,7 +605,7 @@ fn too_long(len: usize, cap: usize, mtu: usize) -> io::Error {
 /// A full transmit queue: `WouldBlock`, or ENOBUFS (the qdisc or device
 /// dropped the frame).
 fn is_full(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == Some(nix::libc::ENOBUFS)
+    e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == Some(libc::ENOBUFS)
 }
 
 impl Drop for EdpSocket {
@@ -609,4 +614,4 @@ impl Drop for EdpSocket {
     }
 }
 
-crate::slot_source!(impl for EdpSocket, |s| (s.rt.driver(), s.slot));
+runtime::slot_source!(impl for EdpSocket, |s| (s.rt.driver(), s.slot));

@@ -4,9 +4,9 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::link::fault::FaultConfig;
-use crate::link::sim::{SimClock, SimLink};
 use crate::wire::{emit_edp_frame, ETHERTYPE_EDP};
+use link::fault::FaultConfig;
+use link::sim::{SimClock, SimLink};
 
 fn pair(mtu: usize) -> (EdpSocket, EdpSocket) {
     let clock = SimClock::new();

@@ -2,11 +2,9 @@
 //! gathered segments out, readiness from the connection's state, and the
 //! linger after its handle is dropped.
 
-use std::any::Any;
 use std::time::{Duration, Instant};
 
-use edp::runtime::{Cx, DirectRead, GatherRef, Ready, Socket, TxQueue};
-use edp::wire::EthernetRepr;
+use runtime::protocol::{Cx, DirectRead, GatherRef, Ready, RxFrame, Socket, TxQueue};
 
 use crate::conn::{Connection, State};
 use crate::wire::EspFrame;
@@ -25,8 +23,6 @@ pub struct SlotStats {
 /// The connection in its slot. See the module documentation.
 pub(crate) struct ConnSocket {
     pub conn: Connection,
-    ethertype: u16,
-    max_frame: usize,
     /// How long a dropped stream keeps closing (0 = abort at once).
     linger: Duration,
     /// Set when the handle was dropped: the closing gives up then.
@@ -37,14 +33,9 @@ pub(crate) struct ConnSocket {
 }
 
 impl ConnSocket {
-    pub(crate) fn new(conn: Connection, ethertype: u16, mtu: usize, linger: Duration) -> Self {
+    pub(crate) fn new(conn: Connection, linger: Duration) -> Self {
         Self {
             conn,
-            ethertype,
-            // A keyed runtime's MTU is the link's less the trailer, but a
-            // peer without the key (method none) sends frames of the
-            // link's full MTU.
-            max_frame: mtu + edp::wire::ETH_HEADER_LEN + edp::auth::TRAILER_LEN,
             linger,
             linger_until: None,
             more: false,
@@ -52,27 +43,18 @@ impl ConnSocket {
         }
     }
 
-    /// The ESP segment of `frame` when it may take the connection's header
-    /// prediction (`Connection::handle_predicted`): the Ethernet checks of
-    /// `parse` ([`EthernetRepr::parse_for`]: at most the largest frame,
-    /// ESP's ethertype; addressed to one station). Every other frame goes
-    /// through `parse`, which counts what it drops.
-    #[inline]
-    fn predictable<'f>(&self, frame: &'f [u8]) -> Option<&'f [u8]> {
-        match EthernetRepr::parse_for(frame, self.ethertype, self.max_frame) {
-            Ok((eth, segment)) if !eth.dst.is_group() => Some(segment),
-            _ => None,
-        }
-    }
-
     /// Hands `frame` to the connection: to the header prediction's fast
-    /// path when it takes the segment, else parsed, to the general path.
-    /// Returns the payload bytes placed in `dst` (a waiting reader's buffer,
-    /// or empty).
+    /// path when it takes the segment (addressed to one station; the
+    /// runtime checked the rest of the Ethernet header), else parsed, to
+    /// the general path. Returns the payload bytes placed in `dst` (a
+    /// waiting reader's buffer, or empty).
     #[inline]
-    fn deliver(&mut self, cx: &Cx<'_>, frame: &[u8], dst: &mut [u8]) -> usize {
-        if let Some(seg) = self.predictable(frame) {
-            if let Some(n) = self.conn.handle_predicted(cx.now, seg, cx.tag, dst) {
+    fn deliver(&mut self, cx: &Cx<'_>, frame: RxFrame<'_>, dst: &mut [u8]) -> usize {
+        if !frame.eth.dst.is_group() {
+            if let Some(n) = self
+                .conn
+                .handle_predicted(cx.now, frame.packet, cx.tag, dst)
+            {
                 return n;
             }
         }
@@ -84,8 +66,8 @@ impl ConnSocket {
         }
     }
 
-    fn parse<'f>(&mut self, frame: &'f [u8]) -> Option<EspFrame<'f>> {
-        match EspFrame::parse(frame, self.ethertype, self.max_frame) {
+    fn parse<'f>(&mut self, frame: RxFrame<'f>) -> Option<EspFrame<'f>> {
+        match EspFrame::with_eth(frame.eth, frame.packet) {
             Ok(f) if f.eth.dst.is_group() => {
                 self.stats.group_addressed += 1;
                 None
@@ -102,14 +84,19 @@ impl ConnSocket {
 }
 
 impl Socket for ConnSocket {
-    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
+    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: RxFrame<'_>) {
         self.deliver(cx, frame, &mut []);
     }
 
     /// A reader is waiting with `direct`: in-order payload goes straight
     /// into its buffer when nothing is buffered (one copy from the ring
     /// slot to the reader, as kernel TCP's copy to user).
-    fn on_frame_direct(&mut self, cx: &mut Cx<'_>, frame: &[u8], direct: &mut DirectRead<'_>) {
+    fn on_frame_direct(
+        &mut self,
+        cx: &mut Cx<'_>,
+        frame: RxFrame<'_>,
+        direct: &mut DirectRead<'_>,
+    ) {
         direct.filled += self.deliver(cx, frame, &mut direct.buf[direct.filled..]);
     }
 
@@ -204,13 +191,5 @@ impl Socket for ConnSocket {
     fn is_finished(&self) -> bool {
         (self.conn.state() == State::Closed && self.conn.is_finished())
             || (self.conn.error().is_some() && self.conn.is_finished())
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }

@@ -3,14 +3,15 @@
 //! listener owns its connections until `accept` moves one into a slot of
 //! its own (keyed by the peer), sharing the listener's port lease.
 
-use std::any::Any;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use edp::ports::PortLease;
-use edp::runtime::{Cx, Deadline, DemuxKey, GatherRef, Ready, Runtime, SlotId, Socket, TxQueue};
-use edp::wire::EthernetRepr;
+use link::eth::EthernetRepr;
+use link::Link;
+use runtime::ports::PortLease;
+use runtime::protocol::{Cx, DemuxKey, GatherRef, Ready, RxFrame, SlotId, Socket, TxQueue};
+use runtime::{Deadline, Runtime};
 
 use crate::config::EspConfig;
 use crate::listener::{Listener, ListenerStats, SynOutcome};
@@ -29,7 +30,6 @@ const MAX_PENDING_RST: usize = 64;
 pub(crate) struct ListenerSocket {
     pub listener: Listener<()>,
     ethertype: u16,
-    max_frame: usize,
     pending_rst: Vec<(MacAddr, EspRepr)>,
     more: bool,
     pub stats: SlotStats,
@@ -44,8 +44,8 @@ impl Socket for ListenerSocket {
         true
     }
 
-    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
-        let f = match EspFrame::parse(frame, self.ethertype, self.max_frame) {
+    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: RxFrame<'_>) {
+        let f = match EspFrame::with_eth(frame.eth, frame.packet) {
             Ok(f) if f.eth.dst.is_group() => {
                 self.stats.group_addressed += 1;
                 return;
@@ -162,14 +162,6 @@ impl Socket for ListenerSocket {
     fn wants_transmit(&self) -> bool {
         self.more
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// A listening ESP socket.
@@ -223,10 +215,6 @@ impl EspListener {
         let sock = ListenerSocket {
             listener: Listener::new(transport, mtu, (rt.mac(), port), isn_generator().clone()),
             ethertype,
-            // A keyed runtime's MTU is the link's less the trailer, but a
-            // peer without the key (method none) sends frames of the
-            // link's full MTU.
-            max_frame: mtu + edp::wire::ETH_HEADER_LEN + edp::auth::TRAILER_LEN,
             pending_rst: Vec::new(),
             more: false,
             stats: SlotStats::default(),
@@ -303,7 +291,7 @@ impl EspListener {
         } else {
             Deadline::after(now, timeout)
         };
-        let (slot, ethertype, mtu) = (self.slot, self.cfg.transport.ethertype, self.rt.mtu());
+        let (slot, ethertype) = (self.slot, self.cfg.transport.ethertype);
         let linger = self.cfg.linger;
         let port = self.port;
         let r = self.rt.driver().wait(
@@ -330,7 +318,7 @@ impl EspListener {
                     peer: remote.0,
                     peer_port: remote.1,
                 };
-                let sock = ConnSocket::new(entry.conn, ethertype, mtu, linger);
+                let sock = ConnSocket::new(entry.conn, linger);
                 let id = e.insert(key, Box::new(sock), self.lease.clone())?;
                 Ok(Some((id, remote)))
             },
@@ -355,10 +343,45 @@ impl EspListener {
     }
 }
 
+/// Accepting one stream on a link of its own: a listener's work, so it
+/// lives here, beside [`EspListener::accept_timeout`].
+impl EspStream {
+    /// Waits on `link` (a runtime of its own) for one connection to
+    /// `local_port` and returns it. Waits at most `timeout` (`None` =
+    /// forever).
+    ///
+    /// Errors: `TimedOut`; link errors.
+    pub fn accept_link(
+        link: Box<dyn Link>,
+        local_port: u16,
+        cfg: EspConfig,
+        timeout: Option<Duration>,
+    ) -> io::Result<EspStream> {
+        let rt = Runtime::with_link(link, cfg.runtime_config())?;
+        let l = EspListener::bind_on(&rt, local_port, cfg)?;
+        let (s, _) = l.accept_timeout(timeout)?;
+        Ok(s)
+    }
+}
+
 impl Drop for EspListener {
     fn drop(&mut self) {
         self.rt.release(self.slot);
     }
 }
 
-edp::slot_source!(impl for EspListener, |s| (s.rt.driver(), s.slot));
+runtime::slot_source!(impl for EspListener, |s| (s.rt.driver(), s.slot));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send<T: Send>() {}
+    fn sync<T: Sync>() {}
+
+    #[test]
+    fn listeners_can_move_between_threads() {
+        send::<EspListener>();
+        sync::<EspListener>();
+    }
+}

@@ -4,11 +4,11 @@
 //! `(interface, MAC, port)`.
 //!
 //! Every stream and listener is a slot of its process's runtime for the
-//! interface (`edp::runtime`): one AF_PACKET socket per process carries
+//! interface (`runtime`): one AF_PACKET socket per process carries
 //! every connection, the runtime's table finds each segment's connection
 //! by (local port, peer MAC, peer port), falling back to the port's
 //! listener (SYNs, and segments of connections not yet accepted). Ports are
-//! owned through `edp::ports` leases (exclusive across processes, released
+//! owned through `runtime::ports` leases (exclusive across processes, released
 //! when the process dies); `connect` takes an ephemeral port; an accepted
 //! connection shares its listener's lease. Segments that no socket claims
 //! draw RST from the runtime's host responder role (`socket::rst`).
@@ -18,13 +18,13 @@
 //! wait policy (busy-poll, blocking, adaptive); the runtime's service
 //! thread keeps retransmissions, delayed ACKs and closes going while no
 //! caller waits, and takes over the link when callers stay away (MPI-style
-//! asynchronous progress, see `edp::runtime::service`).
+//! asynchronous progress, see `runtime::service`).
 
 use std::io;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use edp::runtime::Runtime;
+use runtime::Runtime;
 
 use crate::config::EspConfig;
 use crate::conn::{Connection, ConnectionError, Error, IsnGenerator};
@@ -99,7 +99,7 @@ pub(crate) fn prepare(rt: &Runtime, cfg: &EspConfig) -> io::Result<crate::Transp
 
 /// Installs ESP's RST answer in `rt`'s host responder role: segments to
 /// ports no process holds draw RST once `rt` holds the host's ESP control
-/// lease (see `edp::runtime::responder`). ESP sockets install it
+/// lease (see `runtime::responder`). ESP sockets install it
 /// themselves; a host daemon (`clusternetd`) calls it with no socket.
 pub fn serve_resets(rt: &Runtime) {
     rt.enable_esp_responder(Box::new(rst::RstResponder {

@@ -4,8 +4,8 @@
 //! RST flag"; RFC 793 reset generation). Installed in the runtime's host
 //! responder role by the first ESP socket of a runtime.
 
-use edp::runtime::UnclaimedHandler;
-use edp::wire::MacAddr;
+use link::MacAddr;
+use runtime::protocol::UnclaimedHandler;
 
 use crate::conn::reset_frame;
 use crate::wire::EspFrame;

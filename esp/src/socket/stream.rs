@@ -5,15 +5,15 @@ use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
-use edp::runtime::{Deadline, DemuxKey, DirectRead, Runtime, SlotId, WaitPolicy};
-use edp::Link;
+use link::Link;
+use runtime::protocol::{DemuxKey, DirectRead, SlotId};
+use runtime::{Deadline, Runtime, WaitPolicy};
 
 use crate::config::EspConfig;
 use crate::conn::{Connection, ConnectionError, Error, Liveness, State, Stats};
 use crate::wire::MacAddr;
 
 use super::conn::{ConnSocket, SlotStats};
-use super::listener::EspListener;
 use super::{clock_us, conn_error, isn_generator, lost, prepare};
 
 /// Options of a stream handle (not protocol state).
@@ -34,7 +34,7 @@ struct Opts {
 /// ```
 /// use std::io::{Read, Write};
 /// use std::time::Duration;
-/// use edp::link::udp::{UdpConfig, UdpLink};
+/// use link::{UdpConfig, UdpLink};
 /// use edp::MacAddr;
 /// use esp::{EspConfig, EspStream};
 ///
@@ -147,23 +147,6 @@ impl EspStream {
         Self::connect_from(&rt, local_port, peer, cfg, timeout)
     }
 
-    /// Waits on `link` (a runtime of its own) for one connection to
-    /// `local_port` and returns it. Waits at most `timeout` (`None` =
-    /// forever).
-    ///
-    /// Errors: `TimedOut`; link errors.
-    pub fn accept_link(
-        link: Box<dyn Link>,
-        local_port: u16,
-        cfg: EspConfig,
-        timeout: Option<Duration>,
-    ) -> io::Result<EspStream> {
-        let rt = Runtime::with_link(link, cfg.runtime_config())?;
-        let l = EspListener::bind_on(&rt, local_port, cfg)?;
-        let (s, _) = l.accept_timeout(timeout)?;
-        Ok(s)
-    }
-
     /// Connects on an existing runtime from an ephemeral port.
     ///
     /// Errors: as [`EspStream::connect_with`].
@@ -203,7 +186,7 @@ impl EspStream {
             peer: peer_mac,
             peer_port: port,
         };
-        let sock = ConnSocket::new(conn, ethertype, rt.mtu(), cfg.linger);
+        let sock = ConnSocket::new(conn, cfg.linger);
         let slot = rt.insert(key, Box::new(sock), lease)?;
         let s = Self::from_slot(rt.clone(), slot, local, peer, &cfg);
         let deadline = Deadline::after(now, timeout);
@@ -306,7 +289,7 @@ impl EspStream {
                 if !placed && !matches!(r, Ok(None)) {
                     // The call changed the connection (data taken, window
                     // opened, bytes queued): send what is due.
-                    e.touched(slot, edp::time::now())?;
+                    e.touched(slot, link::time::now())?;
                 }
                 r
             });
@@ -592,19 +575,16 @@ impl Drop for EspStream {
     }
 }
 
-edp::slot_source!(impl for EspStream, |s| (s.rt.driver(), s.slot));
+runtime::slot_source!(impl for EspStream, |s| (s.rt.driver(), s.slot));
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn send<T: Send>() {}
-    fn sync<T: Sync>() {}
 
     #[test]
-    fn sockets_can_move_between_threads() {
+    fn streams_can_move_between_threads() {
         send::<EspStream>();
-        send::<EspListener>();
-        sync::<EspListener>();
     }
 }

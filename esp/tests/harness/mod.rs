@@ -1,85 +1,34 @@
-//! The simulation harness shared by the `sim` and `trace_events` test
-//! binaries: two ESP endpoints over a `SimLink` pair on a virtual clock,
-//! with seeded faults, and byte-exact transfers.
+//! The simulation harness shared by the `sim`, `liveness` and
+//! `trace_events` test binaries: two ESP endpoints over a sim pair on the
+//! virtual clock (`testkit::sim`), with seeded faults, and byte-exact
+//! transfers.
 #![allow(dead_code)]
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use edp::link::fault::FaultConfig;
-use edp::link::sim::{SimClock, SimLink};
-use edp::Link;
 use esp::conn::{Connection, Error, IsnGenerator, State};
 use esp::listener::{Listener, SynOutcome};
-use esp::wire::{EspFrame, MacAddr, ETHERTYPE_ESP};
+use esp::wire::{EspFrame, ETHERTYPE_ESP};
 use esp::TransportConfig;
+use testkit::sim::{self, FaultConfig, Link, Node, Nodes, Port, SimClock};
 
 pub const MTU: usize = 1500;
 pub const MB: usize = 1 << 20;
 /// Payload bytes per segment at MTU 1500.
 pub const MSS_1500: usize = MTU - 20;
 
-/// A SimLink behind a switch that the test can open (partition); it also
-/// folds every frame it sends, with its virtual send time, into a trace hash.
-pub struct Cut {
-    pub inner: SimLink,
-    pub cut: Arc<AtomicBool>,
-    pub trace: u64,
-}
-
-impl Cut {
-    pub fn new(inner: SimLink, cut: Arc<AtomicBool>) -> Self {
-        Self {
-            inner,
-            cut,
-            trace: 0xcbf2_9ce4_8422_2325,
-        }
-    }
-}
-
-impl Link for Cut {
-    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        let t = self.inner.clock().elapsed().as_nanos() as u64;
-        for &b in t.to_le_bytes().iter().chain(frame) {
-            self.trace = (self.trace ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-        if self.cut.load(Ordering::Relaxed) {
-            return Ok(()); // lost on the wire
-        }
-        self.inner.send(frame)
-    }
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            let n = self.inner.recv(buf)?;
-            if !self.cut.load(Ordering::Relaxed) {
-                return Ok(n);
-            }
-        }
-    }
-    fn mac(&self) -> MacAddr {
-        self.inner.mac()
-    }
-    fn mtu(&self) -> usize {
-        self.inner.mtu()
-    }
-    fn poll_at(&self) -> Option<Instant> {
-        self.inner.poll_at()
-    }
-}
-
-/// One connection and its link, driven on the virtual clock: every ready
+/// One connection and its port, driven on the virtual clock: every ready
 /// frame in, expired timers, every ready segment out (the steps of the
 /// runtime's engine for one connection, without threads or a real clock).
-pub struct ConnDriver<L: Link> {
+pub struct ConnDriver {
     pub conn: Connection,
-    pub link: L,
+    pub link: Port,
     pub buf: Vec<u8>,
 }
 
-impl<L: Link> ConnDriver<L> {
-    pub fn new(conn: Connection, link: L, _ethertype: u16) -> Self {
+impl ConnDriver {
+    pub fn new(conn: Connection, link: Port) -> Self {
         let buf = vec![0u8; link.mtu() + 14];
         Self { conn, link, buf }
     }
@@ -121,14 +70,96 @@ impl<L: Link> ConnDriver<L> {
     }
 }
 
-pub struct Sim {
-    pub clock: SimClock,
-    pub a: ConnDriver<Cut>,
-    pub b: ConnDriver<Cut>,
-    pub cut: Arc<AtomicBool>,
-    /// An instant the application wants to run at (e.g. to heal a cut),
-    /// besides the ends' own deadlines.
-    pub wake: Option<Instant>,
+impl Node for ConnDriver {
+    fn step(&mut self, now: Instant) -> bool {
+        self.poll(now).expect("a sim port does not fail")
+    }
+    fn poll_at(&mut self) -> Option<Instant> {
+        ConnDriver::poll_at(self)
+    }
+    fn summary(&self) -> String {
+        format!("{:?} {:?}", self.conn, self.conn.stats())
+    }
+}
+
+/// The two ends of an established connection: A (client, port 0) and B
+/// (the accepted end, port 1).
+pub struct Ends {
+    pub a: ConnDriver,
+    pub b: ConnDriver,
+}
+
+impl Nodes for Ends {
+    fn node_count(&self) -> usize {
+        2
+    }
+    fn node(&self, i: usize) -> &dyn Node {
+        [&self.a, &self.b][i]
+    }
+    fn node_mut(&mut self, i: usize) -> &mut dyn Node {
+        match i {
+            0 => &mut self.a,
+            _ => &mut self.b,
+        }
+    }
+}
+
+/// The simulation of an established connection.
+pub type Sim = sim::Sim<Ends>;
+
+/// B before the connection: a listener on port 1 that takes the first
+/// connection it accepts and then reads no further.
+struct Accepting {
+    listener: Listener<()>,
+    link: Port,
+    buf: Vec<u8>,
+    conn: Option<Connection>,
+}
+
+impl Node for Accepting {
+    fn step(&mut self, now: Instant) -> bool {
+        let mut moved = false;
+        while self.conn.is_none() {
+            let Ok(n) = self.link.recv(&mut self.buf) else {
+                break;
+            };
+            moved = true;
+            let Ok(f) = EspFrame::parse(&self.buf[..n], ETHERTYPE_ESP, MTU + 14) else {
+                continue;
+            };
+            if let SynOutcome::Accept(c) =
+                self.listener
+                    .on_segment(now, 0, f.eth.src, &f.header, |_| false)
+            {
+                self.conn = Some(*c);
+            }
+        }
+        moved
+    }
+    fn poll_at(&mut self) -> Option<Instant> {
+        self.link.poll_at()
+    }
+}
+
+/// A connecting to B's listener.
+struct Handshake {
+    a: ConnDriver,
+    b: Accepting,
+}
+
+impl Nodes for Handshake {
+    fn node_count(&self) -> usize {
+        2
+    }
+    fn node(&self, i: usize) -> &dyn Node {
+        [&self.a as &dyn Node, &self.b][i]
+    }
+    fn node_mut(&mut self, i: usize) -> &mut dyn Node {
+        match i {
+            0 => &mut self.a,
+            _ => &mut self.b,
+        }
+    }
 }
 
 pub fn faults(seed: u64) -> FaultConfig {
@@ -142,113 +173,42 @@ pub fn connect(cfg: &TransportConfig, ab: FaultConfig, ba: FaultConfig) -> Sim {
 
 /// [`connect`] on a given clock.
 pub fn connect_on(clock: SimClock, cfg: &TransportConfig, ab: FaultConfig, ba: FaultConfig) -> Sim {
-    let (la, lb) = SimLink::pair(&clock, MTU, ab, ba);
-    let cut = Arc::new(AtomicBool::new(false));
+    let mut sim = sim::Sim::on_clock(clock, ["a", "b"]);
+    sim.pace.settle = true;
+    let [la, lb] = sim.pair(sim::mtu(MTU), ab, ba);
     let (ma, mb) = (la.mac(), lb.mac());
     let isn = IsnGenerator::with_key([9; 16]);
-    let conn = Connection::connect(
-        cfg,
-        MTU,
-        (ma, 40000),
-        (mb, 80),
-        isn.isn((ma, 40000), (mb, 80), 0),
-        clock.now(),
-    );
-    let mut a = ConnDriver::new(conn, Cut::new(la, cut.clone()), ETHERTYPE_ESP);
-    let mut lb = Cut::new(lb, cut.clone());
-    let mut listener: Listener<()> = Listener::new(cfg.clone(), MTU, (mb, 80), isn);
-    let mut buf = vec![0u8; MTU + 14];
-    let b_conn = loop {
-        let now = clock.now();
-        a.poll(now).unwrap();
-        let mut found = None;
-        while let Ok(n) = lb.recv(&mut buf) {
-            let Ok(f) = EspFrame::parse(&buf[..n], ETHERTYPE_ESP, MTU + 14) else {
-                continue;
-            };
-            if let SynOutcome::Accept(c) =
-                listener.on_segment(now, 0, f.eth.src, &f.header, |_| false)
-            {
-                found = Some(c);
-                break;
-            }
-        }
-        if let Some(c) = found {
-            break c;
-        }
-        let next = [a.poll_at(), lb.poll_at()]
-            .into_iter()
-            .flatten()
-            .min()
-            .expect("the client waits for its SYN");
-        clock.advance_to(next);
-        assert!(
-            clock.elapsed() < Duration::from_secs(60),
-            "no SYN got through"
-        );
-    };
-    let b = ConnDriver::new(*b_conn, lb, ETHERTYPE_ESP);
-    let mut sim = Sim {
-        clock,
-        a,
-        b,
-        cut,
-        wake: None,
-    };
+    let now = sim.now();
+    let tracer = sim.tracer().clone();
+    let conn = tracer.in_node(0, || {
+        Connection::connect(
+            cfg,
+            MTU,
+            (ma, 40000),
+            (mb, 80),
+            isn.isn((ma, 40000), (mb, 80), 0),
+            now,
+        )
+    });
+    let listener = tracer.in_node(1, || Listener::new(cfg.clone(), MTU, (mb, 80), isn));
+    let mut sim = sim.with_nodes(Handshake {
+        a: ConnDriver::new(conn, la),
+        b: Accepting {
+            listener,
+            link: lb,
+            buf: vec![0u8; MTU + 14],
+            conn: None,
+        },
+    });
+    sim.run(Duration::from_secs(60), |s| s.b.conn.is_some());
+    let mut sim = sim.map(|h| Ends {
+        a: h.a,
+        b: ConnDriver::new(h.b.conn.expect("accepted"), h.b.link),
+    });
     sim.run(Duration::from_secs(60), |s| {
         s.a.conn.is_established() && s.b.conn.is_established()
     });
     sim
-}
-
-impl Sim {
-    /// Runs both ends until `app` returns true; `app` is called whenever
-    /// the ends are quiet at the current instant. Panics past `limit` of
-    /// virtual time.
-    pub fn run(&mut self, limit: Duration, mut app: impl FnMut(&mut Sim) -> bool) {
-        loop {
-            let mut spins = 0;
-            loop {
-                let now = self.clock.now();
-                let moved_a = self.a.poll(now).unwrap();
-                let moved_b = self.b.poll(now).unwrap();
-                if app(self) {
-                    return;
-                }
-                if !(moved_a || moved_b) {
-                    break;
-                }
-                spins += 1;
-                assert!(spins < 1_000_000, "livelock at one instant");
-            }
-            // Application calls may have queued frames: flush them.
-            let now = self.clock.now();
-            let moved = self.a.poll(now).unwrap() | self.b.poll(now).unwrap();
-            if moved {
-                continue;
-            }
-            let next = [
-                self.a.poll_at(),
-                self.b.poll_at(),
-                self.wake.filter(|&w| w > now),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
-            match next {
-                Some(t) => self.clock.advance_to(t.max(now)),
-                None => panic!("simulation stalled with nothing pending"),
-            }
-            assert!(
-                self.clock.elapsed() < limit,
-                "not done after {limit:?} of virtual time: a={:?} {:?} b={:?} {:?}",
-                self.a.conn,
-                self.a.conn.stats(),
-                self.b.conn,
-                self.b.conn.stats()
-            );
-        }
-    }
 }
 
 /// Byte `i` of the test stream.
@@ -337,7 +297,7 @@ pub fn transfer_on(
         elapsed: sim.clock.elapsed(),
         a: sim.a.conn.stats(),
         b: sim.b.conn.stats(),
-        trace: (sim.a.link.trace, sim.b.link.trace),
+        trace: (sim.wire_hash(0), sim.wire_hash(1)),
     }
 }
 

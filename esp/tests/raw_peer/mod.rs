@@ -4,10 +4,10 @@
 use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
-use edp::link::sim::SimLink;
-use edp::wire::EthernetRepr;
-use edp::Link;
 use esp::wire::{emit_esp_frame, EspRepr, Flags, Nego, Seq, ETHERTYPE_ESP};
+use link::eth::EthernetRepr;
+use link::sim::SimLink;
+use link::Link;
 
 /// A SYN frame from `raw` to port 80 of `dst`, offering `nego`.
 pub fn syn_frame(raw: &SimLink, dst: esp::wire::MacAddr, nego: Option<Nego>) -> Vec<u8> {

@@ -4,23 +4,12 @@ use std::ffi::{c_char, c_int, c_void};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
-use super::fabric::DomainObj;
-use super::sys::*;
-use super::{alloc, fi_ops_with, fid_of, free, guard, neg, obj, opt_str, put, Obj};
+use super::objects::{the_av, AvInner, AvObj, DomainObj};
+use super::{alloc, fi_ops_with, fid_of, free, guard, neg, obj, opt_str, put};
 use crate::addr::{AddrFormat, Name};
 use crate::av::{Av, AvKind, FI_ADDR_NOTAVAIL};
-use crate::domain::Domain;
 use crate::error::{FiError, FiResult};
-
-/// What an address vector object holds: its domain (kept open while the
-/// vector is) and the vector.
-pub(super) struct AvInner {
-    #[allow(dead_code)]
-    domain: Arc<Domain>,
-    pub av: Arc<Av>,
-}
-
-pub(super) type AvObj = Obj<fid_av, AvInner>;
+use crate::fi::*;
 
 static AV_FI_OPS: fi_ops = fi_ops_with(av_close, None, None);
 
@@ -83,24 +72,15 @@ pub(super) unsafe extern "C" fn av_open(
 
 unsafe extern "C" fn av_close(f: *mut fid) -> c_int {
     guard("fi_close(av)", || {
-        // SAFETY: f is the fid of an AV we opened (class checked).
+        // SAFETY: f is the fid of an AV we opened (class and table
+        // checked).
         unsafe {
-            free::<fid_av, AvInner>(f, FI_CLASS_AV, |a| {
+            free::<fid_av, AvInner>(f, FI_CLASS_AV, &AV_FI_OPS, |a| {
                 (Arc::strong_count(&a.av) > 1)
                     .then(|| "close the endpoints bound to it first".into())
             })
         }
     })
-}
-
-/// The address vector behind `av`.
-///
-/// # Safety
-/// `av` is NULL or a fid this provider handed out, not yet closed.
-unsafe fn the_av<'a>(av: *mut fid_av) -> FiResult<&'a Arc<Av>> {
-    // SAFETY: the caller's contract; the class is checked.
-    let o: &AvObj = unsafe { obj(av as *const c_void, FI_CLASS_AV) }?;
-    Ok(&o.inner.av)
 }
 
 /// Writes per-address results: `fi_addr[i]` (when given) and, with
@@ -319,13 +299,4 @@ unsafe extern "C" fn av_straddr(
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// The address vector `f` names (for fi_ep_bind).
-///
-/// # Safety
-/// As [`super::obj`].
-pub(super) unsafe fn av_of<'a>(f: *mut fid) -> FiResult<&'a Arc<Av>> {
-    // SAFETY: the caller's contract.
-    unsafe { the_av(f as *mut fid_av) }
 }

@@ -7,30 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::fabric::DomainObj;
-use super::sys::*;
-use super::{alloc, fi_ops_with, fid_of, free, guard, obj, put, Obj};
+use super::objects::{the_cq, CqInner, CqObj, DomainObj};
+use super::{alloc, fi_ops_with, fid_of, free, guard, obj, put};
 use crate::cq::{Completion, Cq, ErrCompletion, Read};
-use crate::domain::Domain;
 use crate::error::{prov_errno_str, FiError, FiResult};
-
-/// What a CQ object holds.
-pub(super) struct CqInner {
-    #[allow(dead_code)]
-    domain: Arc<Domain>,
-    pub cq: Arc<Cq>,
-    format: fi_cq_format,
-    /// The last error entry's message, NUL-terminated: `err_data` of
-    /// `fi_cq_readerr` points here (valid until the next read).
-    err_data: Mutex<Vec<u8>>,
-    /// fi_cq_strerror's answer (valid until its next call).
-    strerror: Mutex<CString>,
-    /// The last error read: (prov_errno, message).
-    last: Mutex<Option<(i32, String)>>,
-    signaled: AtomicBool,
-}
-
-pub(super) type CqObj = Obj<fid_cq, CqInner>;
+use crate::fi::*;
+use crate::limits::MAX_ERR_DATA;
 
 static CQ_FI_OPS: fi_ops = fi_ops_with(cq_close, None, Some(cq_control));
 
@@ -97,9 +79,10 @@ pub(super) unsafe extern "C" fn cq_open(
 
 unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
     guard("fi_close(cq)", || {
-        // SAFETY: f is the fid of a CQ we opened (class checked).
+        // SAFETY: f is the fid of a CQ we opened (class and table
+        // checked).
         unsafe {
-            free::<fid_cq, CqInner>(f, FI_CLASS_CQ, |c| {
+            free::<fid_cq, CqInner>(f, FI_CLASS_CQ, &CQ_FI_OPS, |c| {
                 (Arc::strong_count(&c.cq) > 1)
                     .then(|| "close the endpoints bound to it first".into())
             })
@@ -110,25 +93,6 @@ unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
 unsafe extern "C" fn cq_control(_f: *mut fid, _cmd: c_int, _arg: *mut c_void) -> c_int {
     // FI_GETWAIT and the rest: no wait objects.
     -(FI_ENOSYS as c_int)
-}
-
-/// The CQ object behind `cq`.
-///
-/// # Safety
-/// `cq` is NULL or a fid this provider handed out, not yet closed.
-unsafe fn the_cq<'a>(cq: *mut fid_cq) -> FiResult<&'a CqInner> {
-    // SAFETY: the caller's contract; the class is checked.
-    let o: &CqObj = unsafe { obj(cq as *const c_void, FI_CLASS_CQ) }?;
-    Ok(&o.inner)
-}
-
-/// The CQ `f` names (for fi_ep_bind).
-///
-/// # Safety
-/// As [`super::obj`].
-pub(super) unsafe fn cq_of<'a>(f: *mut fid) -> FiResult<&'a Arc<Cq>> {
-    // SAFETY: the caller's contract.
-    Ok(&unsafe { the_cq(f as *mut fid_cq) }?.cq)
 }
 
 /// Writes completion `c` as entry `i` of `buf` in `format`.
@@ -256,7 +220,7 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, _fla
 unsafe fn fill_err(c: &CqInner, out: &mut fi_cq_err_entry, e: ErrCompletion) {
     let mut msg = e.msg.clone().into_bytes();
     msg.retain(|b| *b != 0);
-    msg.truncate(crate::getinfo::MAX_ERR_DATA - 1);
+    msg.truncate(MAX_ERR_DATA - 1);
     msg.push(0);
     out.op_context = e.base.context as usize as *mut c_void;
     out.flags = e.base.flags;

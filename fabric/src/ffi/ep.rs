@@ -1,192 +1,133 @@
-//! The endpoint object (fi_endpoint(3)) with its control and CM tables
-//! (fi_cm(3)), over [`crate::rdm::RdmEp`] or [`crate::dgram::DgramEp`];
-//! the data path (fi_msg(3), fi_tagged(3)) is in `msg`.
+//! What the tables of both endpoint types share (fi_endpoint(3),
+//! fi_cm(3)): the `fi_ops_ep` and `fi_ops_cm` tables around each type's
+//! own cancel and getname, what fi_ep_bind binds, and the answers of
+//! fi_cancel and fi_getname. Each type's tables are in `rdm` and `dgram`
+//! (prov/tcp's xnet_rdm.c beside xnet_ep.c); `domain` opens endpoints.
 
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-use super::fabric::DomainObj;
-use super::sys::*;
-use super::{alloc, fi_ops_with, fid_of, free, guard, info, neg, obj, put, Obj};
-use crate::domain::{Domain, Endpoint};
+use super::neg;
+use super::objects::{av_of, cq_of};
+use crate::addr::Name;
+use crate::av::Av;
+use crate::cq::Cq;
 use crate::error::{FiError, FiResult};
+use crate::fi::*;
 
-/// What an endpoint object holds.
-pub(super) struct EpInner {
-    #[allow(dead_code)]
-    domain: Arc<Domain>,
-    pub ep: Endpoint,
+/// `fi_cancel` of an endpoint type.
+pub(super) type CancelFn = unsafe extern "C" fn(fid_t, *mut c_void) -> isize;
+
+/// `fi_getname` of an endpoint type.
+pub(super) type GetnameFn = unsafe extern "C" fn(fid_t, *mut c_void, *mut usize) -> c_int;
+
+/// The `fi_ops_ep` table of an endpoint type with `cancel`: options and
+/// contexts are not offered.
+pub(super) const fn ep_ops(cancel: CancelFn) -> fi_ops_ep {
+    fi_ops_ep {
+        size: std::mem::size_of::<fi_ops_ep>(),
+        cancel: Some(cancel),
+        getopt: Some(ep_getopt),
+        setopt: Some(ep_setopt),
+        tx_ctx: Some(no_tx_ctx),
+        rx_ctx: Some(no_rx_ctx),
+        rx_size_left: Some(no_size_left),
+        tx_size_left: Some(no_size_left),
+    }
 }
 
-pub(super) type EpObj = Obj<fid_ep, EpInner>;
-
-static EP_FI_OPS: fi_ops = fi_ops_with(ep_close, Some(ep_bind), Some(ep_control));
-
-static EP_OPS: fi_ops_ep = fi_ops_ep {
-    size: std::mem::size_of::<fi_ops_ep>(),
-    cancel: Some(ep_cancel),
-    getopt: Some(ep_getopt),
-    setopt: Some(ep_setopt),
-    tx_ctx: Some(no_tx_ctx),
-    rx_ctx: Some(no_rx_ctx),
-    rx_size_left: Some(no_size_left),
-    tx_size_left: Some(no_size_left),
-};
-
-static CM_OPS: fi_ops_cm = fi_ops_cm {
-    size: std::mem::size_of::<fi_ops_cm>(),
-    setname: Some(cm_setname),
-    getname: Some(cm_getname),
-    getpeer: Some(cm_getpeer),
-    connect: Some(cm_connect),
-    listen: Some(cm_listen),
-    accept: Some(cm_accept),
-    reject: Some(cm_reject),
-    shutdown: Some(cm_shutdown),
-    join: Some(cm_join),
-};
-
-/// `fi_endpoint`.
-pub(super) unsafe extern "C" fn endpoint(
-    domain: *mut fid_domain,
-    i: *mut fi_info,
-    out: *mut *mut fid_ep,
-    context: *mut c_void,
-) -> c_int {
-    guard("fi_endpoint", || {
-        // SAFETY: domain is a fid this provider handed out (class checked).
-        let d: &DomainObj = unsafe { obj(domain as *const c_void, FI_CLASS_DOMAIN) }?;
-        // SAFETY: i is NULL or an fi_info (fi_endpoint(3)).
-        let i = unsafe { info::read(i) }.ok_or_else(|| FiError::inval("NULL info"))?;
-        let ep = d.inner.endpoint(&i)?;
-        let tagged = match ep {
-            Endpoint::Rdm(_) => &super::msg::TAGGED_OPS as *const _ as *mut _,
-            Endpoint::Dgram(_) => std::ptr::null_mut(),
-        };
-        let p = alloc(EpObj {
-            fid: fid_ep {
-                fid: fid_of(FI_CLASS_EP, context, &EP_FI_OPS),
-                ops: &EP_OPS as *const _ as *mut _,
-                cm: &CM_OPS as *const _ as *mut _,
-                msg: &super::msg::MSG_OPS as *const _ as *mut _,
-                tagged,
-                // Not offered (no FI_RMA, FI_ATOMIC or FI_COLLECTIVE in
-                // the caps, nor FI_TAGGED on FI_EP_DGRAM): NULL, as
-                // libfabric's own providers leave them.
-                rma: std::ptr::null_mut(),
-                atomic: std::ptr::null_mut(),
-                collective: std::ptr::null_mut(),
-            },
-            inner: EpInner {
-                domain: d.inner.clone(),
-                ep,
-            },
-        });
-        // SAFETY: a valid `struct fid_ep **` (fi_endpoint(3)).
-        unsafe { put(out, p) }?;
-        Ok(0)
-    })
+/// The `fi_ops_cm` table of an endpoint type with `getname`: connectionless
+/// endpoints, so the rest answers FI_ENOSYS.
+pub(super) const fn cm_ops(getname: GetnameFn) -> fi_ops_cm {
+    fi_ops_cm {
+        size: std::mem::size_of::<fi_ops_cm>(),
+        setname: Some(cm_setname),
+        getname: Some(getname),
+        getpeer: Some(cm_getpeer),
+        connect: Some(cm_connect),
+        listen: Some(cm_listen),
+        accept: Some(cm_accept),
+        reject: Some(cm_reject),
+        shutdown: Some(cm_shutdown),
+        join: Some(cm_join),
+    }
 }
 
-/// The endpoint behind `f`.
+/// What fi_ep_bind binds to an endpoint.
+pub(super) enum Bind<'a> {
+    /// An address vector.
+    Av(&'a Arc<Av>),
+    /// A completion queue (the flags say for which directions).
+    Cq(&'a Arc<Cq>),
+    /// An event queue: nothing of these endpoints reports to one.
+    Eq,
+}
+
+/// The object `b` that fi_ep_bind names.
+///
+/// Errors: `FI_ENOSYS` for counters, `FI_EINVAL` for NULL and other
+/// classes.
 ///
 /// # Safety
-/// `f` is NULL or a fid this provider handed out, not yet closed.
-pub(super) unsafe fn the_ep<'a>(f: *const c_void) -> FiResult<&'a Endpoint> {
-    // SAFETY: the caller's contract; the class is checked.
-    let o: &EpObj = unsafe { obj(f, FI_CLASS_EP) }?;
-    Ok(&o.inner.ep)
+/// `b` is NULL or a live fid (its class is checked before it is used as
+/// an AV or a CQ of ours).
+pub(super) unsafe fn bind_target<'a>(b: *mut fid) -> FiResult<Bind<'a>> {
+    // SAFETY: NULL checked by as_ref; a non-NULL fid is live.
+    let class = unsafe { b.as_ref() }
+        .ok_or_else(|| FiError::inval("NULL fid to bind"))?
+        .fclass as u32;
+    match class {
+        // SAFETY: b is a live fid of ours (the class is checked again).
+        FI_CLASS_AV => Ok(Bind::Av(unsafe { av_of(b) }?)),
+        // SAFETY: b is a live fid of ours (the class is checked again).
+        FI_CLASS_CQ => Ok(Bind::Cq(unsafe { cq_of(b) }?)),
+        FI_CLASS_EQ => Ok(Bind::Eq),
+        FI_CLASS_CNTR => Err(FiError::nosys("counters")),
+        c => Err(FiError::inval(format!(
+            "cannot bind a fid of class {c} to an endpoint"
+        ))),
+    }
 }
 
-unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
-    guard("fi_close(ep)", || {
-        // SAFETY: f is the fid of an endpoint we opened (class checked).
-        if let Endpoint::Rdm(r) = unsafe { the_ep(f as *const c_void) }? {
-            // Messages sent go out before the socket does.
-            r.flush();
-            // The endpoint's counters (FI_LOG_LEVEL=info shows them).
-            for line in r.counters() {
-                super::log(FI_LOG_INFO, FI_LOG_EP_DATA, || line);
-            }
-        }
-        // SAFETY: as above.
-        unsafe { free::<fid_ep, EpInner>(f, FI_CLASS_EP, |_| None) }
-    })
-}
-
-unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
-    guard("fi_ep_bind", || {
-        // SAFETY: f is an endpoint fid of ours; b a fid of ours or NULL
-        // (checked by class below).
-        let ep = unsafe { the_ep(f as *const c_void) }?;
-        // SAFETY: NULL checked by as_ref; a non-NULL fid is live.
-        let class = unsafe { b.as_ref() }
-            .ok_or_else(|| FiError::inval("NULL fid to bind"))?
-            .fclass as u32;
-        match class {
-            FI_CLASS_AV => {
-                // SAFETY: b is a live fid of ours (the class is checked again).
-                let av = unsafe { super::av::av_of(b) }?.clone();
-                match ep {
-                    Endpoint::Rdm(r) => r.bind_av(av)?,
-                    Endpoint::Dgram(d) => d.bind_av(av)?,
-                }
-            }
-            FI_CLASS_CQ => {
-                // SAFETY: b is a live fid of ours (the class is checked again).
-                let cq = unsafe { super::cq::cq_of(b) }?.clone();
-                match ep {
-                    Endpoint::Rdm(r) => r.bind_cq(cq, flags)?,
-                    Endpoint::Dgram(d) => d.bind_cq(cq, flags)?,
-                }
-            }
-            // Nothing of this endpoint reports to an event queue.
-            FI_CLASS_EQ => {}
-            FI_CLASS_CNTR => return Err(FiError::nosys("counters")),
-            c => {
-                return Err(FiError::inval(format!(
-                    "cannot bind a fid of class {c} to an endpoint"
-                )))
-            }
-        }
+/// fi_cancel's answer: whether a posted receive had that context.
+pub(super) fn cancelled(found: bool) -> FiResult<isize> {
+    if found {
         Ok(0)
-    })
+    } else {
+        Err(FiError::new(
+            FI_ENOENT,
+            "no posted receive with that context",
+        ))
+    }
 }
 
-unsafe extern "C" fn ep_control(f: *mut fid, cmd: c_int, _arg: *mut c_void) -> c_int {
-    guard("fi_control(ep)", || {
-        // SAFETY: f is an endpoint fid of ours (class checked).
-        let ep = unsafe { the_ep(f as *const c_void) }?;
-        match cmd as u32 {
-            FI_ENABLE => {
-                match ep {
-                    Endpoint::Rdm(r) => r.enable()?,
-                    Endpoint::Dgram(d) => d.enable()?,
-                }
-                Ok(0)
-            }
-            c => Err(FiError::nosys(&format!("endpoint control command {c}"))),
-        }
-    })
-}
-
-unsafe extern "C" fn ep_cancel(f: fid_t, context: *mut c_void) -> isize {
-    guard("fi_cancel", || {
-        // SAFETY: f is an endpoint fid of ours (class checked).
-        let ep = unsafe { the_ep(f as *const c_void) }?;
-        let found = match ep {
-            Endpoint::Rdm(r) => r.cancel(context as usize as u64),
-            Endpoint::Dgram(d) => d.cancel(context as usize as u64),
-        };
-        if found {
-            Ok(0)
-        } else {
-            Err(FiError::new(
-                FI_ENOENT,
-                "no posted receive with that context",
-            ))
-        }
-    })
+/// fi_getname's answer: `name` into `addr`, its length into `addrlen`.
+///
+/// # Safety
+/// `addrlen` is NULL or a valid in/out `size_t`; `addr` is NULL or holds
+/// `*addrlen` bytes (fi_cm(3)).
+pub(super) unsafe fn put_name(
+    name: Name,
+    addr: *mut c_void,
+    addrlen: *mut usize,
+) -> FiResult<c_int> {
+    let name = name.encode();
+    // SAFETY: addrlen is a valid in/out size_t (the caller's contract);
+    // NULL checked by as_ref.
+    let cap = unsafe { addrlen.as_ref() }
+        .copied()
+        .ok_or_else(|| FiError::inval("NULL addrlen"))?;
+    // SAFETY: as above.
+    unsafe { super::put(addrlen, name.len()) }?;
+    if cap < name.len() || addr.is_null() {
+        return Err(FiError::new(
+            FI_ETOOSMALL,
+            format!("the name has {} bytes, the buffer {cap}", name.len()),
+        ));
+    }
+    // SAFETY: addr holds cap >= name.len() bytes.
+    unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), addr as *mut u8, name.len()) };
+    Ok(0)
 }
 
 unsafe extern "C" fn ep_getopt(
@@ -235,32 +176,6 @@ unsafe extern "C" fn no_size_left(_e: *mut fid_ep) -> isize {
 
 unsafe extern "C" fn cm_setname(_f: fid_t, _a: *mut c_void, _l: usize) -> c_int {
     neg(FI_ENOSYS)
-}
-
-unsafe extern "C" fn cm_getname(f: fid_t, addr: *mut c_void, addrlen: *mut usize) -> c_int {
-    guard("fi_getname", || {
-        // SAFETY: f is an endpoint fid of ours (class checked).
-        let name = match unsafe { the_ep(f as *const c_void) }? {
-            Endpoint::Rdm(r) => r.name(),
-            Endpoint::Dgram(d) => d.name(),
-        }
-        .encode();
-        // SAFETY: addrlen is a valid in/out size_t (fi_cm(3)).
-        let cap = unsafe { addrlen.as_ref() }
-            .copied()
-            .ok_or_else(|| FiError::inval("NULL addrlen"))?;
-        // SAFETY: as above.
-        unsafe { put(addrlen, name.len()) }?;
-        if cap < name.len() || addr.is_null() {
-            return Err(FiError::new(
-                FI_ETOOSMALL,
-                format!("the name has {} bytes, the buffer {cap}", name.len()),
-            ));
-        }
-        // SAFETY: addr holds cap >= name.len() bytes.
-        unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), addr as *mut u8, name.len()) };
-        Ok(0)
-    })
 }
 
 unsafe extern "C" fn cm_getpeer(_e: *mut fid_ep, _a: *mut c_void, _l: *mut usize) -> c_int {

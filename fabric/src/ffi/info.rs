@@ -5,9 +5,9 @@
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
 
-use super::sys::*;
 use crate::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use crate::error::{FiError, FiResult};
+use crate::fi::*;
 
 /// A C string field, `None` for NULL.
 ///

@@ -11,9 +11,9 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::Instant;
 
-use edp::link::fault::{FaultConfig, FaultInjector};
-use edp::runtime::Ready;
-use tracing::{debug, warn};
+use link::fault::{FaultConfig, FaultInjector};
+use runtime::protocol::Ready;
+use tracing::{debug, warn, Span};
 
 use super::{GroupMessage, GroupSpec, MakEvent, Peer};
 use crate::member::{Addr, Member, Transmit};
@@ -129,6 +129,9 @@ pub struct GroupCore<A: Addr> {
     tx_fault: Option<FaultInjector>,
     lost: Vec<u32>,
     pub(crate) stats: CarrierStats,
+    /// `mak_member`, the parent of its sender's and receivers' spans (see
+    /// `span.rs`).
+    span: Span,
 }
 
 impl<A: Addr> std::fmt::Debug for GroupCore<A> {
@@ -171,8 +174,9 @@ fn check_fault(f: &FaultConfig) -> io::Result<()> {
 }
 
 impl<A: Addr> GroupCore<A> {
-    /// A member per `spec` with protocol `cfg`; `seed` seeds the receivers'
-    /// NAK delays; `fault` is injected on the member's link.
+    /// A member per `spec` with protocol `cfg` on `carrier` (named in its
+    /// span, e.g. "EDP on eth0"); `seed` seeds the receivers' NAK delays;
+    /// `fault` is injected on the member's link.
     ///
     /// Errors: `InvalidInput` for an inconsistent spec (see
     /// [`GroupSpec::validate`]), an invalid protocol configuration or an
@@ -180,10 +184,20 @@ impl<A: Addr> GroupCore<A> {
     pub(crate) fn new(
         spec: &GroupSpec<A>,
         cfg: &Config,
+        carrier: &str,
         seed: u64,
         fault: Option<&FaultConfig>,
     ) -> io::Result<Self> {
         spec.validate()?;
+        let span = tracing::debug_span!(
+            "mak_member",
+            group = spec.group.0,
+            me = spec.me.0,
+            name = spec.me_peer().map_or("", |p| p.name.as_str()),
+            carrier
+        );
+        // The sender's and receivers' spans are made inside, as children.
+        let _entered = span.enter();
         let invalid = |e: crate::ConfigError| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -252,6 +266,7 @@ impl<A: Addr> GroupCore<A> {
             tx_fault,
             lost: Vec::new(),
             stats: CarrierStats::default(),
+            span: span.clone(),
         })
     }
 
@@ -282,6 +297,10 @@ impl<A: Addr> GroupCore<A> {
     /// link's receive-side faults apply, then the frame goes to the sender
     /// (about our own stream) or to the receiver of its source.
     pub fn on_frame(&mut self, now: Instant, from: A, frame: &[u8]) {
+        netcore::in_span!(self, self.frame_in(now, from, frame))
+    }
+
+    fn frame_in(&mut self, now: Instant, from: A, frame: &[u8]) {
         let copies = match &mut self.rx_fault {
             Some(f) => {
                 let fate = f.decide(now, frame.len());
@@ -384,6 +403,10 @@ impl<A: Addr> GroupCore<A> {
 
     /// Fires due timers of the sender and the receivers.
     pub fn handle_timeout(&mut self, now: Instant) {
+        netcore::in_span!(self, self.on_timers(now))
+    }
+
+    fn on_timers(&mut self, now: Instant) {
         if let Some(s) = &mut self.sender {
             if s.poll_timeout().is_some_and(|t| t <= now) {
                 s.handle_timeout(now);
@@ -411,6 +434,10 @@ impl<A: Addr> GroupCore<A> {
     /// what other members wait for), then the sender's DATA. Frames lost
     /// to the link's send-side faults are counted and skipped.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit<A>> {
+        netcore::in_span!(self, self.transmit(now, buf))
+    }
+
+    fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit<A>> {
         loop {
             let t = self
                 .receivers
@@ -440,8 +467,8 @@ impl<A: Addr> GroupCore<A> {
     ///
     /// Errors: [`SendError`]; `None` when this member does not send.
     pub fn send(&mut self, data: Vec<u8>) -> Option<Result<u32, SendError>> {
-        let r = self.sender.as_mut()?.send(data);
-        Some(r)
+        let s = self.sender.as_mut()?;
+        Some(netcore::in_span!(self, s.send(data)))
     }
 
     /// Whether the sender's buffer takes `len` more bytes now (false when
@@ -473,6 +500,10 @@ impl<A: Addr> GroupCore<A> {
 
     /// Stops waiting for member `id` (it left); returns it if it was active.
     pub fn remove_member(&mut self, now: Instant, id: MemberId) -> Option<Peer<A>> {
+        netcore::in_span!(self, self.remove(now, id))
+    }
+
+    fn remove(&mut self, now: Instant, id: MemberId) -> Option<Peer<A>> {
         let m = self.sender.as_mut()?.remove_member(now, id)?;
         self.after_event();
         Some(self.peer_or_unknown(m.id, m.addr))
@@ -489,6 +520,10 @@ impl<A: Addr> GroupCore<A> {
     /// The next message from any source (round-robin), or a report about a
     /// source's stream (silent, abandoned, a message dropped).
     pub(crate) fn pop_received(&mut self) -> Option<Received<A>> {
+        netcore::in_span!(self, self.received())
+    }
+
+    fn received(&mut self) -> Option<Received<A>> {
         let n = self.receivers.len();
         for k in 0..n {
             let i = (self.rr + k) % n;

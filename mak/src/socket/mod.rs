@@ -7,7 +7,7 @@
 //!
 //! - **EDP to a group MAC** ([`EdpCarrier`], [`MakSocket::bind_edp`]): the
 //!   member is a slot of the process's I/O runtime for the interface
-//!   (`edp::runtime`: one packet socket per process, RX ring, sendmmsg
+//!   (`runtime`: one packet socket per process, RX ring, sendmmsg
 //!   batches), on the group's EDP port; the runtime joins the group MAC
 //!   (`PACKET_ADD_MEMBERSHIP`). DATA and NAKs go to `(group MAC, port)`,
 //!   ACKs and iterative DATA to the member's `(MAC, port)`.
@@ -15,7 +15,7 @@
 //!   [`MakSocket::bind_udp`]): one kernel UDP socket bound to the group's
 //!   port, `IP_ADD_MEMBERSHIP` on the member's interface,
 //!   `IP_MULTICAST_LOOP` off, a TTL; recvmmsg/sendmmsg batches, driven by
-//!   the same driver as the runtime (`edp::runtime::driver`).
+//!   the same driver as the runtime (`runtime::driver`).
 //!
 //! Either way a member may send (one [`Sender`](crate::Sender), to every
 //! other member) and follow any number of sources (one
@@ -28,17 +28,17 @@
 //! completes.
 //!
 //! While no caller waits, the runtime's service thread keeps the protocol
-//! going (ACKs, NAKs, retransmissions: `edp::runtime::Progress`).
+//! going (ACKs, NAKs, retransmissions: `runtime::Progress`).
 //!
 //! ```no_run
 //! use mak::socket::{EdpGroup, GroupSpec, MakConfig, MakSocket, Peer};
-//! use edp::MacAddr;
+//! use runtime::EthAddr;
 //! # fn main() -> std::io::Result<()> {
 //! let port = 7400;
-//! let mac = |s: &str| s.parse::<MacAddr>().unwrap();
+//! let at = |s: &str| s.parse::<EthAddr>().unwrap();
 //! let members = vec![
-//!     Peer::new(0, (mac("02:00:00:00:00:01"), port), "node0"),
-//!     Peer::new(1, (mac("02:00:00:00:00:02"), port), "node1"),
+//!     Peer::new(0, at("02:00:00:00:00:01/7400"), "node0"),
+//!     Peer::new(1, at("02:00:00:00:00:02/7400"), "node1"),
 //! ];
 //! // On node1: follow node0's stream.
 //! let spec = GroupSpec::new(9, 1, members).receive_from(0);
@@ -51,8 +51,8 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use edp::link::fault::FaultConfig;
-use edp::runtime::{Deadline, RuntimeConfig, WaitPolicy};
+use link::fault::FaultConfig;
+use runtime::{Deadline, RuntimeConfig, WaitPolicy};
 
 use crate::member::Addr;
 use crate::reassembly::DropReason;
@@ -63,7 +63,7 @@ mod over_edp;
 mod over_udp;
 
 pub use self::core::{CarrierStats, DoneStats, GroupCore, MakStats, MAX_LOST_RECORD};
-pub use self::over_edp::{group_mac, EdpAddr, EdpCarrier, EdpGroup};
+pub use self::over_edp::{group_mac, EdpCarrier, EdpGroup};
 pub use self::over_udp::{UdpCarrier, UdpEngine, UdpGroup, UdpMember, UDP_SOCKET_BUFFER};
 
 /// A member of the group as the sockets know it: its id on the wire, its
@@ -382,16 +382,16 @@ impl MakConfig {
 }
 
 /// What carries a member's frames: the runtime's
-/// [`Carrier`](edp::runtime::Carrier) (the engine holding the member, its
+/// [`Carrier`](runtime::protocol::Carrier) (the engine holding the member, its
 /// slot, `touched`, `release`) with a [`GroupCore`] for core. Implemented
 /// by every such carrier.
 pub trait Carrier:
-    edp::runtime::Carrier<Core = GroupCore<<Self as edp::runtime::Carrier>::Addr>>
+    runtime::protocol::Carrier<Core = GroupCore<<Self as runtime::protocol::Carrier>::Addr>>
 {
 }
 
 impl<T> Carrier for T where
-    T: edp::runtime::Carrier<Core = GroupCore<<T as edp::runtime::Carrier>::Addr>>
+    T: runtime::protocol::Carrier<Core = GroupCore<<T as runtime::protocol::Carrier>::Addr>>
 {
 }
 

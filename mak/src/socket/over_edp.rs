@@ -1,27 +1,27 @@
 //! MAK over EDP: the MAK frame is the payload of an EDP datagram sent to
 //! the group's MAC address (DATA, and MAK's NAKs) or to one member's
 //! `(MAC, port)` (ACKs, iterative DATA, NAK-baseline NAKs). The member is a
-//! slot of the process's runtime for the interface (`edp::runtime`), keyed
+//! slot of the process's runtime for the interface (`runtime`), keyed
 //! by the group's EDP port, which every member binds; the runtime's packet
 //! socket joins the group MAC (`PACKET_ADD_MEMBERSHIP`, so real NICs pass
 //! the frames up). Frames arrive borrowed from the RX ring and leave in the
 //! runtime's sendmmsg batches, the MAK frame written behind the EDP header
 //! in the batch buffer.
 
-use std::any::Any;
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
-use edp::runtime::{Cx, DemuxKey, Driver, EthEngine, Ready, Runtime, SlotId, Socket, TxQueue};
-use edp::wire::{EdpFrame, EdpRepr, EthernetRepr, MacAddr, EDP_HEADER_LEN, ETH_HEADER_LEN};
+use edp::wire::{EdpFrame, EdpRepr, EDP_HEADER_LEN};
+use link::eth::EthernetRepr;
+use link::{MacAddr, ETH_HEADER_LEN};
+use runtime::protocol::{Cx, DemuxKey, Driver, EthEngine, Ready, RxFrame, SlotId, Socket, TxQueue};
+use runtime::EthAddr;
+use runtime::Runtime;
 
 use super::core::GroupCore;
 use super::{GroupSpec, MakConfig, MakSocket};
 use crate::member::Dest;
-
-/// An EDP member address: MAC address and EDP port (the group's port).
-pub type EdpAddr = (MacAddr, u16);
 
 /// Bytes in front of the MAK frame in an Ethernet frame.
 const HEAD: usize = ETH_HEADER_LEN + EDP_HEADER_LEN;
@@ -57,18 +57,17 @@ impl EdpGroup {
 
 /// The member in its runtime slot.
 pub(crate) struct MakSlot {
-    pub core: GroupCore<EdpAddr>,
+    pub core: GroupCore<EthAddr>,
     group: EdpGroup,
     ethertype: u16,
-    max_frame: usize,
     /// Largest MAK frame.
     frame: usize,
     more: bool,
 }
 
 impl Socket for MakSlot {
-    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
-        let f = match EdpFrame::parse(frame, self.ethertype, self.max_frame) {
+    fn on_frame(&mut self, cx: &mut Cx<'_>, frame: RxFrame<'_>) {
+        let f = match EdpFrame::with_eth(frame.eth, frame.packet) {
             Ok(f)
                 if f.header.dst_port == self.group.port
                     && (f.eth.dst == cx.mac || f.eth.dst == self.group.mac) =>
@@ -80,8 +79,11 @@ impl Socket for MakSlot {
                 return;
             }
         };
-        self.core
-            .on_frame(cx.now, (f.eth.src, f.header.src_port), f.payload);
+        self.core.on_frame(
+            cx.now,
+            EthAddr::new(f.eth.src, f.header.src_port),
+            f.payload,
+        );
     }
 
     fn on_timeout(&mut self, cx: &mut Cx<'_>) {
@@ -102,7 +104,7 @@ impl Socket for MakSlot {
             };
             let (mac, port) = match t.dest {
                 Dest::Group => (self.group.mac, self.group.port),
-                Dest::Member(a) => a,
+                Dest::Member(a) => (a.mac, a.port),
             };
             EthernetRepr {
                 dst: mac,
@@ -147,14 +149,6 @@ impl Socket for MakSlot {
     fn is_finished(&self) -> bool {
         self.core.is_idle() && !self.core.wants_transmit()
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// MAK over EDP: the member's slot in a runtime.
@@ -177,9 +171,9 @@ impl EdpCarrier {
     }
 }
 
-impl edp::runtime::Carrier for EdpCarrier {
-    type Addr = EdpAddr;
-    type Core = GroupCore<EdpAddr>;
+impl runtime::protocol::Carrier for EdpCarrier {
+    type Addr = EthAddr;
+    type Core = GroupCore<EthAddr>;
     type Engine = EthEngine;
 
     fn driver(&self) -> &Arc<Driver<EthEngine>> {
@@ -188,10 +182,10 @@ impl edp::runtime::Carrier for EdpCarrier {
     fn slot(&self) -> SlotId {
         self.slot
     }
-    fn core(e: &mut EthEngine, slot: SlotId) -> Option<&mut GroupCore<EdpAddr>> {
+    fn core(e: &mut EthEngine, slot: SlotId) -> Option<&mut GroupCore<EthAddr>> {
         e.socket_mut::<MakSlot>(slot).map(|s| &mut s.core)
     }
-    fn core_ref(e: &EthEngine, slot: SlotId) -> Option<&GroupCore<EdpAddr>> {
+    fn core_ref(e: &EthEngine, slot: SlotId) -> Option<&GroupCore<EthAddr>> {
         e.socket::<MakSlot>(slot).map(|s| &s.core)
     }
     fn touched(e: &mut EthEngine, slot: SlotId, now: Instant) -> io::Result<()> {
@@ -227,12 +221,12 @@ impl MakSocket<EdpCarrier> {
     /// Joins `group` on interface `iface` as the member `spec` describes,
     /// in the process's runtime for the interface (`cfg.runtime`).
     ///
-    /// Errors: those of `edp::runtime::Runtime::shared` (EPERM names
+    /// Errors: those of `runtime::Runtime::shared` (EPERM names
     /// CAP_NET_RAW); those of [`MakSocket::bind_edp_on`].
     pub fn bind_edp(
         iface: &str,
         group: EdpGroup,
-        spec: GroupSpec<EdpAddr>,
+        spec: GroupSpec<EthAddr>,
         cfg: MakConfig,
     ) -> io::Result<Self> {
         let rt = Runtime::shared(iface, &cfg.runtime)?;
@@ -250,7 +244,7 @@ impl MakSocket<EdpCarrier> {
     pub fn bind_edp_on(
         rt: &Runtime,
         group: EdpGroup,
-        spec: GroupSpec<EdpAddr>,
+        spec: GroupSpec<EthAddr>,
         cfg: MakConfig,
     ) -> io::Result<Self> {
         if !group.mac.is_group() {
@@ -262,27 +256,33 @@ impl MakSocket<EdpCarrier> {
         }
         spec.validate()?;
         for p in &spec.members {
-            if p.addr.1 != group.port {
+            if p.addr.port != group.port {
                 return Err(invalid(format!(
                     "MAK member {} ({}) is at EDP port {}, not the group's port {}: every member binds the group port",
-                    p.id.0, p.name, p.addr.1, group.port
+                    p.id.0, p.name, p.addr.port, group.port
                 )));
             }
         }
         let me = spec.me_peer().expect("validated");
-        if me.addr.0 != rt.mac() {
+        if me.addr.mac != rt.mac() {
             return Err(invalid(format!(
                 "MAK member {} ({}) is listed at {}, but this interface's MAC is {}",
                 me.id.0,
                 me.name,
-                me.addr.0,
+                me.addr.mac,
                 rt.mac()
             )));
         }
         let mtu = rt.mtu();
         let where_ = format!("EDP on {}", rt.iface().unwrap_or("(link)"));
         let protocol = cfg.protocol_for(mtu.saturating_sub(EDP_HEADER_LEN), &where_)?;
-        let core = GroupCore::new(&spec, &protocol, cfg.seed(), cfg.link_fault.as_ref())?;
+        let core = GroupCore::new(
+            &spec,
+            &protocol,
+            &where_,
+            cfg.seed(),
+            cfg.link_fault.as_ref(),
+        )?;
         let ethertype = rt.edp_ethertype();
         let (port, lease) = rt.take_port(ethertype, group.port)?;
         rt.join_group(group.mac)?;
@@ -290,7 +290,6 @@ impl MakSocket<EdpCarrier> {
             core,
             group,
             ethertype,
-            max_frame: mtu + ETH_HEADER_LEN,
             frame: protocol.mtu,
             more: false,
         };

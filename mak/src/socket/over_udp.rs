@@ -8,21 +8,21 @@
 //! `IP_MULTICAST_ALL` off (only the groups this socket joined), a TTL.
 //! Datagrams move in recvmmsg/sendmmsg batches; the socket and the member
 //! form an engine driven by the workspace's one driver
-//! (`edp::runtime::driver`), as CTP's UDP engine.
+//! (`runtime::driver`), as CTP's UDP engine.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Instant;
 
-use edp::runtime::udp::{self, DatagramCore, UdpEvent};
-use edp::runtime::{Driver, Ready, SlotId};
+use runtime::protocol::{DatagramCore, UdpEvent};
+use runtime::protocol::{Driver, Ready, SlotId};
 
 use super::core::GroupCore;
 use super::{GroupSpec, MakConfig, MakSocket};
 use crate::member::Dest;
 
-pub use edp::runtime::udp::UDP_SOCKET_BUFFER;
+pub use runtime::protocol::UDP_SOCKET_BUFFER;
 
 /// IPv4 (20) and UDP (8) header bytes inside the interface MTU.
 const IP_UDP_HEADERS: usize = 28;
@@ -44,7 +44,7 @@ impl UdpGroup {
 }
 
 /// The UDP engine of a member.
-pub type UdpEngine = edp::runtime::UdpEngine<UdpMember>;
+pub type UdpEngine = runtime::protocol::UdpEngine<UdpMember>;
 
 /// A member on a UDP socket: its core and the group's address.
 #[derive(Debug)]
@@ -113,7 +113,7 @@ impl UdpCarrier {
     }
 }
 
-impl edp::runtime::Carrier for UdpCarrier {
+impl runtime::protocol::Carrier for UdpCarrier {
     type Addr = SocketAddr;
     type Core = GroupCore<SocketAddr>;
     type Engine = UdpEngine;
@@ -153,7 +153,7 @@ fn interface_of(ip: Ipv4Addr) -> io::Result<(String, usize)> {
             continue;
         };
         if sin.ip() == ip {
-            let info = edp::iface::lookup(&a.interface_name)?;
+            let info = link::iface::lookup(&a.interface_name)?;
             return Ok((a.interface_name, info.mtu));
         }
     }
@@ -205,14 +205,18 @@ impl MakSocket<UdpCarrier> {
             unreachable!("checked IPv4")
         };
         let (iface, mtu) = interface_of(local_ip)?;
-        let protocol = cfg.protocol_for(
-            mtu.saturating_sub(IP_UDP_HEADERS).min(65507),
-            &format!("UDP on {iface}"),
+        let where_ = format!("UDP on {iface}");
+        let protocol = cfg.protocol_for(mtu.saturating_sub(IP_UDP_HEADERS).min(65507), &where_)?;
+        let core = GroupCore::new(
+            &spec,
+            &protocol,
+            &where_,
+            cfg.seed(),
+            cfg.link_fault.as_ref(),
         )?;
-        let core = GroupCore::new(&spec, &protocol, cfg.seed(), cfg.link_fault.as_ref())?;
 
         let bind = SocketAddr::from(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, group.addr.port()));
-        let sock = udp::bind_socket(bind, "MAK/UDP", |s| {
+        let sock = runtime::protocol::bind_socket(bind, "MAK/UDP", |s| {
             s.join_multicast_v4(group.addr.ip(), &local_ip)
                 .map_err(|e| {
                     io::Error::new(

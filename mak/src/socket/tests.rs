@@ -6,10 +6,10 @@
 use std::io::ErrorKind;
 use std::time::Duration;
 
-use edp::link::fault::FaultConfig;
-use edp::link::sim::{SimClock, SimSwitch};
-use edp::runtime::{Runtime, RuntimeConfig};
-use edp::Link;
+use link::fault::FaultConfig;
+use link::sim::{SimClock, SimSwitch};
+use link::Link;
+use runtime::{EthAddr, Runtime, RuntimeConfig};
 
 use super::*;
 use crate::Strategy;
@@ -34,10 +34,16 @@ fn switch(n: usize) -> Vec<Runtime> {
         .collect()
 }
 
-fn members(rts: &[Runtime]) -> Vec<Peer<EdpAddr>> {
+fn members(rts: &[Runtime]) -> Vec<Peer<EthAddr>> {
     rts.iter()
         .enumerate()
-        .map(|(i, rt)| Peer::new(i as u16, (rt.mac(), PORT), format!("node{i}")))
+        .map(|(i, rt)| {
+            Peer::new(
+                i as u16,
+                runtime::EthAddr::new(rt.mac(), PORT),
+                format!("node{i}"),
+            )
+        })
         .collect()
 }
 
@@ -176,7 +182,7 @@ fn spec_and_config_errors_say_what_is_wrong() {
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.to_string().contains("neither sends nor follows"), "{e}");
     let mut wrong = peers.clone();
-    wrong[1].addr.1 = PORT + 1;
+    wrong[1].addr.port = PORT + 1;
     let e = MakSocket::bind_edp_on(
         &rts[0],
         group,

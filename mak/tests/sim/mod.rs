@@ -1,14 +1,14 @@
-//! An in-memory hub on a virtual clock for MAK simulations: one sender
-//! (node 0, member 0, address 0) and N receivers (node i, member i, address
-//! i), a store-and-forward switch with one port per node, seeded faults per
-//! receiver link (independent loss, Gilbert-Elliott burst loss,
-//! duplication, reordering), and an optional per-frame cost model (CPU time
-//! per frame sent and received, serialisation per byte, propagation).
-//! Everything is deterministic per seed: events are ordered by (instant,
-//! insertion number), every random choice comes from a seeded ChaCha.
+//! MAK simulations on `testkit::sim`: one sender (node 0, member 0, address
+//! 0) and N receivers (node i, member i, address i) on a switch, each node
+//! reached through its own cable. A receiver's cable has seeded faults in
+//! each direction, independent of every other (loss, Gilbert-Elliott burst
+//! loss, duplication, reordering: the fault injector's); every cable has
+//! half the propagation delay each way and serialises at the cost model's
+//! link rate, and the nodes charge CPU time per frame sent and received.
+//! Deterministic per seed: every random choice comes from a seeded ChaCha.
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::{Duration, Instant};
 
@@ -19,8 +19,12 @@ use mak::{
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use testkit::sim::{self as ts, Cable, FaultConfig, Link, MacAddr, Port};
 
 pub const GROUP: GroupId = GroupId(42);
+/// The EtherType of the simulation's frames (IEEE local experimental).
+const ETHERTYPE: u16 = 0x88b5;
+const ETH_HEADER: usize = 14;
 
 /// Gilbert-Elliott two-state burst loss.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -29,19 +33,19 @@ pub struct GilbertElliott {
     pub p_good_bad: f64,
     /// Per frame, probability of going from the bad to the good state.
     pub p_bad_good: f64,
-    /// Loss probability in the bad state (in the good one: `Faults::loss`).
+    /// Loss probability in the bad state (`Faults::loss` applies in both).
     pub loss_bad: f64,
 }
 
-/// Faults of one receiver's link, applied per frame in each direction.
+/// Faults of one receiver's cable, applied per frame in each direction.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Faults {
-    /// Independent loss probability (the good state's, with `burst`).
+    /// Independent loss probability.
     pub loss: f64,
     pub burst: Option<GilbertElliott>,
     /// Probability a frame is delivered twice.
     pub dup: f64,
-    /// Probability a frame is held back by up to `reorder_delay`.
+    /// Probability a frame is held back by `reorder_delay`.
     pub reorder: f64,
     pub reorder_delay: Duration,
 }
@@ -67,12 +71,26 @@ impl Faults {
             reorder_delay: Duration::from_micros(60),
         }
     }
+
+    /// The fault injector's config for one direction of a cable.
+    fn config(&self, seed: u64) -> FaultConfig {
+        let mut f = FaultConfig::seeded(seed)
+            .with_loss(self.loss)
+            .with_duplicate(self.dup);
+        if self.reorder > 0.0 {
+            f = f.with_reorder(self.reorder, self.reorder_delay);
+        }
+        if let Some(b) = self.burst {
+            f = f.with_burst(b.p_good_bad, b.p_bad_good, b.loss_bad);
+        }
+        f
+    }
 }
 
 /// Time per frame and per byte.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CostModel {
-    /// One-way propagation delay (half before, half after the switch).
+    /// One-way propagation delay (half on each cable).
     pub propagation: Duration,
     /// Serialisation time per byte, ns (8 = 1 Gbit/s; 0 = infinitely fast).
     pub ns_per_byte: f64,
@@ -101,13 +119,23 @@ impl CostModel {
             rx_cost: Duration::from_micros(4),
         }
     }
+
+    /// Half the propagation delay and the link rate, on `f`.
+    fn on(&self, f: FaultConfig) -> FaultConfig {
+        let f = f.with_delay(self.propagation / 2, Duration::ZERO);
+        if self.ns_per_byte > 0.0 {
+            f.with_rate((8e9 / self.ns_per_byte) as u64)
+        } else {
+            f
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
 pub struct SimSpec {
     pub cfg: Config,
     pub receivers: usize,
-    /// Faults per receiver link (cycled if shorter than `receivers`).
+    /// Faults per receiver cable (cycled if shorter than `receivers`).
     pub faults: Vec<Faults>,
     pub cost: CostModel,
     pub seed: u64,
@@ -135,18 +163,18 @@ impl SimSpec {
     }
 }
 
-/// Hub counters.
+/// Counters of the network.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HubStats {
+    /// Frames the nodes sent.
     pub frames: u64,
+    /// Copies lost on the cables (both directions).
     pub copies_lost: u64,
+    /// Copies duplicated on the cables.
     pub copies_duplicated: u64,
-    pub copies_delayed: u64,
-    /// First transmissions (not RETX) of DATA lost on the way to at least
-    /// one live receiver, by sequence number.
+    /// First transmissions (not RETX) of DATA that a receiver alive when
+    /// they were sent never got, by sequence number.
     pub first_tx_lost: BTreeSet<u32>,
-    /// Retransmissions (RETX) of DATA by sequence number.
-    pub retx_by_seq: BTreeMap<u32, u32>,
 }
 
 #[derive(Debug)]
@@ -159,15 +187,14 @@ pub struct Outcome {
     pub sender: SenderStats,
     pub receivers: Vec<ReceiverStats>,
     pub hub: HubStats,
-    /// Instant of the last event processed.
+    /// Instant the simulation ended (nothing pending, or the limit).
     pub end: Duration,
     /// The sender became idle with every message sent and freed.
     pub sender_idle: bool,
     /// When the sender's last `MessageDone` came.
     pub sender_done_at: Option<Duration>,
-    /// Hash of every frame moved (instant, endpoints, bytes) and event.
+    /// Hash of every frame sent (instant, sender, bytes) and every event.
     pub trace_hash: u64,
-    pub events_processed: u64,
 }
 
 impl Outcome {
@@ -195,194 +222,71 @@ impl Outcome {
     }
 }
 
-enum Ev {
-    Frame {
-        to: usize,
-        from: u16,
-        bytes: Vec<u8>,
+enum Role {
+    Sender {
+        sender: Box<Sender<u16>>,
+        /// Messages the application has not handed over yet.
+        pending: VecDeque<Vec<u8>>,
+        /// First transmissions of DATA: sequence number, when, to whom.
+        first_tx: Vec<(u32, Instant, Dest<u16>)>,
     },
-    Timer {
-        node: usize,
-    },
-    Kill {
-        node: usize,
-        dead: bool,
+    Receiver {
+        receiver: Box<Receiver<u16>>,
+        /// Sequence numbers of the DATA first transmissions received.
+        got_first: BTreeSet<u32>,
     },
 }
 
-struct Link {
-    faults: Faults,
-    bad: bool,
-    rng: ChaCha8Rng,
-}
-
-impl Link {
-    /// Extra delays of the copies that get through (empty = lost).
-    fn pass(&mut self, stats: &mut HubStats) -> Vec<Duration> {
-        let f = self.faults;
-        let mut loss = f.loss;
-        if let Some(ge) = f.burst {
-            let flip = if self.bad {
-                ge.p_bad_good
-            } else {
-                ge.p_good_bad
-            };
-            if self.rng.random_bool(flip) {
-                self.bad = !self.bad;
-            }
-            if self.bad {
-                loss = ge.loss_bad;
-            }
-        }
-        if self.rng.random_bool(loss) {
-            stats.copies_lost += 1;
-            return Vec::new();
-        }
-        let copies = if self.rng.random_bool(f.dup) {
-            stats.copies_duplicated += 1;
-            2
-        } else {
-            1
-        };
-        (0..copies)
-            .map(|_| {
-                if f.reorder > 0.0 && self.rng.random_bool(f.reorder) {
-                    stats.copies_delayed += 1;
-                    let max = f.reorder_delay.as_nanos() as u64;
-                    Duration::from_nanos(self.rng.random_range(0..=max))
-                } else {
-                    Duration::ZERO
-                }
-            })
-            .collect()
-    }
-}
-
-pub struct Sim {
-    spec: SimSpec,
+/// One member on its port, with the cost model's CPU.
+pub struct MemberNode {
+    role: Role,
+    port: Port,
+    addr: u16,
+    /// The port MAC of every address.
+    macs: Vec<MacAddr>,
+    cost: CostModel,
     t0: Instant,
-    sender: Sender<u16>,
-    receivers: Vec<Receiver<u16>>,
-    dead: Vec<bool>,
-    /// Per receiver: (uplink to the switch, downlink from it).
-    links: Vec<(Link, Link)>,
-    queue: BTreeMap<(Instant, u64), Ev>,
-    order: u64,
-    /// Per node: CPU busy until, switch port to it busy until, its own
-    /// port busy until, timer scheduled at.
-    cpu_free: Vec<Instant>,
-    in_free: Vec<Instant>,
-    out_free: Vec<Instant>,
-    timer_at: Vec<Option<Instant>>,
-    pending: std::collections::VecDeque<Vec<u8>>,
-    out: Outcome,
+    /// When the CPU finishes what it was given.
+    cpu_free: Instant,
+    /// Frames waiting for the instant the CPU has put them out.
+    outbox: VecDeque<(Instant, Vec<u8>)>,
+    /// Deaths (true) and revivals, in order; the next to come.
+    schedule: Vec<(Instant, bool)>,
+    next_change: usize,
+    dead: bool,
+    delivered: Vec<(Duration, Message)>,
+    receiver_events: Vec<(Duration, ReceiverEvent)>,
+    sender_events: Vec<(Duration, SenderEvent<u16>)>,
+    sender_done_at: Option<Duration>,
+    frames: u64,
     hasher: DefaultHasher,
     buf: Vec<u8>,
+    frame: Vec<u8>,
+    started: bool,
 }
 
-impl Sim {
-    pub fn new(spec: SimSpec) -> Self {
-        let t0 = Instant::now();
-        let n = spec.receivers;
-        let members = (1..=n as u16).map(|i| Member::new(i, i)).collect();
-        let sender = Sender::new(spec.cfg.clone(), GROUP, MemberId(0), members, Seq(0)).unwrap();
-        let mut seeder = ChaCha8Rng::seed_from_u64(spec.seed);
-        let receivers = (1..=n as u16)
-            .map(|i| {
-                Receiver::new(
-                    spec.cfg.clone(),
-                    GROUP,
-                    MemberId(i),
-                    Member::new(0, 0),
-                    Seq(0),
-                    seeder.random(),
-                )
-                .unwrap()
-            })
-            .collect();
-        let links = (0..n)
-            .map(|i| {
-                let f = spec.faults[i % spec.faults.len()];
-                let mk = |rng: &mut ChaCha8Rng| Link {
-                    faults: f,
-                    bad: false,
-                    rng: ChaCha8Rng::seed_from_u64(rng.random()),
-                };
-                (mk(&mut seeder), mk(&mut seeder))
-            })
-            .collect();
-        let mut queue = BTreeMap::new();
-        let mut order = 0;
-        for (list, dead) in [(&spec.kill, true), (&spec.revive, false)] {
-            for &(node, at) in list {
-                queue.insert(
-                    (t0 + at, order),
-                    Ev::Kill {
-                        node: node + 1,
-                        dead,
-                    },
-                );
-                order += 1;
-            }
-        }
-        Self {
-            t0,
-            sender,
-            receivers,
-            dead: vec![false; n + 1],
-            links,
-            queue,
-            order,
-            cpu_free: vec![t0; n + 1],
-            in_free: vec![t0; n + 1],
-            out_free: vec![t0; n + 1],
-            timer_at: vec![None; n + 1],
-            pending: Default::default(),
-            out: Outcome {
-                delivered: vec![Vec::new(); n],
-                receiver_events: vec![Vec::new(); n],
-                sender_events: Vec::new(),
-                sender: SenderStats::default(),
-                receivers: Vec::new(),
-                hub: HubStats::default(),
-                end: Duration::ZERO,
-                sender_idle: false,
-                sender_done_at: None,
-                trace_hash: 0,
-                events_processed: 0,
-            },
-            hasher: DefaultHasher::new(),
-            buf: vec![0u8; spec.cfg.mtu],
-            spec,
-        }
-    }
-
-    /// Runs `msgs` through the group: queued at start as far as the send
-    /// buffer allows, the rest as messages complete.
-    pub fn run(spec: SimSpec, msgs: &[Vec<u8>]) -> Outcome {
-        let mut sim = Sim::new(spec);
-        sim.pending = msgs.iter().cloned().collect();
-        let t0 = sim.t0;
-        sim.feed_app();
-        sim.service(0, t0);
-        sim.run_loop();
-        sim.finish()
-    }
-
-    fn push(&mut self, at: Instant, ev: Ev) {
-        self.queue.insert((at, self.order), ev);
-        self.order += 1;
+impl MemberNode {
+    /// Whether the node was dead at `t`.
+    fn dead_at(&self, t: Instant) -> bool {
+        let past = self.schedule.iter().take_while(|c| c.0 <= t);
+        past.last().is_some_and(|c| c.1)
     }
 
     fn feed_app(&mut self) {
-        while let Some(m) = self.pending.front() {
-            match self.sender.send(m.clone()) {
+        let Role::Sender {
+            sender, pending, ..
+        } = &mut self.role
+        else {
+            return;
+        };
+        while let Some(m) = pending.front() {
+            match sender.send(m.clone()) {
                 Ok(_) => {
-                    self.pending.pop_front();
+                    pending.pop_front();
                 }
                 Err(SendError::Full { .. }) => break,
                 Err(SendError::NoMembers) => {
-                    self.pending.clear();
+                    pending.clear();
                     break;
                 }
                 Err(e) => panic!("send: {e}"),
@@ -390,72 +294,30 @@ impl Sim {
         }
     }
 
-    fn run_loop(&mut self) {
-        let limit = self.t0 + self.spec.limit;
-        while let Some(((at, _), ev)) = self.queue.pop_first() {
-            if at > limit {
-                break;
-            }
-            self.out.events_processed += 1;
-            self.out.end = at - self.t0;
-            match ev {
-                Ev::Kill { node, dead } => {
-                    self.dead[node] = dead;
-                    if !dead {
-                        // Its timers were lost while dead: re-arm.
-                        self.timer_at[node] = None;
-                        self.service(node, at);
-                    }
-                }
-                Ev::Timer { node } => {
-                    if self.timer_at[node] != Some(at) || self.dead[node] {
-                        continue;
-                    }
-                    self.timer_at[node] = None;
-                    let now = at.max(self.cpu_free[node]);
-                    (at - self.t0).hash(&mut self.hasher);
-                    node.hash(&mut self.hasher);
-                    if node == 0 {
-                        self.sender.handle_timeout(now);
-                    } else {
-                        self.receivers[node - 1].handle_timeout(now);
-                    }
-                    self.service(node, now);
-                }
-                Ev::Frame { to, from, bytes } => {
-                    if self.dead[to] {
-                        continue;
-                    }
-                    let now = at.max(self.cpu_free[to]);
-                    self.cpu_free[to] = now + self.spec.cost.rx_cost;
-                    if to == 0 {
-                        self.sender.handle_frame(now, from, &bytes);
-                    } else {
-                        self.receivers[to - 1].handle_frame(now, from, &bytes);
-                    }
-                    self.service(to, self.cpu_free[to]);
-                }
-            }
-        }
-    }
-
-    /// After a node handled something at `now`: collect its events, send
-    /// its frames, schedule its timer.
-    fn service(&mut self, node: usize, now: Instant) {
-        let mut t = now.max(self.cpu_free[node]);
-        if node == 0 {
+    /// After the node handled something at `now`: collect its events and
+    /// put its frames out, on the CPU.
+    fn service(&mut self, now: Instant) {
+        let mut t = now.max(self.cpu_free);
+        let t0 = self.t0;
+        if matches!(self.role, Role::Sender { .. }) {
             loop {
-                t = self.drain_tx(0, t);
+                t = self.drain_tx(t);
                 let mut done = false;
-                while let Some(ev) = self.sender.poll_event() {
+                let Role::Sender {
+                    sender, pending, ..
+                } = &mut self.role
+                else {
+                    unreachable!()
+                };
+                while let Some(ev) = sender.poll_event() {
                     if matches!(ev, SenderEvent::MessageDone { .. }) {
-                        self.out.sender_done_at = Some(t - self.t0);
+                        self.sender_done_at = Some(t - t0);
                         done = true;
                     }
                     format!("{ev:?}").hash(&mut self.hasher);
-                    self.out.sender_events.push((t - self.t0, ev));
+                    self.sender_events.push((t - t0, ev));
                 }
-                if !done || self.pending.is_empty() {
+                if !done || pending.is_empty() {
                     break;
                 }
                 self.feed_app();
@@ -463,127 +325,324 @@ impl Sim {
         } else {
             // Reading first: it may free buffer, consume held packets and
             // make an ACK due.
-            let r = &mut self.receivers[node - 1];
-            while let Some(ev) = r.poll_event() {
+            let Role::Receiver { receiver, .. } = &mut self.role else {
+                unreachable!()
+            };
+            while let Some(ev) = receiver.poll_event() {
                 match ev {
                     ReceiverEvent::Message(m) => {
                         (m.msg, m.data.len()).hash(&mut self.hasher);
-                        self.out.delivered[node - 1].push((t - self.t0, m))
+                        self.delivered.push((t - t0, m))
                     }
                     other => {
                         format!("{other:?}").hash(&mut self.hasher);
-                        self.out.receiver_events[node - 1].push((t - self.t0, other))
+                        self.receiver_events.push((t - t0, other))
                     }
                 }
             }
-            t = self.drain_tx(node, t);
+            t = self.drain_tx(t);
         }
-        self.cpu_free[node] = t;
-        let next = if node == 0 {
-            self.sender.poll_timeout()
-        } else {
-            self.receivers[node - 1].poll_timeout()
-        };
-        if next != self.timer_at[node] {
-            self.timer_at[node] = next;
-            if let Some(at) = next {
-                self.push(at, Ev::Timer { node });
-            }
-        }
+        self.cpu_free = t;
     }
 
-    /// Sends every frame `node` has, from `t` on; returns when its CPU is
-    /// free again.
-    fn drain_tx(&mut self, node: usize, mut t: Instant) -> Instant {
-        let mut buf = std::mem::take(&mut self.buf);
+    /// Takes every frame the member has, from `t` on, one CPU cost apart;
+    /// returns when the CPU is free again.
+    fn drain_tx(&mut self, mut t: Instant) -> Instant {
         loop {
-            let tx = if node == 0 {
-                self.sender.poll_transmit(t, &mut buf)
-            } else {
-                self.receivers[node - 1].poll_transmit(t, &mut buf)
+            let tx = match &mut self.role {
+                Role::Sender { sender, .. } => sender.poll_transmit(t, &mut self.buf),
+                Role::Receiver { receiver, .. } => receiver.poll_transmit(t, &mut self.buf),
             };
             let Some(tx) = tx else {
                 break;
             };
-            t += self.spec.cost.tx_cost;
-            self.transmit(node, t, tx.dest, buf[..tx.len].to_vec());
-        }
-        self.buf = buf;
-        t
-    }
-
-    fn ser(&self, len: usize) -> Duration {
-        Duration::from_nanos((len as f64 * self.spec.cost.ns_per_byte) as u64)
-    }
-
-    /// A frame leaves `node` at `t`: through its port, its uplink faults,
-    /// the switch, each destination's downlink faults and port.
-    fn transmit(&mut self, node: usize, t: Instant, dest: Dest<u16>, bytes: Vec<u8>) {
-        self.out.hub.frames += 1;
-        (t - self.t0).hash(&mut self.hasher);
-        node.hash(&mut self.hasher);
-        bytes.hash(&mut self.hasher);
-        let ser = self.ser(bytes.len());
-        let depart = t.max(self.out_free[node]) + ser;
-        self.out_free[node] = depart;
-        let half = self.spec.cost.propagation / 2;
-        let ups = if node == 0 {
-            vec![Duration::ZERO]
-        } else {
-            self.links[node - 1].0.pass(&mut self.out.hub)
-        };
-        let first_tx_seq = match Repr::parse(&bytes) {
-            Ok(Repr::Data { flags, seq, .. }) if node == 0 => {
-                if flags.contains(Flags::RETX) {
-                    *self.out.hub.retx_by_seq.entry(seq.0).or_default() += 1;
-                    None
-                } else {
-                    Some(seq.0)
-                }
-            }
-            _ => None,
-        };
-        let targets: Vec<usize> = match dest {
-            Dest::Group => (0..=self.receivers.len()).filter(|&b| b != node).collect(),
-            Dest::Member(a) => vec![a as usize],
-        };
-        for up in ups {
-            let at_switch = depart + half + up;
-            for &b in &targets {
-                let downs = if b == 0 {
-                    vec![Duration::ZERO]
-                } else {
-                    self.links[b - 1].1.pass(&mut self.out.hub)
-                };
-                if downs.is_empty() && b != 0 && !self.dead[b] {
-                    if let Some(s) = first_tx_seq {
-                        self.out.hub.first_tx_lost.insert(s);
+            t += self.cost.tx_cost;
+            let bytes = &self.buf[..tx.len];
+            if let Role::Sender { first_tx, .. } = &mut self.role {
+                if let Ok(Repr::Data { flags, seq, .. }) = Repr::parse(bytes) {
+                    if !flags.contains(Flags::RETX) {
+                        first_tx.push((seq.0, t, tx.dest));
                     }
                 }
-                for down in downs {
-                    let start = at_switch.max(self.in_free[b]);
-                    let done = start + ser;
-                    self.in_free[b] = done;
-                    let arrive = done + half + down;
-                    self.push(
-                        arrive,
-                        Ev::Frame {
-                            to: b,
-                            from: node as u16,
-                            bytes: bytes.clone(),
-                        },
-                    );
+            }
+            (t - self.t0).hash(&mut self.hasher);
+            self.addr.hash(&mut self.hasher);
+            bytes.hash(&mut self.hasher);
+            let dst = match tx.dest {
+                Dest::Group => mak::socket::group_mac(GROUP.0),
+                Dest::Member(a) => self.macs[usize::from(a)],
+            };
+            let mut frame = Vec::with_capacity(ETH_HEADER + tx.len);
+            frame.extend_from_slice(&dst.octets());
+            frame.extend_from_slice(&self.port.mac().octets());
+            frame.extend_from_slice(&ETHERTYPE.to_be_bytes());
+            frame.extend_from_slice(bytes);
+            self.outbox.push_back((t, frame));
+        }
+        t
+    }
+}
+
+impl ts::Node for MemberNode {
+    fn step(&mut self, now: Instant) -> bool {
+        let mut moved = false;
+        let mut revived = false;
+        while let Some(&(_, dead)) = self.schedule.get(self.next_change).filter(|c| c.0 <= now) {
+            self.next_change += 1;
+            revived |= self.dead && !dead;
+            self.dead = dead;
+        }
+        if !self.started {
+            self.started = true;
+            self.feed_app();
+            self.service(now);
+        }
+        if revived {
+            // Its timers were lost while dead: they fire now if due.
+            self.service(now);
+        }
+        while let Ok(n) = self.port.recv(&mut self.frame) {
+            moved = true;
+            if self.dead || n < ETH_HEADER {
+                continue;
+            }
+            let src = MacAddr(self.frame[6..12].try_into().expect("6 bytes"));
+            let from = self
+                .macs
+                .iter()
+                .position(|&m| m == src)
+                .expect("a member's port") as u16;
+            let t = now.max(self.cpu_free);
+            self.cpu_free = t + self.cost.rx_cost;
+            let bytes = &self.frame[ETH_HEADER..n];
+            match &mut self.role {
+                Role::Sender { sender, .. } => sender.handle_frame(t, from, bytes),
+                Role::Receiver {
+                    receiver,
+                    got_first,
+                } => {
+                    if let Ok(Repr::Data { flags, seq, .. }) = Repr::parse(bytes) {
+                        if !flags.contains(Flags::RETX) {
+                            got_first.insert(seq.0);
+                        }
+                    }
+                    receiver.handle_frame(t, from, bytes);
                 }
+            }
+            self.service(self.cpu_free);
+        }
+        let timeout = match &self.role {
+            Role::Sender { sender, .. } => sender.poll_timeout(),
+            Role::Receiver { receiver, .. } => receiver.poll_timeout(),
+        };
+        if let Some(at) = timeout.filter(|&at| at <= now && !self.dead) {
+            let t = now.max(self.cpu_free);
+            (at - self.t0).hash(&mut self.hasher);
+            self.addr.hash(&mut self.hasher);
+            match &mut self.role {
+                Role::Sender { sender, .. } => sender.handle_timeout(t),
+                Role::Receiver { receiver, .. } => receiver.handle_timeout(t),
+            }
+            self.service(t);
+        }
+        // Frames the CPU put out before a death still leave.
+        while self.outbox.front().is_some_and(|(t, _)| *t <= now) {
+            let (_, frame) = self.outbox.pop_front().expect("a frame");
+            let _ = self.port.send(&frame);
+            self.frames += 1;
+            moved = true;
+        }
+        moved
+    }
+
+    fn poll_at(&mut self) -> Option<Instant> {
+        let timer = match &self.role {
+            Role::Sender { sender, .. } => sender.poll_timeout(),
+            Role::Receiver { receiver, .. } => receiver.poll_timeout(),
+        };
+        let start = (!self.started).then_some(self.t0);
+        [
+            start,
+            timer.filter(|_| !self.dead),
+            self.outbox.front().map(|f| f.0),
+            self.schedule.get(self.next_change).map(|c| c.0),
+            self.port.next_delivery(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+}
+
+/// The simulation of one spec.
+pub struct Sim;
+
+impl Sim {
+    /// Runs `msgs` through the group: queued at start as far as the send
+    /// buffer allows, the rest as messages complete; until nothing is
+    /// pending or the spec's time limit.
+    pub fn run(spec: SimSpec, msgs: &[Vec<u8>]) -> Outcome {
+        let n = spec.receivers;
+        let names =
+            std::iter::once("sender".to_string()).chain((1..=n).map(|i| format!("receiver{i}")));
+        let mut sim = ts::Sim::new(names);
+        let t0 = sim.now();
+        let mut seeder = ChaCha8Rng::seed_from_u64(spec.seed);
+        let seeds: Vec<u64> = (1..=n).map(|_| seeder.random()).collect();
+        let cost = spec.cost;
+        let cables = (0..=n)
+            .map(|i| {
+                if i == 0 {
+                    let f = cost.on(FaultConfig::default());
+                    return Cable {
+                        up: f.clone(),
+                        down: f,
+                    };
+                }
+                let f = spec.faults[(i - 1) % spec.faults.len()];
+                Cable {
+                    up: cost.on(f.config(seeder.random())),
+                    down: cost.on(f.config(seeder.random())),
+                }
+            })
+            .collect();
+        let mut ports = sim.cabled_switch(ts::mtu(1500), cables);
+        let macs: Vec<MacAddr> = ports.iter().map(Port::mac).collect();
+        let group = mak::socket::group_mac(GROUP.0);
+        for p in &mut ports {
+            p.join_group(group).expect("a group address");
+        }
+        let mut schedule = vec![Vec::new(); n + 1];
+        for (list, dead) in [(&spec.kill, true), (&spec.revive, false)] {
+            for &(r, at) in list {
+                schedule[r + 1].push((t0 + at, dead));
+            }
+        }
+        for s in &mut schedule {
+            s.sort_by_key(|c| c.0);
+        }
+        let members: Vec<Member<u16>> = (1..=n as u16).map(|i| Member::new(i, i)).collect();
+        let mut sim = sim.populate(ports, |i, port| {
+            let role = if i == 0 {
+                Role::Sender {
+                    sender: Box::new(
+                        Sender::new(
+                            spec.cfg.clone(),
+                            GROUP,
+                            MemberId(0),
+                            members.clone(),
+                            Seq(0),
+                        )
+                        .unwrap(),
+                    ),
+                    pending: msgs.iter().cloned().collect(),
+                    first_tx: Vec::new(),
+                }
+            } else {
+                Role::Receiver {
+                    receiver: Box::new(
+                        Receiver::new(
+                            spec.cfg.clone(),
+                            GROUP,
+                            MemberId(i as u16),
+                            Member::new(0, 0),
+                            Seq(0),
+                            seeds[i - 1],
+                        )
+                        .unwrap(),
+                    ),
+                    got_first: BTreeSet::new(),
+                }
+            };
+            MemberNode {
+                role,
+                port,
+                addr: i as u16,
+                macs: macs.clone(),
+                cost,
+                t0,
+                cpu_free: t0,
+                outbox: VecDeque::new(),
+                schedule: std::mem::take(&mut schedule[i]),
+                next_change: 0,
+                dead: false,
+                delivered: Vec::new(),
+                receiver_events: Vec::new(),
+                sender_events: Vec::new(),
+                sender_done_at: None,
+                frames: 0,
+                hasher: DefaultHasher::new(),
+                buf: vec![0u8; spec.cfg.mtu],
+                frame: vec![0u8; 1500 + ETH_HEADER],
+                // The sender starts at t0; receivers wait for frames.
+                started: i != 0,
+            }
+        });
+        sim.drive(spec.limit);
+        finish(&mut sim)
+    }
+}
+
+fn finish(sim: &mut ts::Sim<Vec<MemberNode>>) -> Outcome {
+    let mut hub = HubStats::default();
+    for i in 0..sim.len() {
+        let (up, down) = sim.fault_stats(i);
+        hub.copies_lost += up.lost + down.lost;
+        hub.copies_duplicated += up.duplicated + down.duplicated;
+        hub.frames += sim[i].frames;
+    }
+    let Role::Sender {
+        sender,
+        pending,
+        first_tx,
+    } = &sim[0].role
+    else {
+        unreachable!("node 0 sends")
+    };
+    for &(seq, at, dest) in first_tx {
+        let targets: Vec<usize> = match dest {
+            Dest::Group => (1..sim.len()).collect(),
+            Dest::Member(a) => vec![usize::from(a)],
+        };
+        for r in targets {
+            let Role::Receiver { got_first, .. } = &sim[r].role else {
+                continue;
+            };
+            if !got_first.contains(&seq) && !sim[r].dead_at(at) {
+                hub.first_tx_lost.insert(seq);
             }
         }
     }
-
-    fn finish(mut self) -> Outcome {
-        self.out.sender = self.sender.stats();
-        self.out.receivers = self.receivers.iter().map(|r| r.stats()).collect();
-        self.out.sender_idle = self.sender.is_idle() && self.pending.is_empty();
-        self.out.trace_hash = self.hasher.finish();
-        self.out
+    let (sender, sender_idle) = (sender.stats(), sender.is_idle() && pending.is_empty());
+    let mut hasher = DefaultHasher::new();
+    for n in sim.iter() {
+        n.hasher.finish().hash(&mut hasher);
+    }
+    let end = sim.elapsed();
+    let receivers = &mut sim[1..];
+    Outcome {
+        delivered: receivers
+            .iter_mut()
+            .map(|r| std::mem::take(&mut r.delivered))
+            .collect(),
+        receiver_events: receivers
+            .iter_mut()
+            .map(|r| std::mem::take(&mut r.receiver_events))
+            .collect(),
+        receivers: receivers
+            .iter()
+            .map(|r| match &r.role {
+                Role::Receiver { receiver, .. } => receiver.stats(),
+                Role::Sender { .. } => unreachable!("nodes 1.. receive"),
+            })
+            .collect(),
+        sender_events: std::mem::take(&mut sim[0].sender_events),
+        sender,
+        hub,
+        end,
+        sender_idle,
+        sender_done_at: sim[0].sender_done_at,
+        trace_hash: hasher.finish(),
     }
 }
 

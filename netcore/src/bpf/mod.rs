@@ -6,7 +6,7 @@
 //! snapshot-tested programs).
 //!
 //! - [`Insn`]: one instruction, laid out as the kernel's `struct
-//!   sock_filter`, so `edp::sys` can hand a `&[Insn]` to `setsockopt(2)`
+//!   sock_filter`, so `link::sys` can hand a `&[Insn]` to `setsockopt(2)`
 //!   unchanged;
 //! - [`Builder`]: emits instructions with forward [`Label`]s and resolves
 //!   jumps, inserting `ja` trampolines where a conditional jump would reach

@@ -1,7 +1,7 @@
 //! Checks of combinations of options that clap cannot express, each
 //! failing with a message that names the fix.
 
-use edp::runtime::WaitPolicy;
+use runtime::WaitPolicy;
 
 use super::{Args, ModeArg, MIN_MTU};
 use crate::mcast;
@@ -183,7 +183,7 @@ impl Args {
             return Err("-g 0: the grade (--grad) is at least 1".into());
         }
         if self.fault().is_some() {
-            // Fault injection wraps our AF_PACKET link (edp::link::FaultLink):
+            // Fault injection wraps our AF_PACKET link (link::FaultLink):
             // kernel sockets never see it.
             let kernel: Vec<&str> = self
                 .resolve_modes()

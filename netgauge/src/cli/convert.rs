@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use edp::runtime::WaitPolicy;
+use runtime::WaitPolicy;
 
 use super::{Args, ModeArg, MAX_COUNT_ENV};
 use crate::cluster::ClusterConfig;
@@ -18,6 +18,7 @@ use crate::mcast::{McastConfig, McastMode};
 use crate::modes::{Mode, Wait};
 use crate::run::RunConfig;
 use crate::sizes::{size_steps, SizeRange};
+use crate::sweep::Sweep;
 use crate::transport::udp_link::{resolve, UdpLinkSpec};
 use crate::transport::{LinkKind, SessionConfig};
 
@@ -185,11 +186,11 @@ impl Args {
 
     /// The fault injection configured by --loss/--dup/--reorder (percent),
     /// or None if no fault is asked for.
-    pub fn fault(&self) -> Option<edp::link::fault::FaultConfig> {
+    pub fn fault(&self) -> Option<link::fault::FaultConfig> {
         if self.loss <= 0.0 && self.dup <= 0.0 && self.reorder <= 0.0 {
             return None;
         }
-        Some(edp::link::fault::FaultConfig {
+        Some(link::fault::FaultConfig {
             loss: self.loss / 100.0,
             duplicate: self.dup / 100.0,
             reorder: self.reorder / 100.0,
@@ -262,15 +263,22 @@ impl Args {
         }
     }
 
-    /// `--local` with two hosts.
-    pub fn local_config(&self) -> LocalConfig {
-        LocalConfig {
+    /// What `--local` sweeps, with two hosts or more.
+    pub fn sweep(&self) -> Sweep {
+        Sweep {
             modes: self.resolve_modes(),
             pattern: self.pattern,
             size: self.size(),
             grade: self.grade,
             count: self.count,
             warmup: self.warmup,
+        }
+    }
+
+    /// `--local` with two hosts.
+    pub fn local_config(&self) -> LocalConfig {
+        LocalConfig {
+            sweep: self.sweep(),
             port: self.port,
             mtu: self.mtu,
             keep: self.keep,
@@ -294,12 +302,7 @@ impl Args {
     pub fn cluster_config(&self) -> ClusterConfig {
         ClusterConfig {
             hosts: self.hosts(),
-            modes: self.resolve_modes(),
-            pattern: self.pattern,
-            size: self.size(),
-            grade: self.grade,
-            count: self.count,
-            warmup: self.warmup,
+            sweep: self.sweep(),
             seed: self.seed,
             port: self.port,
             eth_type: self.eth_type,

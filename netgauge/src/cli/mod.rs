@@ -316,10 +316,10 @@ pub struct Args {
 
     /// The link edp, esp, ctp-edp and comm-edp run on: `packet` (AF_PACKET on -I
     /// IFACE; needs CAP_NET_RAW) or `udp` (our Ethernet frames carried whole
-    /// in UDP datagrams, `edp::link::UdpLink`: no privilege, crosses
+    /// in UDP datagrams, `link::UdpLink`: no privilege, crosses
     /// routers). With udp, -R is the server's UDP address HOST\[:PORT\] (port
     /// default -P) and each end's MAC is derived from its UDP address
-    /// (`edp::link::udp::derived_mac`).
+    /// (`link::derived_mac`).
     #[arg(long = "link", value_enum, default_value = "packet")]
     pub link: LinkKind,
 

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::Parser;
-use edp::runtime::WaitPolicy;
+use runtime::WaitPolicy;
 
 use super::*;
 use crate::modes::wait_label;

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use edp::runtime::WaitPolicy;
 use mak::Strategy;
+use runtime::WaitPolicy;
 
 /// Most receivers of a multicast run (`--hosts` at most this + 1).
 pub const MAX_RECEIVERS: usize = 15;

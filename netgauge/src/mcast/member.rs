@@ -8,12 +8,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use edp::link::fault::FaultConfig;
+use link::fault::FaultConfig;
 use mak::socket::{
-    EdpAddr, EdpCarrier, EdpGroup, GroupMessage, GroupSpec, MakConfig, MakSocket, MakStats, Peer,
+    EdpCarrier, EdpGroup, GroupMessage, GroupSpec, MakConfig, MakSocket, MakStats, Peer,
     UdpCarrier, UdpGroup,
 };
 use mak::Strategy;
+use runtime::EthAddr;
 use vcluster::{Cluster, Host};
 
 use super::config::{Carrier, McastConfig, Measure, Run};
@@ -120,9 +121,15 @@ fn bind(
     let h = &hosts[i];
     match via {
         Carrier::Edp => {
-            let peers: Vec<Peer<EdpAddr>> = hosts
+            let peers: Vec<Peer<EthAddr>> = hosts
                 .iter()
-                .map(|h| Peer::new(h.index as u16, (h.mac, port), format!("h{}", h.index)))
+                .map(|h| {
+                    Peer::new(
+                        h.index as u16,
+                        EthAddr::new(h.mac, port),
+                        format!("h{}", h.index),
+                    )
+                })
                 .collect();
             MakSocket::bind_edp(
                 &h.iface,

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use ::comm::control::CONTROL_COMMAND;
 use ::comm::wire::COMM_COMMAND;
 use ::comm::{CommConfig, CommError, Communicator};
-use ::ctp::{CtpSocket, Delivery, EdpAddr, Options, Transport};
+use ::ctp::{CtpSocket, Delivery, EthAddr, Options, Transport};
 
 use super::ctp::{bind_edp, bind_udp_client, bind_udp_server};
 use super::{Endpoint, SessionConfig};
@@ -73,13 +73,12 @@ impl HandshakeAddr for SocketAddr {
 }
 
 /// `MAC/port`.
-impl HandshakeAddr for EdpAddr {
+impl HandshakeAddr for EthAddr {
     fn to_text(&self) -> String {
-        format!("{}/{}", self.0, self.1)
+        self.to_string()
     }
     fn from_text(s: &str) -> Option<Self> {
-        let (mac, port) = s.split_once('/')?;
-        Some((mac.parse().ok()?, port.parse().ok()?))
+        s.parse().ok()
     }
 }
 
@@ -119,7 +118,7 @@ pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
         Mode::CommEdp => {
             let sock = bind_edp(cfg, 0)?;
             let peer = (cfg.remote_mac()?, cfg.port);
-            Ok(Box::new(Comm::client(sock, peer, cfg)?))
+            Ok(Box::new(Comm::client(sock, peer.into(), cfg)?))
         }
         _ => {
             let (sock, peer) = bind_udp_client(cfg)?;
@@ -361,13 +360,13 @@ mod tests {
         assert_eq!(SocketAddr::from_text(&udp.to_text()), Some(udp));
         let v6: SocketAddr = "[fe80::1]:19470".parse().unwrap();
         assert_eq!(SocketAddr::from_text(&v6.to_text()), Some(v6));
-        let edp: EdpAddr = ("02:4b:44:00:00:02".parse().unwrap(), 59550);
+        let edp: EthAddr = runtime::EthAddr::new("02:4b:44:00:00:02".parse().unwrap(), 59550);
         assert_eq!(edp.to_text(), "02:4b:44:00:00:02/59550");
-        assert_eq!(EdpAddr::from_text(&edp.to_text()), Some(edp));
+        assert_eq!(EthAddr::from_text(&edp.to_text()), Some(edp));
         for bad in ["", "02:4b:44:00:00:02", "02:4b:44:00:00:02/70000", "x/1"] {
-            assert_eq!(EdpAddr::from_text(bad), None, "{bad}");
+            assert_eq!(EthAddr::from_text(bad), None, "{bad}");
         }
-        assert!(parse_addr::<EdpAddr>(b"\xff/1", "JOIN").is_err());
+        assert!(parse_addr::<EthAddr>(b"\xff/1", "JOIN").is_err());
         assert_eq!(
             parse_addr::<SocketAddr>(b"127.0.0.1:5", "WELCOME").unwrap(),
             "127.0.0.1:5".parse::<SocketAddr>().unwrap()

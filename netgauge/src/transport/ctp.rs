@@ -89,7 +89,7 @@ pub fn connect(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
         Mode::CtpEdp => {
             let sock = bind_edp(cfg, 0)?;
             let peer = (cfg.remote_mac()?, cfg.port);
-            Ok(Box::new(Ctp::new(sock, Some(peer), cfg)))
+            Ok(Box::new(Ctp::new(sock, Some(peer.into()), cfg)))
         }
         _ => {
             let (sock, peer) = bind_udp_client(cfg)?;

@@ -23,7 +23,8 @@ pub struct Edp {
 /// control HELLO does (were it the first datagram from anyone, one forged
 /// 5-byte frame could take over or kill a run).
 fn fixes_peer(datagram: &[u8]) -> bool {
-    crate::control::Ctrl::decode(datagram).is_some_and(|c| c.kind == crate::control::Kind::Hello)
+    crate::control::wire::Ctrl::decode(datagram)
+        .is_some_and(|c| c.kind == crate::control::wire::Kind::Hello)
 }
 
 /// Opens an EDP socket on `port` (0 = ephemeral) in the session's runtime
@@ -141,7 +142,7 @@ impl Endpoint for Edp {
 #[cfg(test)]
 mod tests {
     use super::fixes_peer;
-    use crate::control::{Ctrl, Kind};
+    use crate::control::wire::{Ctrl, Kind};
     use crate::patterns::Pattern;
 
     #[test]

@@ -34,12 +34,12 @@
 use std::io::{self, IoSlice};
 use std::time::{Duration, Instant};
 
-use ::edp::link::fault::FaultLink;
-use ::edp::link::packet::{PacketConfig, PacketLink, MAX_BATCH};
-use ::edp::link::Link;
-use ::edp::runtime::{WaitPolicy, YieldPacer};
-use ::edp::wire::ETH_HEADER_LEN;
 use ::edp::MacAddr;
+use ::link::fault::FaultLink;
+use ::link::Link;
+use ::link::ETH_HEADER_LEN;
+use ::link::{PacketConfig, PacketLink, MAX_BATCH};
+use ::runtime::{WaitPolicy, YieldPacer};
 use nix::poll::{ppoll, PollFd, PollFlags};
 use nix::sys::time::TimeSpec;
 
@@ -74,7 +74,7 @@ pub fn parse_ethertype(s: &str) -> Result<u16, String> {
             "--eth-type {s}: values below 0x0600 are IEEE 802.3 lengths, not ethertypes"
         ));
     }
-    if v == ::edp::wire::ETHERTYPE_EDP || v == ::edp::wire::ETHERTYPE_ESP {
+    if v == ::runtime::ETHERTYPE_EDP || v == ::runtime::ETHERTYPE_ESP {
         return Err(format!(
             "--eth-type {s}: that is EDP's or ESP's ethertype; eth frames need their own"
         ));
@@ -124,7 +124,7 @@ pub struct Eth {
     mtu: usize,
     n: Counters,
     /// A server without `-R`: its claim on the interface and ethertype.
-    _lease: Option<::edp::ports::PortLease>,
+    _lease: Option<::runtime::ports::PortLease>,
 }
 
 /// Opens the packet socket on `cfg`'s interface with the runtime's link
@@ -190,9 +190,9 @@ pub fn accept(cfg: &SessionConfig) -> io::Result<Box<dyn Endpoint>> {
     };
     // A server that takes any client must be the only one on the interface
     // for this ethertype (eth frames carry no port): it holds the
-    // ethertype's control-port lease (edp::ports) for the session.
+    // ethertype's control-port lease (runtime::ports) for the session.
     let lease = match peer {
-        None => Some(::edp::ports::PortLease::control(
+        None => Some(::runtime::ports::PortLease::control(
             cfg.iface()?,
             cfg.eth_type,
         )?),
@@ -461,8 +461,8 @@ mod tests {
 
     #[test]
     fn ethertype_is_neither_edp_nor_esp() {
-        assert_ne!(ETHERTYPE, ::edp::wire::ETHERTYPE_EDP);
-        assert_ne!(ETHERTYPE, ::edp::wire::ETHERTYPE_ESP);
+        assert_ne!(ETHERTYPE, ::runtime::ETHERTYPE_EDP);
+        assert_ne!(ETHERTYPE, ::runtime::ETHERTYPE_ESP);
         // The minimum frame: header + minimum payload + FCS = 64 bytes.
         assert_eq!(ETH_HEADER_LEN + MIN_PAYLOAD + 4, 64);
     }

@@ -7,6 +7,7 @@
 //! command per message; comm one tag-matched communicator message.
 
 use std::io;
+use std::net::{IpAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use crate::modes::{Mode, KERNEL_BUSY_POLL_US};
@@ -100,9 +101,9 @@ pub struct SessionConfig {
     pub port: u16,
     /// How our modes wait (`--wait`); udp and tcp spin in user space when
     /// it is `BusyPoll`, else block.
-    pub wait_policy: ::edp::runtime::WaitPolicy,
+    pub wait_policy: ::runtime::WaitPolicy,
     /// Fault injection wrapped around Ethernet links.
-    pub fault: Option<::edp::link::fault::FaultConfig>,
+    pub fault: Option<::link::fault::FaultConfig>,
     /// How long a receive may wait before the session fails.
     pub timeout: Duration,
     /// `--link udp`: our modes run on this UDP link instead of AF_PACKET.
@@ -142,9 +143,9 @@ impl SessionConfig {
     }
 
     /// `-R` for IP modes: an address or a host name (resolved).
-    pub(crate) fn remote_ip(&self) -> io::Result<std::net::IpAddr> {
+    pub(crate) fn remote_ip(&self) -> io::Result<IpAddr> {
         let r = self.remote.as_deref().unwrap_or_default();
-        crate::hostlist::resolve(r).map_err(|e| {
+        resolve_host(r).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -156,13 +157,43 @@ impl SessionConfig {
     }
 }
 
+/// Resolves `-R` for an IP mode: an address as is, else a host name
+/// through the system resolver (getaddrinfo(3)), IPv4 first. Errors:
+/// `InvalidInput` naming the name and the resolver's answer.
+pub fn resolve_host(name: &str) -> io::Result<IpAddr> {
+    if let Ok(ip) = name.parse() {
+        return Ok(ip);
+    }
+    let addrs: Vec<IpAddr> = (name, 0)
+        .to_socket_addrs()
+        .map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("-R {name:?}: not an IP address, and the host name does not resolve: {e}"),
+            )
+        })?
+        .map(|a| a.ip())
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("-R {name:?}: the host name resolves to no address"),
+            )
+        })
+}
+
 impl SessionConfig {
     /// The runtime every Ethernet mode's sockets join: one packet socket,
     /// qdisc bypass (veth has no qdisc to respect), the RX ring (spinning
     /// waits watch its status word instead of calling recvmmsg(2) on every
     /// turn), and the run's fault injection.
-    pub(crate) fn runtime(&self) -> ::edp::runtime::RuntimeConfig {
-        use ::edp::runtime::{LinkConfig, RuntimeConfig, DEFAULT_RX_RING};
+    pub(crate) fn runtime(&self) -> ::runtime::RuntimeConfig {
+        use ::runtime::{LinkConfig, RuntimeConfig, DEFAULT_RX_RING};
         RuntimeConfig {
             link: LinkConfig {
                 rx_ring: Some(DEFAULT_RX_RING),
@@ -179,22 +210,22 @@ impl SessionConfig {
     /// `--link udp` its UDP-link runtime ([`udp_link::runtime`]).
     ///
     /// Errors: no -I with `--link packet`; opening the link.
-    pub(crate) fn open_runtime(&self) -> io::Result<::edp::runtime::Runtime> {
+    pub(crate) fn open_runtime(&self) -> io::Result<::runtime::Runtime> {
         match &self.udp_link {
             Some(spec) => udp_link::runtime(spec, self.mtu, self.fault.clone()),
-            None => ::edp::runtime::Runtime::shared(self.iface()?, &self.runtime()),
+            None => ::runtime::Runtime::shared(self.iface()?, &self.runtime()),
         }
     }
 
     /// How every one of our modes' sockets waits (`--wait`, `--busy-poll`).
-    pub(crate) fn wait(&self) -> ::edp::runtime::WaitPolicy {
+    pub(crate) fn wait(&self) -> ::runtime::WaitPolicy {
         self.wait_policy
     }
 
     /// Whether the session busy-polls (`--wait busy`): the runtime reads
     /// from the RX ring, udp and tcp spin on nonblocking sockets.
     pub(crate) fn busy_poll(&self) -> bool {
-        self.wait_policy == ::edp::runtime::WaitPolicy::BusyPoll
+        self.wait_policy == ::runtime::WaitPolicy::BusyPoll
     }
 }
 
@@ -342,7 +373,7 @@ pub(crate) fn recv_train(
         let n = if got == 0 && total < SMALL_MESSAGE {
             let mut scratch = [0u8; SMALL_MESSAGE];
             let n = recv(&mut scratch)?;
-            if crate::control::Ctrl::decode(&scratch[..n]).is_some() {
+            if crate::control::wire::Ctrl::decode(&scratch[..n]).is_some() {
                 continue;
             }
             let k = n.min(total);
@@ -350,7 +381,7 @@ pub(crate) fn recv_train(
             k
         } else {
             let n = recv(&mut buf[got..])?;
-            if got == 0 && crate::control::Ctrl::decode(&buf[..n]).is_some() {
+            if got == 0 && crate::control::wire::Ctrl::decode(&buf[..n]).is_some() {
                 continue;
             }
             n
@@ -370,7 +401,7 @@ pub(crate) fn recv_train(
 
 /// The runtime's counters of frames refused before any socket saw them
 /// and of the host responder (`-v`): what an attacker's frames show up as.
-pub(crate) fn runtime_line(rt: &::edp::runtime::Runtime) -> String {
+pub(crate) fn runtime_line(rt: &::runtime::Runtime) -> String {
     let s = rt.stats();
     format!(
         "runtime rx_frames {} malformed {} foreign {} bad_source {} unclaimed {} kernel_filter_errors {} \
@@ -397,4 +428,20 @@ pub(crate) fn runtime_line(rt: &::edp::runtime::Runtime) -> String {
         s.auth.verified,
         s.auth.failures()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_addresses_resolve() {
+        assert_eq!(
+            resolve_host("10.1.2.3").unwrap(),
+            "10.1.2.3".parse::<IpAddr>().unwrap()
+        );
+        assert!(resolve_host("localhost").unwrap().is_loopback());
+        let e = resolve_host("no-such-host.invalid").unwrap_err();
+        assert!(e.to_string().contains("does not resolve"), "{e}");
+    }
 }

@@ -7,7 +7,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-use ::edp::sys::mmsg::{Mmsg, MsgFlags};
+use ::link::sys::mmsg::{Mmsg, MsgFlags};
 
 use super::{
     map_timeout, recv_train, send_train, set_kernel_busy_poll, spin, Endpoint, SessionConfig,

@@ -19,10 +19,11 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Mutex;
 
-use ::edp::link::fault::FaultLink;
-use ::edp::link::udp::{derived_mac, UdpConfig, UdpLink};
-use ::edp::runtime::{Runtime, RuntimeConfig};
-use ::edp::{Link, MacAddr};
+use ::edp::MacAddr;
+use ::link::fault::FaultLink;
+use ::link::Link;
+use ::link::{derived_mac, UdpConfig, UdpLink};
+use ::runtime::{Runtime, RuntimeConfig};
 
 /// Where the UDP link of a session binds and whom it talks to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +36,7 @@ pub struct UdpLinkSpec {
 
 /// Resolves `HOST[:PORT]` (port `default_port` when absent; a bare IPv6
 /// address takes the default port too) to one socket address, the host
-/// through [`crate::hostlist::resolve`] (IPv4 first).
+/// through [`super::resolve_host`] (IPv4 first).
 ///
 /// Errors: `InvalidInput` naming `what` when the port or the name is bad.
 pub fn resolve(s: &str, default_port: u16, what: &str) -> io::Result<SocketAddr> {
@@ -55,7 +56,7 @@ pub fn resolve(s: &str, default_port: u16, what: &str) -> io::Result<SocketAddr>
             default_port,
         ),
     };
-    let ip = crate::hostlist::resolve(host).map_err(|e| bad(e.to_string()))?;
+    let ip = super::resolve_host(host).map_err(|e| bad(e.to_string()))?;
     Ok(SocketAddr::new(ip, port))
 }
 
@@ -97,7 +98,7 @@ impl UdpLinkSpec {
     fn open_link(
         &self,
         mtu: usize,
-        fault: Option<::edp::link::fault::FaultConfig>,
+        fault: Option<::link::fault::FaultConfig>,
     ) -> io::Result<Box<dyn Link>> {
         let me = self.seen_address()?;
         let mut cfg = UdpConfig::new(self.bind, derived_mac(me));
@@ -126,7 +127,7 @@ static RUNTIME: Mutex<Option<(UdpLinkSpec, Runtime)>> = Mutex::new(None);
 pub fn runtime(
     spec: &UdpLinkSpec,
     mtu: usize,
-    fault: Option<::edp::link::fault::FaultConfig>,
+    fault: Option<::link::fault::FaultConfig>,
 ) -> io::Result<Runtime> {
     let mut g = RUNTIME.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((s, rt)) = g.as_ref() {

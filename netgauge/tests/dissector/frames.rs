@@ -4,10 +4,12 @@
 
 use ctp::wire::{Options, Repr as CtpRepr};
 use edp::echo::EchoRepr;
-use edp::wire::{emit_edp_frame, EdpRepr, EthernetRepr};
-use edp::{MacAddr, ETHERTYPE_EDP, ETHERTYPE_ESP};
+use edp::wire::{emit_edp_frame, EdpRepr};
+use edp::{MacAddr, ETHERTYPE_EDP};
 use esp::auth::MethodList;
 use esp::wire::{emit_esp_frame, EspRepr, Flags, Nego, SackBlocks, Seq};
+use link::eth::EthernetRepr;
+use runtime::ETHERTYPE_ESP;
 
 use super::{MSG, PORT};
 
@@ -88,7 +90,7 @@ fn ctp_cmd(command: u16, id: u32, body: &[u8], options: Options) -> CtpRepr {
     }
 }
 
-/// A netgauge control message (netgauge/src/control.rs `Ctrl::encode`).
+/// A netgauge control message (netgauge/src/control/wire.rs `Ctrl::encode`).
 fn netgauge_ctrl(kind: u8, pattern: u8, step: u32, size: u64, count: u64, extra: u64) -> Vec<u8> {
     let mut b = b"NGv1".to_vec();
     b.extend_from_slice(&[kind, pattern, 0, 0]);

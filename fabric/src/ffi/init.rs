@@ -1,0 +1,77 @@
+//! The provider itself (`struct fi_provider`, fi_provider(3)) and the entry
+//! point libfabric calls after loading `libclusternet-fi.so`.
+
+use std::cell::UnsafeCell;
+use std::ffi::{CStr, CString};
+use std::panic::catch_unwind;
+use std::ptr;
+
+use super::fabric;
+use crate::config::PARAMS;
+use crate::fi::*;
+use crate::limits::PROV_VERSION;
+
+/// The provider's name: libfabric looks for `lib<name>-fi.so`, matches
+/// `FI_PROVIDER` and Open MPI's `mtl_ofi_provider_include` against it, and
+/// derives the variables' prefix `FI_CLUSTERNET_` from it.
+const NAME: &CStr = c"clusternet";
+
+/// The `struct fi_provider`: libfabric writes its `context` (its own
+/// bookkeeping), so it lives in an `UnsafeCell`.
+struct ProviderCell(UnsafeCell<fi_provider>);
+
+// SAFETY: libfabric writes `context` once while registering the provider
+// (single-threaded inside fi_ini, before any other call reaches us); after
+// that the struct is only read, by libfabric and through the address
+// `fi_prov_ini` hands to `super::set_provider`.
+unsafe impl Sync for ProviderCell {}
+
+static PROVIDER: ProviderCell = ProviderCell(UnsafeCell::new(fi_provider {
+    version: PROV_VERSION,
+    fi_version: ((FI_MAJOR_VERSION as u32) << 16) | FI_MINOR_VERSION as u32,
+    context: fi_context {
+        internal: [ptr::null_mut(); 4],
+    },
+    name: NAME.as_ptr(),
+    getinfo: Some(fabric::getinfo),
+    fabric: Some(fabric::fabric_open),
+    cleanup: Some(cleanup),
+}));
+
+/// The entry point libfabric resolves with dlsym after dlopen of
+/// `libclusternet-fi.so` (`FI_EXT_INI`, rdma/providers/fi_prov.h):
+/// registers the configuration variables and returns the provider. From
+/// here on the module's log and parameter calls find the provider, and
+/// the safe modules' warnings go to libfabric's log.
+#[no_mangle]
+pub extern "C" fn fi_prov_ini() -> *mut fi_provider {
+    let prov = PROVIDER.0.get();
+    super::set_provider(prov);
+    let r = catch_unwind(|| {
+        for p in PARAMS {
+            let (Ok(name), Ok(help)) = (CString::new(p.name), CString::new(p.help)) else {
+                continue;
+            };
+            // SAFETY: prov is the static provider; name, the "%s" format
+            // and help are NUL-terminated strings alive for the call
+            // (libfabric copies them); the format consumes exactly the one
+            // string argument given.
+            unsafe {
+                fi_param_define(
+                    prov,
+                    name.as_ptr(),
+                    FI_PARAM_STRING,
+                    c"%s".as_ptr(),
+                    help.as_ptr(),
+                );
+            }
+        }
+    });
+    if r.is_err() {
+        return ptr::null_mut();
+    }
+    crate::log::set_sink(super::log_warn);
+    prov
+}
+
+unsafe extern "C" fn cleanup() {}
