@@ -177,7 +177,7 @@ where
 
     fn with<R>(&self, f: impl FnOnce(&mut State<T::Addr>) -> R) -> R {
         self.sock
-            .with_upper(|st: &mut State<T::Addr>, _, _| in_span!(st, f(st)))
+            .with_upper(|st: &mut State<T::Addr>, _, _| netcore::in_span!(st, f(st)))
     }
 
     /// This endpoint's address.
@@ -287,7 +287,7 @@ where
             buf.resize(crate::wire::HEADER_LEN, 0);
             buf.extend_from_slice(data);
             return self.sock.with_upper(|st: &mut State<T::Addr>, ep, now| {
-                in_span!(st, {
+                netcore::in_span!(st, {
                     st.tagged_send_built(dest, tag, cq_data, buf, op)?;
                     crate::layer::step(st, ep, now);
                     Ok(())
@@ -300,7 +300,7 @@ where
             } else {
                 Vec::new()
             };
-            in_span!(st, {
+            netcore::in_span!(st, {
                 st.tagged_send(dest, tag, cq_data, data, buf, op)?;
                 crate::layer::step(st, ep, now);
                 Ok(())
@@ -432,7 +432,7 @@ where
             runtime::Deadline::from_timeout(Some(timeout)),
             "tagged flush",
             |st: &mut State<T::Addr>, ep, now| {
-                in_span!(st, crate::layer::step(st, ep, now));
+                netcore::in_span!(st, crate::layer::step(st, ep, now));
                 (st.snapshot().pending_fragments == 0
                     && ep.storage_sizes().awaiting_confirmation == 0)
                     .then_some(())
