@@ -292,3 +292,59 @@ fn ranks_with_different_cluster_keys_are_told_so() {
     assert!(out.contains("cluster key mismatch"), "{out}");
     assert!(out.contains("FI_CLUSTERNET_KEY_FILE"), "{out}");
 }
+
+/// Runs `ip ARGS`, panicking with its output when it fails.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Two hosts joined by two links, the cluster's bridge (MTU 1500) and a
+/// direct veth (MTU 9000), ranks on different interfaces over the UDP
+/// link: rank 0 on the 1500-byte link, rank 1 on the 9000-byte one. Each
+/// name tells its MTU, so rank 1 cuts its frames to rank 0 at 1500 bytes
+/// while rank 0's reach it over the 9000-byte link; mpi_check's ping-pong
+/// of 0 B .. 64 MiB must arrive byte-exact both ways (root).
+#[test]
+fn ranks_on_interfaces_of_different_mtu() {
+    if !can_run("mpi_check on two interfaces") || !testkit::root_or_skip("two interfaces") {
+        return;
+    }
+    let _one = serial();
+    let scratch = Scratch::new("mpi-mtu");
+    let fi = common::install_provider(&scratch);
+    let bin = common::compile(&scratch, "mpicc", "mpi/mpi_check.c", &[]);
+    let job = LaunchCluster::build("fimtu", 2, 1500, false).unwrap();
+    let (h0, h1) = (job.cluster().host(0), job.cluster().host(1));
+    // The second link: a veth between the two hosts' namespaces (gone with
+    // them), on a subnet of its own.
+    let pid = std::process::id() % 1_000_000;
+    let (a, b) = (format!("j{pid}a"), format!("j{pid}b"));
+    ip(&[
+        "link", "add", &a, "netns", &h0.ns, "mtu", "9000", "type", "veth", "peer", "name", &b,
+        "netns", &h1.ns, "mtu", "9000",
+    ]);
+    let third = (pid % 250 + 1).to_string();
+    for (ns, dev, host) in [(&h0.ns, &a, "1"), (&h1.ns, &b, "2")] {
+        let addr = format!("10.99.{third}.{host}/24");
+        ip(&["-n", ns, "addr", "add", &addr, "dev", dev]);
+        ip(&["-n", ns, "link", "set", dev, "up"]);
+    }
+    let script = format!(
+        "if [ \"$OMPI_COMM_WORLD_RANK\" = 0 ]; then export FI_CLUSTERNET_IFACE={}; \
+         else export FI_CLUSTERNET_IFACE={b}; fi; exec {}",
+        h0.iface,
+        bin.display()
+    );
+    let mut c = job.mpirun(2, "sh", &["-c".into(), script]);
+    c.env("FI_CLUSTERNET_LINK", "udp");
+    over_provider(&mut c, &fi);
+    let (st, out, took) = run(&scratch, c, Duration::from_secs(600));
+    eprintln!("2 ranks on links of MTU 1500 and 9000: {took:?}");
+    assert_passed(st, &out, 2, "ranks on links of different MTU");
+    assert!(out.contains("ok sizes_0_to_67108864_byte_exact"), "{out}");
+}
