@@ -215,7 +215,7 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, _fla
 unsafe fn fill_err(c: &CqInner, out: *mut fi_cq_err_entry, e: ErrCompletion) {
     use std::ptr::{addr_of, addr_of_mut, null_mut};
     let v15 = c.api_version >= fi_version(1, 5);
-    let offered = if v15 {
+    let offered = if v15 && !e.data.is_empty() {
         // SAFETY: with API >= 1.5 the entry has both fields (the caller's
         // contract); err_data is read only to keep the caller's buffer.
         unsafe {
