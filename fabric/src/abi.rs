@@ -61,6 +61,22 @@ const fn fi_version(major: u32, minor: u32) -> u32 {
 pub const BINDINGS_VERSION: u32 =
     fi_version(fi::FI_MAJOR_VERSION as u32, fi::FI_MINOR_VERSION as u32);
 
+/// The API version of the libfabric core that loaded the provider
+/// (`fi_version()`, read by `fi_prov_ini`); the bindings' until then.
+static CORE_VERSION: std::sync::atomic::AtomicU32 =
+    std::sync::atomic::AtomicU32::new(BINDINGS_VERSION);
+
+/// The loading core's API version: which layout its structs have
+/// ([`DomainTail::of`]).
+pub fn core_version() -> u32 {
+    CORE_VERSION.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Records the loading core's API version (`fi_prov_ini`, once).
+pub fn set_core_version(core: u32) {
+    CORE_VERSION.store(core, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The newest libfabric major version whose layouts this module knows.
 pub const NEWEST_MAJOR: u32 = 2;
 

@@ -11,7 +11,7 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::mem::offset_of;
 use std::ptr;
 
-use super::init::core_version;
+use crate::abi::core_version;
 use crate::abi::{DomainAttr2, DomainTail};
 use crate::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use crate::error::{FiError, FiResult};

@@ -6,7 +6,6 @@ use std::cell::UnsafeCell;
 use std::ffi::{CStr, CString};
 use std::panic::catch_unwind;
 use std::ptr;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::fabric;
 use crate::abi::{self, BINDINGS_VERSION};
@@ -42,16 +41,6 @@ static PROVIDER: ProviderCell = ProviderCell(UnsafeCell::new(fi_provider {
     cleanup: Some(cleanup),
 }));
 
-/// The API version of the libfabric core that loaded the provider
-/// (`fi_version()`, read by `fi_prov_ini`); the bindings' until then.
-static CORE_VERSION: AtomicU32 = AtomicU32::new(BINDINGS_VERSION);
-
-/// The loading core's API version: which layout its structs have
-/// (`crate::abi::DomainTail::of`).
-pub(super) fn core_version() -> u32 {
-    CORE_VERSION.load(Ordering::Relaxed)
-}
-
 /// The entry point libfabric resolves with dlsym after dlopen of
 /// `libclusternet-fi.so` (`FI_EXT_INI`, rdma/providers/fi_prov.h): asks
 /// the loading core for its API version (`fi_version()`, libfabric.so's
@@ -78,7 +67,7 @@ pub extern "C" fn fi_prov_ini() -> *mut fi_provider {
         });
         return ptr::null_mut();
     };
-    CORE_VERSION.store(core, Ordering::Relaxed);
+    crate::abi::set_core_version(core);
     // SAFETY: libfabric calls fi_prov_ini once, single-threaded inside
     // fi_ini, before it registers (and reads) the provider; nothing else
     // reads the struct yet.
