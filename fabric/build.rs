@@ -1,7 +1,11 @@
 //! Generates the libfabric bindings (`$OUT_DIR/fabric.rs`) with bindgen from
 //! the installed headers (`wrapper.h`: rdma/fabric.h ... providers/fi_prov.h,
 //! libfabric-dev), and links libfabric (`fi_dupinfo`, `fi_param_define`,
-//! `fi_log`: the calls of libfabric.so a provider may make).
+//! `fi_log`, `fi_version`: the calls of libfabric.so a provider may make).
+//!
+//! The bindings are those of the installed 1.17 headers; the provider also
+//! runs under libfabric 2.x cores, whose layouts `src/abi.rs` pins down
+//! against these types.
 
 /// Flag and size macros (`FI_MSG`, `FI_ORDER_SAS`, ...) become `u64`, as the
 /// fields they go into; the errno macros (`FI_EAGAIN`, ...) stay `u32`, like
@@ -34,7 +38,9 @@ fn main() {
         .rust_target(target)
         .header("wrapper.h")
         .allowlist_type("fi_.*|fid.*")
-        .allowlist_function("fi_dupinfo|fi_freeinfo|fi_param_define|fi_param_get|fi_log|fi_log_enabled|fi_strerror|fi_tostr")
+        .allowlist_function(
+            "fi_dupinfo|fi_freeinfo|fi_param_define|fi_param_get|fi_log|fi_log_enabled|fi_strerror|fi_tostr|fi_version",
+        )
         .allowlist_var("FI_.*|FID_.*")
         .default_enum_style(bindgen::EnumVariation::Consts)
         .prepend_enum_name(false)

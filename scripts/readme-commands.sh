@@ -34,8 +34,9 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 # The README sections whose ```sh blocks are the main job and the examples.
-# Not run: "Hardening a host" (installs a daemon and system directories) and
-# "Wireshark" (installs a plugin, captures on a real interface).
+# Not run: "Hardening a host" (installs a daemon and system directories),
+# "Wireshark" (installs a plugin, captures on a real interface) and "The
+# ecosystem's test suites" (scripts/test.sh runs each of them, before this).
 SECTIONS=(
   "The two commands"
   "On two real cluster nodes"

@@ -9,7 +9,12 @@
 # without broken or private links: cargo doc -D warnings), the declared
 # rust-version when that toolchain is installed, every test of the
 # workspace, and the tests of the `mpi` features (netgauge's mpirun/srun
-# launch, comm's MPI bootstrap). Arguments go to every `cargo test`.
+# launch, comm's MPI bootstrap), then the ecosystem's test suites against
+# the libfabric provider (issue 38): fabtests over the UDP link and over
+# EDP, one fabtests run under valgrind, mpi4py's suite under ob1 and over
+# the provider, MPI's dynamic processes, the provider's fuzzer. A failing
+# suite does not stop the others; the run fails at the end, naming them.
+# Arguments go to every `cargo test`.
 #
 # Unit, property and simulation tests run everywhere. Tests on real links
 # (veth pairs between network namespaces) need root: without it they print
@@ -22,7 +27,7 @@
 # Each step prints its wall time.
 set -euo pipefail
 case "${1:-}" in
-  -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -54,4 +59,30 @@ step "tests netgauge mpi" cargo test --profile ci -p netgauge --features mpi --t
 # comm's MPI bootstrap under mpirun (feature mpi).
 step "clippy comm mpi" cargo clippy -p comm --features mpi --all-targets --quiet -- -D warnings
 step "tests comm mpi" cargo test --profile ci -p comm --features mpi --test mpi_bootstrap "$@"
+
+# The ecosystem's suites against the provider (issue 38), each with its
+# time: they use the provider the tests built (profile ci).
+failed_suites=()
+suite() { # name command...: a step whose failure is reported at the end
+  local t=$SECONDS name=$1 st=0
+  shift
+  echo "test.sh: $name" >&2
+  "$@" || st=$?
+  if [ $st -ne 0 ]; then
+    failed_suites+=("$name")
+    echo "test.sh: $name: $((SECONDS - t)) s, FAILED (status $st)" >&2
+  else
+    echo "test.sh: $name: $((SECONDS - t)) s" >&2
+  fi
+}
+suite "fabtests udp" scripts/fabtests.sh --link udp
+suite "fabtests edp" scripts/fabtests.sh --link edp
+suite "fabtests valgrind" scripts/fabtests.sh --valgrind
+suite "mpi4py suite" scripts/mpi4py-suite.sh
+suite "mpi dynamic processes" scripts/mpi-dynproc.sh
+suite "provider fuzzer" scripts/fi-fuzz.sh --time 60
+if [ ${#failed_suites[@]} -gt 0 ]; then
+  echo "test.sh: failed: ${failed_suites[*]} (after $((SECONDS - t_all)) s)" >&2
+  exit 1
+fi
 echo "test.sh: all steps passed in $((SECONDS - t_all)) s" >&2

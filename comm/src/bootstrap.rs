@@ -80,7 +80,7 @@ pub fn from_mpi_edp<W: MpiCommunicator>(
         .map(|b| {
             let mut m = [0u8; 6];
             m.copy_from_slice(&b[..6]);
-            (MacAddr(m), u16::from_be_bytes([b[6], b[7]]))
+            runtime::EthAddr::new(MacAddr(m), u16::from_be_bytes([b[6], b[7]]))
         })
         .collect();
     Communicator::new(sock, world.rank() as usize, hosts, cfg)

@@ -214,7 +214,7 @@ impl<T: Transport> Communicator<T> {
         f: impl FnOnce(&mut State<T::Addr>, &mut Endpoint<T::Addr>, Instant) -> R,
     ) -> R {
         self.sock
-            .with_upper(|st: &mut State<T::Addr>, ep, now| in_span!(st, f(st, ep, now)))
+            .with_upper(|st: &mut State<T::Addr>, ep, now| netcore::in_span!(st, f(st, ep, now)))
     }
 
     /// One nonblocking turn of the engine with `f` checked before and after
@@ -595,7 +595,7 @@ impl<T: Transport> Communicator<T> {
             Deadline::from_timeout(Some(timeout)),
             "comm flush",
             |st: &mut State<T::Addr>, ep, now| {
-                in_span!(st, crate::layer::step(st, ep, now));
+                netcore::in_span!(st, crate::layer::step(st, ep, now));
                 (st.snapshot().pending_fragments == 0
                     && ep.storage_sizes().awaiting_confirmation == 0)
                     .then_some(())

@@ -108,6 +108,11 @@ pub struct Grants {
     budget: u64,
     rapid: u64,
     peers: Vec<GrantPeer>,
+    /// A table that grows at run time ([`Grants::dynamic`]): the default
+    /// share kept unreserved for each peer that may still join (`budget /
+    /// share` peers at most), so a first contact always finds its window
+    /// however much the active peers were granted. 0 for a fixed table.
+    join_share: u64,
 }
 
 impl Grants {
@@ -145,6 +150,7 @@ impl Grants {
             budget,
             rapid: rapid.max(MIN_WINDOW_BYTES),
             peers,
+            join_share: 0,
         })
     }
 
@@ -164,6 +170,7 @@ impl Grants {
             budget,
             rapid: rapid.max(MIN_WINDOW_BYTES),
             peers: Vec::new(),
+            join_share: share,
         })
     }
 
@@ -294,6 +301,16 @@ impl Grants {
     fn targets(&self) -> Vec<u64> {
         let mut t = vec![0; self.peers.len()];
         let mut rest = self.budget;
+        if let Some(slots) = self.budget.checked_div(self.join_share) {
+            // Room for the peers that may still join (a dynamic table).
+            let joined = self
+                .peers
+                .iter()
+                .enumerate()
+                .filter(|&(i, p)| i != self.me && !p.gone)
+                .count() as u64;
+            rest -= slots.saturating_sub(joined) * self.join_share;
+        }
         let mut active = Vec::new();
         for (i, p) in self.peers.iter().enumerate() {
             if i == self.me || p.gone {
@@ -495,6 +512,24 @@ mod tests {
                 assert!(g.reserved_total() <= g.budget());
             }
         }
+    }
+
+    /// A dynamic table keeps the default share of every peer that may
+    /// still join: the first peers' grants never take a newcomer's window.
+    #[test]
+    fn a_dynamic_table_keeps_room_for_the_peers_still_to_join() {
+        let share = MIN_WINDOW_BYTES * 4;
+        let mut g = Grants::dynamic(share * 3, MIN_WINDOW_BYTES, share).unwrap();
+        g.add_peer(share, false).unwrap();
+        g.on_connect(0);
+        g.on_request(0, Mode::Through);
+        let mut w = vec![SendWindow::new(share)];
+        step_all(&mut g, &mut w);
+        assert_eq!(g.granted(0), share, "two shares stay free for joiners");
+        g.add_peer(share, false).unwrap();
+        g.add_peer(share, false).unwrap();
+        assert!(g.add_peer(share, false).is_err(), "three peers at most");
+        assert_eq!(g.reserved_total(), g.budget());
     }
 
     #[test]

@@ -33,12 +33,12 @@ impl<A: PeerAddr> UpperLayer<A> for State<A> {
     ) -> Option<Delivery<A>> {
         // Every delivery is the communicator's: foreign commands are
         // counted and dropped there.
-        in_span!(self, self.on_delivery(d));
+        netcore::in_span!(self, self.on_delivery(d));
         None
     }
 
     fn after_event(&mut self, ep: &mut Endpoint<A>, now: Instant) {
-        in_span!(self, {
+        netcore::in_span!(self, {
             self.pump_held();
             if self.pump_due(ep) {
                 self.pump_sends(ep, now);
@@ -55,7 +55,7 @@ impl<A: PeerAddr> UpperLayer<A> for State<A> {
     }
 
     fn on_timeout(&mut self, _ep: &mut Endpoint<A>, now: Instant) {
-        in_span!(self, self.liveness_tick(now))
+        netcore::in_span!(self, self.liveness_tick(now))
     }
 
     fn app_messages(&self) -> u64 {
@@ -120,7 +120,7 @@ pub(crate) fn block<T: ctp::Transport, R>(
     let r = sock.wait_upper(
         runtime::Deadline::from_timeout(timeout),
         what,
-        |st: &mut State<T::Addr>, ep, now| in_span!(st, wake(st, ep, now)),
+        |st: &mut State<T::Addr>, ep, now| netcore::in_span!(st, wake(st, ep, now)),
     );
     if counted {
         // Timed out or failed while counted.
@@ -141,7 +141,7 @@ pub(crate) fn turn<T: ctp::Transport, R>(
         runtime::Deadline::Now,
         "comm progress",
         |st: &mut State<T::Addr>, ep, now| {
-            in_span!(st, {
+            netcore::in_span!(st, {
                 step(st, ep, now);
                 check(st)
             })

@@ -51,9 +51,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-#[macro_use]
-mod span;
-
 #[cfg(feature = "mpi")]
 pub mod bootstrap;
 pub mod matching;

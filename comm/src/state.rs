@@ -202,6 +202,9 @@ pub(crate) struct State<A> {
     share: u64,
     /// Completions of tagged operations (`state_tagged.rs`), oldest first.
     cq: VecDeque<TaggedCompletion>,
+    /// A tagged endpoint: a message from an address not in the table
+    /// makes its sender a peer (first contact), within the table's bound.
+    learn_peers: bool,
     /// Most completions queued and due (`cq` and `tagged_outstanding`).
     cq_cap: usize,
     /// Tagged operations that will make a completion and have not yet:
@@ -283,6 +286,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             removed: vec![false; size],
             share,
             cq: VecDeque::new(),
+            learn_peers: false,
             cq_cap: 0,
             tagged_outstanding: 0,
             span: Span::none(),
@@ -676,9 +680,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             self.stats.foreign_command += 1;
             return;
         }
-        let Some(&src) = self.by_addr.get(&d.from) else {
-            self.stats.unknown_source += 1;
-            tracing::debug!(from = ?d.from, "comm: message from an address not in the host list");
+        let Some(src) = self.source_of(d.from) else {
             return;
         };
         if d.command == CONTROL_COMMAND {
@@ -734,7 +736,10 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
 
     fn on_error(&mut self, e: ErrorInfo<A>) {
         self.stats.ctp_errors += 1;
-        let rank = e.peer.and_then(|p| self.by_addr.get(&p).copied());
+        let rank = e
+            .peer
+            .and_then(|p| self.by_addr.get(&p).copied())
+            .filter(|&r| !self.removed[r]);
         match (e.kind, rank) {
             // CTP suspects a silent peer (and keeps resending) at the
             // spec's deadline: suspected, nothing fails. It fails a

@@ -64,6 +64,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         let mut st = Self::build(usize::MAX, &[], Default::default(), grants, share, cfg);
         st.max_tag = u64::MAX;
         st.cq_cap = cq_cap.max(1);
+        st.learn_peers = true;
         st.span = tracing::debug_span!("comm_tagged", max_peers);
         Ok(st)
     }
@@ -76,7 +77,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// for another peer's default window.
     pub fn insert_peer(&mut self, addr: A, is_self: bool) -> Result<usize, CommError> {
         if let Some(&id) = self.by_addr.get(&addr) {
-            return Ok(id);
+            if !self.removed[id] {
+                return Ok(id);
+            }
         }
         self.grants
             .add_peer(self.share, is_self)
@@ -102,8 +105,9 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// Removes peer `id`: its pending operations complete with
     /// [`OpError::PeerUnreachable`], CTP's copies of its messages are
     /// dropped, its messages arriving later are counted as from an unknown
-    /// source; the id is not reused. Unexpected messages it sent stay
-    /// receivable.
+    /// source (they do not make it a peer again: only inserting its
+    /// address does, under a new id); the id is not reused. Unexpected
+    /// messages it sent stay receivable.
     ///
     /// Errors: [`CommError::UnknownPeer`].
     pub fn remove_peer(&mut self, id: usize) -> Result<(), CommError> {
@@ -112,7 +116,6 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             self.fail_peer(id, "removed from the peer table".into());
         }
         self.removed[id] = true;
-        self.by_addr.remove(&self.addrs[id]);
         self.grants.remove_peer(id);
         if id == self.rank {
             self.rank = usize::MAX;
@@ -123,6 +126,41 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
     /// The address of peer `id`, if in the table.
     pub fn peer_addr(&self, id: usize) -> Option<A> {
         (id < self.size && !self.removed[id]).then(|| self.addrs[id])
+    }
+
+    /// The peer a message from `addr` comes from: a peer of the table; on
+    /// first contact (a tagged endpoint, an address never inserted) a new
+    /// one while the table has room (`CommStats::first_contacts`). `None`
+    /// (counted) for a removed peer, a communicator's stranger, or a full
+    /// table.
+    pub(super) fn source_of(&mut self, addr: A) -> Option<usize> {
+        match self.by_addr.get(&addr) {
+            Some(&id) if !self.removed[id] => return Some(id),
+            Some(_) => {
+                self.stats.unknown_source += 1;
+                tracing::debug!(from = ?addr, "comm: message from a removed peer");
+                return None;
+            }
+            None if !self.learn_peers => {
+                self.stats.unknown_source += 1;
+                tracing::debug!(from = ?addr, "comm: message from an address not in the host list");
+                return None;
+            }
+            None => {}
+        }
+        match self.insert_peer(addr, false) {
+            Ok(id) => {
+                self.stats.first_contacts += 1;
+                tracing::debug!(from = ?addr, id, "comm: first contact, a new peer");
+                Some(id)
+            }
+            Err(e) => {
+                self.stats.unknown_source += 1;
+                self.stats.first_contacts_refused += 1;
+                tracing::debug!(from = ?addr, error = %e, "comm: first contact refused");
+                None
+            }
+        }
     }
 
     /// Room for one more completion, or [`CommError::CompletionQueueFull`].

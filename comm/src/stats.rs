@@ -22,8 +22,16 @@ pub struct CommStats {
     pub connections: u64,
     /// CTP messages whose comm header failed to decode (counted, dropped).
     pub malformed: u64,
-    /// CTP messages from addresses not in the host list (counted, dropped).
+    /// CTP messages from addresses not in the host list (counted, dropped):
+    /// a communicator's strangers, a removed peer's late messages, first
+    /// contacts beyond a tagged endpoint's peer table.
     pub unknown_source: u64,
+    /// Peers a tagged endpoint learned on first contact (a message from an
+    /// address not inserted): their messages are received like any peer's.
+    pub first_contacts: u64,
+    /// First contacts refused because the peer table was full
+    /// (`TaggedConfig::max_peers`): their messages are dropped.
+    pub first_contacts_refused: u64,
     /// Messages of another communicator context (counted, dropped).
     pub foreign_context: u64,
     /// CTP messages of another command than `wire::COMM_COMMAND`.

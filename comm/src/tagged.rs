@@ -6,7 +6,11 @@
 //! It is the communicator's core (`state.rs`: per-peer order, fragments,
 //! ULFC grants, failure detection; `matching.rs`; CTP's upper layer in
 //! `layer.rs`) without ranks: peers are inserted and removed at run time
-//! and named by a dense [`PeerId`]; tags are 64 bits with ignore masks;
+//! and named by a dense [`PeerId`]; a message from an address never
+//! inserted makes its sender a peer on first contact (connectionless, as
+//! libfabric's FI_EP_RDM: [`TaggedEndpoint::insert_peer`] of that address
+//! later gives the same id), within [`TaggedConfig::max_peers`]; tags are
+//! 64 bits with ignore masks;
 //! receives name a source or none; each message may carry 8 bytes of
 //! remote CQ data; operations carry a caller context and complete into a
 //! bounded queue of [`TaggedCompletion`]s; a receive's message is copied
@@ -173,7 +177,7 @@ where
 
     fn with<R>(&self, f: impl FnOnce(&mut State<T::Addr>) -> R) -> R {
         self.sock
-            .with_upper(|st: &mut State<T::Addr>, _, _| in_span!(st, f(st)))
+            .with_upper(|st: &mut State<T::Addr>, _, _| netcore::in_span!(st, f(st)))
     }
 
     /// This endpoint's address.
@@ -194,8 +198,9 @@ where
     }
 
     /// Adds the peer at `addr` (`fi_av_insert(3)`) and returns its id; the
-    /// same address again gives the same id. Our own address is a peer too
-    /// (messages to it go straight to matching).
+    /// same address again gives the same id, as does the address of a peer
+    /// learned on first contact. Our own address is a peer too (messages to
+    /// it go straight to matching).
     ///
     /// Errors: [`CommError::Bootstrap`] when `max_peers` are in the table.
     pub fn insert_peer(&self, addr: T::Addr) -> Result<PeerId, CommError> {
@@ -212,11 +217,35 @@ where
     }
 
     /// Removes peer `id` (`fi_av_remove(3)`): its pending operations
-    /// complete with [`OpError::PeerUnreachable`]; the id is not reused.
+    /// complete with [`OpError::PeerUnreachable`]; the id is not reused,
+    /// and its later messages are dropped (counted) until its address is
+    /// inserted again.
     ///
     /// Errors: [`CommError::UnknownPeer`].
     pub fn remove_peer(&self, id: PeerId) -> Result<(), CommError> {
         self.with(|st| st.remove_peer(id))
+    }
+
+    /// Peer `id`'s link carries frames of `peer_mtu` bytes of Ethernet
+    /// payload where ours carries `own_mtu` (a name told it): CTP packets
+    /// to it shrink by the difference (never grow beyond ours), so ranks on
+    /// links of different MTU talk. Returns false when CTP's table of such
+    /// peers is full (`ctp::MAX_PEER_DATA_SIZES`): the peer then gets our
+    /// size.
+    ///
+    /// Errors: [`CommError::UnknownPeer`].
+    pub fn set_peer_mtu(
+        &self,
+        id: PeerId,
+        peer_mtu: usize,
+        own_mtu: usize,
+    ) -> Result<bool, CommError> {
+        self.sock.with_upper(|st: &mut State<T::Addr>, ep, _| {
+            let addr = st.peer_addr(id).ok_or(CommError::UnknownPeer(id))?;
+            let less = own_mtu.saturating_sub(peer_mtu);
+            let size = ep.config().data_size.saturating_sub(less);
+            Ok(ep.set_peer_data_size(addr, size))
+        })
     }
 
     /// The address of peer `id` (`fi_av_lookup(3)`), if in the table.
@@ -258,7 +287,7 @@ where
             buf.resize(crate::wire::HEADER_LEN, 0);
             buf.extend_from_slice(data);
             return self.sock.with_upper(|st: &mut State<T::Addr>, ep, now| {
-                in_span!(st, {
+                netcore::in_span!(st, {
                     st.tagged_send_built(dest, tag, cq_data, buf, op)?;
                     crate::layer::step(st, ep, now);
                     Ok(())
@@ -271,7 +300,7 @@ where
             } else {
                 Vec::new()
             };
-            in_span!(st, {
+            netcore::in_span!(st, {
                 st.tagged_send(dest, tag, cq_data, data, buf, op)?;
                 crate::layer::step(st, ep, now);
                 Ok(())
@@ -435,7 +464,7 @@ where
             runtime::Deadline::from_timeout(Some(timeout)),
             "tagged flush",
             |st: &mut State<T::Addr>, ep, now| {
-                in_span!(st, crate::layer::step(st, ep, now));
+                netcore::in_span!(st, crate::layer::step(st, ep, now));
                 (st.snapshot().pending_fragments == 0
                     && ep.storage_sizes().awaiting_confirmation == 0)
                     .then_some(())

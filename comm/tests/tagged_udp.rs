@@ -2,9 +2,10 @@
 //! 64-bit tags with ignore masks, source-less and directed receives, CQ
 //! data, messages of 0 B to 64 MiB copied into caller buffers, truncation
 //! with the real length, peek / claim / discard, cancel, peers inserted and
-//! removed at run time, the completion queue's bound, a dead peer's
-//! explicit error, threads waiting on one endpoint, and a large reply
-//! that keeps its sender answering.
+//! removed at run time, peers learned on first contact (bounded), messages
+//! to oneself, the completion queue's bound, a dead peer's explicit error,
+//! threads waiting on one endpoint, and a large reply that keeps its
+//! sender answering.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -271,6 +272,101 @@ fn peers_join_and_leave_at_run_time() {
         TaggedEndpoint::<UdpTransport>::parse_name(&[9, 9]),
         Err(CommError::Bootstrap(_))
     ));
+}
+
+/// fabtests' address exchange: the server receives from a client it has
+/// no address for, answers only after inserting the name the message
+/// carried, and that insertion binds to the peer learned on first
+/// contact. The table's bound holds for strangers too.
+#[test]
+fn a_sender_not_inserted_is_heard_and_its_insertion_binds_to_it() {
+    let cfg = TaggedConfig {
+        max_peers: 2,
+        ..TaggedConfig::default()
+    };
+    let (server, client) = (ep(cfg.clone()), ep(cfg.clone()));
+    let to_server = client.insert_name(&server.local_name()).unwrap();
+    server
+        .recv(None, 1, 0, Box::new(vec![0u8; 64]), 10)
+        .unwrap();
+    client
+        .send(to_server, 1, &client.local_name(), None, 11, true)
+        .unwrap();
+    let mut got = completions(&server, 1);
+    let learned = got[0].source.expect("a source");
+    let name = bytes(&mut got[0]);
+    assert_eq!(server.peer_addr(learned), Some(client.local_addr()));
+    assert_eq!(server.stats().first_contacts, 1);
+    // The insertion of the name the message carried: the same peer.
+    assert_eq!(server.insert_name(&name).unwrap(), learned);
+    server.send(learned, 2, b"pong", None, 12, true).unwrap();
+    client
+        .recv(Some(to_server), 2, 0, Box::new(vec![0u8; 8]), 13)
+        .unwrap();
+    let c = completions(&client, 2);
+    assert!(
+        c.iter().any(|c| c.context == 13 && c.error.is_none()),
+        "{c:?}"
+    );
+    // A second stranger fits (2 peers), a third does not: its message is
+    // dropped and counted.
+    for (i, other) in [ep(cfg.clone()), ep(cfg)].iter().enumerate() {
+        let id = other.insert_name(&server.local_name()).unwrap();
+        other.send(id, 3, b"hi", None, 0, false).unwrap();
+        other.flush(LIMIT).unwrap();
+        let _ = i;
+    }
+    let deadline = Instant::now() + LIMIT;
+    while server.stats().first_contacts_refused == 0 {
+        assert!(Instant::now() < deadline, "{:?}", server.stats());
+        server.progress().unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The refused stranger's sender resends, so each of its frames is
+    // counted again: at least one refusal, exactly two peers learned.
+    let st = server.stats();
+    assert_eq!(st.first_contacts, 2, "{st:?}");
+    assert!(st.first_contacts_refused >= 1, "{st:?}");
+}
+
+/// Messages to the endpoint's own address: sends, a synchronous-send
+/// style acknowledgement back to oneself, probes and cancel (MPI_COMM_SELF
+/// over pml cm).
+#[test]
+fn messages_to_oneself_send_probe_claim_and_cancel() {
+    let e = ep(TaggedConfig::default());
+    let me = e.insert_name(&e.local_name()).unwrap();
+    // The sender posts the acknowledgement's receive first, then sends.
+    e.recv(Some(me), 0x2_0000_0007, 0, Box::new(Vec::new()), 1)
+        .unwrap();
+    e.send(me, 0x1_0000_0007, b"sync", Some(5), 2, true)
+        .unwrap();
+    // The receiver probes, claims, receives the claimed message, and
+    // answers with an empty acknowledgement without completion.
+    e.peek(Some(me), 0x1_0000_0007, 0, 3, PeekMode::Claim)
+        .unwrap();
+    let mut c = completions(&e, 2);
+    c.sort_by_key(|c| c.context);
+    assert_eq!((c[0].context, c[0].kind), (2, OpKind::Send));
+    assert_eq!((c[1].context, c[1].len, c[1].data), (3, 4, Some(5)));
+    e.recv_claimed(3, Box::new(vec![0u8; 8])).unwrap();
+    let mut c = completions(&e, 1);
+    assert_eq!(bytes(&mut c[0]), b"sync");
+    e.send(me, 0x2_0000_0007, b"", None, 4, false).unwrap();
+    let c = completions(&e, 1);
+    assert_eq!((c[0].context, c[0].len, c[0].error.clone()), (1, 0, None));
+    // A probe that finds nothing, and a cancelled receive from oneself.
+    e.peek(Some(me), 9, 0, 5, PeekMode::Peek).unwrap();
+    let c = completions(&e, 1);
+    assert_eq!(c[0].error, Some(OpError::NoMessage));
+    e.recv(Some(me), 9, 0, Box::new(vec![0u8; 4]), 6).unwrap();
+    assert!(e.cancel(6));
+    let c = completions(&e, 1);
+    assert_eq!(
+        (c[0].context, c[0].error.clone()),
+        (6, Some(OpError::Canceled))
+    );
+    assert!(!e.cancel(6));
 }
 
 #[test]

@@ -5,45 +5,12 @@
 
 mod common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use comm::{CommConfig, ANY_SOURCE, ANY_TAG};
 use common::{ranks, LIMIT};
 
-/// Collects what the fmt layer writes.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Lines {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Lines {
-    type Writer = Lines;
-    fn make_writer(&'a self) -> Lines {
-        self.clone()
-    }
-}
-
-impl Lines {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
-    /// Whether a line is inside `span` and says `what`.
-    fn has(&self, span: &str, what: &str) -> bool {
-        self.text()
-            .lines()
-            .any(|l| l.contains(span) && l.contains(what))
-    }
-}
+use testkit::Lines;
 
 /// Rank 0 sends to rank 1, which answers: the lazy connection's CONNECT,
 /// rank 1's grant and rank 0's first grant are each in the span of the

@@ -55,7 +55,7 @@ pub use buf::{Grow, RecvBuf, SendBuf, Tail};
 pub use endpoint::{
     Config, Delivery, Endpoint, ErrorInfo, ErrorType, GatherTransmit, MsgId, Offer, PayloadRef,
     PeerAddr, Pulled, ReceivedData, SendError, Stats, StorageSizes, Transmit, MAX_INLINE_LEN,
-    MAX_PARTS_PER_REQUEST,
+    MAX_PARTS_PER_REQUEST, MAX_PEER_DATA_SIZES,
 };
 pub use puller::{PullId, MAX_RANGES};
 pub use peer::{IdStatus, RecvIdList};

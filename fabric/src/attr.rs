@@ -10,7 +10,17 @@
 //! one (FI_THREAD_SAFE serves every threading level). What the provider
 //! cannot do is answered with FI_ENODATA. `ffi` converts to and from the C
 //! structures.
+//!
+//! Callers of API 2.0 and later (the same man pages of libfabric 2.5.1)
+//! may also ask for `FI_PROGRESS_CONTROL_UNIFIED` (the caller serializes
+//! and progresses control and data calls itself: served), for tag formats
+//! by name (`FI_TAG_MPI`, `FI_TAG_CCL`: constrained uses of the tag bits,
+//! kept as asked since they fit the provider's bits, like any tag format
+//! within them), and for the domain fields 2.x appended
+//! (`max_ep_auth_key`, `max_group_id`, `max_cntr_value`,
+//! `max_err_cntr_value`; `crate::abi`).
 
+use crate::abi::FI_PROGRESS_CONTROL_UNIFIED;
 use crate::error::{FiError, FiResult};
 use crate::fi;
 
@@ -24,7 +34,9 @@ pub const fn fi_version(major: u32, minor: u32) -> u32 {
 }
 
 /// Primary capabilities (fi_getinfo(3)): returned only when requested
-/// (or when the hints give no caps).
+/// (or when the hints give no caps). The bits mean the same in 1.17 and
+/// 2.x (1.17's FI_VARIABLE_MSG, bit 48, is 2.x's FI_EXACT_DIRECTED_RECV:
+/// neither is offered, so neither is listed).
 pub const PRIMARY_CAPS: u64 = fi::FI_MSG
     | fi::FI_TAGGED
     | fi::FI_RMA
@@ -32,7 +44,6 @@ pub const PRIMARY_CAPS: u64 = fi::FI_MSG
     | fi::FI_MULTICAST
     | fi::FI_NAMED_RX_CTX
     | fi::FI_DIRECTED_RECV
-    | fi::FI_VARIABLE_MSG
     | fi::FI_HMEM
     | fi::FI_COLLECTIVE
     | fi::FI_READ
@@ -121,6 +132,15 @@ pub struct DomainAttr {
     pub max_err_data: usize,
     pub mr_cnt: usize,
     pub tclass: u32,
+    /// Appended by libfabric 1.20 (`crate::abi::DomainAttr2`): read and
+    /// written only where the core and the caller have it.
+    pub max_ep_auth_key: usize,
+    /// Appended by 2.0.
+    pub max_group_id: u32,
+    /// Appended by 2.5.
+    pub max_cntr_value: u64,
+    /// Appended by 2.5.
+    pub max_err_cntr_value: u64,
 }
 
 /// Fabric attributes (`struct fi_fabric_attr`).
@@ -255,7 +275,10 @@ pub fn offer(version: u32, hints: Option<&Info>, base: &Info) -> FiResult<Info> 
             return refuse("endpoint auth_key: the cluster key is FI_CLUSTERNET_KEY_FILE");
         }
         // A requested tag format is kept when it uses only the provider's
-        // bits; otherwise the provider's comes back (fi_endpoint(3)).
+        // bits; otherwise the provider's comes back (fi_endpoint(3)). From
+        // API 2.0 a value below FI_TAG_MAX_FORMAT names a format
+        // (FI_TAG_MPI 1, FI_TAG_CCL 2): both fit the provider's 63 bits,
+        // so they are kept too, which says the provider serves them.
         if e.mem_tag_format != 0
             && be.mem_tag_format != 0
             && e.mem_tag_format & !be.mem_tag_format == 0
@@ -315,18 +338,28 @@ pub fn offer(version: u32, hints: Option<&Info>, base: &Info) -> FiResult<Info> 
                 fi::FI_THREAD_ENDPOINT,
             ],
         )?;
+        // From API 2.0 `data_progress` is `progress`, for control and data
+        // both, and may be FI_PROGRESS_CONTROL_UNIFIED: manual progress by
+        // a caller that serializes its calls, which a provider with
+        // thread-safe control calls and any data progress serves.
+        let unified: &[u32] = if version >= fi_version(2, 0) {
+            &[FI_PROGRESS_CONTROL_UNIFIED]
+        } else {
+            &[]
+        };
+        let control = [&[fi::FI_PROGRESS_AUTO, fi::FI_PROGRESS_MANUAL][..], unified].concat();
         o.control_progress = pick_enum(
             "control_progress",
             d.control_progress,
             bd.control_progress,
-            &[fi::FI_PROGRESS_AUTO, fi::FI_PROGRESS_MANUAL],
+            &control,
         )?;
-        let data: &[u32] = if bd.data_progress == fi::FI_PROGRESS_AUTO {
-            &[fi::FI_PROGRESS_AUTO, fi::FI_PROGRESS_MANUAL]
+        let data = if bd.data_progress == fi::FI_PROGRESS_AUTO {
+            [&[fi::FI_PROGRESS_AUTO, fi::FI_PROGRESS_MANUAL][..], unified].concat()
         } else {
-            &[fi::FI_PROGRESS_MANUAL]
+            [&[fi::FI_PROGRESS_MANUAL][..], unified].concat()
         };
-        o.data_progress = pick_enum("data_progress", d.data_progress, bd.data_progress, data)?;
+        o.data_progress = pick_enum("data_progress", d.data_progress, bd.data_progress, &data)?;
         o.resource_mgmt = pick_enum(
             "resource_mgmt",
             d.resource_mgmt,
@@ -352,8 +385,27 @@ pub fn offer(version: u32, hints: Option<&Info>, base: &Info) -> FiResult<Info> 
         at_most("mr_cnt (memory registrations)", d.mr_cnt, bd.mr_cnt)?;
         subset("domain caps", d.caps, bd.caps)?;
         subset("domain mode needed", bd.mode, d.mode | h.mode)?;
-        if d.auth_key_size != 0 {
+        if d.auth_key_size != 0 || d.max_ep_auth_key > bd.max_ep_auth_key {
             return refuse("domain auth_key: the cluster key is FI_CLUSTERNET_KEY_FILE");
+        }
+        if d.max_group_id > bd.max_group_id {
+            return refuse(format!(
+                "max_group_id {}: no peer groups (fi_av(3) group ids)",
+                d.max_group_id
+            ));
+        }
+        // 0: the caller asks for no particular range.
+        for (what, want, have) in [
+            ("max_cntr_value", d.max_cntr_value, bd.max_cntr_value),
+            (
+                "max_err_cntr_value",
+                d.max_err_cntr_value,
+                bd.max_err_cntr_value,
+            ),
+        ] {
+            if want > have {
+                return refuse(format!("{what} {want:#x} exceeds the provider's {have:#x}"));
+            }
         }
         // mr_mode: the bits the application supports; this provider needs
         // none (no registration on any path), so 0 answers every hint.

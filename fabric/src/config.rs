@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use link::Ipv4Net;
 use runtime::WaitPolicy;
 
 use crate::error::{FiError, FiResult};
@@ -23,7 +24,7 @@ pub struct Param {
 pub const DEFAULT_MAX_PEERS: usize = 64;
 
 /// Every variable of the provider.
-pub const PARAMS: [Param; 5] = [
+pub const PARAMS: [Param; 6] = [
     Param {
         name: "iface",
         help: "Network interface the provider uses (default: every Ethernet interface that is \
@@ -48,9 +49,18 @@ pub const PARAMS: [Param; 5] = [
     },
     Param {
         name: "max_peers",
-        help: "Most peers an FI_EP_RDM endpoint talks to, itself included (each starts with an \
-               equal share of the receive budget); every process of a job must use the same \
-               value (default 64)",
+        help: "Most peers an FI_EP_RDM endpoint talks to, itself included, and senders it \
+               hears before inserting them (each starts with an equal share of the receive \
+               budget; beyond, a stranger's messages are dropped and counted); every process of \
+               a job must use the same value (default 64)",
+    },
+    Param {
+        name: "accept",
+        help: "Over link=udp: IPv4 networks (comma-separated, ADDRESS/PREFIX) from which an \
+               endpoint hears a sender it has no address for yet (first contact, as an \
+               FI_EP_RDM receiver of fabtests' address exchange needs); 'none' for none. Senders \
+               whose frames carry the cluster key's tag are heard from anywhere. Default: the \
+               interface's subnet",
     },
 ];
 
@@ -76,6 +86,9 @@ pub struct Config {
     pub key_file: Option<PathBuf>,
     /// `FI_CLUSTERNET_MAX_PEERS`.
     pub max_peers: usize,
+    /// `FI_CLUSTERNET_ACCEPT`: `None` for the default (the interface's
+    /// subnet), else these networks (empty for `none`).
+    pub accept: Option<Vec<Ipv4Net>>,
     /// libfabric's `FI_PROVIDER` names a utility provider over this one
     /// (`crate::getinfo::layering_requested`).
     pub layering: bool,
@@ -89,6 +102,7 @@ impl Default for Config {
             wait: WaitPolicy::DEFAULT,
             key_file: None,
             max_peers: DEFAULT_MAX_PEERS,
+            accept: None,
             layering: false,
         }
     }
@@ -127,8 +141,26 @@ impl Config {
                 ))
             })?;
         }
+        if let Some(a) = get("accept") {
+            c.accept = Some(parse_accept(&a)?);
+        }
         Ok(c)
     }
+}
+
+/// `none`, or comma-separated networks (`10.0.0.0/8,192.168.1.7`).
+fn parse_accept(s: &str) -> FiResult<Vec<Ipv4Net>> {
+    if s.trim().eq_ignore_ascii_case("none") {
+        return Ok(Vec::new());
+    }
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| {
+            p.trim()
+                .parse()
+                .map_err(|e| FiError::inval(format!("FI_CLUSTERNET_ACCEPT: {e}; or 'none'")))
+        })
+        .collect()
 }
 
 /// `busy`, `block`, `adaptive` or `adaptive:US`.
@@ -180,6 +212,7 @@ mod tests {
             ("wait", "adaptive:20"),
             ("key_file", "/etc/clusternet/cluster.key"),
             ("max_peers", "512"),
+            ("accept", "10.0.0.0/8, 192.168.1.7"),
         ]))
         .unwrap();
         assert_eq!(c.iface.as_deref(), Some("veth0"));
@@ -195,6 +228,17 @@ mod tests {
             Some(PathBuf::from("/etc/clusternet/cluster.key"))
         );
         assert_eq!(c.max_peers, 512);
+        assert_eq!(
+            c.accept,
+            Some(vec![
+                "10.0.0.0/8".parse().unwrap(),
+                "192.168.1.7/32".parse().unwrap()
+            ])
+        );
+        assert_eq!(
+            Config::parse(env(&[("accept", "None")])).unwrap().accept,
+            Some(vec![])
+        );
         assert_eq!(
             Config::parse(env(&[("wait", "busy")])).unwrap().wait,
             WaitPolicy::BusyPoll
@@ -214,5 +258,7 @@ mod tests {
         assert!(e.msg.contains("FI_CLUSTERNET_WAIT"));
         let e = Config::parse(env(&[("max_peers", "0")])).unwrap_err();
         assert!(e.msg.contains("FI_CLUSTERNET_MAX_PEERS"));
+        let e = Config::parse(env(&[("accept", "10.0.0.0/40")])).unwrap_err();
+        assert!(e.msg.contains("FI_CLUSTERNET_ACCEPT"), "{}", e.msg);
     }
 }

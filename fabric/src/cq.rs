@@ -53,8 +53,12 @@ pub struct ErrCompletion {
     pub olen: usize,
     /// Provider error number.
     pub prov: ProvErrno,
-    /// What happened (err_data, fi_cq_strerror).
+    /// What happened, for `fi_cq_strerror` and the log.
     pub msg: String,
+    /// The bytes the entry carries in `err_data` (fi_cq(3)): the sender's
+    /// name for FI_EADDRNOTAVAIL (FI_SOURCE_ERR), empty for every other
+    /// error (libfabric's own providers carry none either).
+    pub data: Vec<u8>,
 }
 
 /// One queue entry.
@@ -239,6 +243,7 @@ mod tests {
             olen: 5,
             prov: ProvErrno::Truncated,
             msg: "truncated".into(),
+            data: Vec::new(),
         })
     }
 

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use comm::RecvBuf;
 use edp::EdpSocket;
 
-use crate::addr::Name;
+use crate::addr::{Name, NameInfo};
 use crate::av::{Av, PeerSink, FI_ADDR_NOTAVAIL};
 use crate::cq::{Completion, Cq, CqSource, Entry, ErrCompletion};
 use crate::error::{FiError, FiResult, ProvErrno};
@@ -72,11 +72,15 @@ pub enum SendMode {
 /// A DGRAM endpoint. See the module documentation.
 pub struct DgramEp {
     name: Name,
+    /// What its name tells (fi_getname).
+    info: NameInfo,
     max: usize,
     tx_op_flags: u64,
     rx_op_flags: u64,
     rx_size: usize,
-    peers: Option<Arc<crate::link::PeerQueue>>,
+    /// Over a UDP link: its peer table, which the address vector's names
+    /// join.
+    peers: Option<Arc<link::UdpPeers>>,
     state: Mutex<State>,
 }
 
@@ -91,10 +95,11 @@ impl std::fmt::Debug for DgramEp {
 
 impl DgramEp {
     /// An endpoint on `carrier` taking datagrams of at most `max` bytes,
-    /// with the default op flags of its fi_info and `rx_size` posted
-    /// receives at most.
+    /// whose name tells `info`, with the default op flags of its fi_info
+    /// and `rx_size` posted receives at most.
     pub fn new(
         carrier: Carrier,
+        info: NameInfo,
         max: usize,
         tx_op_flags: u64,
         rx_op_flags: u64,
@@ -103,6 +108,7 @@ impl DgramEp {
         let Carrier { sock, name, peers } = carrier;
         Arc::new(DgramEp {
             name,
+            info,
             max,
             tx_op_flags,
             rx_op_flags,
@@ -127,15 +133,16 @@ impl DgramEp {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The endpoint's name (fi_getname).
-    pub fn name(&self) -> Name {
-        self.name
+    /// The endpoint's name as `fi_getname` gives it.
+    pub fn name_bytes(&self) -> Vec<u8> {
+        self.name.encode_with(&self.info)
     }
 
-    /// Binds the address vector sends resolve through.
+    /// Binds the address vector sends resolve through (over a UDP link
+    /// its names, present and future, join the link's peer table).
     ///
     /// Errors: `FI_EINVAL` when one is bound already or its format differs.
-    pub fn bind_av(&self, av: Arc<Av>) -> FiResult<()> {
+    pub fn bind_av(self: &Arc<Self>, av: Arc<Av>) -> FiResult<()> {
         if av.format != self.name.format() {
             return Err(FiError::inval("address vector of another address format"));
         }
@@ -143,10 +150,10 @@ impl DgramEp {
         if s.av.is_some() {
             return Err(FiError::inval("an address vector is bound already"));
         }
-        if let Some(p) = &self.peers {
-            let sink: Weak<dyn PeerSink> = Arc::downgrade(p) as Weak<dyn PeerSink>;
-            for (a, n) in av.subscribe(sink) {
-                p.peer_added(a, &n)?;
+        if self.peers.is_some() {
+            let sink: Weak<dyn PeerSink> = Arc::downgrade(self) as Weak<dyn PeerSink>;
+            for (a, n, i) in av.subscribe(sink) {
+                self.peer_added(a, &n, &i)?;
             }
         }
         s.av = Some(av);
@@ -327,6 +334,7 @@ impl DgramEp {
                 olen: 0,
                 prov: ProvErrno::Canceled,
                 msg: "receive canceled by fi_cancel".into(),
+                data: Vec::new(),
             };
             let _ = cq.push(Entry::Err(e));
         }
@@ -392,6 +400,7 @@ impl DgramEp {
                     olen: len - cap,
                     prov: ProvErrno::Truncated,
                     msg: format!("datagram of {len} bytes into a {cap}-byte buffer"),
+                    data: Vec::new(),
                 })
             } else if p.completion {
                 Entry::Ok(base)
@@ -401,6 +410,15 @@ impl DgramEp {
             if cq.push(entry).is_err() {
                 tracing::warn!("clusternet: receive CQ overrun, completion lost");
             }
+        }
+    }
+}
+
+impl PeerSink for DgramEp {
+    fn peer_added(&self, _addr: u64, name: &Name, _info: &NameInfo) -> FiResult<()> {
+        match &self.peers {
+            Some(p) => crate::link::add_udp_peer(p, name),
+            None => Ok(()),
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::addr::AddrFormat;
+use crate::addr::{AddrFormat, KeyMark, NameInfo};
 use crate::attr::Info;
 use crate::config::Config;
 use crate::dgram::DgramEp;
@@ -15,18 +15,24 @@ use crate::link;
 use crate::nic::{self, Nic};
 use crate::rdm::RdmEp;
 
-/// A fabric: the configuration read when it was opened.
+/// A fabric: the configuration read when it was opened, and the API
+/// version its caller asked for.
 #[derive(Debug)]
 pub struct Fabric {
     /// The provider's variables.
     pub config: Config,
+    /// `fi_fabric_attr::api_version` at `fi_fabric` (`FI_VERSION(major,
+    /// minor)`): the layout of the structs the caller hands in (below 1.5
+    /// an error entry is `fi_cq_err_entry_1_0`, without `err_data_size`).
+    pub api_version: u32,
 }
 
 impl Fabric {
-    /// Opens the fabric named `name` (fi_fabric_attr::name).
+    /// Opens the fabric named `name` (fi_fabric_attr::name) for a caller of
+    /// API version `api_version`.
     ///
     /// Errors: `FI_ENODATA` for another fabric name.
-    pub fn open(name: Option<&str>, config: Config) -> FiResult<Arc<Fabric>> {
+    pub fn open(name: Option<&str>, config: Config, api_version: u32) -> FiResult<Arc<Fabric>> {
         if let Some(n) = name {
             if n != FABRIC_NAME {
                 return Err(FiError::nodata(format!(
@@ -34,7 +40,10 @@ impl Fabric {
                 )));
             }
         }
-        Ok(Arc::new(Fabric { config }))
+        Ok(Arc::new(Fabric {
+            config,
+            api_version,
+        }))
     }
 }
 
@@ -56,6 +65,8 @@ pub struct Domain {
     pub nic: Nic,
     /// Frames carry the authentication trailer.
     pub keyed: bool,
+    /// What its endpoints' names tell of the cluster key.
+    pub key: KeyMark,
     /// Address format of its endpoints.
     pub format: AddrFormat,
     /// Endpoint type of the fi_info it was opened with.
@@ -77,15 +88,28 @@ impl Domain {
             })?,
             None => nics.into_iter().next().expect("candidates are never empty"),
         };
-        let keyed = link::keyed(config)?;
+        let key = link::key_mark(config)?;
+        let keyed = key != KeyMark::NoKey;
         let ep_type = info.ep.as_ref().map_or(fi::FI_EP_DGRAM, |e| e.ep_type);
         Ok(Arc::new(Domain {
             format: format_of(config.link),
             fabric,
             nic,
             keyed,
+            key,
             ep_type,
         }))
+    }
+
+    /// What the names of its endpoints tell: the link MTU they receive
+    /// (`nic::link_mtu`) and the cluster key.
+    pub fn name_info(&self) -> NameInfo {
+        let mtu = nic::link_mtu(&self.nic, self.fabric.config.link);
+        NameInfo {
+            format: Some(self.format),
+            mtu: Some(u16::try_from(mtu).unwrap_or(u16::MAX)),
+            key: self.key,
+        }
     }
 
     /// Opens the endpoint `info` describes (its type, src_addr, op flags
@@ -98,7 +122,7 @@ impl Domain {
         let src = info
             .src_addr
             .as_deref()
-            .map(|b| self.format.decode(b))
+            .map(|b| self.format.decode_source(b))
             .transpose()?;
         let tx_flags = info.tx.as_ref().map_or(0, |t| t.op_flags);
         let rx_flags = info.rx.as_ref().map_or(0, |r| r.op_flags);
@@ -111,7 +135,8 @@ impl Domain {
                     cq_size: RDM_QUEUE,
                     ..Default::default()
                 };
-                let ep = RdmEp::new(carrier, core, tx_flags, rx_flags)?;
+                let caps = info.caps | info.rx.as_ref().map_or(0, |r| r.caps);
+                let ep = RdmEp::new(carrier, core, self.name_info(), caps, tx_flags, rx_flags)?;
                 Ok(Endpoint::Rdm(ep))
             }
             fi::FI_EP_DGRAM | fi::FI_EP_UNSPEC => {
@@ -119,7 +144,7 @@ impl Domain {
                 let carrier = link::open(&self.nic, &self.fabric.config, src)?;
                 let max = max_dgram(&self.nic, self.fabric.config.link, self.keyed)
                     .min(carrier.sock.mtu());
-                let ep = DgramEp::new(carrier, max, tx_flags, rx_flags, rx_size);
+                let ep = DgramEp::new(carrier, self.name_info(), max, tx_flags, rx_flags, rx_size);
                 Ok(Endpoint::Dgram(ep))
             }
             t => Err(FiError::nosys(&format!(

@@ -26,6 +26,9 @@ pub enum ProvErrno {
     NoMessage = 5,
     /// Any other error of the stack.
     Other = 6,
+    /// The processes of a job disagree on the link or the cluster key
+    /// (a peer's name told so at `fi_av_insert`).
+    Mismatch = 7,
 }
 
 /// The description of provider error number `n` (fi_cq_strerror's answer
@@ -39,6 +42,7 @@ pub fn prov_errno_str(n: i32) -> &'static str {
         4 => "clusternet: peer unreachable (no answer within the failure bound)",
         5 => "clusternet: no matching message",
         6 => "clusternet: stack error",
+        7 => "clusternet: the processes disagree on FI_CLUSTERNET_LINK or the cluster key",
         _ => "clusternet: unknown provider error number",
     }
 }
@@ -209,7 +213,7 @@ mod tests {
 
     #[test]
     fn every_prov_errno_has_a_description() {
-        for n in 0..=6 {
+        for n in 0..=7 {
             assert!(
                 prov_errno_str(n).contains("provider error")
                     || prov_errno_str(n).starts_with("clusternet:")

@@ -11,7 +11,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use edp::wire::EDP_HEADER_LEN;
 use edp::MacAddr;
 
-use crate::addr::{AddrFormat, Name};
+use crate::addr::{resolve_ipv4, AddrFormat, Name};
 use crate::attr::{self, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use crate::config::{Config, LinkKind};
 use crate::error::{FiError, FiResult};
@@ -104,7 +104,11 @@ pub fn dgram_base(nic: &Nic, link: LinkKind, keyed: bool) -> Info {
             max_ep_rx_ctx: 1,
             max_ep_stx_ctx: 0,
             max_ep_srx_ctx: 0,
-            cntr_cnt: 0,
+            // Counters count the completions of the operations they are
+            // bound to; these endpoints have no RMA, so bound to RMA
+            // events a counter moves only by fi_cntr_add / fi_cntr_set
+            // (MPICH opens one per domain and binds it that way).
+            cntr_cnt: DOMAIN_OBJECTS,
             mr_iov_limit: 1,
             caps: comm,
             mode: 0,
@@ -112,6 +116,10 @@ pub fn dgram_base(nic: &Nic, link: LinkKind, keyed: bool) -> Info {
             max_err_data: MAX_ERR_DATA,
             mr_cnt: 0,
             tclass: 0,
+            max_ep_auth_key: 0,
+            max_group_id: 0,
+            max_cntr_value: u64::MAX,
+            max_err_cntr_value: u64::MAX,
         }),
         fabric: Some(FabricAttr {
             name: Some(FABRIC_NAME.into()),
@@ -128,12 +136,15 @@ pub fn rdm_base(nic: &Nic, link: LinkKind) -> Info {
     let core = comm::CommConfig::default();
     let max = usize::try_from(core.max_message_bytes).unwrap_or(usize::MAX);
     let mut i = dgram_base(nic, link, false);
+    // FI_SOURCE_ERR: a connectionless endpoint hears senders not in its
+    // address vector; with the bit, their receives name them (fi_cq(3)).
     i.caps = fi::FI_TAGGED
         | fi::FI_MSG
         | fi::FI_SEND
         | fi::FI_RECV
         | fi::FI_DIRECTED_RECV
         | fi::FI_SOURCE
+        | fi::FI_SOURCE_ERR
         | comm;
     let tx = i.tx.as_mut().expect("dgram_base has tx_attr");
     tx.caps = fi::FI_TAGGED | fi::FI_MSG | fi::FI_SEND;
@@ -144,7 +155,12 @@ pub fn rdm_base(nic: &Nic, link: LinkKind) -> Info {
     tx.inject_size = RDM_INJECT;
     tx.size = RDM_QUEUE;
     let rx = i.rx.as_mut().expect("dgram_base has rx_attr");
-    rx.caps = fi::FI_TAGGED | fi::FI_MSG | fi::FI_RECV | fi::FI_DIRECTED_RECV | fi::FI_SOURCE;
+    rx.caps = fi::FI_TAGGED
+        | fi::FI_MSG
+        | fi::FI_RECV
+        | fi::FI_DIRECTED_RECV
+        | fi::FI_SOURCE
+        | fi::FI_SOURCE_ERR;
     rx.msg_order = fi::FI_ORDER_SAS;
     rx.comp_order = fi::FI_ORDER_NONE;
     rx.size = RDM_QUEUE;
@@ -164,8 +180,11 @@ pub fn rdm_base(nic: &Nic, link: LinkKind) -> Info {
 }
 
 /// Parses `node`/`service` of fi_getinfo into a name of `format`: over the
-/// packet link node is a MAC (or, for a source, the interface's name) and
-/// service the EDP port; over the UDP link an IPv4 address and a UDP port.
+/// packet link node is a MAC (for a source also the interface's name, or
+/// an IPv4 address or host name of it; for a destination also an IPv4
+/// address or host name whose MAC the kernel's neighbour table holds on
+/// the interface, `link::iface::neighbor_mac`) and service the EDP port; over the
+/// UDP link an IPv4 address or a host name, and a UDP port.
 fn parse_node(
     node: Option<&str>,
     service: Option<&str>,
@@ -185,12 +204,31 @@ fn parse_node(
     };
     match format {
         AddrFormat::Edp => {
+            let mine =
+                |n: &str| n == nic.name || (nic.ipv4.is_some() && resolve_ipv4(n) == nic.ipv4);
             let mac = match node {
                 None => nic.mac,
-                Some(n) if source && n == nic.name => nic.mac,
-                Some(n) => n
-                    .parse::<MacAddr>()
-                    .map_err(|_| FiError::nodata(format!("node {n:?} is not a MAC address")))?,
+                Some(n) if source && mine(n) => nic.mac,
+                Some(n) => match n.parse::<MacAddr>() {
+                    Ok(mac) => mac,
+                    Err(_) => {
+                        let ip = resolve_ipv4(n).ok_or_else(|| {
+                            FiError::nodata(format!(
+                                "node {n:?}: over the packet link a node is a MAC address (an \
+                                 endpoint's name, as fi_av_straddr shows it), or an IPv4 \
+                                 address or host name on {}",
+                                nic.name
+                            ))
+                        })?;
+                        link::iface::neighbor_mac(ip, &nic.name).ok_or_else(|| {
+                            FiError::nodata(format!(
+                                "node {n:?} ({ip}) has no entry in {}'s neighbour table: give \
+                                 its MAC address, or reach it over IP once (ping) first",
+                                nic.name
+                            ))
+                        })?
+                    }
+                },
             };
             if port == 0 && !source {
                 return Err(FiError::nodata("EDP port 0 is reserved"));
@@ -200,9 +238,11 @@ fn parse_node(
         AddrFormat::Udp => {
             let ip = match node {
                 None => nic.ipv4.unwrap_or(Ipv4Addr::UNSPECIFIED),
-                Some(n) => n
-                    .parse::<Ipv4Addr>()
-                    .map_err(|_| FiError::nodata(format!("node {n:?} is not an IPv4 address")))?,
+                Some(n) => resolve_ipv4(n).ok_or_else(|| {
+                    FiError::nodata(format!(
+                        "node {n:?} is neither an IPv4 address nor a host name with one"
+                    ))
+                })?,
             };
             Ok(Some(Name::Udp(SocketAddrV4::new(ip, port))))
         }
@@ -230,11 +270,29 @@ fn answer(
     nic: &Nic,
 ) -> FiResult<Info> {
     let mut info = attr::offer(version, hints, base)?;
+    // FI_SOURCE_ERR changes what a receive from a stranger completes with:
+    // only when asked for, never as a secondary capability given unasked.
+    let asked = hints.map_or(0, |h| h.caps | h.rx.as_ref().map_or(0, |r| r.caps));
+    if asked & fi::FI_SOURCE_ERR == 0 {
+        info.caps &= !fi::FI_SOURCE_ERR;
+        if let Some(rx) = info.rx.as_mut() {
+            rx.caps &= !fi::FI_SOURCE_ERR;
+        }
+    }
+    // FI_DIRECTED_RECV is a primary capability (fi_getinfo(3)): given only
+    // when asked for; without it a receive's source address is ignored
+    // (fi_tagged(3)), as util's ofi_get_caps leaves it.
+    if hints.is_some_and(|h| h.caps != 0) && asked & fi::FI_DIRECTED_RECV == 0 {
+        info.caps &= !fi::FI_DIRECTED_RECV;
+        if let Some(rx) = info.rx.as_mut() {
+            rx.caps &= !fi::FI_DIRECTED_RECV;
+        }
+    }
     let source = flags & fi::FI_SOURCE != 0;
     let named = parse_node(node, service, format, nic, source)?;
     let mut src = hints
         .and_then(|h| h.src_addr.as_deref())
-        .map(|b| format.decode(b))
+        .map(|b| format.decode_source(b))
         .transpose()?;
     let mut dst = hints
         .and_then(|h| h.dest_addr.as_deref())
@@ -253,6 +311,15 @@ fn answer(
             )));
         }
     }
+    // Every answer names its source (fabtests' unit set checks it): the
+    // interface, any free port.
+    let src = src.or(match format {
+        AddrFormat::Edp => Some(Name::Edp {
+            mac: nic.mac,
+            port: 0,
+        }),
+        AddrFormat::Udp => nic.ipv4.map(|ip| Name::Udp(SocketAddrV4::new(ip, 0))),
+    });
     info.src_addr = src.map(|n| n.encode());
     info.dest_addr = dst.map(|n| n.encode());
     Ok(info)

@@ -1,7 +1,8 @@
 //! `clusternet-fi`: the libfabric provider `clusternet` (fi_provider(7)),
 //! built as `libclusternet-fi.so` (scripts/build-provider.sh) and loaded by
 //! libfabric through `FI_PROVIDER_PATH`, so that MPI libraries (Open MPI's
-//! mtl ofi) and other libfabric programs run over the stack unchanged.
+//! mtl ofi, MPICH's ch4 ofi netmod) and other libfabric programs run over
+//! the stack unchanged, under libfabric 1.x and 2.x cores alike ([`abi`]).
 //!
 //! Endpoints, over EDP (the process's runtime and packet socket, or a UDP
 //! link without privilege):
@@ -17,14 +18,17 @@
 //! constants from [`fi`].
 //!
 //! Layout, from the ground up (every import runs downward):
-//! - [`fi`]: libfabric's C API as bindgen generates it; `error` (FI_E*
+//! - [`fi`]: libfabric's C API as bindgen generates it from the 1.17
+//!   headers, and [`abi`]: how those types serve 2.x cores too (the
+//!   version the provider declares, the layouts 2.x grew); `error` (FI_E*
 //!   codes and provider errors); `log` (warnings for libfabric's log);
 //! - `config` (the `FI_CLUSTERNET_*` variables), `addr` (names), `attr`
 //!   (`struct fi_info` as Rust values, and the rules for hints);
 //! - `limits` (the sizes, name and version the provider advertises),
 //!   `nic` (interfaces and their link MTU), `av` (address vectors);
-//! - `getinfo` (the answers), `cq` (completion queues), `link` (the
-//!   carrier of an endpoint);
+//! - `getinfo` (the answers), `cq` (completion queues), `cntr`
+//!   (counters), `eq` (event queues), `link` (the carrier of an
+//!   endpoint);
 //! - `rdm` and `dgram` (the endpoints), then `domain` (fabric and domain:
 //!   it opens them);
 //! - `ffi`: the C side, the crate's only hand-written `unsafe`
@@ -34,13 +38,16 @@
 #![warn(unnameable_types)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod abi;
 mod addr;
 mod attr;
 mod av;
+mod cntr;
 mod config;
 mod cq;
 mod dgram;
 mod domain;
+mod eq;
 mod error;
 mod ffi;
 pub mod fi;
@@ -51,7 +58,7 @@ mod log;
 mod nic;
 mod rdm;
 
-pub use addr::{AddrFormat, Name};
+pub use addr::{AddrFormat, KeyMark, Name, NameInfo};
 pub use attr::{fi_version, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 pub use config::{Config, LinkKind};
 pub use error::{FiError, FiResult, ProvErrno};

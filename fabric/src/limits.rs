@@ -28,7 +28,8 @@ pub const RDM_INJECT: usize = 16384;
 /// Receives posted per endpoint (ofi_rxd posts its whole pool).
 pub const RX_SIZE: usize = 4096;
 
-/// Bytes of `err_data` in an error completion (the message, NUL-terminated).
+/// Most bytes of `err_data` an error completion carries (`max_err_data`):
+/// a sender's name (FI_SOURCE_ERR), at most `FI_NAME_MAX` (64) bytes.
 pub const MAX_ERR_DATA: usize = 256;
 
 /// Objects per domain (CQs, endpoints).

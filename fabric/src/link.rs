@@ -2,151 +2,45 @@
 //! over EDP (FI_EP_RDM), in the process's runtime for the domain's
 //! interface (packet link), or on a UDP link of its own.
 //!
-//! A UDP link delivers only frames of the peers in its table, given when it
-//! is opened (`link::udp`), while libfabric inserts peers one
-//! `fi_av_insert` at a time after the endpoint exists. [`UdpPeerLink`]
-//! wraps the link so that peers inserted later reach its table: the
-//! address vector's subscriber queues them ([`PeerQueue`]) and the link
-//! takes them before its next send or receive, inside the runtime's turn.
+//! A UDP link delivers only frames of the peers in its table. It learns
+//! them two ways: the names the application inserts into the address
+//! vector reach the table through the link's [`UdpPeers`] handle (the
+//! link takes them before its next send or receive, inside the runtime's
+//! turn), and a sender the endpoint never heard of joins it on first
+//! contact when admission allows ([`admission`]): its frames carry the
+//! cluster key's tag, or its address lies in `FI_CLUSTERNET_ACCEPT`
+//! (default: the interface's subnet). A connectionless FI_EP_RDM
+//! endpoint receives from any such peer before the application inserts
+//! it (fi_endpoint(3), FI_SOURCE).
 
-use std::io::{self, IoSlice};
+use std::io;
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
-use std::os::fd::{BorrowedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 use ctp::{CtpConfig, CtpSocket, EdpTransport};
 use edp::socket::Binding;
-use edp::{EdpConfig, EdpSocket, MacAddr};
-use link::KernelStats;
-use link::Link;
-use link::{derived_mac, UdpConfig, UdpLink};
-use runtime::auth::{AuthKey, AuthSetting};
-use runtime::{LinkConfig, Runtime, RuntimeConfig};
+use edp::{EdpConfig, EdpSocket};
+use link::{derived_mac, FrameCheck, Ipv4Net, UdpAdmission, UdpConfig, UdpLink, UdpPeers};
+use runtime::auth::{wall_ns, AuthKey, AuthSetting};
+use runtime::{LinkConfig, RuntimeConfig};
 
-use crate::addr::{Name, UDP_LINK_PORT};
-use crate::av::PeerSink;
+use crate::addr::{KeyMark, Name, UDP_LINK_PORT};
 use crate::config::{Config, LinkKind};
 use crate::error::{FiError, FiResult};
-use crate::nic::{link_mtu, Nic};
+use crate::nic::{link_mtu, Nic, UDP_LINK_MAX_MTU};
 
-/// Peers inserted since the link last looked.
-#[derive(Debug, Default)]
-pub struct PeerQueue {
-    pending: Mutex<Vec<(MacAddr, SocketAddr)>>,
-    dirty: AtomicBool,
-}
-
-impl PeerSink for PeerQueue {
-    fn peer_added(&self, _addr: u64, name: &Name) -> FiResult<()> {
-        if let Name::Udp(a) = name {
-            let a = SocketAddr::V4(*a);
-            self.pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push((derived_mac(a), a));
-            self.dirty.store(true, Ordering::Release);
-        }
-        Ok(())
+/// Adds `name` to a UDP link's table through its handle (names of the
+/// packet link are no concern of a UDP link).
+///
+/// Errors: `FI_EINVAL` when the link's queue of new peers is full.
+pub fn add_udp_peer(peers: &UdpPeers, name: &Name) -> FiResult<()> {
+    if let Name::Udp(a) = name {
+        let a = SocketAddr::V4(*a);
+        peers
+            .add(derived_mac(a), a)
+            .map_err(|e| FiError::io(&format!("UDP link peer {a}"), &e))?;
     }
-}
-
-/// A [`UdpLink`] whose peer table grows as [`PeerQueue`] fills.
-#[derive(Debug)]
-pub struct UdpPeerLink {
-    link: UdpLink,
-    peers: Arc<PeerQueue>,
-}
-
-impl UdpPeerLink {
-    /// Wraps `link`, taking new peers from `peers`.
-    pub fn new(link: UdpLink, peers: Arc<PeerQueue>) -> Self {
-        UdpPeerLink { link, peers }
-    }
-
-    /// Adds the queued peers to the table (one atomic load when none).
-    fn take_peers(&mut self) {
-        if !self.peers.dirty.swap(false, Ordering::AcqRel) {
-            return;
-        }
-        let new =
-            std::mem::take(&mut *self.peers.pending.lock().unwrap_or_else(|p| p.into_inner()));
-        for (mac, addr) in new {
-            if self.link.peer(mac) == Some(addr) {
-                continue;
-            }
-            if let Err(e) = self.link.add_peer(mac, addr) {
-                tracing::warn!(%mac, %addr, error = %e, "clusternet: UDP link refused a peer");
-            }
-        }
-    }
-}
-
-impl Link for UdpPeerLink {
-    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        self.take_peers();
-        self.link.send(frame)
-    }
-    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
-        self.take_peers();
-        self.link.send_batch(frames)
-    }
-    fn send_batch_vectored(&mut self, frames: &[&[IoSlice<'_>]]) -> io::Result<usize> {
-        self.take_peers();
-        self.link.send_batch_vectored(frames)
-    }
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.take_peers();
-        self.link.recv(buf)
-    }
-    fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {
-        self.take_peers();
-        self.link.recv_batch(bufs, lens)
-    }
-    fn recv_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
-        self.take_peers();
-        self.link.recv_with(max, f)
-    }
-    fn set_filter(&mut self, prog: &[netcore::bpf::Insn]) -> io::Result<()> {
-        self.link.set_filter(prog)
-    }
-    fn kernel_stats(&self) -> Option<KernelStats> {
-        self.link.kernel_stats()
-    }
-    fn join_group(&mut self, group: MacAddr) -> io::Result<()> {
-        self.link.join_group(group)
-    }
-    fn leave_group(&mut self, group: MacAddr) -> io::Result<()> {
-        self.link.leave_group(group)
-    }
-    fn on_timeout(&mut self, now: Instant) -> io::Result<()> {
-        self.link.on_timeout(now)
-    }
-    fn max_frame(&self) -> usize {
-        self.link.max_frame()
-    }
-    fn mac(&self) -> MacAddr {
-        self.link.mac()
-    }
-    fn mtu(&self) -> usize {
-        self.link.mtu()
-    }
-    fn raw_fd(&self) -> Option<RawFd> {
-        self.link.raw_fd()
-    }
-    fn as_fd(&self) -> Option<BorrowedFd<'_>> {
-        Link::as_fd(&self.link)
-    }
-    fn rx_ready(&self) -> Option<bool> {
-        self.link.rx_ready()
-    }
-    fn poll_at(&self) -> Option<Instant> {
-        self.link.poll_at()
-    }
-    fn frame_integrity(&self) -> bool {
-        self.link.frame_integrity()
-    }
+    Ok(())
 }
 
 /// The runtime configuration of the provider's sockets: the cluster key
@@ -171,28 +65,69 @@ pub fn runtime_config(config: &Config) -> FiResult<RuntimeConfig> {
     })
 }
 
-/// Whether frames are authenticated under `config` (the MTU is then 24
-/// bytes smaller).
+/// The cluster key in force under `config`, if any.
 ///
 /// Errors: those of [`runtime_config`] and of reading the environment's key.
-pub fn keyed(config: &Config) -> FiResult<bool> {
+pub fn cluster_key(config: &Config) -> FiResult<Option<AuthKey>> {
     let rc = runtime_config(config)?;
     rc.link
         .auth
         .resolve()
-        .map(|k| k.is_some())
         .map_err(|e| FiError::inval(format!("cluster key: {e}")))
 }
 
-/// An open carrier: the socket, its name, and the UDP link's peer queue.
+/// Whether frames are authenticated under `config` (the MTU is then 24
+/// bytes smaller).
+///
+/// Errors: those of [`cluster_key`].
+pub fn keyed(config: &Config) -> FiResult<bool> {
+    Ok(cluster_key(config)?.is_some())
+}
+
+/// What the endpoints' names tell of the key under `config`: none, or
+/// the first 4 bytes of its fingerprint (`AuthKey::fingerprint`, which
+/// reveals nothing of the key).
+///
+/// Errors: those of [`cluster_key`].
+pub fn key_mark(config: &Config) -> FiResult<KeyMark> {
+    Ok(match cluster_key(config)? {
+        None => KeyMark::NoKey,
+        Some(k) => {
+            let f = k.fingerprint();
+            KeyMark::Key([f[0], f[1], f[2], f[3]])
+        }
+    })
+}
+
+/// Who a UDP link on `nic` admits on first contact under `config`: the
+/// networks of `FI_CLUSTERNET_ACCEPT` (default: `nic`'s subnet), and with
+/// a cluster key every sender whose frame carries its valid tag.
+///
+/// Errors: those of [`cluster_key`].
+pub fn admission(config: &Config, nic: &Nic) -> FiResult<UdpAdmission> {
+    let nets = match &config.accept {
+        Some(n) => n.clone(),
+        None => nic
+            .ipv4
+            .map(|ip| vec![Ipv4Net::new(ip, nic.ipv4_prefix)])
+            .unwrap_or_default(),
+    };
+    let check = cluster_key(config)?.map(|k| {
+        let f: FrameCheck = Arc::new(move |frame: &[u8]| k.tag_valid(frame, wall_ns()));
+        f
+    });
+    Ok(UdpAdmission { nets, check })
+}
+
+/// An open carrier: the socket, its name, and the UDP link's peer table.
 #[derive(Debug)]
 pub struct Carrier {
     /// The EDP socket (nonblocking).
     pub sock: EdpSocket,
     /// The endpoint's name.
     pub name: Name,
-    /// Over a UDP link: where the address vector's names go.
-    pub peers: Option<Arc<PeerQueue>>,
+    /// Over a UDP link: its peer table (names inserted go there).
+    pub peers: Option<Arc<UdpPeers>>,
 }
 
 /// Tries to bind a UDP link this many times when a free port found by a
@@ -234,9 +169,10 @@ pub fn open(nic: &Nic, config: &Config, src: Option<Name>) -> FiResult<Carrier> 
             })
         }
         LinkKind::Udp => {
-            let (wrapped, addr, peers) = udp_link(nic, src)?;
+            let (link, addr) = udp_link(nic, config, src)?;
+            let peers = link.peers();
             let mut sock = EdpSocket::from_link_with(
-                Box::new(wrapped),
+                Box::new(link),
                 Binding::Port(UDP_LINK_PORT),
                 &edp_config,
             )
@@ -252,11 +188,11 @@ pub fn open(nic: &Nic, config: &Config, src: Option<Name>) -> FiResult<Carrier> 
     }
 }
 
-/// A UDP link for an endpoint on `nic` (at `src` when given), wrapped to
-/// take its peers from the returned queue; and its address.
+/// A UDP link for an endpoint on `nic` (at `src` when given), admitting
+/// first contact as `config` says; and its address.
 ///
 /// Errors: `FI_ENODATA` when `nic` has no IPv4 address; those of binding.
-fn udp_link(nic: &Nic, src: Option<Name>) -> FiResult<(UdpPeerLink, SocketAddrV4, Arc<PeerQueue>)> {
+fn udp_link(nic: &Nic, config: &Config, src: Option<Name>) -> FiResult<(UdpLink, SocketAddrV4)> {
     let want = match src {
         Some(Name::Udp(a)) if !a.ip().is_unspecified() => a,
         Some(Name::Udp(a)) => SocketAddrV4::new(nic.ipv4.unwrap_or(*a.ip()), a.port()),
@@ -266,9 +202,8 @@ fn udp_link(nic: &Nic, src: Option<Name>) -> FiResult<(UdpPeerLink, SocketAddrV4
             0,
         ),
     };
-    let (link, addr) = bind_udp_link(want, link_mtu(nic, LinkKind::Udp))?;
-    let peers = Arc::new(PeerQueue::default());
-    Ok((UdpPeerLink::new(link, peers.clone()), addr, peers))
+    let admit = admission(config, nic)?;
+    bind_udp_link(want, link_mtu(nic, LinkKind::Udp), admit)
 }
 
 /// The carrier of a reliable endpoint: a CTP socket over EDP.
@@ -278,8 +213,8 @@ pub struct CtpCarrier {
     pub sock: CtpSocket<EdpTransport>,
     /// The endpoint's name.
     pub name: Name,
-    /// Over a UDP link: where the address vector's names go.
-    pub peers: Option<Arc<PeerQueue>>,
+    /// Over a UDP link: its peer table (names inserted go there).
+    pub peers: Option<Arc<UdpPeers>>,
 }
 
 /// Opens the carrier of an FI_EP_RDM endpoint on `nic`: a CTP socket over
@@ -311,10 +246,9 @@ pub fn open_ctp(nic: &Nic, config: &Config, src: Option<Name>) -> FiResult<CtpCa
             })
         }
         LinkKind::Udp => {
-            let (wrapped, addr, peers) = udp_link(nic, src)?;
-            let rt = Runtime::with_link(Box::new(wrapped), ctp_config.runtime.clone())
-                .map_err(|e| FiError::io("runtime on the UDP link", &e))?;
-            let sock = CtpSocket::bind_on(&rt, UDP_LINK_PORT, ctp_config)
+            let (link, addr) = udp_link(nic, config, src)?;
+            let peers = link.peers();
+            let sock = CtpSocket::from_link(Box::new(link), UDP_LINK_PORT, ctp_config)
                 .map_err(|e| FiError::io("CTP socket on the UDP link", &e))?;
             Ok(CtpCarrier {
                 sock,
@@ -326,8 +260,14 @@ pub fn open_ctp(nic: &Nic, config: &Config, src: Option<Name>) -> FiResult<CtpCa
 }
 
 /// Binds a UDP link at `want` (port 0: a free one, found by a probe
-/// socket, since the link's MAC is derived from its final address).
-fn bind_udp_link(want: SocketAddrV4, mtu: usize) -> FiResult<(UdpLink, SocketAddrV4)> {
+/// socket, since the link's MAC is derived from its final address) that
+/// sends frames of `mtu` bytes of payload, hears every provider link (up
+/// to [`UDP_LINK_MAX_MTU`]) and admits first contact per `admit`.
+fn bind_udp_link(
+    want: SocketAddrV4,
+    mtu: usize,
+    admit: UdpAdmission,
+) -> FiResult<(UdpLink, SocketAddrV4)> {
     let mut last = None;
     for _ in 0..UDP_BIND_ATTEMPTS {
         let addr = if want.port() != 0 {
@@ -344,6 +284,8 @@ fn bind_udp_link(want: SocketAddrV4, mtu: usize) -> FiResult<(UdpLink, SocketAdd
         };
         let mut c = UdpConfig::new(SocketAddr::V4(addr), derived_mac(SocketAddr::V4(addr)));
         c.mtu = mtu;
+        c.rx_mtu = Some(UDP_LINK_MAX_MTU.max(mtu));
+        c.admission = admit.clone();
         match UdpLink::open(&c) {
             Ok(l) => return Ok((l, addr)),
             Err(e) if e.kind() == io::ErrorKind::AddrInUse && want.port() == 0 => last = Some(e),

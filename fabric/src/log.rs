@@ -20,3 +20,14 @@ pub(crate) fn warn(msg: &str) {
         sink(msg);
     }
 }
+
+/// A failure the job cannot recover from and the user must fix (a
+/// cluster key mismatch), logged already: also written to the standard
+/// error, once per process, since MPI libraries report only that the call
+/// failed.
+pub(crate) fn once_on_stderr(msg: &str) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("clusternet: {msg}");
+    }
+}

@@ -23,6 +23,9 @@ pub struct Nic {
     pub mtu: usize,
     /// Its first IPv4 address (the UDP link binds it).
     pub ipv4: Option<Ipv4Addr>,
+    /// The prefix length of that address's subnet, bits (its netmask):
+    /// the UDP link admits first contact from the subnet by default.
+    pub ipv4_prefix: u8,
     /// The loopback interface.
     pub loopback: bool,
 }
@@ -58,9 +61,15 @@ fn all_up() -> FiResult<Vec<Nic>> {
             .as_ref()
             .and_then(|s| s.as_sockaddr_in())
             .map(|s| s.ip());
+        let prefix = a
+            .netmask
+            .as_ref()
+            .and_then(|s| s.as_sockaddr_in())
+            .map_or(32, |m| u32::from(m.ip()).count_ones() as u8);
         if let Some(n) = out.iter_mut().find(|n| n.name == a.interface_name) {
-            if n.ipv4.is_none() {
+            if n.ipv4.is_none() && v4.is_some() {
                 n.ipv4 = v4;
+                n.ipv4_prefix = prefix;
             }
             continue;
         }
@@ -72,6 +81,7 @@ fn all_up() -> FiResult<Vec<Nic>> {
             mac: info.mac,
             mtu: info.mtu,
             ipv4: v4,
+            ipv4_prefix: if v4.is_some() { prefix } else { 32 },
             loopback: a.flags.contains(InterfaceFlags::IFF_LOOPBACK),
         });
     }
@@ -134,6 +144,7 @@ mod tests {
             mac: MacAddr([2, 0, 0, 0, 0, name.len() as u8]),
             mtu: 1500,
             ipv4: ipv4.map(Ipv4Addr::from),
+            ipv4_prefix: 24,
             loopback,
         }
     }

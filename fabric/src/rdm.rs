@@ -16,6 +16,12 @@
 //!   back (FI_SOURCE): the endpoint subscribes to its address vector and
 //!   inserts each name into the core (and, over a UDP link, into the
 //!   link's peer table);
+//! - connectionless receives (libfabric's rxm, `util_get_peer`): a sender
+//!   not in the address vector becomes a peer of the core on first
+//!   contact (bounded by `FI_CLUSTERNET_MAX_PEERS`), its completions
+//!   report `FI_ADDR_NOTAVAIL`, or with `FI_SOURCE_ERR` an error entry
+//!   `FI_EADDRNOTAVAIL` whose `err_data` is its name (fi_cq(3)); a later
+//!   `fi_av_insert` of that name binds to the same peer;
 //! - the core's completions into the bound CQs, never more than they have
 //!   room for (so the core's queue, bounded, pushes back: FI_EAGAIN);
 //! - FI_MSG on the same endpoint: untagged messages travel with tag bit 63
@@ -34,13 +40,13 @@ use comm::tagged::{OpKind, PeekMode, TaggedConfig, TaggedEndpoint};
 use comm::{PeerId, RecvBuf, SendBuf, TaggedCompletion};
 use ctp::EdpTransport;
 
-use crate::addr::Name;
+use crate::addr::{Name, NameInfo, UDP_LINK_PORT};
 use crate::av::{Av, PeerSink, FI_ADDR_NOTAVAIL};
 use crate::cq::{Completion, Cq, CqSource, Entry, ErrCompletion};
 use crate::error::{op_error, FiError, FiResult};
 use crate::fi;
 use crate::limits::MSG_TAG;
-use crate::link::{CtpCarrier, PeerQueue};
+use crate::link::{add_udp_peer, CtpCarrier};
 
 /// How long `fi_close` waits for the endpoint's sent messages to be
 /// confirmed before the socket goes (a peer that died costs this much).
@@ -83,8 +89,17 @@ struct Bound {
 /// An FI_EP_RDM endpoint. See the module documentation.
 pub struct RdmEp {
     name: Name,
+    /// What its name tells (fi_getname).
+    info: NameInfo,
     core: TaggedEndpoint<EdpTransport>,
-    link_peers: Option<Arc<PeerQueue>>,
+    /// Over a UDP link: its peer table.
+    link_peers: Option<Arc<link::UdpPeers>>,
+    /// FI_SOURCE_ERR: a receive from a sender not in the address vector
+    /// completes with FI_EADDRNOTAVAIL and the sender's name.
+    source_err: bool,
+    /// FI_DIRECTED_RECV: a receive's source address selects the sender;
+    /// without it the address is ignored (fi_tagged(3)).
+    directed: bool,
     map: RwLock<PeerMap>,
     binding: Mutex<Binding>,
     bound: OnceLock<Bound>,
@@ -106,13 +121,16 @@ impl std::fmt::Debug for RdmEp {
 
 impl RdmEp {
     /// An endpoint on `carrier` with the core's tunables `cfg` (its
-    /// `max_message_bytes` bounds a message) and the default op flags of
-    /// its fi_info.
+    /// `max_message_bytes` bounds a message), whose name tells `info`,
+    /// with the capabilities `caps` (FI_SOURCE_ERR) and the default op
+    /// flags of its fi_info.
     ///
     /// Errors: those of `TaggedEndpoint::new` (FI_EINVAL).
     pub fn new(
         carrier: CtpCarrier,
         cfg: TaggedConfig,
+        info: NameInfo,
+        caps: u64,
         tx_op_flags: u64,
         rx_op_flags: u64,
     ) -> FiResult<Arc<RdmEp>> {
@@ -120,8 +138,11 @@ impl RdmEp {
         let core = TaggedEndpoint::new(sock, name.wire(), cfg)?;
         Ok(Arc::new(RdmEp {
             name,
+            info,
             core,
             link_peers: peers,
+            source_err: caps & fi::FI_SOURCE_ERR != 0,
+            directed: caps & fi::FI_DIRECTED_RECV != 0,
             map: RwLock::new(PeerMap::default()),
             binding: Mutex::new(Binding::default()),
             bound: OnceLock::new(),
@@ -133,9 +154,26 @@ impl RdmEp {
         }))
     }
 
-    /// The endpoint's name (fi_getname).
-    pub fn name(&self) -> Name {
-        self.name
+    /// The endpoint's name as `fi_getname` gives it, telling its link MTU
+    /// and cluster key.
+    pub fn name_bytes(&self) -> Vec<u8> {
+        self.name.encode_with(&self.info)
+    }
+
+    /// The name of the peer whose frames come from `wire`: over a UDP
+    /// link the address the link knows for its MAC.
+    fn name_of(&self, wire: runtime::EthAddr) -> Option<Name> {
+        match &self.link_peers {
+            None => Some(Name::Edp {
+                mac: wire.mac,
+                port: wire.port,
+            }),
+            Some(p) if wire.port == UDP_LINK_PORT => match p.lookup(wire.mac)? {
+                std::net::SocketAddr::V4(a) => Some(Name::Udp(a)),
+                std::net::SocketAddr::V6(_) => None,
+            },
+            Some(_) => None,
+        }
     }
 
     fn binding(&self) -> std::sync::MutexGuard<'_, Binding> {
@@ -156,8 +194,8 @@ impl RdmEp {
             return Err(FiError::inval("an address vector is bound already"));
         }
         let me: Weak<dyn PeerSink> = Arc::downgrade(self) as Weak<dyn PeerSink>;
-        for (a, n) in av.subscribe(me) {
-            self.peer_added(a, &n)?;
+        for (a, n, i) in av.subscribe(me) {
+            self.peer_added(a, &n, &i)?;
         }
         b.av = Some(av);
         Ok(())
@@ -238,9 +276,10 @@ impl RdmEp {
             .ok_or_else(|| FiError::inval(format!("fi_addr {addr} is not in the address vector")))
     }
 
-    /// The source of a receive: any for FI_ADDR_UNSPEC.
+    /// The source of a receive: any for FI_ADDR_UNSPEC, and any whatever
+    /// the address without FI_DIRECTED_RECV.
     fn source(&self, addr: u64) -> FiResult<Option<PeerId>> {
-        if addr == FI_ADDR_NOTAVAIL {
+        if addr == FI_ADDR_NOTAVAIL || !self.directed {
             return Ok(None);
         }
         self.peer(addr).map(Some)
@@ -457,8 +496,28 @@ impl RdmEp {
             }
             was
         };
+        let unknown = !send && src == FI_ADDR_NOTAVAIL;
         let e = match c.error {
             None if quiet => return None,
+            None if unknown && self.source_err => {
+                // fi_cq(3), FI_SOURCE_ERR: the data arrived; the entry says
+                // whose it is by name.
+                let name = c.source.and_then(|p| self.core.peer_addr(p));
+                let data = name
+                    .and_then(|w| self.name_of(w))
+                    .map_or_else(Vec::new, |n| n.encode());
+                Entry::Err(ErrCompletion {
+                    base,
+                    err: fi::FI_EADDRNOTAVAIL,
+                    olen: 0,
+                    prov: crate::error::ProvErrno::None,
+                    msg: match name {
+                        Some(w) => format!("message from {w}, not in the address vector"),
+                        None => "message from a sender not in the address vector".into(),
+                    },
+                    data,
+                })
+            }
             None => Entry::Ok(base),
             Some(e) => {
                 let (err, prov) = op_error(&e);
@@ -478,6 +537,7 @@ impl RdmEp {
                     olen,
                     prov,
                     msg: e.to_string(),
+                    data: Vec::new(),
                 })
             }
         };
@@ -518,11 +578,17 @@ impl CqSource for RdmEp {
 }
 
 impl PeerSink for RdmEp {
-    fn peer_added(&self, addr: u64, name: &Name) -> FiResult<()> {
+    fn peer_added(&self, addr: u64, name: &Name, info: &NameInfo) -> FiResult<()> {
         if let Some(p) = &self.link_peers {
-            p.peer_added(addr, name)?;
+            add_udp_peer(p, name)?;
         }
         let id = self.core.insert_peer(name.wire())?;
+        if let (Some(peer), Some(own)) = (info.mtu, self.info.mtu) {
+            // A peer on a link of smaller frames gets frames its size.
+            if peer < own && !self.core.set_peer_mtu(id, peer.into(), own.into())? {
+                tracing::warn!(%name, "clusternet: no room to size frames to a peer's MTU");
+            }
+        }
         let mut m = self.map.write().unwrap_or_else(|p| p.into_inner());
         let a = addr as usize;
         if m.to_peer.len() <= a {

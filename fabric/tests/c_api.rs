@@ -7,7 +7,9 @@
 //!
 //! - over the UDP link on loopback: no privilege, runs everywhere;
 //! - over EDP between the two hosts of a virtual cluster: needs root (under
-//!   CI=true it must run).
+//!   CI=true it must run);
+//! - over the UDP link between two interfaces of one host whose MTUs
+//!   differ (1400 and loopback's): root.
 
 mod common;
 
@@ -166,4 +168,31 @@ fn dgram_over_the_udp_link_on_loopback() {
 #[test]
 fn dgram_over_edp_between_two_namespaces() {
     over_edp("capi-dgram-edp", "dgram");
+}
+
+/// Two processes of one host on interfaces of different MTU over the UDP
+/// link: role 0 on the host's Ethernet interface (MTU 1400), role 1 on
+/// loopback (the link's 9000). Each sizes its frames to the other's MTU
+/// (the names tell it) and hears the other's larger frames: every size up
+/// to max_msg_size arrives (root: the namespace with the 1400-byte link).
+#[test]
+fn rdm_between_interfaces_of_different_mtu() {
+    let Some(cluster) = testkit::setup("capi-rdm-mtu", 2, 1400) else {
+        return;
+    };
+    let scratch = Scratch::new("capi-rdm-mtu");
+    let (fi, bin) = build(&scratch);
+    let host = cluster.host(0);
+    run_pair(|r| {
+        let mut c = host.command(&bin);
+        c.arg(r.to_string())
+            .arg("rdm")
+            .env("FI_PROVIDER_PATH", &fi)
+            .env("FI_CLUSTERNET_LINK", "udp")
+            .env(
+                "FI_CLUSTERNET_IFACE",
+                if r == 0 { host.iface.as_str() } else { "lo" },
+            );
+        c
+    });
 }

@@ -68,7 +68,7 @@ fn fi_info_lists_the_provider_its_attributes_and_variables() {
         .output()
         .unwrap();
     let e = String::from_utf8_lossy(&out.stdout);
-    for v in ["IFACE", "LINK", "WAIT", "KEY_FILE"] {
+    for v in ["IFACE", "LINK", "WAIT", "KEY_FILE", "MAX_PEERS", "ACCEPT"] {
         assert!(
             e.contains(&format!("FI_CLUSTERNET_{v}: String")),
             "no FI_CLUSTERNET_{v}:\n{e}"

@@ -5,6 +5,7 @@
 
 use std::net::Ipv4Addr;
 
+use clusternet_fi::abi::{FI_PROGRESS_CONTROL_UNIFIED, FI_TAG_MAX_FORMAT};
 use clusternet_fi::{
     fi, fi_version, getinfo, max_dgram, Config, DomainAttr, EpAttr, FabricAttr, FiResult, Info,
     LinkKind, Name, Nic, RxAttr, TxAttr, MEM_TAG_FORMAT,
@@ -20,6 +21,7 @@ fn nics() -> Vec<Nic> {
             mac: MacAddr([2, 0, 0, 0, 0, 1]),
             mtu: 1500,
             ipv4: Some(Ipv4Addr::new(10, 0, 0, 1)),
+            ipv4_prefix: 24,
             loopback: false,
         },
         Nic {
@@ -27,6 +29,7 @@ fn nics() -> Vec<Nic> {
             mac: MacAddr([2, 0, 0, 0, 0, 2]),
             mtu: 9000,
             ipv4: None,
+            ipv4_prefix: 32,
             loopback: false,
         },
     ]
@@ -397,7 +400,7 @@ fn what_the_provider_cannot_do_is_refused() {
     refused(&h, "max_ep_tx_ctx");
 
     let mut h = hints();
-    h.domain.as_mut().unwrap().cntr_cnt = 1;
+    h.domain.as_mut().unwrap().cntr_cnt = 1 << 20;
     refused(&h, "cntr_cnt");
 
     let mut h = hints();
@@ -474,4 +477,118 @@ fn a_tag_format_with_the_reserved_bit_gets_the_providers() {
     h.ep.as_mut().unwrap().mem_tag_format = 0xffff_ffff;
     let v = ask(Some(&h)).unwrap();
     assert_eq!(v[0].ep.as_ref().unwrap().mem_tag_format, 0xffff_ffff);
+}
+
+/// Every answer names its source, the interface with any free port
+/// (fabtests' unit set asks for it); over the UDP link a node may be a
+/// host name.
+#[test]
+fn answers_name_their_source_and_nodes_may_be_host_names() {
+    for a in ask(None).unwrap() {
+        let src = a.src_addr.as_deref().expect("a source address");
+        assert_eq!(src.len(), 16);
+        assert_eq!(&src[6..8], &[0, 0], "any free port");
+    }
+    let c = Config {
+        link: LinkKind::Udp,
+        ..Config::default()
+    };
+    let v = getinfo(
+        API,
+        Some("localhost"),
+        Some("9228"),
+        0,
+        None,
+        &c,
+        false,
+        &nics(),
+    )
+    .unwrap();
+    let dest = v[0].dest_addr.as_deref().unwrap();
+    assert_eq!(&dest[2..8], &[0x24, 0x0c, 127, 0, 0, 1], "127.0.0.1:9228");
+    assert!(v[0].src_addr.is_some());
+}
+
+/// FI_SOURCE_ERR changes what a receive from a stranger completes with: an
+/// answer carries it only when the hints ask for it.
+#[test]
+fn source_err_only_when_asked() {
+    let mut h = hints_of(fi::FI_EP_RDM);
+    h.caps = fi::FI_TAGGED | fi::FI_SOURCE;
+    let v = ask(Some(&h)).unwrap();
+    assert!(v.iter().all(|i| i.caps & fi::FI_SOURCE_ERR == 0));
+    h.caps |= fi::FI_SOURCE_ERR;
+    let v = ask(Some(&h)).unwrap();
+    assert!(v.iter().all(|i| i.caps & fi::FI_SOURCE_ERR != 0));
+    assert!(ask(None)
+        .unwrap()
+        .iter()
+        .all(|i| i.caps & fi::FI_SOURCE_ERR == 0));
+}
+
+fn ask_at(version: u32, h: &Info) -> FiResult<Vec<Info>> {
+    getinfo(
+        version,
+        None,
+        None,
+        0,
+        Some(h),
+        &Config::default(),
+        false,
+        &nics(),
+    )
+}
+
+#[test]
+fn counters_are_offered_for_mpich() {
+    // MPICH's ch4 ofi netmod opens a counter per domain.
+    let v = ask(None).unwrap();
+    for i in &v {
+        let d = i.domain.as_ref().unwrap();
+        assert!(d.cntr_cnt >= 1);
+        assert_eq!(d.max_cntr_value, u64::MAX);
+        assert_eq!(d.max_err_cntr_value, u64::MAX);
+    }
+    let mut h = hints_of(fi::FI_EP_RDM);
+    h.domain.as_mut().unwrap().cntr_cnt = 1;
+    h.domain.as_mut().unwrap().max_cntr_value = 1 << 40;
+    assert_eq!(ask_at(fi_version(2, 5), &h).unwrap().len(), 2);
+}
+
+#[test]
+fn api_2_callers_get_what_2_x_added_and_no_more() {
+    let v2 = fi_version(2, 5);
+    // FI_PROGRESS_CONTROL_UNIFIED: a 2.x value, served from 2.0 on.
+    let mut h = hints_of(fi::FI_EP_RDM);
+    h.domain.as_mut().unwrap().data_progress = FI_PROGRESS_CONTROL_UNIFIED;
+    let v = ask_at(v2, &h).unwrap();
+    assert_eq!(
+        v[0].domain.as_ref().unwrap().data_progress,
+        FI_PROGRESS_CONTROL_UNIFIED
+    );
+    let e = ask_at(fi_version(1, 17), &h).unwrap_err();
+    assert!(e.msg.contains("data_progress"), "{e}");
+    // Tag formats by name fit the provider's bits: kept.
+    for format in [1, 2] {
+        assert!(format < FI_TAG_MAX_FORMAT);
+        let mut h = hints_of(fi::FI_EP_RDM);
+        h.ep.as_mut().unwrap().mem_tag_format = format;
+        let v = ask_at(v2, &h).unwrap();
+        assert_eq!(v[0].ep.as_ref().unwrap().mem_tag_format, format);
+    }
+    // Authorization keys and peer groups are not offered.
+    let mut h = hints();
+    h.domain.as_mut().unwrap().max_ep_auth_key = 1;
+    let e = ask_at(v2, &h).unwrap_err();
+    assert!(e.msg.contains("auth_key"), "{e}");
+    let mut h = hints();
+    h.domain.as_mut().unwrap().max_group_id = 3;
+    let e = ask_at(v2, &h).unwrap_err();
+    assert!(e.msg.contains("max_group_id"), "{e}");
+    // Nor RMA, atomics or device memory, whatever the version.
+    for caps in [fi::FI_RMA, fi::FI_ATOMIC, fi::FI_HMEM] {
+        let mut h = hints();
+        h.caps = fi::FI_TAGGED | caps;
+        assert!(ask_at(v2, &h).is_err(), "caps {caps:#x}");
+    }
 }

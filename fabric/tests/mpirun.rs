@@ -10,6 +10,8 @@
 //!   `nobody` (as the current user when not root);
 //! - a rank killed with SIGKILL: the job ends with Open MPI's error within
 //!   the bound, nothing hangs (root);
+//! - ranks started with different cluster keys: MPI_Init fails within a
+//!   bound, the output naming the key mismatch and the fix;
 //! - mpi4py's bench (`python3 -m mpi4py.bench helloworld`, `ringtest`,
 //!   `pingpong` up to 64 MiB) on 2 ranks over EDP (root);
 //! - the first stage, kept as a baseline: libfabric's ofi_rxd over the
@@ -21,13 +23,12 @@
 
 mod common;
 
-use std::fs::File;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use common::Scratch;
-use vcluster::{LaunchCluster, Process};
+use common::{assert_passed, run, Scratch};
+use vcluster::LaunchCluster;
 
 /// One mpirun at a time: vcluster's launch cluster takes its subnet and
 /// link names from the process id, and the runs share two CPUs.
@@ -54,42 +55,6 @@ fn can_run(test: &str) -> bool {
     true
 }
 
-/// Runs `cmd` (an mpirun) for at most `limit`; returns its status (None
-/// when it had to be stopped), its output (stdout then stderr) and how long
-/// it ran.
-fn run(
-    scratch: &Scratch,
-    mut cmd: Command,
-    limit: Duration,
-) -> (Option<ExitStatus>, String, Duration) {
-    let out = scratch.join("mpirun.out");
-    let err = scratch.join("mpirun.err");
-    // A process group of its own: on a hang, mpirun and every rank it
-    // started are stopped together.
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    cmd.stdin(Stdio::null())
-        .stdout(File::create(&out).unwrap())
-        .stderr(File::create(&err).unwrap());
-    let t0 = Instant::now();
-    let mut p = Process::spawn(&mut cmd).unwrap();
-    let mut st = p.wait_timeout(limit).unwrap();
-    if st.is_none() {
-        let group = nix::unistd::Pid::from_raw(p.id() as i32);
-        let _ = nix::sys::signal::killpg(group, vcluster::Signal::SIGTERM);
-        let _ = p.wait_timeout(Duration::from_secs(10));
-        let _ = nix::sys::signal::killpg(group, vcluster::Signal::SIGKILL);
-        p.kill();
-        st = None;
-    }
-    let elapsed = t0.elapsed();
-    let text = format!(
-        "{}{}",
-        std::fs::read_to_string(&out).unwrap_or_default(),
-        std::fs::read_to_string(&err).unwrap_or_default()
-    );
-    (st, text, elapsed)
-}
-
 /// Open MPI's MCA settings and libfabric's for the provider.
 fn over_provider(cmd: &mut Command, fi: &Path) {
     cmd.env("OMPI_MCA_pml", "cm")
@@ -102,24 +67,6 @@ fn over_provider(cmd: &mut Command, fi: &Path) {
 fn over_rxd(cmd: &mut Command, fi: &Path) {
     over_provider(cmd, fi);
     cmd.env("FI_PROVIDER", "clusternet;ofi_rxd");
-}
-
-fn assert_passed(st: Option<ExitStatus>, out: &str, ranks: usize, what: &str) {
-    assert!(
-        st.is_some_and(|s| s.success()),
-        "{what}: mpirun {st:?}\n{out}"
-    );
-    assert!(!out.contains("FAIL"), "{what}:\n{out}");
-    assert!(
-        out.contains(&format!("mpi_check: all checks passed ({ranks} ranks")),
-        "{what}:\n{out}"
-    );
-    for r in 0..ranks {
-        assert!(
-            out.contains(&format!("hello from rank {r} of {ranks}")),
-            "{what}: no hello from {r}\n{out}"
-        );
-    }
 }
 
 #[test]
@@ -297,4 +244,107 @@ fn over_the_udp_link_as_nobody() {
     let (st, out, took) = run(&scratch, c, Duration::from_secs(300));
     eprintln!("2 ranks over the UDP link: {took:?}");
     assert_passed(st, &out, 2, "UDP link");
+}
+
+/// Two ranks, one started with a cluster key and one without, over the
+/// UDP link as nobody: MPI_Init ends in an error that names the key
+/// mismatch and the fix (each rank's name tells its key), within a bound,
+/// instead of ranks that never hear each other.
+#[test]
+fn ranks_with_different_cluster_keys_are_told_so() {
+    if !can_run("mpi_check with different keys") {
+        return;
+    }
+    let _one = serial();
+    let scratch = Scratch::new("mpi-keys");
+    let fi = common::install_provider(&scratch);
+    let bin = common::compile(&scratch, "mpicc", "mpi/mpi_check.c", &[]);
+    let home = scratch.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    // Rank 1 alone gets a key (from the environment, as CLUSTERNET_KEY).
+    let script = format!(
+        "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then export CLUSTERNET_KEY={}; fi; exec {}",
+        "00112233445566778899aabbccddeeff",
+        bin.display()
+    );
+    let mut c = if testkit::is_root() {
+        let nobody = Some(nix::unistd::Uid::from_raw(65534));
+        nix::unistd::chown(&home, nobody, Some(nix::unistd::Gid::from_raw(65534))).unwrap();
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "mpirun"]);
+        c
+    } else {
+        Command::new("mpirun")
+    };
+    c.args(["--oversubscribe", "-np", "2", "sh", "-c", &script])
+        .env("HOME", &home)
+        .env("TMPDIR", &home)
+        .env_remove("CLUSTERNET_KEY")
+        .env_remove("CLUSTERNET_KEY_FILE")
+        .env("FI_CLUSTERNET_LINK", "udp")
+        .env("FI_CLUSTERNET_IFACE", "lo");
+    over_provider(&mut c, &fi);
+    let bound = Duration::from_secs(120);
+    let (st, out, took) = run(&scratch, c, bound);
+    eprintln!("different keys: the job ended after {took:?}");
+    let st = st.unwrap_or_else(|| panic!("the job hung past {bound:?}:\n{out}"));
+    assert!(!st.success(), "ranks with different keys passed:\n{out}");
+    assert!(out.contains("cluster key mismatch"), "{out}");
+    assert!(out.contains("FI_CLUSTERNET_KEY_FILE"), "{out}");
+}
+
+/// Runs `ip ARGS`, panicking with its output when it fails.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Two hosts joined by two links, the cluster's bridge (MTU 1500) and a
+/// direct veth (MTU 9000), ranks on different interfaces over the UDP
+/// link: rank 0 on the 1500-byte link, rank 1 on the 9000-byte one. Each
+/// name tells its MTU, so rank 1 cuts its frames to rank 0 at 1500 bytes
+/// while rank 0's reach it over the 9000-byte link; mpi_check's ping-pong
+/// of 0 B .. 64 MiB must arrive byte-exact both ways (root).
+#[test]
+fn ranks_on_interfaces_of_different_mtu() {
+    if !can_run("mpi_check on two interfaces") || !testkit::root_or_skip("two interfaces") {
+        return;
+    }
+    let _one = serial();
+    let scratch = Scratch::new("mpi-mtu");
+    let fi = common::install_provider(&scratch);
+    let bin = common::compile(&scratch, "mpicc", "mpi/mpi_check.c", &[]);
+    let job = LaunchCluster::build("fimtu", 2, 1500, false).unwrap();
+    let (h0, h1) = (job.cluster().host(0), job.cluster().host(1));
+    // The second link: a veth between the two hosts' namespaces (gone with
+    // them), on a subnet of its own.
+    let pid = std::process::id() % 1_000_000;
+    let (a, b) = (format!("j{pid}a"), format!("j{pid}b"));
+    ip(&[
+        "link", "add", &a, "netns", &h0.ns, "mtu", "9000", "type", "veth", "peer", "name", &b,
+        "netns", &h1.ns, "mtu", "9000",
+    ]);
+    let third = (pid % 250 + 1).to_string();
+    for (ns, dev, host) in [(&h0.ns, &a, "1"), (&h1.ns, &b, "2")] {
+        let addr = format!("10.99.{third}.{host}/24");
+        ip(&["-n", ns, "addr", "add", &addr, "dev", dev]);
+        ip(&["-n", ns, "link", "set", dev, "up"]);
+    }
+    let script = format!(
+        "if [ \"$OMPI_COMM_WORLD_RANK\" = 0 ]; then export FI_CLUSTERNET_IFACE={}; \
+         else export FI_CLUSTERNET_IFACE={b}; fi; exec {}",
+        h0.iface,
+        bin.display()
+    );
+    let mut c = job.mpirun(2, "sh", &["-c".into(), script]);
+    c.env("FI_CLUSTERNET_LINK", "udp");
+    over_provider(&mut c, &fi);
+    let (st, out, took) = run(&scratch, c, Duration::from_secs(600));
+    eprintln!("2 ranks on links of MTU 1500 and 9000: {took:?}");
+    assert_passed(st, &out, 2, "ranks on links of different MTU");
+    assert!(out.contains("ok sizes_0_to_67108864_byte_exact"), "{out}");
 }

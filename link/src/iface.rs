@@ -101,3 +101,53 @@ mod tests {
         );
     }
 }
+
+/// The MAC address the kernel's neighbour table (ARP, RFC 826) holds for
+/// IPv4 address `ip` on interface `iface`: complete entries only
+/// (`ATF_COM`), as `/proc/net/arp` lists them for the calling thread's
+/// network namespace. `None` when there is none (no traffic to `ip` yet:
+/// one ping, or `ip neigh add`, makes one).
+///
+/// This lets a node given as an IPv4 address or host name name its EDP
+/// peer on a cluster that already runs IP on the same interfaces.
+pub fn neighbor_mac(ip: std::net::Ipv4Addr, iface: &str) -> Option<MacAddr> {
+    let table = std::fs::read_to_string("/proc/net/arp").ok()?;
+    parse_arp_table(&table, ip, iface)
+}
+
+/// [`neighbor_mac`] over the text of `/proc/net/arp` ("IP address, HW
+/// type, Flags, HW address, Mask, Device", a header line first).
+fn parse_arp_table(table: &str, ip: std::net::Ipv4Addr, iface: &str) -> Option<MacAddr> {
+    const ATF_COM: u32 = 0x2;
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [addr, _, flags, mac, _, dev] = f[..] else {
+            return None;
+        };
+        let flags = u32::from_str_radix(flags.trim_start_matches("0x"), 16).ok()?;
+        (addr.parse() == Ok(ip) && dev == iface && flags & ATF_COM != 0)
+            .then(|| mac.parse().ok())
+            .flatten()
+    })
+}
+
+#[cfg(test)]
+mod neighbor_tests {
+    use super::*;
+
+    #[test]
+    fn complete_entries_of_the_interface_only() {
+        let t = "IP address       HW type     Flags       HW address            Mask     Device\n\
+                 198.18.0.2       0x1         0x2         02:66:74:00:00:02     *        ft0\n\
+                 198.18.0.3       0x1         0x0         00:00:00:00:00:00     *        ft0\n\
+                 198.18.0.4       0x1         0x2         02:66:74:00:00:04     *        eth1\n";
+        let ip = |s: &str| s.parse().unwrap();
+        assert_eq!(
+            parse_arp_table(t, ip("198.18.0.2"), "ft0"),
+            Some("02:66:74:00:00:02".parse().unwrap())
+        );
+        assert_eq!(parse_arp_table(t, ip("198.18.0.3"), "ft0"), None);
+        assert_eq!(parse_arp_table(t, ip("198.18.0.4"), "ft0"), None);
+        assert_eq!(parse_arp_table(t, ip("198.18.0.9"), "ft0"), None);
+    }
+}

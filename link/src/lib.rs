@@ -37,6 +37,7 @@ pub mod sim;
 pub mod sys;
 pub mod time;
 mod udp;
+mod udp_peers;
 
 pub use checksum::{fold, ones_complement_sum, ones_complement_sum_gather};
 pub use eth::{MacAddr, ETH_HEADER_LEN};
@@ -51,6 +52,7 @@ pub use packet::{
 };
 pub use privilege::{drop_capabilities, drop_capabilities_except};
 pub use udp::{
-    derived_mac, UdpConfig, UdpLink, DEFAULT_UDP_LINK_MTU, MAX_PEERS, MAX_UDP_GROUPS,
+    derived_mac, UdpConfig, UdpLink, UdpLinkStats, DEFAULT_UDP_LINK_MTU, MAX_UDP_GROUPS,
     MAX_UDP_PAYLOAD,
 };
+pub use udp_peers::{FrameCheck, Ipv4Net, ParseNetError, UdpAdmission, UdpPeers, MAX_PEERS};

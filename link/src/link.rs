@@ -246,6 +246,13 @@ pub trait Link: Send {
         self.mtu() + crate::eth::ETH_HEADER_LEN
     }
 
+    /// Largest frame it receives, bytes, Ethernet header included: at
+    /// least [`Link::max_frame`]; more on a link that hears peers of a
+    /// larger MTU (a `UdpLink` with `rx_mtu`).
+    fn max_rx_frame(&self) -> usize {
+        self.max_frame()
+    }
+
     /// MAC address of this end.
     fn mac(&self) -> MacAddr;
 
@@ -331,6 +338,9 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn max_frame(&self) -> usize {
         (**self).max_frame()
+    }
+    fn max_rx_frame(&self) -> usize {
+        (**self).max_rx_frame()
     }
     fn on_timeout(&mut self, now: Instant) -> io::Result<()> {
         (**self).on_timeout(now)

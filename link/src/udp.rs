@@ -5,14 +5,17 @@
 //!
 //! Each datagram's payload is one frame exactly as on Ethernet (destination
 //! MAC, source MAC, ethertype, payload; no FCS). The peer table maps MAC ->
-//! UDP socket address and is given at construction: a frame to a unicast
-//! MAC goes to that peer's address; a frame to a group or broadcast MAC
-//! goes to every peer in the table (a multicast group by unicast
-//! replication). On receive, like a NIC's address filter, a datagram is
-//! dropped and counted when it comes from an address not in the table, is
-//! shorter than an Ethernet header or longer than the link's largest
-//! frame, carries a source MAC other than its sender's, or is addressed to
-//! another MAC (or to a group this link did not join).
+//! UDP socket address: given at construction, grown by the owner through
+//! [`UdpLink::peers`] while the link runs inside a runtime, and by first
+//! contact as [`UdpConfig::admission`] allows (`udp_peers`). A frame to a
+//! unicast MAC goes to that peer's address; a frame to a group or
+//! broadcast MAC goes to every peer in the table (a multicast group by
+//! unicast replication). On receive, like a NIC's address filter, a
+//! datagram is dropped and counted when it comes from an address not in
+//! the table that admission refuses, is shorter than an Ethernet header or
+//! longer than the largest frame the link receives, carries a source MAC
+//! other than its sender's, or is addressed to another MAC (or to a group
+//! this link did not join).
 //!
 //! Transmission and reception are batched with sendmmsg(2) / recvmmsg(2)
 //! ([`crate::sys::mmsg`]); the socket is nonblocking and its descriptor is
@@ -22,6 +25,7 @@
 use std::io::{self, IoSlice};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::Arc;
 
 use nix::sys::socket::MsgFlags;
 use rustc_hash::FxHashMap;
@@ -29,6 +33,7 @@ use rustc_hash::FxHashMap;
 use crate::eth::{MacAddr, ETH_HEADER_LEN};
 use crate::sys::mmsg::{Mmsg, RecvMeta};
 use crate::sys::sockopt;
+use crate::udp_peers::{UdpAdmission, UdpPeers, MAX_PEERS};
 use crate::Link;
 
 /// Default MTU of a [`UdpLink`]: the Ethernet payload of our frames, bytes
@@ -37,15 +42,13 @@ pub const DEFAULT_UDP_LINK_MTU: usize = 1500;
 /// Largest UDP payload over IPv4, bytes (65535 - 20 - 8): the largest frame
 /// a UDP link can carry.
 pub const MAX_UDP_PAYLOAD: usize = 65507;
-/// Most peers in a [`UdpLink`]'s table.
-pub const MAX_PEERS: usize = 4096;
 /// Frames per sendmmsg / recvmmsg call.
 pub const UDP_BATCH: usize = 64;
 /// Most distinct groups one link joins.
 pub const MAX_UDP_GROUPS: usize = 1024;
 
 /// Options of [`UdpLink::open`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct UdpConfig {
     /// Local UDP address to bind (port 0: any free port).
     pub bind: SocketAddr,
@@ -58,8 +61,15 @@ pub struct UdpConfig {
     /// ([`MAX_UDP_PAYLOAD`]). Datagrams larger than the path MTU are
     /// fragmented by IP.
     pub mtu: usize,
+    /// Largest Ethernet payload accepted on receive, bytes (at least
+    /// `mtu`; `None`: `mtu`): peers whose links have a larger MTU (another
+    /// interface of the host, loopback) are heard in full.
+    pub rx_mtu: Option<usize>,
     /// Requested `SO_RCVBUF` / `SO_SNDBUF` in bytes.
     pub socket_buffer: usize,
+    /// Which senders not in the table are admitted on first contact (the
+    /// default: none).
+    pub admission: UdpAdmission,
 }
 
 impl UdpConfig {
@@ -70,7 +80,9 @@ impl UdpConfig {
             mac,
             peers: Vec::new(),
             mtu: DEFAULT_UDP_LINK_MTU,
+            rx_mtu: None,
             socket_buffer: crate::packet::DEFAULT_SOCKET_BUFFER,
+            admission: UdpAdmission::default(),
         }
     }
 }
@@ -106,12 +118,16 @@ pub struct UdpLinkStats {
     pub sent: u64,
     /// Frames delivered to the caller.
     pub received: u64,
-    /// Datagrams from a UDP address not in the peer table, dropped.
+    /// Datagrams from a UDP address not in the peer table that admission
+    /// refused (or that found the table full), dropped.
     pub unknown_source: u64,
+    /// Senders admitted on first contact (joined the table).
+    pub admitted: u64,
     /// Datagrams shorter than an Ethernet header or longer than the
     /// largest frame (truncated), dropped.
     pub malformed: u64,
-    /// Datagrams whose source MAC is not their sender's, dropped.
+    /// Datagrams whose source MAC is not their sender's (for a sender not
+    /// in the table: not the MAC `derived_mac` gives its address), dropped.
     pub forged: u64,
     /// Frames to another unicast MAC or to a group not joined, dropped.
     pub not_for_us: u64,
@@ -131,6 +147,11 @@ pub struct UdpLink {
     sock: UdpSocket,
     mac: MacAddr,
     mtu: usize,
+    /// Largest frame accepted on receive, bytes.
+    rx_max: usize,
+    admission: UdpAdmission,
+    /// The owner's view of the table.
+    shared: Arc<UdpPeers>,
     by_mac: FxHashMap<MacAddr, SocketAddr>,
     by_addr: FxHashMap<SocketAddr, MacAddr>,
     /// Every peer's address but our own: where group frames go.
@@ -170,7 +191,8 @@ impl UdpLink {
                 config.mac
             )));
         }
-        if config.mtu + ETH_HEADER_LEN > MAX_UDP_PAYLOAD || config.mtu == 0 {
+        let rx_mtu = config.rx_mtu.unwrap_or(config.mtu).max(config.mtu);
+        if rx_mtu + ETH_HEADER_LEN > MAX_UDP_PAYLOAD || config.mtu == 0 {
             return Err(invalid(format!(
                 "UDP link MTU {} bytes: frames of mtu + 14 bytes must fit a UDP datagram \
                  ({MAX_UDP_PAYLOAD} bytes), so 1 to {} bytes",
@@ -201,6 +223,9 @@ impl UdpLink {
             sock,
             mac: config.mac,
             mtu: config.mtu,
+            rx_max: rx_mtu + ETH_HEADER_LEN,
+            admission: config.admission.clone(),
+            shared: Arc::new(UdpPeers::default()),
             by_mac: FxHashMap::default(),
             by_addr: FxHashMap::default(),
             group_targets: Vec::new(),
@@ -240,7 +265,30 @@ impl UdpLink {
         if mac != self.mac {
             self.group_targets.push(addr);
         }
+        self.shared.joined(mac, addr);
         Ok(())
+    }
+
+    /// The owner's handle on the peer table, for peers learned while the
+    /// link is inside a runtime (see [`UdpPeers`]).
+    pub fn peers(&self) -> Arc<UdpPeers> {
+        self.shared.clone()
+    }
+
+    /// Adds the peers queued through [`UdpLink::peers`] (one atomic load
+    /// when none waits); a refused one is logged and dropped.
+    fn take_pending(&mut self) {
+        let Some(new) = self.shared.take_pending() else {
+            return;
+        };
+        for (mac, addr) in new {
+            if self.by_mac.get(&mac) == Some(&addr) {
+                continue;
+            }
+            if let Err(e) = self.add_peer(mac, addr) {
+                tracing::warn!(%mac, %addr, error = %e, "UDP link refused a peer");
+            }
+        }
     }
 
     /// The local UDP address.
@@ -285,12 +333,12 @@ impl UdpLink {
         MacAddr(d)
     }
 
-    /// Whether a received frame (checked to be >= 14 bytes) from `addr` is
-    /// delivered; counts the reason when not.
+    /// Whether a received frame from `meta.src` is delivered (a sender
+    /// not in the table joins it when admitted); counts the reason when
+    /// not.
     fn accept(&mut self, frame: &[u8], meta: &RecvMeta) -> bool {
-        let Some(src) = meta.src.and_then(|a| self.by_addr.get(&a).copied()) else {
+        let Some(from) = meta.src else {
             self.stats.unknown_source += 1;
-            tracing::trace!(from = ?meta.src, "UDP link: datagram from an unknown address dropped");
             return false;
         };
         if meta.truncated || frame.len() < ETH_HEADER_LEN {
@@ -302,6 +350,14 @@ impl UdpLink {
             );
             return false;
         }
+        let known = self.by_addr.get(&from).copied();
+        if known.is_none() && self.admission.admits_none() {
+            self.stats.unknown_source += 1;
+            tracing::trace!(%from, "UDP link: datagram from an unknown address dropped");
+            return false;
+        }
+        // A sender not in the table may only use the MAC its address gives.
+        let src = known.unwrap_or_else(|| derived_mac(from));
         if frame[6..12] != src.0 {
             self.stats.forged += 1;
             tracing::trace!(%src, "UDP link: frame with another source MAC dropped");
@@ -313,8 +369,33 @@ impl UdpLink {
             self.stats.not_for_us += 1;
             return false;
         }
+        if known.is_none() && !self.admit(src, from, frame) {
+            return false;
+        }
         self.stats.received += 1;
         true
+    }
+
+    /// First contact from `from` (MAC `mac`, checked): joins the table
+    /// when admission allows and there is room; counted either way.
+    fn admit(&mut self, mac: MacAddr, from: SocketAddr, frame: &[u8]) -> bool {
+        if !self.admission.admits(from, frame) {
+            self.stats.unknown_source += 1;
+            tracing::trace!(%from, "UDP link: datagram from an unknown address dropped");
+            return false;
+        }
+        match self.add_peer(mac, from) {
+            Ok(()) => {
+                self.stats.admitted += 1;
+                tracing::debug!(%mac, %from, "UDP link: sender admitted on first contact");
+                true
+            }
+            Err(e) => {
+                self.stats.unknown_source += 1;
+                tracing::debug!(%from, error = %e, "UDP link: sender admitted, table refused it");
+                false
+            }
+        }
     }
 
     /// Sends one group frame to every peer; returns whether any copy went.
@@ -381,6 +462,7 @@ impl Link for UdpLink {
     /// outside 14..=`max_frame()` bytes; `AddrNotAvailable` for a unicast
     /// MAC not in the peer table; errors of sendmmsg(2) (`WouldBlock`).
     fn send_batch_vectored(&mut self, frames: &[&[IoSlice<'_>]]) -> io::Result<usize> {
+        self.take_pending();
         let mut total = 0;
         while total < frames.len() {
             let pieces = frames[total];
@@ -481,12 +563,13 @@ impl Link for UdpLink {
     /// buffers; valid frames are handed to `f`, invalid ones counted and
     /// dropped (so the call may return 0).
     fn recv_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
+        self.take_pending();
         if max == 0 {
             return Ok(0);
         }
         // One byte more than the largest frame: a longer datagram shows as
         // truncated instead of passing as a maximal frame.
-        let slot = self.max_frame() + 1;
+        let slot = self.rx_max + 1;
         let n = max.min(UDP_BATCH);
         let mut rx = self.rx.take().unwrap_or_else(|| RxBatch {
             mmsg: Mmsg::new(UDP_BATCH, UDP_BATCH),
@@ -551,6 +634,10 @@ impl Link for UdpLink {
 
     fn mtu(&self) -> usize {
         self.mtu
+    }
+
+    fn max_rx_frame(&self) -> usize {
+        self.rx_max
     }
 
     fn raw_fd(&self) -> Option<RawFd> {

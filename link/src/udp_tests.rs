@@ -257,3 +257,90 @@ fn a_udp_link_guarantees_frame_integrity_and_a_fault_injector_around_it_does_not
         "the fault injector may flip bits"
     );
 }
+
+/// A link with `admission`, bound on loopback, its MAC derived from its
+/// address (as first contact requires).
+fn open_admitting(admission: UdpAdmission) -> UdpLink {
+    let probe = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = probe.local_addr().unwrap();
+    drop(probe);
+    let mut c = UdpConfig::new(addr, derived_mac(addr));
+    c.admission = admission;
+    UdpLink::open(&c).unwrap()
+}
+
+#[test]
+fn first_contact_is_admitted_by_network_and_learned_both_ways() {
+    let mut server = open_admitting(UdpAdmission {
+        nets: vec!["127.0.0.0/8".parse().unwrap()],
+        check: None,
+    });
+    let s_addr = server.local_addr().unwrap();
+    let s_mac = derived_mac(s_addr);
+    let mut client = open_admitting(UdpAdmission::default());
+    let c_addr = client.local_addr().unwrap();
+    let c_mac = derived_mac(c_addr);
+    // The client knows the server (as fabtests' client does); the server
+    // knows no one.
+    client.peers().add(s_mac, s_addr).unwrap();
+    client.send(&frame(s_mac, c_mac, 1, 64)).unwrap();
+    assert_eq!(drain(&mut server, 1), vec![frame(s_mac, c_mac, 1, 64)]);
+    assert_eq!(server.stats().admitted, 1);
+    assert_eq!(server.peers().lookup(c_mac), Some(c_addr));
+    // The server answers its new peer without being told its address.
+    server.send(&frame(c_mac, s_mac, 2, 64)).unwrap();
+    assert_eq!(drain(&mut client, 1), vec![frame(c_mac, s_mac, 2, 64)]);
+    assert_eq!(client.stats().admitted, 0, "the client knew the server");
+}
+
+#[test]
+fn first_contact_outside_the_networks_needs_the_check_and_the_derived_mac() {
+    let mut l = open_admitting(UdpAdmission {
+        nets: vec!["10.0.0.0/8".parse().unwrap()],
+        check: Some(std::sync::Arc::new(|f: &[u8]| {
+            f.len() > 14 && f[14] == 0xAA
+        })),
+    });
+    let to = l.local_addr().unwrap();
+    let me = derived_mac(to);
+    let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let s_mac = derived_mac(stranger.local_addr().unwrap());
+    // Not in 10/8, the check fails: counted, dropped, not learned.
+    stranger.send_to(&frame(me, s_mac, 1, 64), to).unwrap();
+    // Another source MAC than the address gives: a forgery.
+    let mut forged = frame(me, mac(7), 2, 64);
+    forged[14] = 0xAA;
+    stranger.send_to(&forged, to).unwrap();
+    // Passes the check: admitted.
+    let mut good = frame(me, s_mac, 3, 64);
+    good[14] = 0xAA;
+    stranger.send_to(&good, to).unwrap();
+    assert_eq!(drain(&mut l, 1), vec![good]);
+    let st = l.stats();
+    assert_eq!(
+        (st.unknown_source, st.forged, st.admitted, st.received),
+        (1, 1, 1, 1)
+    );
+    // Known now: the check no longer applies.
+    stranger.send_to(&frame(me, s_mac, 4, 64), to).unwrap();
+    assert_eq!(drain(&mut l, 1).len(), 1);
+}
+
+#[test]
+fn a_larger_receive_mtu_hears_peers_of_larger_links() {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let mut small = UdpConfig::new(any, mac(1));
+    small.mtu = 1400;
+    small.rx_mtu = Some(9000);
+    let mut a = UdpLink::open(&small).unwrap();
+    assert_eq!((a.max_frame(), a.max_rx_frame()), (1414, 9014));
+    let mut big = UdpConfig::new(any, mac(2));
+    big.mtu = 9000;
+    let mut b = UdpLink::open(&big).unwrap();
+    a.add_peer(mac(2), b.local_addr().unwrap()).unwrap();
+    b.add_peer(mac(1), a.local_addr().unwrap()).unwrap();
+    b.send(&frame(mac(1), mac(2), 1, 9014)).unwrap();
+    assert_eq!(drain(&mut a, 1), vec![frame(mac(1), mac(2), 1, 9014)]);
+    // What a sends stays within its own MTU.
+    assert!(a.send(&frame(mac(2), mac(1), 2, 1415)).is_err());
+}

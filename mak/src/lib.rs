@@ -66,9 +66,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-#[macro_use]
-mod span;
-
 pub mod config;
 pub mod member;
 mod reassembly;

@@ -180,7 +180,7 @@ impl<A: Addr> Receiver<A> {
     /// Malformed, foreign or forged frames are counted and dropped before
     /// they change any state.
     pub fn handle_frame(&mut self, now: Instant, from: A, frame: &[u8]) {
-        in_span!(self, state, self.on_frame(now, from, frame))
+        netcore::in_span!(self, state "MAK state", self.on_frame(now, from, frame))
     }
 
     fn on_frame(&mut self, now: Instant, from: A, frame: &[u8]) {
@@ -196,7 +196,7 @@ impl<A: Addr> Receiver<A> {
     /// Handles a frame already parsed (by a carrier that demultiplexes on
     /// the header).
     pub fn handle_repr(&mut self, now: Instant, from: A, repr: &Repr) {
-        in_span!(self, state, self.on_repr(now, from, repr))
+        netcore::in_span!(self, state "MAK state", self.on_repr(now, from, repr))
     }
 
     fn on_repr(&mut self, now: Instant, from: A, repr: &Repr) {
@@ -486,7 +486,7 @@ impl<A: Addr> Receiver<A> {
 
     /// Handles expired timers; call at (or after) [`poll_timeout`](Self::poll_timeout).
     pub fn handle_timeout(&mut self, now: Instant) {
-        in_span!(self, state, self.on_timers(now))
+        netcore::in_span!(self, state "MAK state", self.on_timers(now))
     }
 
     fn on_timers(&mut self, now: Instant) {
@@ -506,7 +506,7 @@ impl<A: Addr> Receiver<A> {
     /// Writes the next frame (an ACK, then a NAK) into `buf` (at least
     /// `mtu` bytes) and returns its destination and length.
     pub fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<Transmit<A>> {
-        in_span!(self, self.transmit(buf))
+        netcore::in_span!(self, self.transmit(buf))
     }
 
     fn transmit(&mut self, buf: &mut [u8]) -> Option<Transmit<A>> {
@@ -551,7 +551,7 @@ impl<A: Addr> Receiver<A> {
     /// about the source. Reading frees receive buffer, which may let held
     /// packets be consumed (and acknowledged: call `poll_transmit`).
     pub fn poll_event(&mut self) -> Option<ReceiverEvent> {
-        in_span!(self, state, self.next_event())
+        netcore::in_span!(self, state "MAK state", self.next_event())
     }
 
     fn next_event(&mut self) -> Option<ReceiverEvent> {

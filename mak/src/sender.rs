@@ -305,7 +305,7 @@ impl<A: Addr> Sender<A> {
     /// `MessageDone`), [`SendError::NoMembers`].
     pub fn send(&mut self, data: impl Into<Vec<u8>>) -> Result<u32, SendError> {
         let data = data.into();
-        in_span!(self, state, self.queue(data))
+        netcore::in_span!(self, state "MAK state", self.queue(data))
     }
 
     fn queue(&mut self, data: Vec<u8>) -> Result<u32, SendError> {
@@ -345,7 +345,7 @@ impl<A: Addr> Sender<A> {
     /// Malformed, foreign or forged frames are counted and dropped before
     /// they change any state.
     pub fn handle_frame(&mut self, now: Instant, from: A, frame: &[u8]) {
-        in_span!(self, state, self.on_frame(now, from, frame))
+        netcore::in_span!(self, state "MAK state", self.on_frame(now, from, frame))
     }
 
     fn on_frame(&mut self, now: Instant, from: A, frame: &[u8]) {
@@ -361,7 +361,7 @@ impl<A: Addr> Sender<A> {
     /// Handles a frame already parsed (by a carrier that demultiplexes on
     /// the header).
     pub fn handle_repr(&mut self, now: Instant, from: A, repr: &Repr) {
-        in_span!(self, state, self.on_repr(now, from, repr))
+        netcore::in_span!(self, state "MAK state", self.on_repr(now, from, repr))
     }
 
     fn on_repr(&mut self, now: Instant, from: A, repr: &Repr) {
@@ -558,7 +558,7 @@ impl<A: Addr> Sender<A> {
 
     /// Handles expired timers; call at (or after) [`poll_timeout`](Self::poll_timeout).
     pub fn handle_timeout(&mut self, now: Instant) {
-        in_span!(self, state, self.on_timers(now))
+        netcore::in_span!(self, state "MAK state", self.on_timers(now))
     }
 
     fn on_timers(&mut self, now: Instant) {
@@ -690,7 +690,7 @@ impl<A: Addr> Sender<A> {
     /// event; retransmissions go first, then new packets while the window
     /// has room.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit<A>> {
-        in_span!(self, state, self.transmit(now, buf))
+        netcore::in_span!(self, state "MAK state", self.transmit(now, buf))
     }
 
     fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit<A>> {
@@ -915,7 +915,7 @@ impl<A: Addr> Sender<A> {
     /// `None` if it is not an active member. Packets only it lacked are
     /// freed and their messages complete.
     pub fn remove_member(&mut self, now: Instant, id: MemberId) -> Option<Member<A>> {
-        in_span!(self, state, self.remove(now, id))
+        netcore::in_span!(self, state "MAK state", self.remove(now, id))
     }
 
     fn remove(&mut self, now: Instant, id: MemberId) -> Option<Member<A>> {
@@ -939,7 +939,7 @@ impl<A: Addr> Sender<A> {
     /// Errors: [`MembershipError::Busy`] unless [`is_idle`](Self::is_idle),
     /// [`MembershipError::Duplicate`], [`MembershipError::SelfMember`].
     pub fn add_member(&mut self, member: Member<A>) -> Result<Seq, MembershipError> {
-        in_span!(self, self.add(member))
+        netcore::in_span!(self, self.add(member))
     }
 
     fn add(&mut self, member: Member<A>) -> Result<Seq, MembershipError> {

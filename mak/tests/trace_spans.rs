@@ -3,32 +3,11 @@
 //! by a concurrently running test (no subscriber) can miss the scoped
 //! subscriber installed here.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mak::{Config, Dest, GroupId, Member, MemberId, Receiver, ReceiverEvent, Sender, Seq};
 
-/// Collects what the fmt layer writes.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Lines {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Lines {
-    type Writer = Lines;
-    fn make_writer(&'a self) -> Lines {
-        self.clone()
-    }
-}
+use testkit::Lines;
 
 /// Member 0 sends three packets to members 1 and 2; member 1 loses the
 /// second. The gap and the NAK are member 1's receiver's events, the
@@ -91,7 +70,7 @@ fn events_carry_the_span_of_their_sender_or_receiver() {
             );
         }
     });
-    let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+    let text = lines.text();
     print!("{text}");
     let inside =
         |span: &str, what: &str| text.lines().any(|l| l.contains(span) && l.contains(what));

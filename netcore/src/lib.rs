@@ -29,5 +29,6 @@ pub mod frame;
 pub mod rate;
 pub mod rtt;
 pub mod seq;
+pub mod span;
 pub mod time;
 pub mod timer;

@@ -161,10 +161,28 @@ impl AuthKey {
     }
 
     /// A value that tells keys apart without revealing them: the key's
-    /// tag of a fixed string. [`crate::Runtime::shared`] keys its
-    /// registry with it, so that two keys never share one runtime.
-    pub(crate) fn fingerprint(&self) -> [u8; 16] {
+    /// tag of a fixed string (SipHash-2-4, 128 bits). [`crate::Runtime::shared`]
+    /// keys its registry with it, so that two keys never share one runtime;
+    /// processes may publish a part of it to find out whether their keys
+    /// agree before any frame is sent.
+    pub fn fingerprint(&self) -> [u8; 16] {
         self.tag(&[b"clusternet runtime registry"], 0)
+    }
+
+    /// Whether `frame` (as received, trailer last) carries this key's valid
+    /// tag and a counter no older than [`MAX_AGE`] at wall time `now_ns`:
+    /// the checks of [`Verifier::verify`] that need no state (no replay
+    /// window is kept or changed). For a link deciding whether an unknown
+    /// sender may open the way (`link::UdpAdmission`); the runtime verifies
+    /// every frame again.
+    pub fn tag_valid(&self, frame: &[u8], now_ns: u64) -> bool {
+        if frame.len() < MIN_SEALED_BODY + TRAILER_LEN {
+            return false;
+        }
+        let body = frame.len() - TRAILER_LEN;
+        let counter = u64::from_be_bytes(frame[body..body + 8].try_into().expect("8 bytes"));
+        self.tag(&[&frame[..body]], counter)[..] == frame[body + 8..]
+            && counter >= now_ns.saturating_sub(MAX_AGE.as_nanos() as u64)
     }
 
     fn tag(&self, pieces: &[&[u8]], counter: u64) -> [u8; 16] {
@@ -521,6 +539,24 @@ mod tests {
         assert_eq!(v.stats().bad_tag, sealed.len() as u64);
         assert_eq!(v.sources(), 0, "refused frames create no state");
         assert_eq!(v.verify(&sealed, NOW), Ok(MIN_SEALED_BODY));
+    }
+
+    #[test]
+    fn the_stateless_check_takes_valid_recent_frames_only() {
+        let mut s = Sealer::new(key());
+        let sealed = seal(&mut s, &frame(1, 7, b"first contact"), NOW);
+        assert!(key().tag_valid(&sealed, NOW));
+        assert!(key().tag_valid(&sealed, NOW), "no state: again");
+        assert!(!AuthKey::new([9; 16]).tag_valid(&sealed, NOW));
+        let late = NOW + MAX_AGE.as_nanos() as u64 + 1;
+        assert!(!key().tag_valid(&sealed, late));
+        let mut bad = sealed.clone();
+        bad[20] ^= 1;
+        assert!(!key().tag_valid(&bad, NOW));
+        assert!(!key().tag_valid(&sealed[..40], NOW));
+        // The runtime's verifier still takes it once.
+        let mut v = Verifier::new(key());
+        assert!(v.verify(&sealed, NOW).is_ok());
     }
 
     #[test]

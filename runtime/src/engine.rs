@@ -21,6 +21,7 @@ use link::Link;
 
 use crate::auth::{FrameAuth, Refused, TagStatus, TRAILER_LEN};
 use crate::demux::{Demux, DemuxKey};
+use crate::driver::Engine;
 use crate::filter::{FilterPlan, MAX_FILTER_PEERS};
 use crate::port::{PortPacket, PORT_HEADER_LEN};
 use crate::responder::Responder;
@@ -66,6 +67,9 @@ pub(crate) struct Slot {
 pub(crate) struct State {
     pub mac: MacAddr,
     pub mtu: usize,
+    /// Largest frame taken from the link, bytes (`Link::max_rx_frame`,
+    /// trailer included).
+    rx_max: usize,
     pub edp_ethertype: u16,
     pub esp_ethertype: u16,
     slots: Vec<Option<Slot>>,
@@ -125,6 +129,7 @@ impl EthEngine {
         let st = State {
             mac: link.mac(),
             mtu,
+            rx_max: link.max_rx_frame(),
             responder: Responder::new(iface, edp_ethertype, esp_ethertype),
             edp_ethertype,
             esp_ethertype,
@@ -783,10 +788,7 @@ impl State {
     ) {
         // Ethernet header + the 6-byte port header EDP and ESP share, at
         // most the link's largest frame: parsed here once, handed down.
-        let trailer = if self.auth.is_some() { TRAILER_LEN } else { 0 };
-        if frame.len() < ETH_HEADER_LEN + PORT_HEADER_LEN
-            || frame.len() > ETH_HEADER_LEN + self.mtu + trailer
-        {
+        if frame.len() < ETH_HEADER_LEN + PORT_HEADER_LEN || frame.len() > self.rx_max {
             self.stats.malformed += 1;
             return;
         }
@@ -977,5 +979,44 @@ impl State {
                 self.timers.push(d, id);
             }
         }
+    }
+}
+
+/// The Ethernet runtime's engine as the driver sees it.
+impl Engine for EthEngine {
+    fn poll(
+        &mut self,
+        now: Instant,
+        direct: Option<(SlotId, &mut DirectRead<'_>)>,
+    ) -> io::Result<usize> {
+        EthEngine::poll(self, now, direct)
+    }
+    fn on_deadline(&mut self, now: Instant) -> io::Result<()> {
+        self.fire_timers(now);
+        if self.st.filter_stale {
+            self.refresh_filter();
+        }
+        self.transmit(now)
+    }
+    fn next_deadline(&mut self) -> Option<Instant> {
+        EthEngine::next_deadline(self)
+    }
+    fn before_sleep(&mut self, slot: Option<SlotId>, now: Instant) -> io::Result<()> {
+        EthEngine::before_sleep(self, slot, now)
+    }
+    fn rx_ready(&self) -> Option<bool> {
+        self.link.rx_ready()
+    }
+    fn drain_changed(&mut self, f: &mut dyn FnMut(SlotId, Ready)) {
+        EthEngine::drain_changed(self, f)
+    }
+    fn readiness(&self, slot: SlotId) -> Ready {
+        EthEngine::readiness(self, slot)
+    }
+    fn has_lingering(&self) -> bool {
+        self.lingering() > 0
+    }
+    fn on_link_error(&mut self, now: Instant) {
+        EthEngine::on_link_error(self, now)
     }
 }

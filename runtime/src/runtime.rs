@@ -16,50 +16,12 @@ use link::{PacketConfig, PacketLink};
 
 use crate::config::{Progress, RuntimeConfig};
 use crate::demux::DemuxKey;
-use crate::driver::{Driver, Engine};
+use crate::driver::Driver;
 use crate::engine::EthEngine;
 use crate::responder::UnclaimedHandler;
 use crate::slot::SlotId;
-use crate::socket::{DirectRead, Ready, Socket};
+use crate::socket::Socket;
 use crate::stats::EngineStats;
-
-impl Engine for EthEngine {
-    fn poll(
-        &mut self,
-        now: Instant,
-        direct: Option<(SlotId, &mut DirectRead<'_>)>,
-    ) -> io::Result<usize> {
-        EthEngine::poll(self, now, direct)
-    }
-    fn on_deadline(&mut self, now: Instant) -> io::Result<()> {
-        self.fire_timers(now);
-        if self.st.filter_stale {
-            self.refresh_filter();
-        }
-        self.transmit(now)
-    }
-    fn next_deadline(&mut self) -> Option<Instant> {
-        EthEngine::next_deadline(self)
-    }
-    fn before_sleep(&mut self, slot: Option<SlotId>, now: Instant) -> io::Result<()> {
-        EthEngine::before_sleep(self, slot, now)
-    }
-    fn rx_ready(&self) -> Option<bool> {
-        self.link.rx_ready()
-    }
-    fn drain_changed(&mut self, f: &mut dyn FnMut(SlotId, Ready)) {
-        EthEngine::drain_changed(self, f)
-    }
-    fn readiness(&self, slot: SlotId) -> Ready {
-        EthEngine::readiness(self, slot)
-    }
-    fn has_lingering(&self) -> bool {
-        self.lingering() > 0
-    }
-    fn on_link_error(&mut self, now: Instant) {
-        EthEngine::on_link_error(self, now)
-    }
-}
 
 /// What a runtime knows about itself without its lock.
 #[derive(Debug)]

@@ -254,14 +254,20 @@ impl<C: DatagramCore> UdpEngine<C> {
                 }
             }
             let (from, to) = (self.tx_sent, self.tx_len.len());
-            let r = self.tx_mmsg.send_slots(
-                self.sock.as_fd(),
-                &self.tx[from * self.stride..],
-                self.stride,
-                &self.tx_len[from..to],
-                &self.tx_dst[from..to],
-                MsgFlags::MSG_DONTWAIT,
-            );
+            // One datagram: sendto(2), the kernel's cheaper single send.
+            let r = if to - from == 1 {
+                let buf = &self.tx[from * self.stride..][..self.tx_len[from]];
+                self.sock.send_to(buf, self.tx_dst[from]).map(|_| 1)
+            } else {
+                self.tx_mmsg.send_slots(
+                    self.sock.as_fd(),
+                    &self.tx[from * self.stride..],
+                    self.stride,
+                    &self.tx_len[from..to],
+                    &self.tx_dst[from..to],
+                    MsgFlags::MSG_DONTWAIT,
+                )
+            };
             match r {
                 Ok(n) => {
                     self.tx_sent += n;
@@ -299,7 +305,38 @@ impl<C: DatagramCore> UdpEngine<C> {
         }
     }
 
+    /// Receives what waits: the first datagram with one recvfrom(2), the
+    /// rest, if the first came, in recvmmsg(2) batches. A lone datagram
+    /// (the ping-pong's) costs the kernel's cheaper single receive: with
+    /// recvmmsg(2) alone the 64 B busy-poll ping-pong's p50 was 4-6 %
+    /// above the engines before the one UDP engine (recvfrom(2) and
+    /// sendto(2) per datagram), with recvfrom first 3-6 %, within the
+    /// rounds' spread (docs/measurements/issue37-house.txt); a burst still
+    /// goes in batches.
     fn receive(&mut self, now: Instant) -> usize {
+        let first = match self.sock.recv_from(&mut self.rx[..self.stride]) {
+            Ok((len, from)) if len <= self.room => {
+                self.core.handle_datagram(now, from, &self.rx[..len]);
+                1
+            }
+            Ok(_) => {
+                self.core.on_event(now, UdpEvent::Malformed);
+                1
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                return 0;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "UDP receive error");
+                self.core.on_event(now, UdpEvent::RecvFailed(&e));
+                return 0;
+            }
+        };
         let r = self.rx_mmsg.recv_slots(
             self.sock.as_fd(),
             &mut self.rx[..],
@@ -333,7 +370,7 @@ impl<C: DatagramCore> UdpEngine<C> {
                 _ => self.core.on_event(now, UdpEvent::Malformed),
             }
         }
-        n
+        first + n
     }
 }
 

@@ -33,12 +33,14 @@
 #![forbid(unsafe_code)]
 
 pub mod fuzz;
+mod lines;
 pub mod pattern;
 pub mod sim;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+pub use lines::Lines;
 pub use vcluster::{self, Cluster, Host, MacAddr, Process};
 
 /// Whether tests that cannot run must fail (`CI=true`) rather than skip.

@@ -109,6 +109,10 @@ pub struct Endpoint<P: PeerAddr> {
     unsent_news: bool,
     /// Spent large buffers for reuse (`Config::max_spare_bytes`).
     spare: BufferPool,
+    /// Peers whose links carry less than ours: data bytes per packet to
+    /// each, below `Config::data_size` (`set_peer_data_size`); at most
+    /// [`MAX_PEER_DATA_SIZES`] entries.
+    peer_data_size: FxHashMap<P, usize>,
     /// Packet deadlines (resend, tail probe, error), one entry per
     /// (message, group of `TIMER_GROUP` packets), lazily invalidated: an
     /// entry is live while its group's `group_due` is that time (timers.rs).
@@ -140,6 +144,10 @@ pub struct Endpoint<P: PeerAddr> {
     self_addrs: Vec<P>,
     stats: Stats,
 }
+
+/// Most peers with a data size of their own
+/// ([`Endpoint::set_peer_data_size`]).
+pub const MAX_PEER_DATA_SIZES: usize = 1 << 16;
 
 /// Most queued confirmations [`Endpoint::take_confirmations_to`] looks at
 /// for one packet (bounds its cost when many peers are owed one).
@@ -181,6 +189,7 @@ impl<P: PeerAddr> Endpoint<P> {
             settled: 0,
             unsent_news: false,
             spare,
+            peer_data_size: FxHashMap::default(),
             timers: TimerQueue::new(),
             recv_ids: RecvSessions::new(),
             reassembly: FxHashMap::default(),
@@ -208,6 +217,36 @@ impl<P: PeerAddr> Endpoint<P> {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.cfg
+    }
+
+    /// Sends messages to `peer` in packets of at most `size` data bytes
+    /// (never more than `Config::data_size`; at least 1): a peer whose
+    /// link carries smaller frames than ours (another MTU) gets every part
+    /// whole. Messages queued already keep their part size. Returns false
+    /// when [`MAX_PEER_DATA_SIZES`] peers have a limit already (the peer
+    /// then gets `Config::data_size`).
+    pub fn set_peer_data_size(&mut self, peer: P, size: usize) -> bool {
+        let size = size.clamp(1, self.cfg.data_size);
+        if size == self.cfg.data_size {
+            self.peer_data_size.remove(&peer);
+            return true;
+        }
+        if self.peer_data_size.len() >= MAX_PEER_DATA_SIZES
+            && !self.peer_data_size.contains_key(&peer)
+        {
+            return false;
+        }
+        self.peer_data_size.insert(peer, size);
+        true
+    }
+
+    /// Data bytes per packet of a message to `peer` (see
+    /// [`Endpoint::set_peer_data_size`]).
+    pub fn data_size_to(&self, peer: P) -> usize {
+        self.peer_data_size
+            .get(&peer)
+            .copied()
+            .unwrap_or(self.cfg.data_size)
     }
 
     /// The broadcast destination of the transport.

@@ -199,7 +199,11 @@ impl<P: PeerAddr> Endpoint<P> {
                 limit: self.cfg.max_stored_bytes,
             });
         }
-        let part = self.cfg.data_size;
+        let part = if bcast {
+            self.cfg.data_size
+        } else {
+            self.data_size_to(peer)
+        };
         let count = (data.len().div_ceil(part)).max(1);
         if count > u32::MAX as usize {
             return Err(SendError::TooLarge {

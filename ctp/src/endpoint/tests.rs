@@ -335,3 +335,42 @@ fn unsent_bytes_follow_the_window_and_gate_has_room_to() {
     assert!(a.take_unsent_news());
     assert_eq!(unsent(&a), Some(400));
 }
+
+/// A peer whose link carries less gets parts of its own size, which its
+/// endpoint reassembles; other peers keep the configured size.
+#[test]
+fn a_peer_with_a_smaller_data_size_gets_smaller_parts() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        data_size: 40,
+        ..Config::default()
+    };
+    let (mut a, mut b) = pair(&cfg, t0);
+    assert!(a.set_peer_data_size(2, 10));
+    assert_eq!(a.data_size_to(2), 10);
+    assert_eq!(a.data_size_to(3), 40);
+    let msg: Vec<u8> = (0..95u8).collect();
+    a.send(t0, 1, 2, &msg, Options::NONE).unwrap();
+    a.send(t0, 1, 3, &msg, Options::NONE).unwrap();
+    let mut buf = vec![0u8; a.config().max_packet_len()];
+    let (mut to_b, mut to_c) = (0, 0);
+    while let Some(t) = a.poll_transmit(&mut buf) {
+        if t.dest == 2 {
+            assert!(t.len <= crate::wire::CTP_HEADER_LEN + 10, "{}", t.len);
+            to_b += 1;
+            b.handle_datagram(t0, 1, &buf[..t.len]);
+        } else {
+            to_c += 1;
+        }
+    }
+    assert_eq!((to_b, to_c), (10, 3));
+    let got: Vec<_> = std::iter::from_fn(|| b.poll_delivery()).collect();
+    match &got[..] {
+        [Delivery::Data(d)] => assert_eq!(d.data, msg),
+        other => panic!("{other:?}"),
+    }
+    // Back to the configured size; never above it.
+    assert!(a.set_peer_data_size(2, 1000));
+    assert_eq!(a.data_size_to(2), 40);
+    assert!(a.peer_data_size.is_empty());
+}

@@ -247,6 +247,18 @@ impl CtpSocket<EdpTransport> {
         Self::bind_on(&rt, port, cfg)
     }
 
+    /// Binds a CTP endpoint to `port` on a runtime of its own around
+    /// `link` (a `UdpLink`, a `SimLink`, a `FaultLink` around a
+    /// `PacketLink`, ...), configured by `cfg.runtime`: what
+    /// `EdpSocket::from_link_with` is for EDP.
+    ///
+    /// Errors: those of `runtime::Runtime::with_link` and
+    /// [`CtpSocket::bind_on`].
+    pub fn from_link(link: Box<dyn link::Link>, port: u16, cfg: CtpConfig) -> io::Result<Self> {
+        let rt = Runtime::with_link(link, cfg.runtime.clone())?;
+        Self::bind_on(&rt, port, cfg)
+    }
+
     /// Binds a CTP endpoint to `port` on an existing runtime (any link: a
     /// `SimLink`, a `UdpLink`, ...).
     ///

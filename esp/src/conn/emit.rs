@@ -55,7 +55,7 @@ impl Connection {
     #[must_use = "a returned frame must be sent"]
     #[inline]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        in_span!(self, self.transmit(now, buf))
+        netcore::in_span!(self, self.transmit(now, buf))
     }
 
     #[inline]
@@ -86,7 +86,7 @@ impl Connection {
     #[must_use = "a returned frame must be sent"]
     #[inline]
     pub fn poll_transmit_gather(&mut self, now: Instant, buf: &mut [u8]) -> Option<GatherFrame> {
-        in_span!(self, self.transmit_gather(now, buf))
+        netcore::in_span!(self, self.transmit_gather(now, buf))
     }
 
     fn transmit_gather(&mut self, now: Instant, buf: &mut [u8]) -> Option<GatherFrame> {

@@ -50,30 +50,6 @@
 //! is made when the connection is (a subscriber installed later sees the
 //! events without the span).
 
-/// Runs `$body` inside the connection's span when the span is enabled;
-/// a disabled span (no subscriber listened when the connection was made)
-/// costs one branch: the guard lives in the cold [`traced`] (a guard, even
-/// of a disabled span, costs tens of instructions per call on the hot
-/// path and keeps the entry points from being inlined).
-macro_rules! in_span {
-    ($self:ident, $body:expr) => {
-        if $self.span.is_disabled() {
-            $body
-        } else {
-            let span = $self.span.clone();
-            $crate::conn::traced(span, || $body)
-        }
-    };
-}
-
-/// Runs `f` with `span` entered (the slow path of `in_span!`).
-#[cold]
-#[inline(never)]
-fn traced<R>(span: Span, f: impl FnOnce() -> R) -> R {
-    let _entered = span.entered();
-    f()
-}
-
 mod acceptance;
 mod emit;
 mod error;
@@ -269,7 +245,7 @@ impl Connection {
         now: Instant,
     ) -> Self {
         let mut c = Self::new(cfg, mtu, local, remote, iss);
-        in_span!(c, {
+        netcore::in_span!(c, {
             c.set_state(State::SynSent);
             c.recovery.push_control(SegmentKind::Syn, 0, now);
         });
@@ -292,7 +268,7 @@ impl Connection {
             return None;
         }
         let mut c = Self::new(cfg, mtu, local, (remote_mac, syn.src_port), iss);
-        in_span!(c, c.set_state(State::SynRcvd));
+        netcore::in_span!(c, c.set_state(State::SynRcvd));
         c.recv.irs = syn.seq;
         c.recv.nxt = syn.seq.add(1);
         c.recv.adv = c.recv.nxt;
@@ -328,7 +304,7 @@ impl Connection {
             return None;
         }
         let mut c = Self::new(cfg, mtu, local, (remote_mac, ack.src_port), iss);
-        in_span!(c, c.set_state(State::Established));
+        netcore::in_span!(c, c.set_state(State::Established));
         c.established_once = true;
         c.recovery = Recovery::new(iss.add(1));
         c.recv.irs = ack.seq.sub(1);
@@ -540,7 +516,7 @@ impl Connection {
         }
         if !self.recv.is_empty() {
             let n = self.recv.read(buf);
-            in_span!(self, self.maybe_window_update());
+            netcore::in_span!(self, self.maybe_window_update());
             return Ok(n);
         }
         if self.recv.fin_received {
@@ -564,7 +540,7 @@ impl Connection {
         if self.send.fin_requested {
             return;
         }
-        in_span!(self, self.shutdown_write());
+        netcore::in_span!(self, self.shutdown_write());
     }
 
     fn shutdown_write(&mut self) {
@@ -585,7 +561,7 @@ impl Connection {
     /// Aborts: sends RST (if synchronized), drops all buffered data, CLOSED,
     /// and later calls return [`ConnectionError::Aborted`].
     pub fn abort(&mut self) {
-        in_span!(self, self.abort_now());
+        netcore::in_span!(self, self.abort_now());
     }
 
     fn abort_now(&mut self) {
@@ -666,7 +642,7 @@ impl Connection {
         tag: TagStatus,
         dst: &mut [u8],
     ) -> usize {
-        in_span!(self, self.segment_in(now, repr, payload, tag, dst))
+        netcore::in_span!(self, self.segment_in(now, repr, payload, tag, dst))
     }
 
     /// Like [`handle_segment`](Self::handle_segment), for a caller with a
@@ -688,7 +664,7 @@ impl Connection {
         payload: &[u8],
         dst: &mut [u8],
     ) -> usize {
-        in_span!(
+        netcore::in_span!(
             self,
             self.segment_in(now, repr, payload, TagStatus::Off, dst)
         )
@@ -769,7 +745,7 @@ impl Connection {
     /// last three also suspect the peer and end the connection at the user
     /// timeout (`liveness.rs`).
     pub fn handle_timeout(&mut self, now: Instant) {
-        in_span!(self, self.fire_timers(now));
+        netcore::in_span!(self, self.fire_timers(now));
     }
 
     fn fire_timers(&mut self, now: Instant) {

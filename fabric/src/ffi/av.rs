@@ -1,17 +1,16 @@
 //! The address vector object (fi_av(3)) over [`crate::av::Av`].
 
 use std::ffi::{c_char, c_int, c_void};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::sync::Arc;
 
-use super::objects::{the_av, AvInner, AvObj, DomainObj};
-use super::{alloc, fi_ops_with, fid_of, free, guard, neg, obj, opt_str, put};
-use crate::addr::{AddrFormat, Name};
+use super::buf::slice_len;
+use super::objects::{the_av, AvInner, AvObj, DomainObj, AV_FI_OPS, DOMAIN_FI_OPS};
+use super::{alloc, fid_of, guard, neg, obj, opt_str, put};
+use crate::addr::{resolve_ipv4, AddrFormat, Name};
 use crate::av::{Av, AvKind, FI_ADDR_NOTAVAIL};
 use crate::error::{FiError, FiResult};
 use crate::fi::*;
-
-static AV_FI_OPS: fi_ops = fi_ops_with(av_close, None, None);
 
 static AV_OPS: fi_ops_av = fi_ops_av {
     size: std::mem::size_of::<fi_ops_av>(),
@@ -33,7 +32,8 @@ pub(super) unsafe extern "C" fn av_open(
 ) -> c_int {
     guard("fi_av_open", || {
         // SAFETY: domain is a fid this provider handed out (class checked).
-        let d: &DomainObj = unsafe { obj(domain as *const c_void, FI_CLASS_DOMAIN) }?;
+        let d: &DomainObj =
+            unsafe { obj(domain as *const c_void, FI_CLASS_DOMAIN, &DOMAIN_FI_OPS) }?;
         // SAFETY: attr is NULL or valid (fi_av(3)).
         let kind = match unsafe { attr.as_ref() } {
             None => AvKind::Map,
@@ -61,25 +61,12 @@ pub(super) unsafe extern "C" fn av_open(
             },
             inner: AvInner {
                 domain: d.inner.clone(),
-                av: Arc::new(Av::new(d.inner.format, kind)),
+                av: Arc::new(Av::new(d.inner.format, kind, d.inner.key)),
             },
         });
         // SAFETY: a valid `struct fid_av **` (fi_av(3)).
         unsafe { put(out, p) }?;
         Ok(0)
-    })
-}
-
-unsafe extern "C" fn av_close(f: *mut fid) -> c_int {
-    guard("fi_close(av)", || {
-        // SAFETY: f is the fid of an AV we opened (class and table
-        // checked).
-        unsafe {
-            free::<fid_av, AvInner>(f, FI_CLASS_AV, &AV_FI_OPS, |a| {
-                (Arc::strong_count(&a.av) > 1)
-                    .then(|| "close the endpoints bound to it first".into())
-            })
-        }
     })
 }
 
@@ -107,6 +94,11 @@ unsafe fn report(
                 super::log(FI_LOG_WARN, FI_LOG_AV, || {
                     format!("fi_av_insert: {}", e.msg)
                 });
+                if e.prov == crate::error::ProvErrno::Mismatch {
+                    // A job that cannot work: said where its user looks
+                    // (MPI libraries report only a failed fi_av_insert).
+                    crate::log::once_on_stderr(&format!("fi_av_insert: {}", e.msg));
+                }
                 (FI_ADDR_NOTAVAIL, e.code as c_int)
             }
         };
@@ -143,9 +135,9 @@ unsafe extern "C" fn av_insert(
         if addr.is_null() {
             return Err(FiError::inval("NULL address buffer"));
         }
-        let len = count.saturating_mul(av.format.len());
+        let len = slice_len(count, av.format.len(), "addresses")?;
         // SAFETY: fi_av(3): addr holds `count` addresses of the provider's
-        // format, packed: count * len bytes.
+        // format, packed: count * len bytes (checked to fit isize).
         let bytes = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
         let r = av.insert_packed(bytes, count)?;
         // SAFETY: fi_addr is NULL or an array of count entries, context an
@@ -168,9 +160,11 @@ fn parse_svc(format: AddrFormat, node: &str, service: &str) -> FiResult<Name> {
             format.decode(&n.encode())
         }
         AddrFormat::Udp => {
-            let ip: Ipv4Addr = node
-                .parse()
-                .map_err(|_| FiError::inval(format!("node {node:?} is not an IPv4 address")))?;
+            let ip = resolve_ipv4(node).ok_or_else(|| {
+                FiError::inval(format!(
+                    "node {node:?} is neither an IPv4 address nor a host name with one"
+                ))
+            })?;
             Ok(Name::Udp(SocketAddrV4::new(ip, port)))
         }
     }
@@ -191,7 +185,8 @@ unsafe extern "C" fn av_insertsvc(
         let (Some(node), Some(service)) = (node, service) else {
             return Err(FiError::inval("fi_av_insertsvc needs a node and a service"));
         };
-        let r = [parse_svc(av.format, &node, &service).and_then(|n| av.insert(n))];
+        let r = [parse_svc(av.format, &node, &service)
+            .and_then(|n| av.insert(n, crate::addr::NameInfo::default()))];
         // SAFETY: fi_addr is NULL or valid for one entry, context an int
         // with FI_SYNC_ERR.
         Ok(unsafe { report(&r, fi_addr, flags, context) })
@@ -226,7 +221,9 @@ unsafe extern "C" fn av_remove(
         if fi_addr.is_null() {
             return Err(FiError::inval("NULL fi_addr array"));
         }
-        // SAFETY: fi_addr holds count entries (fi_av(3)).
+        slice_len(count, std::mem::size_of::<fi_addr_t>(), "fi_addr_t entries")?;
+        // SAFETY: fi_addr holds count entries (fi_av(3)), whose size fits
+        // isize (checked).
         let addrs = unsafe { std::slice::from_raw_parts(fi_addr, count) };
         av.remove(addrs)?;
         Ok(0)
@@ -242,7 +239,8 @@ unsafe extern "C" fn av_lookup(
     guard("fi_av_lookup", || {
         // SAFETY: av is a fid this provider handed out.
         let av = unsafe { the_av(av) }?;
-        let name = av.lookup(fi_addr)?.encode();
+        let (name, info) = av.lookup_info(fi_addr)?;
+        let name = name.encode_with(&info);
         // SAFETY: addrlen is a valid in/out size_t (fi_av(3)).
         let cap = unsafe { addrlen.as_ref() }
             .copied()

@@ -35,8 +35,26 @@ impl RecvBuf for RawBuf {
     }
 }
 
+/// Bytes of `count` items of `size` bytes each, refused (`FI_EINVAL`)
+/// beyond `isize::MAX`: no buffer is that large (`slice::from_raw_parts`'s
+/// bound), so such a count is a caller's error, not a size to trust.
+pub(super) fn slice_len(count: usize, size: usize, what: &str) -> FiResult<usize> {
+    count
+        .checked_mul(size)
+        .filter(|&n| n <= isize::MAX as usize)
+        .ok_or_else(|| {
+            FiError::inval(format!(
+                "{count} {what} of {size} bytes: more than any buffer holds"
+            ))
+        })
+}
+
 /// The receive buffer `ptr`/`len`.
+///
+/// Errors: `FI_EINVAL` for NULL with a length, or a length above
+/// `isize::MAX`.
 pub(super) fn raw(ptr: *mut u8, len: usize) -> FiResult<Box<dyn RecvBuf>> {
+    slice_len(len, 1, "bytes")?;
     if len > 0 && ptr.is_null() {
         return Err(FiError::inval(format!("NULL buffer of {len} bytes")));
     }
@@ -100,12 +118,15 @@ pub(super) unsafe fn one_iov(iov: *const iovec, count: usize) -> FiResult<(*mut 
 
 /// The bytes of a send buffer.
 ///
+/// Errors: as [`raw`].
+///
 /// # Safety
 /// `buf` is valid for `len` bytes for the call (or `len` is 0).
 pub(super) unsafe fn bytes<'a>(buf: *const c_void, len: usize) -> FiResult<&'a [u8]> {
     if len == 0 {
         return Ok(&[]);
     }
+    slice_len(len, 1, "bytes")?;
     if buf.is_null() {
         return Err(FiError::inval(format!("NULL buffer of {len} bytes")));
     }

@@ -7,14 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::objects::{the_cq, CqInner, CqObj, DomainObj};
-use super::{alloc, fi_ops_with, fid_of, free, guard, obj, put};
+use super::objects::{the_cq, CqInner, CqObj, DomainObj, CQ_FI_OPS, DOMAIN_FI_OPS};
+use super::{alloc, fid_of, guard, obj, put};
+use crate::attr::fi_version;
 use crate::cq::{Completion, Cq, ErrCompletion, Read};
 use crate::error::{prov_errno_str, FiError, FiResult};
 use crate::fi::*;
-use crate::limits::MAX_ERR_DATA;
-
-static CQ_FI_OPS: fi_ops = fi_ops_with(cq_close, None, Some(cq_control));
 
 static CQ_OPS: fi_ops_cq = fi_ops_cq {
     size: std::mem::size_of::<fi_ops_cq>(),
@@ -36,7 +34,8 @@ pub(super) unsafe extern "C" fn cq_open(
 ) -> c_int {
     guard("fi_cq_open", || {
         // SAFETY: domain is a fid this provider handed out (class checked).
-        let d: &DomainObj = unsafe { obj(domain as *const c_void, FI_CLASS_DOMAIN) }?;
+        let d: &DomainObj =
+            unsafe { obj(domain as *const c_void, FI_CLASS_DOMAIN, &DOMAIN_FI_OPS) }?;
         // SAFETY: attr is a valid fi_cq_attr (fi_cq(3) requires one).
         let a = unsafe { attr.as_ref() }.ok_or_else(|| FiError::inval("NULL cq attr"))?;
         let format = match a.format {
@@ -67,6 +66,7 @@ pub(super) unsafe extern "C" fn cq_open(
                 format,
                 err_data: Mutex::new(Vec::new()),
                 strerror: Mutex::new(CString::default()),
+                api_version: d.inner.fabric.api_version,
                 last: Mutex::new(None),
                 signaled: AtomicBool::new(false),
             },
@@ -75,24 +75,6 @@ pub(super) unsafe extern "C" fn cq_open(
         unsafe { put(out, p) }?;
         Ok(0)
     })
-}
-
-unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
-    guard("fi_close(cq)", || {
-        // SAFETY: f is the fid of a CQ we opened (class and table
-        // checked).
-        unsafe {
-            free::<fid_cq, CqInner>(f, FI_CLASS_CQ, &CQ_FI_OPS, |c| {
-                (Arc::strong_count(&c.cq) > 1)
-                    .then(|| "close the endpoints bound to it first".into())
-            })
-        }
-    })
-}
-
-unsafe extern "C" fn cq_control(_f: *mut fid, _cmd: c_int, _arg: *mut c_void) -> c_int {
-    // FI_GETWAIT and the rest: no wait objects.
-    -(FI_ENOSYS as c_int)
 }
 
 /// Writes completion `c` as entry `i` of `buf` in `format`.
@@ -151,13 +133,15 @@ unsafe fn read_into(
     count: usize,
     src: *mut fi_addr_t,
 ) -> FiResult<isize> {
+    // A read of nothing still progresses (fabtests and MPI libraries read
+    // 0 entries to drive the provider while a send answers FI_EAGAIN).
+    c.cq.progress();
     if count == 0 {
         return Ok(0);
     }
     if buf.is_null() {
         return Err(FiError::inval("NULL completion buffer"));
     }
-    c.cq.progress();
     let r = c.cq.read(count, |i, e| {
         // SAFETY: buf and src hold count > i entries (the caller's
         // contract).
@@ -197,50 +181,88 @@ unsafe extern "C" fn cq_readfrom(
 
 unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, _flags: u64) -> isize {
     guard("fi_cq_readerr", || {
-        // SAFETY: cq is a fid this provider handed out.
+        // SAFETY: cq is a fid this provider handed out (class and table
+        // checked).
         let c = unsafe { the_cq(cq) }?;
-        // SAFETY: buf is a valid fi_cq_err_entry (fi_cq(3)); its
-        // err_data_size says whether err_data is the caller's buffer.
-        let out = unsafe { buf.as_mut() }.ok_or_else(|| FiError::inval("NULL error entry"))?;
+        if buf.is_null() {
+            return Err(FiError::inval("NULL error entry"));
+        }
         let Some(e) = c.cq.read_err() else {
             return Ok(-(FI_EAGAIN as isize));
         };
-        // SAFETY: as above.
-        unsafe { fill_err(c, out, e) };
+        // SAFETY: fi_cq(3): buf is an error entry of the layout of the
+        // caller's API version (remembered by the CQ), its err_data
+        // holding err_data_size bytes when that is nonzero (API >= 1.5).
+        unsafe { fill_err(c, buf, e) };
         Ok(1)
     })
 }
 
-/// Fills `out` from `e`; `err_data` goes into the caller's buffer when it
-/// gave one (err_data_size > 0), else points at the CQ's own copy (API >=
-/// 1.5, fi_cq(3)).
+/// Fills the caller's error entry `out` from `e`, writing no further than
+/// its layout reaches: callers of API version < 1.5 pass the shorter
+/// `fi_cq_err_entry_1_0` (libfabric's include/ofi_abi.h), which ends with
+/// `err_data` and has no `err_data_size`. `err_data` gets only what the
+/// entry carries (most carry nothing, as libfabric's own providers' do):
+/// copied into the caller's buffer when it offers one (API >= 1.5,
+/// `err_data_size` > 0; at most that many bytes), else pointed at the CQ's
+/// own copy, valid until the next read (fi_cq(3)). The message stays for
+/// `fi_cq_strerror`.
 ///
 /// # Safety
-/// When `out.err_data_size > 0`, `out.err_data` holds that many bytes.
-unsafe fn fill_err(c: &CqInner, out: &mut fi_cq_err_entry, e: ErrCompletion) {
-    let mut msg = e.msg.clone().into_bytes();
-    msg.retain(|b| *b != 0);
-    msg.truncate(MAX_ERR_DATA - 1);
-    msg.push(0);
-    out.op_context = e.base.context as usize as *mut c_void;
-    out.flags = e.base.flags;
-    out.len = e.base.len;
-    out.buf = e.base.buf as usize as *mut c_void;
-    out.data = e.base.data;
-    out.tag = e.base.tag;
-    out.olen = e.olen;
-    out.err = e.err as c_int;
-    out.prov_errno = e.prov as c_int;
-    if out.err_data_size > 0 && !out.err_data.is_null() {
-        let n = out.err_data_size.min(msg.len());
-        // SAFETY: the caller's contract: err_data holds err_data_size bytes.
-        unsafe { std::ptr::copy_nonoverlapping(msg.as_ptr(), out.err_data as *mut u8, n) };
-        out.err_data_size = n;
+/// `out` is valid for writes of the fields of `fi_cq_err_entry_1_0`, and
+/// of a whole `fi_cq_err_entry` when `c.api_version` >= 1.5; then, when
+/// its `err_data_size` is nonzero, `err_data` is valid for that many bytes.
+unsafe fn fill_err(c: &CqInner, out: *mut fi_cq_err_entry, e: ErrCompletion) {
+    use std::ptr::{addr_of, addr_of_mut, null_mut};
+    let v15 = c.api_version >= fi_version(1, 5);
+    let offered = if v15 && !e.data.is_empty() {
+        // SAFETY: with API >= 1.5 the entry has both fields (the caller's
+        // contract); err_data is read only to keep the caller's buffer.
+        unsafe {
+            let room = addr_of!((*out).err_data_size).read();
+            let buf = addr_of!((*out).err_data).read();
+            (room > 0 && !buf.is_null()).then_some((buf as *mut u8, room))
+        }
     } else {
-        let mut d = c.err_data.lock().unwrap_or_else(|p| p.into_inner());
-        *d = msg;
-        out.err_data = d.as_mut_ptr() as *mut c_void;
-        out.err_data_size = d.len();
+        None
+    };
+    // SAFETY: every field up to err_data is in both layouts (the caller's
+    // contract); writes through raw field pointers, no reference to a
+    // struct that may be the shorter one.
+    unsafe {
+        addr_of_mut!((*out).op_context).write(e.base.context as usize as *mut c_void);
+        addr_of_mut!((*out).flags).write(e.base.flags);
+        addr_of_mut!((*out).len).write(e.base.len);
+        addr_of_mut!((*out).buf).write(e.base.buf as usize as *mut c_void);
+        addr_of_mut!((*out).data).write(e.base.data);
+        addr_of_mut!((*out).tag).write(e.base.tag);
+        addr_of_mut!((*out).olen).write(e.olen);
+        addr_of_mut!((*out).err).write(e.err as c_int);
+        addr_of_mut!((*out).prov_errno).write(e.prov as c_int);
+    }
+    let size = match offered {
+        Some((buf, room)) => {
+            let n = room.min(e.data.len());
+            // SAFETY: the caller's buffer holds room >= n bytes.
+            unsafe { std::ptr::copy_nonoverlapping(e.data.as_ptr(), buf, n) };
+            n
+        }
+        None => {
+            let mut d = c.err_data.lock().unwrap_or_else(|p| p.into_inner());
+            d.clone_from(&e.data);
+            let p = if d.is_empty() {
+                null_mut()
+            } else {
+                d.as_mut_ptr() as *mut c_void
+            };
+            // SAFETY: err_data is in both layouts.
+            unsafe { addr_of_mut!((*out).err_data).write(p) };
+            d.len()
+        }
+    };
+    if v15 {
+        // SAFETY: a 1.5 entry has err_data_size (the caller's contract).
+        unsafe { addr_of_mut!((*out).err_data_size).write(size) };
     }
     *c.last.lock().unwrap_or_else(|p| p.into_inner()) = Some((e.prov as i32, e.msg));
 }

@@ -66,11 +66,11 @@ unsafe extern "C" fn dgram_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
     guard("fi_ep_bind", || {
         // SAFETY: f is an endpoint fid of ours (class and table checked);
         // b a fid of ours or NULL (checked by class).
-        let (d, b) = unsafe { (dgram(f)?, bind_target(b)?) };
+        let (d, b) = unsafe { (dgram(f)?, bind_target(b, flags)?) };
         match b {
             Bind::Av(av) => d.bind_av(av.clone())?,
             Bind::Cq(cq) => d.bind_cq(cq.clone(), flags)?,
-            Bind::Eq => {}
+            Bind::Inert => {}
         }
         Ok(0)
     })
@@ -102,7 +102,7 @@ unsafe extern "C" fn dgram_getname(f: fid_t, addr: *mut c_void, addrlen: *mut us
     guard("fi_getname", || {
         // SAFETY: f is an endpoint fid of ours (class and table checked);
         // addrlen and addr are as fi_cm(3) says.
-        unsafe { put_name(dgram(f)?.name(), addr, addrlen) }
+        unsafe { put_name(&dgram(f)?.name_bytes(), addr, addrlen) }
     })
 }
 

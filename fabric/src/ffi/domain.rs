@@ -1,19 +1,17 @@
 //! The domain object (fi_domain(3)): its table opens the address
-//! vectors, completion queues and endpoints; memory registration and the
-//! rest answer FI_ENOSYS.
+//! vectors, completion queues, counters and endpoints; memory
+//! registration and the rest answer FI_ENOSYS.
 
 use std::ffi::{c_int, c_void};
-use std::sync::Arc;
 
 use super::av::av_open;
+use super::cntr::cntr_open;
 use super::cq::cq_open;
-use super::objects::{DomainObj, FabricObj};
-use super::{alloc, dgram, fi_ops_with, fid_of, free, guard, info, neg, obj, put, rdm};
+use super::objects::{DomainObj, FabricObj, DOMAIN_FI_OPS, FABRIC_FI_OPS};
+use super::{alloc, dgram, fid_of, guard, info, neg, obj, put, rdm};
 use crate::domain::{Domain, Endpoint};
 use crate::error::FiError;
 use crate::fi::*;
-
-static DOMAIN_FI_OPS: fi_ops = fi_ops_with(domain_close, None, None);
 
 static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     size: std::mem::size_of::<fi_ops_domain>(),
@@ -21,7 +19,7 @@ static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     cq_open: Some(cq_open),
     endpoint: Some(endpoint),
     scalable_ep: Some(no_scalable_ep),
-    cntr_open: Some(no_cntr_open),
+    cntr_open: Some(cntr_open),
     poll_open: Some(no_poll_open),
     stx_ctx: Some(no_stx_ctx),
     srx_ctx: Some(no_srx_ctx),
@@ -46,7 +44,8 @@ pub(super) unsafe extern "C" fn domain_open(
 ) -> c_int {
     guard("fi_domain", || {
         // SAFETY: fabric is a fid this provider handed out (class checked).
-        let f: &FabricObj = unsafe { obj(fabric as *const c_void, FI_CLASS_FABRIC) }?;
+        let f: &FabricObj =
+            unsafe { obj(fabric as *const c_void, FI_CLASS_FABRIC, &FABRIC_FI_OPS) }?;
         // SAFETY: i is NULL or an fi_info from fi_getinfo (fi_domain(3)).
         let i = unsafe { info::read(i) }.ok_or_else(|| FiError::inval("NULL info"))?;
         let d = Domain::open(f.inner.clone(), &i)?;
@@ -64,19 +63,6 @@ pub(super) unsafe extern "C" fn domain_open(
     })
 }
 
-unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
-    guard("fi_close(domain)", || {
-        // SAFETY: f is the fid of a domain we opened (class and table
-        // checked).
-        unsafe {
-            free::<fid_domain, Arc<Domain>>(f, FI_CLASS_DOMAIN, &DOMAIN_FI_OPS, |d| {
-                (Arc::strong_count(d) > 1)
-                    .then(|| "close the domain's endpoints, CQs and address vectors first".into())
-            })
-        }
-    })
-}
-
 /// `fi_endpoint`: the endpoint of the type the fi_info names, handed to C
 /// with that type's tables (`rdm`, `dgram`), as prov/tcp's xnet_open_ep.
 unsafe extern "C" fn endpoint(
@@ -87,7 +73,8 @@ unsafe extern "C" fn endpoint(
 ) -> c_int {
     guard("fi_endpoint", || {
         // SAFETY: domain is a fid this provider handed out (class checked).
-        let d: &DomainObj = unsafe { obj(domain as *const c_void, FI_CLASS_DOMAIN) }?;
+        let d: &DomainObj =
+            unsafe { obj(domain as *const c_void, FI_CLASS_DOMAIN, &DOMAIN_FI_OPS) }?;
         // SAFETY: i is NULL or an fi_info (fi_endpoint(3)).
         let i = unsafe { info::read(i) }.ok_or_else(|| FiError::inval("NULL info"))?;
         let p = match d.inner.endpoint(&i)? {
@@ -105,15 +92,6 @@ unsafe extern "C" fn no_scalable_ep(
     _i: *mut fi_info,
     _e: *mut *mut fid_ep,
     _c: *mut c_void,
-) -> c_int {
-    neg(FI_ENOSYS)
-}
-
-unsafe extern "C" fn no_cntr_open(
-    _d: *mut fid_domain,
-    _a: *mut fi_cntr_attr,
-    _c: *mut *mut fid_cntr,
-    _x: *mut c_void,
 ) -> c_int {
     neg(FI_ENOSYS)
 }

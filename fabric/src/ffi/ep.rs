@@ -7,9 +7,9 @@
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
+use super::cntr::the_cntr;
 use super::neg;
 use super::objects::{av_of, cq_of};
-use crate::addr::Name;
 use crate::av::Av;
 use crate::cq::Cq;
 use crate::error::{FiError, FiResult};
@@ -59,19 +59,25 @@ pub(super) enum Bind<'a> {
     Av(&'a Arc<Av>),
     /// A completion queue (the flags say for which directions).
     Cq(&'a Arc<Cq>),
-    /// An event queue: nothing of these endpoints reports to one.
-    Eq,
+    /// An event queue (nothing of these endpoints reports to one), or a
+    /// counter bound for RMA events (these endpoints have none): nothing
+    /// to record.
+    Inert,
 }
 
-/// The object `b` that fi_ep_bind names.
+/// The events a counter may be bound for: RMA reads and writes, which
+/// these endpoints (no FI_RMA) never have, so a count stays exact.
+const CNTR_EVENTS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+/// The object `b` that fi_ep_bind names with `flags`.
 ///
-/// Errors: `FI_ENOSYS` for counters, `FI_EINVAL` for NULL and other
-/// classes.
+/// Errors: `FI_ENOSYS` for a counter bound for sends or receives,
+/// `FI_EINVAL` for NULL and other classes.
 ///
 /// # Safety
 /// `b` is NULL or a live fid (its class is checked before it is used as
-/// an AV or a CQ of ours).
-pub(super) unsafe fn bind_target<'a>(b: *mut fid) -> FiResult<Bind<'a>> {
+/// an AV, a CQ or a counter of ours).
+pub(super) unsafe fn bind_target<'a>(b: *mut fid, flags: u64) -> FiResult<Bind<'a>> {
     // SAFETY: NULL checked by as_ref; a non-NULL fid is live.
     let class = unsafe { b.as_ref() }
         .ok_or_else(|| FiError::inval("NULL fid to bind"))?
@@ -81,8 +87,18 @@ pub(super) unsafe fn bind_target<'a>(b: *mut fid) -> FiResult<Bind<'a>> {
         FI_CLASS_AV => Ok(Bind::Av(unsafe { av_of(b) }?)),
         // SAFETY: b is a live fid of ours (the class is checked again).
         FI_CLASS_CQ => Ok(Bind::Cq(unsafe { cq_of(b) }?)),
-        FI_CLASS_EQ => Ok(Bind::Eq),
-        FI_CLASS_CNTR => Err(FiError::nosys("counters")),
+        FI_CLASS_EQ => Ok(Bind::Inert),
+        FI_CLASS_CNTR => {
+            // SAFETY: b is a live fid (the class and table are checked).
+            unsafe { the_cntr(b) }?;
+            if flags & !CNTR_EVENTS != 0 {
+                return Err(FiError::nosys(&format!(
+                    "counting sends and receives (fi_ep_bind of a counter with flags {flags:#x}): \
+                     bind a CQ for those; counters count RMA events only (none here)"
+                )));
+            }
+            Ok(Bind::Inert)
+        }
         c => Err(FiError::inval(format!(
             "cannot bind a fid of class {c} to an endpoint"
         ))),
@@ -101,17 +117,17 @@ pub(super) fn cancelled(found: bool) -> FiResult<isize> {
     }
 }
 
-/// fi_getname's answer: `name` into `addr`, its length into `addrlen`.
+/// fi_getname's answer: `name` (its bytes) into `addr`, its length into
+/// `addrlen`.
 ///
 /// # Safety
 /// `addrlen` is NULL or a valid in/out `size_t`; `addr` is NULL or holds
 /// `*addrlen` bytes (fi_cm(3)).
 pub(super) unsafe fn put_name(
-    name: Name,
+    name: &[u8],
     addr: *mut c_void,
     addrlen: *mut usize,
 ) -> FiResult<c_int> {
-    let name = name.encode();
     // SAFETY: addrlen is a valid in/out size_t (the caller's contract);
     // NULL checked by as_ref.
     let cap = unsafe { addrlen.as_ref() }

@@ -2,12 +2,11 @@
 //! (fi_fabric(3)), whose table opens domains and event queues.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::Arc;
 
 use super::domain::domain_open;
 use super::eq::eq_open;
-use super::objects::FabricObj;
-use super::{alloc, fi_ops_with, fid_of, free, guard, info, neg, opt_str, put};
+use super::objects::{FabricObj, FABRIC_FI_OPS};
+use super::{alloc, fid_of, guard, info, neg, opt_str, put};
 use crate::domain::Fabric;
 use crate::error::FiError;
 use crate::fi::*;
@@ -24,9 +23,15 @@ pub(super) unsafe extern "C" fn getinfo(
 ) -> c_int {
     guard("fi_getinfo", || {
         // SAFETY: libfabric passes NULL or valid strings and hints
-        // (fi_getinfo(3)), alive for the call.
-        let (node, service, hints) =
-            unsafe { (opt_str(node), opt_str(service), info::read(hints)) };
+        // (fi_getinfo(3)), alive for the call, the hints in the layout of
+        // the requested version or of the core's.
+        let (node, service, hints) = unsafe {
+            (
+                opt_str(node),
+                opt_str(service),
+                info::read_hints(hints, version),
+            )
+        };
         let config = super::config()?;
         let nics = nic::candidates(&config)?;
         let keyed = link::keyed(&config)?;
@@ -46,8 +51,6 @@ pub(super) unsafe extern "C" fn getinfo(
         Ok(0)
     })
 }
-
-static FABRIC_FI_OPS: fi_ops = fi_ops_with(fabric_close, None, None);
 
 static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
     size: std::mem::size_of::<fi_ops_fabric>(),
@@ -71,7 +74,7 @@ pub(super) unsafe extern "C" fn fabric_open(
         // SAFETY: the name is a NUL-terminated string (checked non-NULL by
         // fi_fabric; opt_str checks again).
         let name = unsafe { opt_str(attr.name) };
-        let fabric = Fabric::open(name.as_deref(), super::config()?)?;
+        let fabric = Fabric::open(name.as_deref(), super::config()?, attr.api_version)?;
         let p = alloc(FabricObj {
             fid: fid_fabric {
                 fid: fid_of(FI_CLASS_FABRIC, context, &FABRIC_FI_OPS),
@@ -83,19 +86,6 @@ pub(super) unsafe extern "C" fn fabric_open(
         // SAFETY: libfabric passes a valid `struct fid_fabric **`.
         unsafe { put(out, p) }?;
         Ok(0)
-    })
-}
-
-unsafe extern "C" fn fabric_close(f: *mut fid) -> c_int {
-    guard("fi_close(fabric)", || {
-        // SAFETY: f is the fid of a fabric we opened (class and table
-        // checked).
-        unsafe {
-            free::<fid_fabric, Arc<Fabric>>(f, FI_CLASS_FABRIC, &FABRIC_FI_OPS, |fab| {
-                (Arc::strong_count(fab) > 1)
-                    .then(|| "close the fabric's domains and event queues first".into())
-            })
-        }
     })
 }
 

@@ -1,10 +1,18 @@
 //! `struct fi_info` to and from [`crate::attr::Info`]. Answers are
 //! allocated with `fi_dupinfo(NULL)` and their strings and addresses with
 //! malloc, so that the application frees them with `fi_freeinfo`.
+//!
+//! `struct fi_domain_attr` has the fields 1.17 has, and after them those
+//! the loading core's version appended (`crate::abi::DomainTail`): each is
+//! written and read through its own offset in `crate::abi::DomainAttr2`,
+//! only where the core allocated it.
 
 use std::ffi::{c_char, c_void, CStr, CString};
+use std::mem::offset_of;
 use std::ptr;
 
+use crate::abi::core_version;
+use crate::abi::{DomainAttr2, DomainTail};
 use crate::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use crate::error::{FiError, FiResult};
 use crate::fi::*;
@@ -105,6 +113,8 @@ pub(super) unsafe fn read(p: *const fi_info) -> Option<Info> {
         max_err_data: d.max_err_data,
         mr_cnt: d.mr_cnt,
         tclass: d.tclass,
+        // The appended fields: read_hints reads those the caller has.
+        ..DomainAttr::default()
     });
     // SAFETY: as for tx_attr above.
     let fabric = unsafe { i.fabric_attr.as_ref() }.map(|f| FabricAttr {
@@ -132,6 +142,87 @@ pub(super) unsafe fn read(p: *const fi_info) -> Option<Info> {
     })
 }
 
+/// Reads hints (as [`read`]) given for API `version`, with the appended
+/// `fi_domain_attr` fields that both the loading core and that version
+/// have (a caller asking for an older version may pass an older, shorter
+/// struct; one asking for a newer version than the core's is refused by
+/// the core before it reaches a provider).
+///
+/// # Safety
+/// As [`read`]; the domain attribute struct is as long as the layout of
+/// the core's version (`fi_allocinfo`) or of `version`, whichever is
+/// shorter.
+pub(super) unsafe fn read_hints(p: *const fi_info, version: u32) -> Option<Info> {
+    // SAFETY: the caller's contract.
+    let mut info = unsafe { read(p) }?;
+    let tail = DomainTail::of(core_version()).and(DomainTail::of(version));
+    // SAFETY: p is non-NULL (read returned Some) and valid.
+    let d = unsafe { (*p).domain_attr };
+    if let (Some(a), false) = (info.domain.as_mut(), d.is_null()) {
+        // SAFETY: d is the caller's domain attributes, which hold the
+        // fields `tail` lists (the caller's contract).
+        unsafe { read_tail(d, a, tail) };
+    }
+    Some(info)
+}
+
+/// The address of the appended field at `offset` (of [`DomainAttr2`]) of
+/// the domain attributes at `d`.
+///
+/// # Safety
+/// `d` points to domain attributes that extend past `offset` by the
+/// field's size.
+unsafe fn tail_field<T>(d: *const fi_domain_attr, offset: usize) -> *mut T {
+    // SAFETY: the caller's contract: the field lies inside d's allocation
+    // (every offset of DomainAttr2 is aligned for its field, and the
+    // struct's base is malloc-aligned).
+    unsafe { (d as *mut u8).add(offset).cast::<T>() }
+}
+
+/// Reads the appended fields `tail` lists into `a`.
+///
+/// # Safety
+/// `d` holds the fields `tail` lists.
+unsafe fn read_tail(d: *const fi_domain_attr, a: &mut DomainAttr, tail: DomainTail) {
+    // SAFETY: each field touched is one `tail` lists, which d holds.
+    unsafe {
+        if tail.max_ep_auth_key {
+            a.max_ep_auth_key =
+                tail_field::<usize>(d, offset_of!(DomainAttr2, max_ep_auth_key)).read();
+        }
+        if tail.max_group_id {
+            a.max_group_id = tail_field::<u32>(d, offset_of!(DomainAttr2, max_group_id)).read();
+        }
+        if tail.max_cntr_value {
+            a.max_cntr_value = tail_field::<u64>(d, offset_of!(DomainAttr2, max_cntr_value)).read();
+            a.max_err_cntr_value =
+                tail_field::<u64>(d, offset_of!(DomainAttr2, max_err_cntr_value)).read();
+        }
+    }
+}
+
+/// Writes the appended fields `tail` lists from `a`.
+///
+/// # Safety
+/// `d` holds the fields `tail` lists and is writable.
+unsafe fn write_tail(d: *mut fi_domain_attr, a: &DomainAttr, tail: DomainTail) {
+    // SAFETY: each field touched is one `tail` lists, which d holds.
+    unsafe {
+        if tail.max_ep_auth_key {
+            tail_field::<usize>(d, offset_of!(DomainAttr2, max_ep_auth_key))
+                .write(a.max_ep_auth_key);
+        }
+        if tail.max_group_id {
+            tail_field::<u32>(d, offset_of!(DomainAttr2, max_group_id)).write(a.max_group_id);
+        }
+        if tail.max_cntr_value {
+            tail_field::<u64>(d, offset_of!(DomainAttr2, max_cntr_value)).write(a.max_cntr_value);
+            tail_field::<u64>(d, offset_of!(DomainAttr2, max_err_cntr_value))
+                .write(a.max_err_cntr_value);
+        }
+    }
+}
+
 /// A malloc'ed copy of `s` (fi_freeinfo frees it).
 fn c_string(s: &str) -> FiResult<*mut c_char> {
     let c = CString::new(s).map_err(|_| FiError::inval("string with a NUL byte"))?;
@@ -156,11 +247,13 @@ fn c_bytes(b: &[u8]) -> FiResult<*mut c_void> {
 }
 
 /// Fills `p` (from `fi_dupinfo(NULL)`: every attribute struct allocated and
-/// zeroed) from `i`.
+/// zeroed, in the layout of the core, whose appended domain fields `tail`
+/// lists) from `i`.
 ///
 /// # Safety
-/// `p` is a valid `struct fi_info` from fi_dupinfo(NULL).
-unsafe fn fill(p: *mut fi_info, i: &Info) -> FiResult<()> {
+/// `p` is a valid `struct fi_info` from fi_dupinfo(NULL) of a core with
+/// the domain fields `tail` lists.
+unsafe fn fill(p: *mut fi_info, i: &Info, tail: DomainTail) -> FiResult<()> {
     // SAFETY: the caller's contract (non-NULL, attribute structs allocated).
     let o = unsafe { &mut *p };
     o.caps = i.caps;
@@ -248,6 +341,9 @@ unsafe fn fill(p: *mut fi_info, i: &Info) -> FiResult<()> {
         d.max_err_data = a.max_err_data;
         d.mr_cnt = a.mr_cnt;
         d.tclass = a.tclass;
+        // SAFETY: the domain attributes come from the core's fi_dupinfo,
+        // which has the fields `tail` lists (the caller's contract).
+        unsafe { write_tail(d, a, tail) };
     }
     if let Some(f) = &i.fabric {
         // SAFETY: as above.
@@ -262,10 +358,12 @@ unsafe fn fill(p: *mut fi_info, i: &Info) -> FiResult<()> {
     Ok(())
 }
 
-/// The answers as a `next`-linked list of `struct fi_info`.
+/// The answers as a `next`-linked list of `struct fi_info`, in the layout
+/// of the loading core.
 ///
 /// Errors: `FI_ENOMEM` (nothing is leaked: a partial list is freed).
 pub(super) fn write_list(list: &[Info]) -> FiResult<*mut fi_info> {
+    let appended = DomainTail::of(core_version());
     let mut head: *mut fi_info = ptr::null_mut();
     let mut tail: *mut fi_info = ptr::null_mut();
     for i in list {
@@ -284,8 +382,9 @@ pub(super) fn write_list(list: &[Info]) -> FiResult<*mut fi_info> {
             unsafe { (*tail).next = p };
         }
         tail = p;
-        // SAFETY: p is from fi_dupinfo(NULL).
-        if let Err(e) = unsafe { fill(p, i) } {
+        // SAFETY: p is from the loading core's fi_dupinfo(NULL), whose
+        // domain attributes have the fields of its version.
+        if let Err(e) = unsafe { fill(p, i, appended) } {
             // SAFETY: head is a list of fi_dupinfo'd infos whose malloc'ed
             // fields fi_freeinfo frees.
             unsafe { fi_freeinfo(head) };

@@ -12,15 +12,16 @@
 //!   `guard`, so a panic becomes `-FI_EOTHER` and a log line, never an
 //!   unwind into C;
 //! - every pointer C passes is checked for NULL, and every `struct fid *`
-//!   for its class (`obj`), and where a class has several types for its
-//!   table too (`obj_with`), before it is turned into a reference; the
-//!   invariant each block relies on is stated at the block;
+//!   for its class and its generic table (`obj`: a fid of another
+//!   provider or of another type is refused), before it is turned into a
+//!   reference; lengths are checked to fit `isize` (`buf`); the invariant
+//!   each block relies on is stated at the block;
 //! - objects are freed only by their `close`, which refuses (`-FI_EBUSY`)
 //!   while other objects still hold them.
 //!
 //! Layout, as prov/tcp's: `init` (the `fi_provider`) over `fabric`
 //! (getinfo, fi_fabric), whose table opens `domain`s and `eq`s; the
-//! domain's table opens `av`s, `cq`s and endpoints, each endpoint type
+//! domain's table opens `av`s, `cq`s, `cntr`s and endpoints, each endpoint type
 //! with its own tables (`rdm`, `dgram`, on what both share in `ep` and
 //! `buf`). They all take their object types from `objects` and the rules
 //! above from this module; `info` converts `struct fi_info`. The bindings
@@ -38,6 +39,7 @@ use crate::error::{FiError, FiResult};
 
 mod av;
 mod buf;
+mod cntr;
 mod cq;
 mod dgram;
 mod domain;
@@ -188,45 +190,19 @@ pub(crate) struct Obj<F, T> {
     pub inner: T,
 }
 
-/// The object behind `f`, checked to be of class `class`.
+/// The object behind `f`, checked to be of class `class` and to carry
+/// `ops`, the generic table (`fid.ops`) this provider gives the objects of
+/// that type: a fid of another provider, or of another type of ours (the
+/// endpoint types share a class), is refused before it is used.
 ///
 /// # Safety
-/// `f` is NULL or a `struct fid *` this provider handed out and not yet
-/// closed; every object of class `class` this provider hands out is an
-/// `Obj<F, T>` (true of each class but FI_CLASS_EP, whose two endpoint
-/// types [`obj_with`] tells apart); `F` starts with a `struct fid` (every
-/// `fid_*` struct does).
-pub(crate) unsafe fn obj<'a, F, T>(f: *const c_void, class: u32) -> FiResult<&'a Obj<F, T>> {
-    // SAFETY: the caller's contract: the class alone says the type.
-    unsafe { checked(f, class, None) }
-}
-
-/// The object behind `f`, checked to be of class `class` and to carry the
-/// generic table `ops` (`fid.ops`): the endpoint types share a class, and
-/// each has its own tables.
-///
-/// # Safety
-/// `f` is NULL or a `struct fid *` this provider handed out and not yet
-/// closed; every object this provider hands out with class `class` and
-/// table `ops` is an `Obj<F, T>`; `F` starts with a `struct fid`.
-pub(crate) unsafe fn obj_with<'a, F, T>(
+/// `f` is NULL or a live `struct fid *` (of any provider); every object
+/// this provider hands out with class `class` and table `ops` is an
+/// `Obj<F, T>`; `F` starts with a `struct fid`.
+pub(crate) unsafe fn obj<'a, F, T>(
     f: *const c_void,
     class: u32,
     ops: &'static fi_ops,
-) -> FiResult<&'a Obj<F, T>> {
-    // SAFETY: the caller's contract: class and table say the type.
-    unsafe { checked(f, class, Some(ops)) }
-}
-
-/// [`obj`] and [`obj_with`]: checks the class and, when given, the table.
-///
-/// # Safety
-/// `f` is NULL or a live `struct fid *` of ours, and the class (with the
-/// table, when given) proves it an `Obj<F, T>`.
-unsafe fn checked<'a, F, T>(
-    f: *const c_void,
-    class: u32,
-    ops: Option<&'static fi_ops>,
 ) -> FiResult<&'a Obj<F, T>> {
     let fid = f as *const fid;
     // SAFETY: NULL is checked by as_ref; otherwise the caller's contract
@@ -240,12 +216,12 @@ unsafe fn checked<'a, F, T>(
             head.fclass
         )));
     }
-    if ops.is_some_and(|o| !ptr::eq(head.ops.cast_const(), o)) {
+    if !ptr::eq(head.ops.cast_const(), ops) {
         return Err(FiError::inval(format!(
-            "fid of class {class} of another object type"
+            "fid of class {class} that is not this provider's (or of another endpoint type)"
         )));
     }
-    // SAFETY: the class (and table) match those this provider gave the
+    // SAFETY: the class and the table match those this provider gave the
     // object when it allocated it as Obj<F, T> (see `alloc`, `fid_of`),
     // and the fid is its first field (repr(C)).
     Ok(unsafe { &*(f as *const Obj<F, T>) })
@@ -261,7 +237,7 @@ pub(crate) fn alloc<F, T>(o: Obj<F, T>) -> *mut F {
 /// calls this (every close knows its own).
 ///
 /// # Safety
-/// As [`obj_with`]; after a successful return `f` is dangling.
+/// As [`obj`]; after a successful return `f` is dangling.
 pub(crate) unsafe fn free<F, T>(
     f: *mut fid,
     class: u32,
@@ -269,7 +245,7 @@ pub(crate) unsafe fn free<F, T>(
     busy: impl FnOnce(&T) -> Option<String>,
 ) -> FiResult<c_int> {
     // SAFETY: the caller's contract.
-    let o: &Obj<F, T> = unsafe { obj_with(f as *const c_void, class, ops)? };
+    let o: &Obj<F, T> = unsafe { obj(f as *const c_void, class, ops)? };
     if let Some(why) = busy(&o.inner) {
         return Err(FiError::busy(why));
     }

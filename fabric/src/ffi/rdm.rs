@@ -77,11 +77,11 @@ unsafe extern "C" fn rdm_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
     guard("fi_ep_bind", || {
         // SAFETY: f is an endpoint fid of ours (class and table checked);
         // b a fid of ours or NULL (checked by class).
-        let (r, b) = unsafe { (rdm(f)?, bind_target(b)?) };
+        let (r, b) = unsafe { (rdm(f)?, bind_target(b, flags)?) };
         match b {
             Bind::Av(av) => r.bind_av(av.clone())?,
             Bind::Cq(cq) => r.bind_cq(cq.clone(), flags)?,
-            Bind::Eq => {}
+            Bind::Inert => {}
         }
         Ok(0)
     })
@@ -113,7 +113,7 @@ unsafe extern "C" fn rdm_getname(f: fid_t, addr: *mut c_void, addrlen: *mut usiz
     guard("fi_getname", || {
         // SAFETY: f is an endpoint fid of ours (class and table checked);
         // addrlen and addr are as fi_cm(3) says.
-        unsafe { put_name(rdm(f)?.name(), addr, addrlen) }
+        unsafe { put_name(&rdm(f)?.name_bytes(), addr, addrlen) }
     })
 }
 

@@ -1,11 +1,16 @@
 //! What the provider's C and MPI tests share: the provider library built
 //! and installed under its libfabric name, C programs compiled with `cc`
-//! or `mpicc`, and a scratch folder removed at the end.
+//! or `mpicc`, MPI launchers run with a time bound, and a scratch folder
+//! removed at the end.
 #![allow(dead_code)]
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use vcluster::Process;
 
 /// A folder under the system temp folder (mode 755: tests that run as
 /// `nobody` read the provider and programs from it), removed on drop.
@@ -45,6 +50,11 @@ fn profile_dir() -> (PathBuf, String) {
         Some(p) => p.to_string(),
     };
     (dir, profile)
+}
+
+/// The cargo target folder of this build (`target`, or CARGO_TARGET_DIR).
+pub fn target_dir() -> PathBuf {
+    profile_dir().0.parent().unwrap().to_path_buf()
 }
 
 /// The provider's cdylib of this build (`cargo test` builds the rlib
@@ -116,4 +126,60 @@ pub fn have(program: &str) -> bool {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success())
+}
+
+/// Runs `cmd` (an MPI launcher) for at most `limit`; returns its status
+/// (None when it had to be stopped), its output (stdout then stderr) and
+/// how long it ran.
+pub fn run(
+    scratch: &Scratch,
+    mut cmd: Command,
+    limit: Duration,
+) -> (Option<ExitStatus>, String, Duration) {
+    let out = scratch.join("mpirun.out");
+    let err = scratch.join("mpirun.err");
+    // A process group of its own: on a hang, the launcher and every rank
+    // it started are stopped together.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    cmd.stdin(Stdio::null())
+        .stdout(File::create(&out).unwrap())
+        .stderr(File::create(&err).unwrap());
+    let t0 = Instant::now();
+    let mut p = Process::spawn(&mut cmd).unwrap();
+    let mut st = p.wait_timeout(limit).unwrap();
+    if st.is_none() {
+        let group = nix::unistd::Pid::from_raw(p.id() as i32);
+        let _ = nix::sys::signal::killpg(group, vcluster::Signal::SIGTERM);
+        let _ = p.wait_timeout(Duration::from_secs(10));
+        let _ = nix::sys::signal::killpg(group, vcluster::Signal::SIGKILL);
+        p.kill();
+        st = None;
+    }
+    let elapsed = t0.elapsed();
+    let text = format!(
+        "{}{}",
+        std::fs::read_to_string(&out).unwrap_or_default(),
+        std::fs::read_to_string(&err).unwrap_or_default()
+    );
+    (st, text, elapsed)
+}
+
+/// Asserts that `tests/mpi/mpi_check.c` passed on `ranks` ranks (`what`
+/// names the run).
+pub fn assert_passed(st: Option<ExitStatus>, out: &str, ranks: usize, what: &str) {
+    assert!(
+        st.is_some_and(|s| s.success()),
+        "{what}: mpirun {st:?}\n{out}"
+    );
+    assert!(!out.contains("FAIL"), "{what}:\n{out}");
+    assert!(
+        out.contains(&format!("mpi_check: all checks passed ({ranks} ranks")),
+        "{what}:\n{out}"
+    );
+    for r in 0..ranks {
+        assert!(
+            out.contains(&format!("hello from rank {r} of {ranks}")),
+            "{what}: no hello from {r}\n{out}"
+        );
+    }
 }

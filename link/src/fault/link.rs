@@ -404,6 +404,10 @@ impl<L: Link> Link for FaultLink<L> {
         self.inner.max_frame()
     }
 
+    fn max_rx_frame(&self) -> usize {
+        self.inner.max_rx_frame()
+    }
+
     fn mac(&self) -> MacAddr {
         self.inner.mac()
     }

@@ -297,7 +297,7 @@ impl<A: Addr> GroupCore<A> {
     /// link's receive-side faults apply, then the frame goes to the sender
     /// (about our own stream) or to the receiver of its source.
     pub fn on_frame(&mut self, now: Instant, from: A, frame: &[u8]) {
-        in_span!(self, self.frame_in(now, from, frame))
+        netcore::in_span!(self, self.frame_in(now, from, frame))
     }
 
     fn frame_in(&mut self, now: Instant, from: A, frame: &[u8]) {
@@ -403,7 +403,7 @@ impl<A: Addr> GroupCore<A> {
 
     /// Fires due timers of the sender and the receivers.
     pub fn handle_timeout(&mut self, now: Instant) {
-        in_span!(self, self.on_timers(now))
+        netcore::in_span!(self, self.on_timers(now))
     }
 
     fn on_timers(&mut self, now: Instant) {
@@ -434,7 +434,7 @@ impl<A: Addr> GroupCore<A> {
     /// what other members wait for), then the sender's DATA. Frames lost
     /// to the link's send-side faults are counted and skipped.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit<A>> {
-        in_span!(self, self.transmit(now, buf))
+        netcore::in_span!(self, self.transmit(now, buf))
     }
 
     fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit<A>> {
@@ -468,7 +468,7 @@ impl<A: Addr> GroupCore<A> {
     /// Errors: [`SendError`]; `None` when this member does not send.
     pub fn send(&mut self, data: Vec<u8>) -> Option<Result<u32, SendError>> {
         let s = self.sender.as_mut()?;
-        Some(in_span!(self, s.send(data)))
+        Some(netcore::in_span!(self, s.send(data)))
     }
 
     /// Whether the sender's buffer takes `len` more bytes now (false when
@@ -500,7 +500,7 @@ impl<A: Addr> GroupCore<A> {
 
     /// Stops waiting for member `id` (it left); returns it if it was active.
     pub fn remove_member(&mut self, now: Instant, id: MemberId) -> Option<Peer<A>> {
-        in_span!(self, self.remove(now, id))
+        netcore::in_span!(self, self.remove(now, id))
     }
 
     fn remove(&mut self, now: Instant, id: MemberId) -> Option<Peer<A>> {
@@ -520,7 +520,7 @@ impl<A: Addr> GroupCore<A> {
     /// The next message from any source (round-robin), or a report about a
     /// source's stream (silent, abandoned, a message dropped).
     pub(crate) fn pop_received(&mut self) -> Option<Received<A>> {
-        in_span!(self, self.received())
+        netcore::in_span!(self, self.received())
     }
 
     fn received(&mut self) -> Option<Received<A>> {

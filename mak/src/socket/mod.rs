@@ -32,13 +32,13 @@
 //!
 //! ```no_run
 //! use mak::socket::{EdpGroup, GroupSpec, MakConfig, MakSocket, Peer};
-//! use edp::MacAddr;
+//! use runtime::EthAddr;
 //! # fn main() -> std::io::Result<()> {
 //! let port = 7400;
-//! let mac = |s: &str| s.parse::<MacAddr>().unwrap();
+//! let at = |s: &str| s.parse::<EthAddr>().unwrap();
 //! let members = vec![
-//!     Peer::new(0, (mac("02:00:00:00:00:01"), port), "node0"),
-//!     Peer::new(1, (mac("02:00:00:00:00:02"), port), "node1"),
+//!     Peer::new(0, at("02:00:00:00:00:01/7400"), "node0"),
+//!     Peer::new(1, at("02:00:00:00:00:02/7400"), "node1"),
 //! ];
 //! // On node1: follow node0's stream.
 //! let spec = GroupSpec::new(9, 1, members).receive_from(0);
