@@ -102,7 +102,8 @@ fn over_provider(c: &mut Command, fi_dir: &str, a: &Args) {
             .env("FI_CLUSTERNET_IFACE", "lo");
     }
     if a.counters {
-        c.env("FI_LOG_LEVEL", "info").env("FI_LOG_PROV", "clusternet");
+        c.env("FI_LOG_LEVEL", "info")
+            .env("FI_LOG_PROV", "clusternet");
     }
 }
 

@@ -430,9 +430,7 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             context: m.context,
             tag: m.tag,
             seq: tx.next_seq,
-            len: offer
-                .as_ref()
-                .map_or(m.len(), |o| o.body.bytes().len()) as u64,
+            len: offer.as_ref().map_or(m.len(), |o| o.body.bytes().len()) as u64,
             cq_data: m.cq_data,
         };
         tx.next_seq += 1;

@@ -332,7 +332,7 @@ where
             completion,
         };
         self.sock.with_upper(|st: &mut State<T::Addr>, ep, now| {
-            in_span!(st, {
+            netcore::in_span!(st, {
                 st.tagged_send_buf(dest, tag, cq_data, buf, op)?;
                 crate::layer::step(st, ep, now);
                 Ok(())

@@ -260,7 +260,9 @@ mod tests {
             len: 1 << 30,
             ..header()
         };
-        let (d, p) = Header::decode(&h.to_bytes()).map(|(d, p)| (d, p.len())).unwrap();
+        let (d, p) = Header::decode(&h.to_bytes())
+            .map(|(d, p)| (d, p.len()))
+            .unwrap();
         assert!(d.is_rndv() && d.is_last());
         assert_eq!((d.len, p), (1 << 30, 0));
         let mut with_bytes = h.to_bytes().to_vec();

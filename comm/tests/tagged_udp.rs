@@ -542,7 +542,8 @@ fn rendezvous_pulls_from_the_senders_buffer_into_the_posted_one() {
         .unwrap();
     // Nothing can complete the send before the receiver takes it.
     assert!(!a.wait_completion(Some(Duration::from_millis(200))).unwrap());
-    b.recv(None, 8, 0, Box::new(vec![0u8; 1 << 20]), 81).unwrap();
+    b.recv(None, 8, 0, Box::new(vec![0u8; 1 << 20]), 81)
+        .unwrap();
     let mut c = completions(&b, 1);
     assert_eq!(c[0].len, 1 << 20);
     assert_eq!(
@@ -553,7 +554,10 @@ fn rendezvous_pulls_from_the_senders_buffer_into_the_posted_one() {
     );
     assert!(bytes(&mut c[0]) == body[..1 << 20]);
     let s = completions(&a, 1);
-    assert_eq!((s[0].context, s[0].kind, s[0].error.clone()), (80, OpKind::Send, None));
+    assert_eq!(
+        (s[0].context, s[0].kind, s[0].error.clone()),
+        (80, OpKind::Send, None)
+    );
     // Unexpected rendezvous: a handle, claimed and received; another
     // discarded.
     a.send_buf(ab, 9, Box::new(body.clone()), None, 90, true)
@@ -572,6 +576,10 @@ fn rendezvous_pulls_from_the_senders_buffer_into_the_posted_one() {
     assert_eq!(p.len, 200_000);
     let mut done: Vec<u64> = completions(&a, 2).iter().map(|c| c.context).collect();
     done.sort();
-    assert_eq!(done, [90, 100], "both sends complete: pulled, and discarded");
+    assert_eq!(
+        done,
+        [90, 100],
+        "both sends complete: pulled, and discarded"
+    );
     assert_eq!(a.stats().rendezvous_sent, 3);
 }

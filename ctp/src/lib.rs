@@ -57,9 +57,9 @@ pub use endpoint::{
     PeerAddr, Pulled, ReceivedData, SendError, Stats, StorageSizes, Transmit, MAX_INLINE_LEN,
     MAX_PARTS_PER_REQUEST, MAX_PEER_DATA_SIZES,
 };
-pub use puller::{PullId, MAX_RANGES};
 pub use peer::{IdStatus, RecvIdList};
 pub use pool::MIN_POOLED;
+pub use puller::{PullId, MAX_RANGES};
 pub use sender::Dest;
 pub use socket::{
     Carrier, CtpConfig, CtpIoStats, CtpSocket, EdpTransport, EthAddr, Handler, Transport,

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use netcore::timer::TimerQueue;
 use rustc_hash::FxHashMap;
-use slotmap::{KeyData, SlotMap};
+use slotmap::{Key, KeyData, SlotMap};
 
 use crate::buf::RecvBuf;
 use crate::endpoint::Pulled;
@@ -263,7 +263,7 @@ impl<P: Copy + Eq + std::hash::Hash> Pulls<P> {
     /// Stores `p`; returns its id.
     pub fn insert(&mut self, p: Pull<P>) -> PullId {
         let k = (p.from, p.handle);
-        let id = self.slots.insert(p).as_ffi();
+        let id = self.slots.insert(p).data().as_ffi();
         self.index.insert(k, id);
         id
     }

@@ -367,10 +367,14 @@ impl Repr {
                 return Ok((repr, payload));
             }
             Kind::Offer if repr.amount > 1 || payload.len() < OFFER_PREFIX_LEN => {
-                return Err(WireError::Inconsistent("offer not a normal command with its prefix"));
+                return Err(WireError::Inconsistent(
+                    "offer not a normal command with its prefix",
+                ));
             }
             Kind::Done if repr.amount > 1 || payload.len() != 4 => {
-                return Err(WireError::Inconsistent("done not a normal command of 4 bytes"));
+                return Err(WireError::Inconsistent(
+                    "done not a normal command of 4 bytes",
+                ));
             }
             _ => {}
         }

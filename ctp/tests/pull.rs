@@ -10,7 +10,7 @@ use std::io;
 use std::time::{Duration, Instant, SystemTime};
 
 use ctp::{Config, Delivery, Endpoint, EthAddr, MsgId, Offer, PullId, Pulled, Stats};
-use testkit::sim::{self, edp_socket, edp_socket_poll_at, EdpSocket, FaultConfig, Port, Sim};
+use testkit::sim::{self, edp_socket, edp_socket_poll_at, EdpSocket, FaultConfig, Link, Port, Sim};
 
 const PORT: u16 = 1717;
 
@@ -239,7 +239,10 @@ fn sixty_four_mib_and_sixty_four_one_mib_under_one_percent_loss() {
     let mut sim = pair(1500, faults(1), faults(2), Config::for_edp_mtu(1500));
     let mut want = vec![(0u64, 64 << 20)];
     want.extend((1..=64).map(|i| (i, 1 << 20)));
-    let ids: Vec<MsgId> = want.iter().map(|&(i, len)| offer(&mut sim, i, len)).collect();
+    let ids: Vec<MsgId> = want
+        .iter()
+        .map(|&(i, len)| offer(&mut sim, i, len))
+        .collect();
     sim.run(Duration::from_secs(600), |s| {
         s[1].pulled.len() == want.len() && ids.iter().all(|&m| !s[0].ep.is_pending(m))
     });
@@ -250,10 +253,7 @@ fn sixty_four_mib_and_sixty_four_one_mib_under_one_percent_loss() {
     println!("sender   {}", counters(&a));
     println!("receiver {}", counters(&b));
     println!("faults a->b {fa:?}\nfaults b->a {fb:?}");
-    let parts: u64 = want
-        .iter()
-        .map(|w| (w.1 as u64).div_ceil(1469))
-        .sum();
+    let parts: u64 = want.iter().map(|w| (w.1 as u64).div_ceil(1469)).sum();
     // Every part was sent once; the resends are the receiver's asks: a
     // lost part (or a lost request) costs a few, not a window's worth.
     assert_eq!(a.pulled_parts_sent - a.pulled_parts_resent, parts);

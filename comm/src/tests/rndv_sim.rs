@@ -153,7 +153,10 @@ fn unexpected_rendezvous_are_handles_and_keep_mpi_order() {
         match sim[1].st.take_complete(*id).unwrap().finish().unwrap() {
             Completion::Received(s, d) => {
                 assert_eq!(s.len, lens[i], "receive {i}");
-                assert!(d == body(i as u64, lens[i]), "receive {i} took another message");
+                assert!(
+                    d == body(i as u64, lens[i]),
+                    "receive {i} took another message"
+                );
             }
             c => panic!("{c:?}"),
         }

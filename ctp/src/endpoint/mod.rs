@@ -75,12 +75,25 @@ use sessions::{RecvSessions, Source};
 /// A datagram waiting in the transmit queues.
 #[derive(Debug, Clone, Copy)]
 enum Tx<P> {
-    Confirm { to: P, repr: Repr },
-    Data { key: MsgId, idx: u32 },
+    Confirm {
+        to: P,
+        repr: Repr,
+    },
+    Data {
+        key: MsgId,
+        idx: u32,
+    },
     /// Part `idx` of offered message `key`, answering request `echo`.
-    Part { key: MsgId, idx: u32, echo: u32 },
+    Part {
+        key: MsgId,
+        idx: u32,
+        echo: u32,
+    },
     /// Request `seq` of pull `pull`.
-    Request { pull: PullId, seq: u32 },
+    Request {
+        pull: PullId,
+        seq: u32,
+    },
 }
 
 /// Bytes [`Endpoint::poll_transmit_gather`] may write into its header

@@ -43,8 +43,7 @@ impl<P: PeerAddr> Endpoint<P> {
         offer: &Offer,
         mut sink: Box<dyn RecvBuf>,
     ) -> Result<PullId, Box<dyn RecvBuf>> {
-        if self.pulls.len() >= self.cfg.max_pulls || self.pulls.find(from, offer.handle).is_some()
-        {
+        if self.pulls.len() >= self.cfg.max_pulls || self.pulls.find(from, offer.handle).is_some() {
             return Err(sink);
         }
         let len = offer.size.min(sink.room() as u64);
@@ -307,9 +306,11 @@ impl<P: PeerAddr> Endpoint<P> {
     /// Queues requests (flagged as retries) for the parts of `ranges`.
     fn ask_again(&mut self, now: Instant, id: PullId, ranges: &[(u32, u32)]) {
         // As many ranges as a packet of this endpoint's size carries.
-        let room = self.cfg.max_packet_len().saturating_sub(
-            crate::wire::CTP_HEADER_LEN + crate::wire::REQUEST_PREFIX_LEN,
-        ) / 8;
+        let room = self
+            .cfg
+            .max_packet_len()
+            .saturating_sub(crate::wire::CTP_HEADER_LEN + crate::wire::REQUEST_PREFIX_LEN)
+            / 8;
         for chunk in ranges.chunks(room.clamp(1, MAX_RANGES)) {
             let seq = self.pulls.take_seq();
             let Some(p) = self.pulls.get_mut(id) else {
