@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::io;
 use std::time::{Duration, Instant, SystemTime};
 
-use ctp::{Config, Delivery, Endpoint, EthAddr, MsgId, Offer, PullId, Pulled, Stats};
+use ctp::{Config, Delivery, Endpoint, ErrorType, EthAddr, MsgId, Offer, PullId, Pulled, Stats};
 use testkit::sim::{self, edp_socket, edp_socket_poll_at, EdpSocket, FaultConfig, Link, Port, Sim};
 
 const PORT: u16 = 1717;
@@ -35,6 +35,9 @@ struct Node {
     pulls: HashMap<PullId, Vec<u8>>,
     /// Pulls ended: (head of the offer, the end).
     pulled: Vec<(Vec<u8>, Pulled<EthAddr>)>,
+    /// Peers suspected (`ErrorType::Unresponsive` deliveries): a notice,
+    /// not a failure; every other error delivery fails the test.
+    suspected: u64,
 }
 
 impl Node {
@@ -52,6 +55,7 @@ impl Node {
             offers: Vec::new(),
             pulls: HashMap::new(),
             pulled: Vec::new(),
+            suspected: 0,
         }
     }
 
@@ -92,6 +96,7 @@ impl sim::Node for Node {
                         Policy::Keep => self.offers.push((d.from, d.data, o)),
                     }
                 }
+                Delivery::Error(e) if e.kind == ErrorType::Unresponsive => self.suspected += 1,
                 Delivery::Error(e) => panic!("error delivery: {e}"),
             }
         }
@@ -306,6 +311,7 @@ fn a_sleeping_receiver_draws_no_resend() {
     check_pulled(&sim[1], &[(7, len)]);
     let a = sim[0].ep.stats();
     assert_eq!(a.pulled_parts_resent, 0, "{}", counters(&a));
+    assert_eq!(sim[0].suspected, 0, "a pulling receiver is never suspected");
 
     // The same stop with the body sent the spec's way.
     let mut sim = pair(
@@ -329,6 +335,7 @@ fn a_sleeping_receiver_draws_no_resend() {
         sim[0].ep.stats().data_packets_resent > 0,
         "the sender's timers resend while the receiver sleeps"
     );
+    assert_eq!(sim[0].suspected, 1, "and suspect it, once");
 }
 
 /// A sender that stops for good: the pull asks again with a doubling
