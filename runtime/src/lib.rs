@@ -69,4 +69,5 @@ pub use mio;
 pub use ports::{PortLease, CONTROL_PORT};
 pub use responder::RESETS_PER_SEC;
 pub use runtime::Runtime;
+pub use service::join_exiting;
 pub use stats::{EngineStats, ResponderStats};

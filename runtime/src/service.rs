@@ -41,7 +41,10 @@ const TIMER_SLACK_NS: u64 = 1_000;
 /// Starts the service thread of `driver`.
 ///
 /// Errors: thread spawn errors.
-pub(crate) fn spawn<E: Engine>(driver: &Arc<Driver<E>>, name: String) -> io::Result<()> {
+pub(crate) fn spawn<E: Engine>(
+    driver: &Arc<Driver<E>>,
+    name: String,
+) -> io::Result<std::thread::JoinHandle<()>> {
     let weak = Arc::downgrade(driver);
     let wake = driver.svc_wake.clone();
     let link = driver
@@ -159,6 +162,30 @@ pub(crate) fn spawn<E: Engine>(driver: &Arc<Driver<E>>, name: String) -> io::Res
                 }
             }
         }
-    })?;
-    Ok(())
+    })
+}
+
+/// Service threads whose driver was dropped on the thread itself (its
+/// last handle was the thread's own, for one turn): they return at once,
+/// and [`join_exiting`] waits for them. Bounded by the runtimes a process
+/// opens at once.
+static EXITING: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Hands over the thread that is about to return (see `Driver`'s `Drop`).
+pub(crate) fn exiting(h: std::thread::JoinHandle<()>) {
+    let mut v = EXITING.lock().unwrap_or_else(|p| p.into_inner());
+    v.retain(|h| !h.is_finished());
+    v.push(h);
+}
+
+/// Joins the service threads of dropped runtimes that are still
+/// returning; a library about to be unloaded calls it (the libfabric
+/// provider's `cleanup`), so that none of its threads runs its code
+/// afterwards. Runtimes still open keep their threads.
+pub fn join_exiting() {
+    let v = std::mem::take(&mut *EXITING.lock().unwrap_or_else(|p| p.into_inner()));
+    for h in v {
+        let _ = h.join();
+    }
 }
