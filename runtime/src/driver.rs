@@ -998,7 +998,7 @@ impl<E: Engine> Driver<E> {
 /// and no thread of the runtime still runs code of a shared library
 /// that may be unloaded next (libfabric dlcloses its providers). A
 /// thread cannot join itself: that one is left to
-/// `crate::service::join_exiting`.
+/// `crate::exiting::join_exiting`.
 impl<E: Engine> Drop for Driver<E> {
     fn drop(&mut self) {
         if let Ok(mut g) = self.inner.lock() {
@@ -1012,7 +1012,7 @@ impl<E: Engine> Drop for Driver<E> {
             .take();
         if let Some(h) = h {
             if h.thread().id() == std::thread::current().id() {
-                crate::service::exiting(h);
+                crate::exiting::push(h);
             } else if h.join().is_err() {
                 tracing::warn!("runtime: the service thread panicked");
             }

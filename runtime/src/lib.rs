@@ -45,6 +45,7 @@ pub mod control;
 mod demux;
 mod driver;
 mod engine;
+mod exiting;
 mod filter;
 pub mod port;
 pub mod ports;
@@ -64,10 +65,10 @@ pub use config::{
     DEFAULT_RX_RING, DEFAULT_SPIN, ETHERTYPE_EDP, ETHERTYPE_ESP,
 };
 pub use driver::{Deadline, YieldPacer};
+pub use exiting::join_exiting;
 /// Re-exported so users name `mio::Token` etc. with the version the runtime uses.
 pub use mio;
 pub use ports::{PortLease, CONTROL_PORT};
 pub use responder::RESETS_PER_SEC;
 pub use runtime::Runtime;
-pub use service::join_exiting;
 pub use stats::{EngineStats, ResponderStats};
