@@ -54,6 +54,7 @@ mod responder;
 mod runtime;
 mod service;
 mod slot;
+mod slots;
 mod socket;
 mod stats;
 mod tx;
