@@ -13,49 +13,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
-use common::Scratch;
-use vcluster::Process;
+use common::{start, Scratch, Side};
 
 /// Most a run may take (the program's own waits are 20 s each).
 const LIMIT: Duration = Duration::from_secs(120);
-
-struct Side {
-    proc: Process,
-    lines: mpsc::Receiver<String>,
-    stderr: std::thread::JoinHandle<String>,
-}
-
-fn start(mut cmd: Command) -> Side {
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut proc = Process::spawn(&mut cmd).unwrap();
-    let out = proc.take_stdout().unwrap();
-    let err = proc.child_mut().stderr.take().unwrap();
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    let stderr = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut BufReader::new(err), &mut s);
-        s
-    });
-    Side {
-        proc,
-        lines,
-        stderr,
-    }
-}
 
 fn name_of(s: &mut Side, who: &str) -> String {
     let l = s
@@ -69,7 +34,7 @@ fn name_of(s: &mut Side, who: &str) -> String {
 
 /// Runs the two roles, `cmd(role)` giving each one's command.
 fn run_pair(cmd: impl Fn(usize) -> Command) {
-    let mut sides: Vec<Side> = (0..2).map(|r| start(cmd(r))).collect();
+    let mut sides: Vec<Side> = (0..2).map(|r| start(cmd(r), Stdio::piped())).collect();
     let names: Vec<String> = sides
         .iter_mut()
         .enumerate()

@@ -13,14 +13,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
-use common::Scratch;
-use vcluster::Process;
+use common::{start, Scratch, Side};
 
 /// Most a run may take (the program's own waits are 20 s each).
 const LIMIT: Duration = Duration::from_secs(120);
@@ -29,40 +26,6 @@ fn build(scratch: &Scratch) -> (PathBuf, PathBuf) {
     let fi = common::install_provider(scratch);
     let bin = common::compile(scratch, "cc", "c/fi_connless.c", &["-lfabric"]);
     (fi, bin)
-}
-
-/// A started process whose stdout lines arrive on a channel.
-struct Side {
-    proc: Process,
-    lines: mpsc::Receiver<String>,
-    stderr: std::thread::JoinHandle<String>,
-}
-
-fn start(mut cmd: Command) -> Side {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut proc = Process::spawn(&mut cmd).unwrap();
-    let out = proc.take_stdout().unwrap();
-    let err = proc.child_mut().stderr.take().unwrap();
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    let stderr = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut BufReader::new(err), &mut s);
-        s
-    });
-    Side {
-        proc,
-        lines,
-        stderr,
-    }
 }
 
 /// Waits for `s` to end; its stdout lines and stderr; panics unless it
@@ -114,14 +77,14 @@ fn run_pair(
     if err {
         sargs.push("err");
     }
-    let srv = start(server(&sargs));
+    let srv = start(server(&sargs), Stdio::null());
     let name = server_name(&srv);
     let node = node(&name);
     let mut cargs = vec!["client", node.as_str(), port.as_str()];
     if err {
         cargs.push("err");
     }
-    let cli = start(client(&cargs));
+    let cli = start(client(&cargs), Stdio::null());
     finish(cli, "client", "fi_connless: client ok");
     finish(srv, "server", "fi_connless: server ok");
 }
@@ -204,7 +167,7 @@ fn what_callers_hand_the_c_side_is_checked() {
         .env("FI_PROVIDER_PATH", &fi)
         .env("FI_CLUSTERNET_LINK", "udp")
         .env("FI_CLUSTERNET_IFACE", "lo");
-    let (_, err) = finish(start(c), "checks", "fi_connless: checks ok");
+    let (_, err) = finish(start(c, Stdio::null()), "checks", "fi_connless: checks ok");
     // The key mismatch is said where the user looks, with the fix.
     assert!(err.contains("cluster key mismatch"), "{err}");
     assert!(err.contains("FI_CLUSTERNET_KEY_FILE"), "{err}");

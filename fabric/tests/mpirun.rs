@@ -55,6 +55,19 @@ fn can_run(test: &str) -> bool {
     true
 }
 
+/// `mpirun` as `nobody` when root (the run needs no privilege), with
+/// `home` made its own; otherwise as this user, unprivileged already.
+fn mpirun_as_nobody(home: &Path) -> Command {
+    if !testkit::is_root() {
+        return Command::new("mpirun");
+    }
+    let nobody = Some(nix::unistd::Uid::from_raw(65534));
+    nix::unistd::chown(home, nobody, Some(nix::unistd::Gid::from_raw(65534))).unwrap();
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "mpirun"]);
+    c
+}
+
 /// Open MPI's MCA settings and libfabric's for the provider.
 fn over_provider(cmd: &mut Command, fi: &Path) {
     cmd.env("OMPI_MCA_pml", "cm")
@@ -225,15 +238,7 @@ fn over_the_udp_link_as_nobody() {
     // already.
     let home = scratch.join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let mut c = if testkit::is_root() {
-        let nobody = Some(nix::unistd::Uid::from_raw(65534));
-        nix::unistd::chown(&home, nobody, Some(nix::unistd::Gid::from_raw(65534))).unwrap();
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "mpirun"]);
-        c
-    } else {
-        Command::new("mpirun")
-    };
+    let mut c = mpirun_as_nobody(&home);
     c.args(["--oversubscribe", "-np", "2"])
         .arg(&bin)
         .env("HOME", &home)
@@ -267,15 +272,7 @@ fn ranks_with_different_cluster_keys_are_told_so() {
         "00112233445566778899aabbccddeeff",
         bin.display()
     );
-    let mut c = if testkit::is_root() {
-        let nobody = Some(nix::unistd::Uid::from_raw(65534));
-        nix::unistd::chown(&home, nobody, Some(nix::unistd::Gid::from_raw(65534))).unwrap();
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "mpirun"]);
-        c
-    } else {
-        Command::new("mpirun")
-    };
+    let mut c = mpirun_as_nobody(&home);
     c.args(["--oversubscribe", "-np", "2", "sh", "-c", &script])
         .env("HOME", &home)
         .env("TMPDIR", &home)

@@ -265,10 +265,13 @@ pub struct Driver<E: Engine> {
     svc_started: AtomicBool,
     svc_name: String,
     svc_spawn: SpawnService<E>,
+    /// The service thread, joined when the driver goes (see `Drop`).
+    svc_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// Starts a driver's service thread (named by the `String`).
-pub(crate) type SpawnService<E> = fn(&Arc<Driver<E>>, String) -> io::Result<()>;
+pub(crate) type SpawnService<E> =
+    fn(&Arc<Driver<E>>, String) -> io::Result<std::thread::JoinHandle<()>>;
 
 impl<E: Engine> std::fmt::Debug for Driver<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -367,6 +370,7 @@ impl<E: Engine> Driver<E> {
             svc_started: AtomicBool::new(false),
             svc_name: name,
             svc_spawn: service,
+            svc_thread: Mutex::new(None),
         }))
     }
 
@@ -515,9 +519,14 @@ impl<E: Engine> Driver<E> {
             return;
         }
         if let Some(me) = self.me.upgrade() {
-            if let Err(e) = (self.svc_spawn)(&me, self.svc_name.clone()) {
-                tracing::error!(error = %e, "runtime: cannot start the service thread; deadlines only run inside calls");
-                self.svc_started.store(false, Ordering::Release);
+            match (self.svc_spawn)(&me, self.svc_name.clone()) {
+                Ok(h) => {
+                    *self.svc_thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "runtime: cannot start the service thread; deadlines only run inside calls");
+                    self.svc_started.store(false, Ordering::Release);
+                }
             }
         }
     }
@@ -982,12 +991,32 @@ impl<E: Engine> Driver<E> {
     }
 }
 
+/// Stops the service thread and, unless the last handle went on that
+/// thread itself, joins it before the engine (and its link) is dropped:
+/// when the last handle is gone, the link's socket is closed and its
+/// address free (a closed endpoint's port can be bound again at once),
+/// and no thread of the runtime still runs code of a shared library
+/// that may be unloaded next (libfabric dlcloses its providers). A
+/// thread cannot join itself: that one is left to
+/// `crate::exiting::join_exiting`.
 impl<E: Engine> Drop for Driver<E> {
     fn drop(&mut self) {
         if let Ok(mut g) = self.inner.lock() {
             g.shutdown = true;
         }
         signal(&self.svc_wake);
+        let h = self
+            .svc_thread
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(h) = h {
+            if h.thread().id() == std::thread::current().id() {
+                crate::exiting::push(h);
+            } else if h.join().is_err() {
+                tracing::warn!("runtime: the service thread panicked");
+            }
+        }
     }
 }
 

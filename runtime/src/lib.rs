@@ -45,6 +45,7 @@ pub mod control;
 mod demux;
 mod driver;
 mod engine;
+mod exiting;
 mod filter;
 pub mod port;
 pub mod ports;
@@ -53,6 +54,7 @@ mod responder;
 mod runtime;
 mod service;
 mod slot;
+mod slots;
 mod socket;
 mod stats;
 mod tx;
@@ -64,6 +66,7 @@ pub use config::{
     DEFAULT_RX_RING, DEFAULT_SPIN, ETHERTYPE_EDP, ETHERTYPE_ESP,
 };
 pub use driver::{Deadline, YieldPacer};
+pub use exiting::join_exiting;
 /// Re-exported so users name `mio::Token` etc. with the version the runtime uses.
 pub use mio;
 pub use ports::{PortLease, CONTROL_PORT};

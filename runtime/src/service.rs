@@ -41,7 +41,10 @@ const TIMER_SLACK_NS: u64 = 1_000;
 /// Starts the service thread of `driver`.
 ///
 /// Errors: thread spawn errors.
-pub(crate) fn spawn<E: Engine>(driver: &Arc<Driver<E>>, name: String) -> io::Result<()> {
+pub(crate) fn spawn<E: Engine>(
+    driver: &Arc<Driver<E>>,
+    name: String,
+) -> io::Result<std::thread::JoinHandle<()>> {
     let weak = Arc::downgrade(driver);
     let wake = driver.svc_wake.clone();
     let link = driver
@@ -159,6 +162,5 @@ pub(crate) fn spawn<E: Engine>(driver: &Arc<Driver<E>>, name: String) -> io::Res
                 }
             }
         }
-    })?;
-    Ok(())
+    })
 }

@@ -99,4 +99,10 @@ pub extern "C" fn fi_prov_ini() -> *mut fi_provider {
     prov
 }
 
-unsafe extern "C" fn cleanup() {}
+/// `fi_provider::cleanup`, called before libfabric dlcloses the provider
+/// (fi_fini): waits for the service threads of closed endpoints that are
+/// still returning, so that no thread runs the library's code after it is
+/// unmapped (runtime::join_exiting). A panic is caught, as everywhere.
+unsafe extern "C" fn cleanup() {
+    let _ = catch_unwind(runtime::join_exiting);
+}

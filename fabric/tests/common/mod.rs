@@ -5,9 +5,10 @@
 #![allow(dead_code)]
 
 use std::fs::File;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
+use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
 use vcluster::Process;
@@ -181,5 +182,45 @@ pub fn assert_passed(st: Option<ExitStatus>, out: &str, ranks: usize, what: &str
             out.contains(&format!("hello from rank {r} of {ranks}")),
             "{what}: no hello from {r}\n{out}"
         );
+    }
+}
+
+/// A started process whose stdout lines arrive on a channel and whose
+/// stderr is collected (C programs that print as they go).
+pub struct Side {
+    /// The process (killed on drop).
+    pub proc: Process,
+    /// Its stdout, line by line.
+    pub lines: mpsc::Receiver<String>,
+    /// Its whole stderr, once it ends.
+    pub stderr: std::thread::JoinHandle<String>,
+}
+
+/// Starts `cmd` with `stdin` (piped, to end it by closing, or null) and
+/// its stdout and stderr read as [`Side`] says.
+pub fn start(mut cmd: Command, stdin: Stdio) -> Side {
+    cmd.stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut proc = Process::spawn(&mut cmd).unwrap();
+    let out = proc.take_stdout().unwrap();
+    let err = proc.child_mut().stderr.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut BufReader::new(err), &mut s);
+        s
+    });
+    Side {
+        proc,
+        lines,
+        stderr,
     }
 }
