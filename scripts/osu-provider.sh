@@ -4,6 +4,7 @@
 # virtual cluster, alternating, with netgauge's bulk floor in the same run.
 #
 #   scripts/osu-provider.sh [--mtu "1500 9000"] [--repeat N] [--quick]
+#                           [--fi DIR] [--no-udp]
 #
 # Builds OMB 7.4 from ../shared/third_party/osu-micro-benchmarks-7.4.tar.gz
 # with Debian's Open MPI (mpicc) into ${CARGO_TARGET_DIR:-target}/omb, the
@@ -16,7 +17,11 @@
 #            --provider target/fi --repeat R --counters
 #
 # for osu_latency, osu_bw, osu_bibw (2 ranks) and osu_mbw_mr, osu_alltoall
-# (4 ranks, 2 pairs for mbw_mr). Each comm-osu run prints both outputs,
+# (4 ranks, 2 pairs for mbw_mr), and osu_bw at 1 MiB alone for the CPU
+# time per MiB of each job (getrusage of mpirun and its ranks); then over
+# the UDP link on loopback (unless --no-udp) osu_latency and osu_bw.
+# --fi DIR: the provider in DIR instead of target/fi (an older build, for
+# a before/after table). Each comm-osu run prints both outputs,
 # the ratio provider / TCP per size and run, and (--counters) the
 # provider's counters of every rank at close: CTP's resends and duplicates,
 # the pulls' asks and parts (FI_LOG_LEVEL=info for the provider only, on
@@ -27,11 +32,15 @@ cd "$(dirname "$0")/.."
 mtus="1500 9000"
 repeat=2
 quick=0
+fi_dir=
+udp=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --mtu) mtus=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --quick) quick=1; shift ;;
+    --fi) fi_dir=$2; shift 2 ;;
+    --no-udp) udp=0; shift ;;
     *) echo "osu-provider: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -48,6 +57,7 @@ fi
 pt2pt=$omb/c/mpi/pt2pt/standard
 coll=$omb/c/mpi/collective/blocking
 scripts/build-provider.sh >/dev/null
+fi_dir=${fi_dir:-$target/fi}
 cargo build --release -p comm-osu -p netgauge --quiet
 osu=$target/release/comm-osu
 ng=$target/release/netgauge
@@ -57,6 +67,15 @@ if [ $quick = 1 ]; then
 else
   lat="-m 0:1048576 -i 10000 -x 1000"; bw="-m 1:4194304 -i 1000 -x 100"; a2a="-m 1:1048576 -i 1000 -x 100"
 fi
+# comm-osu KIND N PROGRAM LINK MTU OMB-OPTIONS...
+run() {
+  local kind=$1 n=$2 prog=$3 link=$4 mtu=$5
+  shift 5
+  load
+  echo "## $osu $kind --local $n --link $link --mtu $mtu --ompi $prog --osu --provider $fi_dir --repeat $repeat --counters $*"
+  "$osu" "$kind" --local "$n" --link "$link" --mtu "$mtu" --ompi "$prog" --osu \
+    --provider "$fi_dir" --repeat "$repeat" --counters "$@" 2>&1 || true
+}
 for mtu in $mtus; do
   echo "## MTU $mtu"
   load
@@ -69,12 +88,16 @@ for mtu in $mtus; do
            bw:4:osu_mbw_mr:$pt2pt:bw latency:4:osu_alltoall:$coll:a2a; do
     IFS=: read -r kind n prog dir sizes <<<"$b"
     case $sizes in lat) s=$lat ;; bw) s=$bw ;; a2a) s=$a2a ;; esac
-    load
     # shellcheck disable=SC2086
-    echo "## $osu $kind --local $n --link edp --mtu $mtu --ompi $dir/$prog --osu --provider $target/fi --repeat $repeat --counters $s"
-    # shellcheck disable=SC2086
-    "$osu" "$kind" --local "$n" --link edp --mtu "$mtu" --ompi "$dir/$prog" --osu \
-      --provider "$target/fi" --repeat "$repeat" --counters $s 2>&1 || true
+    run "$kind" "$n" "$dir/$prog" edp "$mtu" $s
   done
+  run bw 2 "$pt2pt/osu_bw" edp "$mtu" -m 1048576:1048576 -i 200 -x 20
 done
+if [ $udp = 1 ]; then
+  echo "## UDP link on loopback"
+  # shellcheck disable=SC2086
+  run latency 2 "$pt2pt/osu_latency" udp 1500 $lat
+  # shellcheck disable=SC2086
+  run bw 2 "$pt2pt/osu_bw" udp 1500 $bw
+fi
 load

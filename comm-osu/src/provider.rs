@@ -59,16 +59,20 @@ pub fn compare(a: &Args, n: usize, prog: &str, fi_dir: &str) -> Result<(), Strin
     for run in 0..a.repeat.max(1) {
         let mut tcp = mpirun();
         tcp.env("OMPI_MCA_pml", "ob1");
+        let cpu = children_cpu();
         let tcp = launch::run_ranks(vec![tcp], limit)
             .map_err(|e| format!("Open MPI over TCP, run {run}: {e}"))?;
+        let tcp_cpu = children_cpu() - cpu;
         println!("# run {run}, Open MPI TCP BTL:\n{}", tcp.trim_end());
         let mut ours = mpirun();
         over_provider(&mut ours, &fi_dir, a);
+        let cpu = children_cpu();
         let ours = launch::run_ranks(vec![ours], limit)
             .map_err(|e| format!("Open MPI over the provider, run {run}: {e}"))?;
+        let ours_cpu = children_cpu() - cpu;
         println!("# run {run}, provider {}:\n{}", label(a), ours.trim_end());
-        for (who, out) in [("TCP BTL", &tcp), ("provider", &ours)] {
-            if let Some(line) = cpu_per_mib(a, out) {
+        for (who, out, cpu) in [("TCP BTL", &tcp, tcp_cpu), ("provider", &ours, ours_cpu)] {
+            if let Some(line) = cpu_per_mib(a, out, n, cpu) {
                 println!("# run {run}, {who}: CPU per MiB moved: {line}");
             }
         }
@@ -102,16 +106,34 @@ fn over_provider(c: &mut Command, fi_dir: &str, a: &Args) {
             .env("FI_CLUSTERNET_IFACE", "lo");
     }
     if a.counters {
+        // Only the data path's subsystem, where the provider logs its
+        // counters at close (libfabric's FI_LOG_SUBSYS).
         c.env("FI_LOG_LEVEL", "info")
-            .env("FI_LOG_PROV", "clusternet");
+            .env("FI_LOG_PROV", "clusternet")
+            .env("FI_LOG_SUBSYS", "ep_data");
     }
 }
 
-/// Bytes a bandwidth run of osu-ompi moves (both directions for bibw):
-/// per size, (iterations + warm-up) x window x size, a tenth of the
-/// iterations above 8192 bytes (benches/osu/osu-ompi.c).
-fn bytes_moved(a: &Args) -> Option<f64> {
+/// User + system CPU time, seconds, of this process's children that have
+/// ended and been waited for, theirs included (getrusage(2),
+/// RUSAGE_CHILDREN): around one mpirun, the whole job (mpirun and every
+/// rank, their threads included).
+fn children_cpu() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| {
+        let t = |v: nix::sys::time::TimeVal| v.tv_sec() as f64 + v.tv_usec() as f64 * 1e-6;
+        t(u.user_time()) + t(u.system_time())
+    })
+}
+
+/// Bytes a bandwidth run moves, all directions: per size, (iterations +
+/// warm-up) x window x size, times 2 for bibw and times the pairs (`n /
+/// 2`) for OSU's osu_mbw_mr. osu-ompi (benches/osu/osu-ompi.c) runs a
+/// tenth of the iterations above 8192 bytes; OMB's -i and -x apply to
+/// every size (OMB 7.4 `set_num_iterations`). `None` for latency kinds.
+fn bytes_moved(a: &Args, n: usize) -> Option<f64> {
     let both = match a.bench {
+        crate::bench::Bench::Bw if a.osu => (n / 2).max(1) as f64,
         crate::bench::Bench::Bw => 1.0,
         crate::bench::Bench::Bibw => 2.0,
         _ => return None,
@@ -119,7 +141,7 @@ fn bytes_moved(a: &Args) -> Option<f64> {
     let mut total = 0.0;
     let mut len = a.sizes.0.max(1);
     while len <= a.sizes.1 {
-        let (it, wu) = if len > 8192 {
+        let (it, wu) = if len > 8192 && !a.osu {
             ((a.iterations / 10).max(1), a.warmup / 10)
         } else {
             (a.iterations, a.warmup)
@@ -130,14 +152,20 @@ fn bytes_moved(a: &Args) -> Option<f64> {
     Some(both * total)
 }
 
-/// The CPU time per MiB moved of each rank, from osu-ompi's `# cpu rank`
-/// lines (user + system time of the whole process, its threads included,
-/// over the measured sizes), for a bandwidth run; `None` otherwise.
-fn cpu_per_mib(a: &Args, out: &str) -> Option<String> {
+/// The CPU time per MiB moved, for a bandwidth run (`None` otherwise): of
+/// each rank from osu-ompi's `# cpu rank` lines (user + system time of the
+/// whole process, its threads included, over the measured sizes), or for
+/// an OSU binary (`a.osu`) of the whole job, `job_cpu` seconds (every rank
+/// and mpirun, all sizes and warm-ups, start-up included: to compare at
+/// one large size, run that size alone).
+fn cpu_per_mib(a: &Args, out: &str, n: usize, job_cpu: f64) -> Option<String> {
+    let mib = bytes_moved(a, n)? / f64::from(1 << 20);
     if a.osu {
-        return None;
+        return Some(format!(
+            "job (all {n} ranks and mpirun) {:.3} ms over {mib:.0} MiB",
+            job_cpu * 1e3 / mib
+        ));
     }
-    let mib = bytes_moved(a)? / f64::from(1 << 20);
     let ranks: Vec<String> = out
         .lines()
         .filter_map(|l| {

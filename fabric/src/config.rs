@@ -23,8 +23,19 @@ pub struct Param {
 /// Default of `FI_CLUSTERNET_MAX_PEERS`.
 pub const DEFAULT_MAX_PEERS: usize = 64;
 
+/// Default of `FI_CLUSTERNET_EAGER_LIMIT`, bytes: 8 KiB, below comm's own
+/// 64 KiB (`CommConfig::eager_limit`). An endpoint of up to 64 peers gives
+/// each a window of a 64th of its 2 MiB receive budget (32 KiB, ULFC), so
+/// eager messages of 16-64 KiB went one or two at a time; pulled ones are
+/// paced by the receiver instead. OSU 7.4's osu_bw, 2 ranks, MTU 9000
+/// (docs/measurements/issue39-wire.txt): 16 KiB moved 1014 MB/s eager and
+/// 2212 MB/s pulled, 32 KiB 1002 and 2638 MB/s; osu_latency at 16 KiB
+/// takes 10.8 us eager and 16.2 us pulled (the offer and the pull request
+/// are one more round trip).
+pub const DEFAULT_EAGER_LIMIT: usize = 8 << 10;
+
 /// Every variable of the provider.
-pub const PARAMS: [Param; 6] = [
+pub const PARAMS: [Param; 7] = [
     Param {
         name: "iface",
         help: "Network interface the provider uses (default: every Ethernet interface that is \
@@ -53,6 +64,12 @@ pub const PARAMS: [Param; 6] = [
                hears before inserting them (each starts with an equal share of the receive \
                budget; beyond, a stranger's messages are dropped and counted); every process of \
                a job must use the same value (default 64)",
+    },
+    Param {
+        name: "eager_limit",
+        help: "Largest message an FI_EP_RDM endpoint sends at once, bytes (Open MPI's \
+               btl_eager_limit); a longer one is announced and pulled by its receiver into the \
+               matched buffer, paced by the receiver (default 8192)",
     },
     Param {
         name: "accept",
@@ -86,6 +103,8 @@ pub struct Config {
     pub key_file: Option<PathBuf>,
     /// `FI_CLUSTERNET_MAX_PEERS`.
     pub max_peers: usize,
+    /// `FI_CLUSTERNET_EAGER_LIMIT`, bytes.
+    pub eager_limit: usize,
     /// `FI_CLUSTERNET_ACCEPT`: `None` for the default (the interface's
     /// subnet), else these networks (empty for `none`).
     pub accept: Option<Vec<Ipv4Net>>,
@@ -102,6 +121,7 @@ impl Default for Config {
             wait: WaitPolicy::DEFAULT,
             key_file: None,
             max_peers: DEFAULT_MAX_PEERS,
+            eager_limit: DEFAULT_EAGER_LIMIT,
             accept: None,
             layering: false,
         }
@@ -138,6 +158,14 @@ impl Config {
             c.max_peers = m.trim().parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
                 FiError::inval(format!(
                     "FI_CLUSTERNET_MAX_PEERS={m:?}: give the most peers, a number from 1"
+                ))
+            })?;
+        }
+        if let Some(e) = get("eager_limit") {
+            c.eager_limit = e.trim().parse().map_err(|_| {
+                FiError::inval(format!(
+                    "FI_CLUSTERNET_EAGER_LIMIT={e:?}: give a number of bytes (0 pulls every \
+                     message to another endpoint)"
                 ))
             })?;
         }
@@ -212,6 +240,7 @@ mod tests {
             ("wait", "adaptive:20"),
             ("key_file", "/etc/clusternet/cluster.key"),
             ("max_peers", "512"),
+            ("eager_limit", "4096"),
             ("accept", "10.0.0.0/8, 192.168.1.7"),
         ]))
         .unwrap();
@@ -228,6 +257,8 @@ mod tests {
             Some(PathBuf::from("/etc/clusternet/cluster.key"))
         );
         assert_eq!(c.max_peers, 512);
+        assert_eq!(c.eager_limit, 4096);
+        assert_eq!(Config::default().eager_limit, DEFAULT_EAGER_LIMIT);
         assert_eq!(
             c.accept,
             Some(vec![
@@ -258,6 +289,8 @@ mod tests {
         assert!(e.msg.contains("FI_CLUSTERNET_WAIT"));
         let e = Config::parse(env(&[("max_peers", "0")])).unwrap_err();
         assert!(e.msg.contains("FI_CLUSTERNET_MAX_PEERS"));
+        let e = Config::parse(env(&[("eager_limit", "64k")])).unwrap_err();
+        assert!(e.msg.contains("FI_CLUSTERNET_EAGER_LIMIT"), "{}", e.msg);
         let e = Config::parse(env(&[("accept", "10.0.0.0/40")])).unwrap_err();
         assert!(e.msg.contains("FI_CLUSTERNET_ACCEPT"), "{}", e.msg);
     }

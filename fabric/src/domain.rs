@@ -131,6 +131,10 @@ impl Domain {
                 let config = &self.fabric.config;
                 let carrier = link::open_ctp(&self.nic, config, src)?;
                 let core = comm::tagged::TaggedConfig {
+                    comm: comm::CommConfig {
+                        eager_limit: config.eager_limit,
+                        ..Default::default()
+                    },
                     max_peers: config.max_peers,
                     cq_size: RDM_QUEUE,
                     ..Default::default()
