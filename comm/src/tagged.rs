@@ -112,6 +112,8 @@ impl Default for TaggedConfig {
 pub struct TaggedEndpoint<T: Transport> {
     sock: CtpSocket<T>,
     local: T::Addr,
+    /// `CommConfig::eager_limit`, bytes.
+    eager_limit: usize,
 }
 
 impl<T: Transport> std::fmt::Debug for TaggedEndpoint<T> {
@@ -169,10 +171,15 @@ where
     /// Errors: [`CommError::Bootstrap`] for a budget too small for
     /// `max_peers`, or a socket that already serves an upper layer.
     pub fn new(sock: CtpSocket<T>, local: T::Addr, cfg: TaggedConfig) -> Result<Self, CommError> {
+        let eager_limit = cfg.comm.eager_limit;
         let state = State::<T::Addr>::new_dynamic(cfg.comm, cfg.max_peers, cfg.cq_size)?;
         sock.set_upper(Box::new(state))
             .map_err(|e| CommError::Bootstrap(e.to_string()))?;
-        Ok(Self { sock, local })
+        Ok(Self {
+            sock,
+            local,
+            eager_limit,
+        })
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut State<T::Addr>) -> R) -> R {
@@ -327,6 +334,11 @@ where
         context: u64,
         completion: bool,
     ) -> Result<(), CommError> {
+        if buf.bytes().len() <= self.eager_limit {
+            // Copied at once, through `send`'s pooled buffers: nothing to
+            // keep (and no second allocation for the message).
+            return self.send(dest, tag, buf.bytes(), cq_data, context, completion);
+        }
         let op = TaggedOp {
             context,
             completion,

@@ -10,8 +10,9 @@
 //! so a part answering a later request shows the missing parts of earlier
 //! ones lost (RFC 8985's RACK, by request order): they are asked again one
 //! reorder window later. A pull that hears nothing for the destination's
-//! timeout `T` (doubling while it stays silent) asks again for everything
-//! outstanding; one silent for the user timeout fails. No sender timer is
+//! timeout `T` (doubling while it stays silent) asks again for its oldest
+//! request's missing parts (RFC 6298 5.4: the earliest segment only); one
+//! silent for the user timeout fails. No sender timer is
 //! involved: a receiver that is not running asks for nothing, so nothing
 //! is resent while it sleeps.
 
@@ -281,11 +282,16 @@ impl<P: PeerAddr> Endpoint<P> {
         let mut again: Vec<(u32, u32)> = Vec::new();
         let quiet = p.last_progress.max(p.last_request);
         if !p.reqs.is_empty() && later(quiet, silence) <= now {
-            // Silence: everything outstanding again.
+            // Silence: the oldest request again, as a retransmission
+            // timeout resends only the earliest segment (RFC 6298 5.4).
+            // The others stay outstanding: if they were lost, the retry's
+            // answer shows it (it is the newest request) and they are
+            // asked again one reorder window later; if the sender was
+            // only off its CPU, their parts are on their way and asking
+            // for them again would have them twice.
             self.stats.pull_timeouts += 1;
             p.timeouts += 1;
-            let reqs = std::mem::take(&mut p.reqs);
-            for q in &reqs {
+            if let Some(q) = p.reqs.pop_front() {
                 p.missing_of(&q.ranges, &mut again);
             }
         } else {
