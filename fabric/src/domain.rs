@@ -137,7 +137,6 @@ impl Domain {
                     },
                     max_peers: config.max_peers,
                     cq_size: RDM_QUEUE,
-                    ..Default::default()
                 };
                 let caps = info.caps | info.rx.as_ref().map_or(0, |r| r.caps);
                 let ep = RdmEp::new(carrier, core, self.name_info(), caps, tx_flags, rx_flags)?;
