@@ -25,8 +25,16 @@ pub struct CommConfig {
     /// the peer's order, and the receiver pulls the bytes into the matched
     /// receive's buffer (ctp's PROTOCOL.md "Pulled messages"), paced by its
     /// own receive window, asking again for what it misses; an unexpected
-    /// one waits as a handle, without its bytes. `usize::MAX` sends every
-    /// message eagerly. Default 64 KiB.
+    /// one waits as a handle, without its bytes. Default `usize::MAX`:
+    /// every message eagerly, as before the rendezvous existed. Pulling
+    /// pays where receives are posted ahead (MPI's pattern: the libfabric
+    /// provider sets 8 KiB, `FI_CLUSTERNET_EAGER_LIMIT`); where they are
+    /// not, each message waits for its receive and then a round trip.
+    /// Measured with netgauge's stream pattern (blocking 1 MiB sends, the
+    /// receive posted when the previous one completed; `scripts/ab-netgauge.sh
+    /// -r 2 ... -- --local --mtu M -x stream -s 1048576 -c 200 -m comm-edp`,
+    /// docs/measurements/issue39-wire.txt): eager 6674 / 14016 Mbit/s,
+    /// pulled above 64 KiB 5549 / 9707 Mbit/s at MTU 1500 / 9000.
     pub eager_limit: usize,
     /// The send window per peer, fragments, as a span of sequence numbers:
     /// a fragment goes to CTP only while its sequence number is below the
@@ -123,7 +131,7 @@ impl Default for CommConfig {
         Self {
             context: 1,
             fragment_bytes: 1 << 20,
-            eager_limit: 64 << 10,
+            eager_limit: usize::MAX,
             window_fragments: 64,
             recv_budget_bytes: ctp::socket::UDP_SOCKET_BUFFER as u64 / 2,
             rapid_window_bytes: 64 << 10,

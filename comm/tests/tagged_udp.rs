@@ -536,7 +536,14 @@ fn a_large_reply_does_not_silence_the_replier() {
 /// releases its sender too).
 #[test]
 fn rendezvous_pulls_from_the_senders_buffer_into_the_posted_one() {
-    let (a, b, ab, _) = pair(TaggedConfig::default());
+    let cfg = TaggedConfig {
+        comm: CommConfig {
+            eager_limit: 64 << 10,
+            ..CommConfig::default()
+        },
+        ..TaggedConfig::default()
+    };
+    let (a, b, ab, _) = pair(cfg);
     let body: Vec<u8> = (0..3u32 << 20).map(|i| (i * 31 + i / 977) as u8).collect();
     a.send_buf(ab, 8, Box::new(body.clone()), None, 80, true)
         .unwrap();

@@ -1,5 +1,6 @@
 //! The identifiers the endpoint and its storages share, below both: a
-//! sent message's id ([`MsgId`]) and the peer address type ([`PeerAddr`]).
+//! sent message's id ([`MsgId`]), a pull's ([`PullId`]) and the peer
+//! address type ([`PeerAddr`]).
 //! Re-exported at the crate root.
 
 use std::fmt;
@@ -9,6 +10,10 @@ use std::hash::Hash;
 /// opaque, never 0, unique while the endpoint lives (its slot in the
 /// sent-commands storage and that slot's version; not sequential).
 pub type MsgId = u64;
+
+/// Identifies a pull ([`Endpoint::pull`](crate::Endpoint::pull)): opaque,
+/// never 0, not reused while the endpoint lives.
+pub type PullId = u64;
 
 /// An address type usable as a CTP peer (a `SocketAddr` over UDP, an
 /// `(MAC, port)` pair over EDP, a plain integer in simulations).

@@ -18,10 +18,7 @@ use slotmap::{Key, KeyData, SlotMap};
 
 use crate::buf::RecvBuf;
 use crate::endpoint::Pulled;
-
-/// Identifies a pull ([`Endpoint::pull`](crate::Endpoint::pull)): opaque,
-/// never 0, not reused while the endpoint lives.
-pub type PullId = u64;
+pub use crate::id::PullId;
 
 /// Most `(first, count)` ranges in one request (its body is 8 + 8 x this
 /// bytes: it fits any frame).

@@ -57,7 +57,11 @@ fn sixty_four_mib_and_sixty_four_posted_one_mib_under_one_percent_loss() {
     let f = FaultConfig::seeded(39)
         .with_loss(0.01)
         .with_delay(Duration::from_micros(20), Duration::from_micros(5));
-    let (mut sim, _) = cluster(2, CommConfig::default(), f);
+    let cfg = CommConfig {
+        eager_limit: 64 << 10,
+        ..CommConfig::default()
+    };
+    let (mut sim, _) = cluster(2, cfg, f);
     let mut want: Vec<(u64, usize)> = vec![(0, 64 << 20)];
     want.extend((1..=64).map(|i| (i, 1 << 20)));
     let recvs: Vec<u64> = want
@@ -174,6 +178,7 @@ fn a_pull_from_a_dead_peer_fails_the_receive() {
     let cfg = CommConfig {
         failure_timeout: Some(Duration::from_secs(2)),
         suspect_timeout: Some(Duration::from_millis(500)),
+        eager_limit: 64 << 10,
         ..CommConfig::default()
     };
     let (mut sim, _) = cluster(2, cfg, FaultConfig::default());

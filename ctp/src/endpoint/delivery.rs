@@ -121,7 +121,7 @@ pub struct Offer {
 /// its buffer back, with the bytes placed, or why it failed.
 pub struct Pulled<P> {
     /// The pull, as [`Endpoint::pull`](super::Endpoint::pull) returned it.
-    pub id: crate::PullId,
+    pub id: crate::id::PullId,
     /// The sender.
     pub from: P,
     /// Bytes placed at the front of `sink`: the body's size, or the
