@@ -329,16 +329,18 @@ where
         &self,
         dest: PeerId,
         tag: u64,
-        buf: Box<dyn SendBuf>,
+        buf: impl SendBuf,
         cq_data: Option<u64>,
         context: u64,
         completion: bool,
     ) -> Result<(), CommError> {
         if buf.bytes().len() <= self.eager_limit {
             // Copied at once, through `send`'s pooled buffers: nothing to
-            // keep (and no second allocation for the message).
+            // keep, and the handle is never boxed (no allocation per
+            // message for it).
             return self.send(dest, tag, buf.bytes(), cq_data, context, completion);
         }
+        let buf: Box<dyn SendBuf> = Box::new(buf);
         let op = TaggedOp {
             context,
             completion,

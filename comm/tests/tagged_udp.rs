@@ -545,8 +545,7 @@ fn rendezvous_pulls_from_the_senders_buffer_into_the_posted_one() {
     };
     let (a, b, ab, _) = pair(cfg);
     let body: Vec<u8> = (0..3u32 << 20).map(|i| (i * 31 + i / 977) as u8).collect();
-    a.send_buf(ab, 8, Box::new(body.clone()), None, 80, true)
-        .unwrap();
+    a.send_buf(ab, 8, body.clone(), None, 80, true).unwrap();
     // Nothing can complete the send before the receiver takes it.
     assert!(!a.wait_completion(Some(Duration::from_millis(200))).unwrap());
     b.recv(None, 8, 0, Box::new(vec![0u8; 1 << 20]), 81)
@@ -567,9 +566,8 @@ fn rendezvous_pulls_from_the_senders_buffer_into_the_posted_one() {
     );
     // Unexpected rendezvous: a handle, claimed and received; another
     // discarded.
-    a.send_buf(ab, 9, Box::new(body.clone()), None, 90, true)
-        .unwrap();
-    a.send_buf(ab, 10, Box::new(vec![7u8; 200_000]), None, 100, true)
+    a.send_buf(ab, 9, body.clone(), None, 90, true).unwrap();
+    a.send_buf(ab, 10, vec![7u8; 200_000], None, 100, true)
         .unwrap();
     let p = peek_until(&b, 9, 91, PeekMode::Claim);
     assert_eq!(p.len, body.len() as u64);

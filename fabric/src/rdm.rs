@@ -324,7 +324,7 @@ impl RdmEp {
     /// Errors: as [`RdmEp::send`].
     pub fn send_buf(
         &self,
-        buf: Box<dyn SendBuf>,
+        buf: impl SendBuf,
         dest: u64,
         tag: u64,
         cq_data: Option<u64>,

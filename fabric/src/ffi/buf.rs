@@ -64,7 +64,7 @@ pub(super) fn raw(ptr: *mut u8, len: usize) -> FiResult<Box<dyn RecvBuf>> {
 /// A send buffer the application handed over with a send that completes
 /// (not an inject): valid until the send completes (fi_msg(3), fi_tagged(3):
 /// "the buffer must remain valid until the operation completes").
-struct RawSend {
+pub(super) struct RawSend {
     ptr: *const u8,
     len: usize,
 }
@@ -88,16 +88,17 @@ impl SendBuf for RawSend {
 }
 
 /// The application's send buffer `data`, kept by the send until it
-/// completes (a long message is then pulled from it without a copy).
+/// completes (a long message is then pulled from it without a copy; a
+/// short one is copied, and this handle is never boxed).
 ///
 /// # Safety
 /// `data` is the buffer of a send that will complete (not an inject), valid
 /// until that completion.
-pub(super) unsafe fn keep(data: &[u8]) -> Box<dyn SendBuf> {
-    Box::new(RawSend {
+pub(super) unsafe fn keep(data: &[u8]) -> RawSend {
+    RawSend {
         ptr: data.as_ptr(),
         len: data.len(),
-    })
+    }
 }
 
 /// The one buffer of an iovec array of `count` (0 or 1) entries.
