@@ -133,6 +133,7 @@ impl PeerTx {
 
 impl PeerTx {
     /// The payload length of the next fragment if both windows let it go.
+    #[inline]
     pub(super) fn next_chunk(&self, frag: usize, span: usize) -> Option<usize> {
         let m = self.pending.front()?;
         if self.reset.is_some() || self.intro != Intro::Done {
@@ -205,14 +206,16 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
             });
             let offers = tx.offered.len();
             let mut pulled = Vec::new();
-            tx.offered.retain(|&(m, req)| {
-                let keep = is_pending(m);
-                if !keep {
-                    pulled.extend(req);
-                }
-                keep
-            });
-            confirmed |= tx.offered.len() < offers;
+            if offers > 0 {
+                tx.offered.retain(|&(m, req)| {
+                    let keep = is_pending(m);
+                    if !keep {
+                        pulled.extend(req);
+                    }
+                    keep
+                });
+                confirmed |= tx.offered.len() < offers;
+            }
             for req in pulled {
                 // The receiver has the caller's bytes: the send is done.
                 if let Some(ReqState::Send { left, .. }) = self.requests.get_mut(&req) {
@@ -307,7 +310,12 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
                 Err(e) => tracing::warn!(dest, error = %e, "comm: CTP refused a control message"),
             }
         }
-        while let Some((dest, len)) = self.peek_sendable() {
+        // `pending_fragments` is one load; the peers' windows are looked
+        // at only when something waits for them.
+        while self.pending_fragments > 0 {
+            let Some((dest, len)) = self.peek_sendable() else {
+                return;
+            };
             if !ep.has_room(len as u64) {
                 return;
             }
@@ -403,7 +411,11 @@ impl<A: Copy + Eq + Hash + std::fmt::Debug> State<A> {
         );
         for k in 0..self.size {
             let dest = (self.rr + k) % self.size;
-            if let Some(chunk) = self.tx[dest].next_chunk(frag, span) {
+            let tx = &self.tx[dest];
+            if tx.pending.is_empty() {
+                continue;
+            }
+            if let Some(chunk) = tx.next_chunk(frag, span) {
                 return Some((dest, HEADER_LEN + chunk));
             }
         }

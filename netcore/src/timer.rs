@@ -124,6 +124,7 @@ impl<K: Ord + Copy> TimerQueue<K> {
 
     /// The earliest entry whose `(deadline, key)` `is_live` accepts,
     /// dropping the stale entries in front of it.
+    #[inline]
     pub fn peek_live(&mut self, mut is_live: impl FnMut(Instant, K) -> bool) -> Option<Instant> {
         while let Some(&Reverse((at, key))) = self.heap.peek() {
             if is_live(at, key) {

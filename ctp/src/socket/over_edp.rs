@@ -67,6 +67,10 @@ pub(crate) struct CtpSlot {
     port: u16,
     ethertype: u16,
     more: bool,
+    /// Where `poll_transmit` has the endpoint write a packet's header (a
+    /// pull's request carries its short body there too): kept, so a
+    /// transmit pass does not zero 289 bytes first.
+    hdr: [u8; MAX_INLINE_LEN],
     /// Frames for this port that failed to parse.
     pub malformed: u64,
 }
@@ -119,7 +123,6 @@ impl Socket for CtpSlot {
         if self.core.holds(cx.now) {
             return;
         }
-        let mut hdr = [0u8; MAX_INLINE_LEN];
         loop {
             if tx.is_full() {
                 self.more = self.core.ep.has_transmit();
@@ -129,7 +132,7 @@ impl Socket for CtpSlot {
             let (head, body) = buf.split_at_mut(HEAD);
             // The CTP header goes behind the EDP header in the batch
             // buffer; the data part is sent from the stored message.
-            let Some(t) = self.core.ep.poll_transmit_gather(&mut hdr) else {
+            let Some(t) = self.core.ep.poll_transmit_gather(&mut self.hdr) else {
                 break;
             };
             // The confirmations due to the same peer share the frame
@@ -148,7 +151,7 @@ impl Socket for CtpSlot {
                 .ep
                 .take_confirmations_to(&t.dest, &mut body[behind..behind + room]);
             let at = if t.confirm { 0 } else { packed };
-            body[at..at + hl].copy_from_slice(&hdr[..hl]);
+            body[at..at + hl].copy_from_slice(&self.hdr[..hl]);
             let len = hl + packed + t.payload.len();
             EthernetRepr {
                 dst: t.dest.mac,
@@ -240,6 +243,7 @@ impl EdpTransport {
             port,
             ethertype,
             more: false,
+            hdr: [0; MAX_INLINE_LEN],
             malformed: 0,
         };
         let id = rt.insert(DemuxKey::Port { ethertype, port }, Box::new(slot), lease)?;
