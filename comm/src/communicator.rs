@@ -394,7 +394,13 @@ impl<T: Transport> Communicator<T> {
         let (source, tag) = (source.into(), tag.into());
         let failed =
             |st: &State<T::Addr>| matches!(source, SourceSel::Rank(r) if st.failure(r).is_some());
-        let posted = self.with(|st, _, _| (!failed(st)).then(|| st.irecv(source, tag, false)));
+        // Posting a receive is no reply: the confirmation held behind the
+        // last delivery waits for the send that follows (one frame).
+        let posted = self
+            .sock
+            .with_upper_no_reply(|st: &mut State<T::Addr>, _, _| {
+                netcore::in_span!(st, (!failed(st)).then(|| st.irecv(source, tag, false)))
+            });
         let id = match posted {
             Some(r) => r?,
             None => {

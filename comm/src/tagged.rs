@@ -376,7 +376,12 @@ where
             tag,
             ignore,
         };
-        self.with(|st| st.tagged_recv(sel, context, buf))
+        // Posting a receive is no reply: the confirmation held behind the
+        // last delivery waits for the send that follows (one frame).
+        self.sock
+            .with_upper_no_reply(|st: &mut State<T::Addr>, _, _| {
+                netcore::in_span!(st, st.tagged_recv(sel, context, buf))
+            })
     }
 
     /// Peeks at the first message a receive for `(source, tag, ignore)`

@@ -139,3 +139,104 @@ fn two_namespaces_exchange_tagged_messages_over_edp() {
         t.join().unwrap();
     }
 }
+
+/// The next completion, read as fi_cq_read(3) is: nonblocking polls.
+fn spin(e: &TaggedEndpoint<EdpTransport>) -> TaggedCompletion {
+    let deadline = Instant::now() + LIMIT;
+    let mut out = Vec::new();
+    while e.poll_completions(&mut out, 1).unwrap() == 0 {
+        assert!(Instant::now() < deadline, "no completion");
+    }
+    out.pop().expect("one")
+}
+
+/// A rank that posts its next receive before it replies (libfabric's
+/// fabtests pingpong does; `CtpSocket::with_upper_no_reply`) still sends
+/// one frame per message: posting the receive leaves the confirmation of
+/// the last message held, and the reply carries it. Before, posting the
+/// receive sent the confirmation in a frame of its own: two frames per
+/// message (`runtime` counts the frames its host sent).
+#[test]
+fn a_receive_posted_before_the_reply_leaves_one_frame_per_message() {
+    const ROUNDS: u64 = 400;
+    let Some(net) = testkit::setup("comm_tagged_edp_one_frame", 2, 1500) else {
+        return;
+    };
+    let names: Vec<Vec<u8>> = net
+        .hosts()
+        .iter()
+        .map(|h| EthAddr::new(h.mac, PORT + 1).to_name())
+        .collect();
+    let threads: Vec<_> = net
+        .hosts()
+        .iter()
+        .map(|h| {
+            let (iface, me, names) = (h.iface.clone(), h.index, names.clone());
+            h.spawn(move || {
+                // Busy-polling, as MPI ranks and fabtests poll: the
+                // waiting thread takes the frame (the hold is its).
+                let e = TaggedEndpoint::bind_edp(
+                    &iface,
+                    PORT + 1,
+                    TaggedConfig::default(),
+                    CtpConfig {
+                        wait: runtime::WaitPolicy::BusyPoll,
+                        ..CtpConfig::default()
+                    },
+                )
+                .expect("bind on the namespace's interface");
+                let peer = e.insert_name(&names[1 - me]).unwrap();
+                let recv = |round: u64| {
+                    e.recv(Some(peer), round, 0, Box::new(vec![0u8; 8]), round)
+                        .unwrap()
+                };
+                // A first exchange: both ends know each other (the
+                // introduction's frames are not counted).
+                recv(0);
+                e.send(peer, 0, &[0; 8], None, 0, false).unwrap();
+                assert_eq!(spin(&e).error, None);
+                let rt = e.socket().runtime();
+                let before = rt.stats().tx_frames;
+                for round in 1..=ROUNDS {
+                    if me == 0 {
+                        recv(round);
+                        e.send(peer, round, &round.to_le_bytes(), None, 0, false)
+                            .unwrap();
+                        assert_eq!(spin(&e).error, None);
+                    } else {
+                        if round == 1 {
+                            recv(1);
+                        }
+                        assert_eq!(spin(&e).error, None);
+                        // The next receive first, then the reply.
+                        if round < ROUNDS {
+                            recv(round + 1);
+                        }
+                        // As fabtests' pingpong, which reads its transmit
+                        // CQ before it sends: an empty poll.
+                        let mut none = Vec::new();
+                        assert_eq!(e.poll_completions(&mut none, 1).unwrap(), 0);
+                        e.send(peer, round, &round.to_le_bytes(), None, 0, false)
+                            .unwrap();
+                    }
+                }
+                let frames = rt.stats().tx_frames - before;
+                e.flush(LIMIT).unwrap();
+                e.socket().poll(Duration::from_millis(200)).unwrap();
+                (me, frames)
+            })
+        })
+        .collect();
+    for t in threads {
+        let (me, frames) = t.join().unwrap();
+        eprintln!("rank {me}: {frames} frames for {ROUNDS} messages");
+        if me == 1 {
+            // One per reply; a confirmation alone only when the replier
+            // was off the CPU for the hold's 100 us (DEFER_MAX).
+            assert!(
+                frames <= ROUNDS + ROUNDS / 4,
+                "{frames} frames for {ROUNDS} replies: the receive posted first sent the confirmation alone"
+            );
+        }
+    }
+}

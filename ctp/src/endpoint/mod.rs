@@ -451,6 +451,13 @@ impl<P: PeerAddr> Endpoint<P> {
         })
     }
 
+    /// Packets (data, pulled parts, pull requests; not confirmations)
+    /// waiting in the transmit queue: compared before and after a call to
+    /// learn whether it queued any.
+    pub fn queued_packets(&self) -> usize {
+        self.tx.len()
+    }
+
     /// True if [`poll_transmit`](Self::poll_transmit) may return a datagram.
     pub fn has_transmit(&self) -> bool {
         !self.tx.is_empty() || !self.tx_conf.is_empty()

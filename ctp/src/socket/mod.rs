@@ -20,7 +20,7 @@
 use std::any::Any;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -129,6 +129,9 @@ struct Shared<T: Transport> {
     name: String,
     send_timeout: Option<Duration>,
     wait: RwLock<WaitPolicy>,
+    /// Sends that found no room in the sent-commands storage and waited
+    /// ([`CtpSocket::sends_waited`]).
+    sends_waited: AtomicU64,
 }
 
 impl<T: Transport> Drop for Shared<T> {
@@ -300,6 +303,7 @@ impl<T: Transport> CtpSocket<T> {
             pool: DelivererPool::new(cfg.max_deliverers),
             send_timeout: cfg.send_timeout,
             wait: RwLock::new(cfg.wait),
+            sends_waited: AtomicU64::new(0),
         });
         // Deliveries are routed inside the engine (by whichever thread
         // drives it); handlers run on the pool with a handle to the socket.
@@ -347,13 +351,34 @@ impl<T: Transport> CtpSocket<T> {
     /// Runs `f` on the engine's core of this socket, then sends what it
     /// queued.
     fn with_core<R>(&self, f: impl FnOnce(&mut CtpCore<T::Addr>, Instant) -> R) -> R {
+        self.with_core_then(true, f)
+    }
+
+    /// [`CtpSocket::with_core`]; with `reply` false, for a call that is no
+    /// reply (posting a receive): what is held behind the last delivery
+    /// stays held unless `f` queued packets of its own
+    /// ([`CtpSocket::with_upper_no_reply`]).
+    fn with_core_then<R>(
+        &self,
+        reply: bool,
+        f: impl FnOnce(&mut CtpCore<T::Addr>, Instant) -> R,
+    ) -> R {
         let slot = self.shared.tr.slot();
         self.shared.tr.driver().with(|e, now| {
             let c = T::core(e, slot).expect("a CTP socket's core lives as long as the socket");
             // Back in the library: what was held for the last delivery
             // goes on, with what `f` sends.
-            c.resume();
-            let r = f(c, now);
+            let r = if reply {
+                c.resume();
+                f(c, now)
+            } else {
+                let queued = c.ep.queued_packets();
+                let r = f(c, now);
+                if c.ep.queued_packets() != queued {
+                    c.resume();
+                }
+                r
+            };
             c.after_event();
             let _ = T::touched(e, slot, now);
             r
@@ -395,6 +420,28 @@ impl<T: Transport> CtpSocket<T> {
         f: impl FnOnce(&mut U, &mut Endpoint<T::Addr>, Instant) -> R,
     ) -> R {
         self.with_core(|c, now| {
+            let u = upper_of::<T::Addr, U>(&mut c.upper);
+            f(u, &mut c.ep, now)
+        })
+    }
+
+    /// As [`CtpSocket::with_upper`], for a call that sends nothing of its
+    /// own, such as posting a receive: the transmission held behind the
+    /// last delivery (`CtpCore::defer`: the confirmation, waiting for the
+    /// application's reply to carry it) stays held, unless `f` queued
+    /// packets (then they go, with it). The hold still ends with the next
+    /// call that may send, a wait, the second empty poll in a row, or
+    /// 100 us (`DEFER_MAX`) after the delivery. An MPI rank that
+    /// posts its next receive before it replies (libfabric's fabtests
+    /// pingpong, Open MPI's persistent receives) thus sends one frame per
+    /// message instead of two: the confirmation alone, then the reply.
+    ///
+    /// Panics as [`CtpSocket::with_upper`].
+    pub fn with_upper_no_reply<U: 'static, R>(
+        &self,
+        f: impl FnOnce(&mut U, &mut Endpoint<T::Addr>, Instant) -> R,
+    ) -> R {
+        self.with_core_then(false, |c, now| {
             let u = upper_of::<T::Addr, U>(&mut c.upper);
             f(u, &mut c.ep, now)
         })
@@ -633,6 +680,7 @@ impl<T: Transport> CtpSocket<T> {
         if let Some(r) = fast {
             return r;
         }
+        self.shared.sends_waited.fetch_add(1, Ordering::Relaxed);
         let deadline = Deadline::from_timeout(self.shared.send_timeout);
         let room = self.wait(deadline, "send", |c| room_for(c, peer, size).then_some(()));
         match room {
@@ -797,6 +845,16 @@ impl<T: Transport> CtpSocket<T> {
     /// delivery, like every call: see `CtpCore::hold`).
     pub fn stats(&self) -> Stats {
         self.with_core(|c, _| c.ep.stats())
+    }
+
+    /// Sends (of every kind: `send`, `send_vec`, `broadcast`) that found
+    /// no room in the sent-commands storage and waited for confirmations
+    /// to make some, ever. One relaxed atomic load, no lock: an
+    /// application compares it around a send to learn whether the send
+    /// waited (then failed messages may have made the room, and their
+    /// error deliveries wait) without reading the clock twice per send.
+    pub fn sends_waited(&self) -> u64 {
+        self.shared.sends_waited.load(Ordering::Relaxed)
     }
 
     /// Transport counters.
