@@ -463,6 +463,12 @@ impl<P: PeerAddr> Endpoint<P> {
         !self.tx.is_empty() || !self.tx_conf.is_empty()
     }
 
+    /// Whether a delivery (data or an error) waits for
+    /// [`poll_delivery`](Self::poll_delivery).
+    pub fn has_delivery(&self) -> bool {
+        self.deliveries.len() > 0
+    }
+
     /// The next delivery, if any.
     #[must_use]
     pub fn poll_delivery(&mut self) -> Option<Delivery<P>> {

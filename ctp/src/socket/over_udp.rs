@@ -45,6 +45,10 @@ impl DatagramCore for UdpCore {
         self.core.ep.handle_datagram(now, from, datagram);
     }
 
+    fn has_delivery(&self) -> bool {
+        self.core.ep.has_delivery()
+    }
+
     fn handle_timeout(&mut self, now: Instant) {
         self.core.on_timeout(now);
     }
