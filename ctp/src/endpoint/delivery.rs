@@ -377,6 +377,11 @@ impl<P> DeliveryQueue<P> {
         self.queue.len()
     }
 
+    /// Whether no delivery is queued.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     /// Message bytes in queued data deliveries.
     pub fn data_bytes(&self) -> u64 {
         self.data_bytes

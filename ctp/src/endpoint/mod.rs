@@ -466,7 +466,7 @@ impl<P: PeerAddr> Endpoint<P> {
     /// Whether a delivery (data or an error) waits for
     /// [`poll_delivery`](Self::poll_delivery).
     pub fn has_delivery(&self) -> bool {
-        self.deliveries.len() > 0
+        !self.deliveries.is_empty()
     }
 
     /// The next delivery, if any.
