@@ -218,6 +218,12 @@ pub struct SendTiming {
     /// Since when the destination is silent, as its user timeout counts
     /// (set at the first postponed error, cleared by a confirmation).
     pub stall_start: Option<Instant>,
+    /// The longest delay of a confirmation proven by a spurious resend
+    /// (every copy of a resent packet was confirmed, so the first
+    /// confirmation answered the first transmission: RFC 3708's test with
+    /// CTP's duplicate confirmations in place of DSACK), and when it was
+    /// last proven. See [`SendTiming::prove_stall`].
+    stall: Option<(Duration, Instant)>,
 }
 
 impl SendTiming {
@@ -229,13 +235,65 @@ impl SendTiming {
             suspected_since: None,
             recovered_at: None,
             stall_start: None,
+            stall: None,
         }
     }
 
-    /// Current resend timeout `T` of new packets (0 = resending disabled).
+    /// Current resend timeout `T` of new packets (0 = resending disabled):
+    /// the estimator's, at least twice the proven stall
+    /// ([`SendTiming::prove_stall`]) unless fixed.
     #[inline]
     pub fn timeout(&self) -> Duration {
-        self.rtt.timeout
+        let t = self.rtt.timeout;
+        match self.stall {
+            Some((d, _)) if !t.is_zero() && !self.rtt.fixed => t.max(d.saturating_mul(2)),
+            _ => t,
+        }
+    }
+
+    /// The proven stall of the destination (zero if none): the longest
+    /// time it took to confirm a packet whose resend was spurious. A tail
+    /// probe waits at least this long (`Config::tail_probe`).
+    #[inline]
+    pub fn stall(&self) -> Duration {
+        self.stall.map_or(Duration::ZERO, |(d, _)| d)
+    }
+
+    /// A resend proved spurious: the destination confirmed the packet's
+    /// first transmission `delay` after it was sent (its host descheduled
+    /// the receiving process, or held it behind other work). Not in the
+    /// spec; wire-compatible. The timeout of new packets becomes at least
+    /// `2 x delay` (at most `max`) and a tail probe waits at least `delay`,
+    /// until no spurious resend was proven for `window`
+    /// ([`SendTiming::expire_stall`]).
+    ///
+    /// Departure from RFC 4015 (the Eifel response), which answers a
+    /// spurious timeout by re-seeding SRTT and RTTVAR from the late sample:
+    /// on an oversubscribed host the stalls recur every scheduler period,
+    /// and the smoother forgets one within about ten ordinary samples, so
+    /// every period drew its spurious resends again (4 ranks on 2 vCPUs:
+    /// 14 % of the small packets resent, nearly all confirmed twice). A
+    /// windowed maximum, as BBR keeps its min_rtt over a 10 s window
+    /// (draft-ietf-ccwg-bbr), remembers the stall without bending the
+    /// estimate of the scheduled path.
+    pub fn prove_stall(&mut self, now: Instant, delay: Duration, max: Duration) {
+        let delay = delay.min(max / 2);
+        let longest = match self.stall {
+            Some((d, _)) => d.max(delay),
+            None => delay,
+        };
+        self.stall = Some((longest, now));
+    }
+
+    /// Forgets the proven stall if none was proven for `window` before `now`.
+    #[inline]
+    pub fn expire_stall(&mut self, now: Instant, window: Duration) {
+        if self
+            .stall
+            .is_some_and(|(_, at)| now.saturating_duration_since(at) > window)
+        {
+            self.stall = None;
+        }
     }
 
     /// Smoothed time between sending a packet and its confirmation (RFC 6298

@@ -503,6 +503,29 @@ pub(crate) struct SendSession {
     /// Sequence number of the newest first transmission (the tail of what
     /// was sent: the tail probe's candidate).
     pub newest_first_seq: u64,
+    /// Resent packets confirmed once, newest last, at most
+    /// [`RESENT_WATCH`]: the confirmations of their other copies prove the
+    /// resend spurious ([`crate::peer::SendTiming::prove_stall`]).
+    pub resent_confirmed: VecDeque<ResentConfirmed>,
+}
+
+/// How many confirmed resent packets a session watches for the
+/// confirmations of their other copies.
+pub const RESENT_WATCH: usize = 16;
+
+/// A resent packet whose first confirmation came (see
+/// `SendSession::resent_confirmed`).
+#[derive(Debug, Clone, Copy)]
+pub struct ResentConfirmed {
+    /// Its packet id.
+    pub id: u32,
+    /// From its first transmission to its first confirmation.
+    pub delay: Duration,
+    /// Copies sent and not yet confirmed (transmissions - 1 at the first
+    /// confirmation). When every copy is confirmed, none was lost, and
+    /// the first confirmation answered the first transmission (the path
+    /// keeps order).
+    pub copies_left: u32,
 }
 
 impl SendSession {
@@ -523,6 +546,7 @@ impl SendSession {
             sent_order: VecDeque::new(),
             rack_seq: 0,
             newest_first_seq: 0,
+            resent_confirmed: VecDeque::new(),
         }
     }
 

@@ -1051,6 +1051,105 @@ fn tail_probe_recovers_a_lost_last_packet() {
     assert_eq!(a.stats().tail_probes, 2);
 }
 
+/// A spurious resend proves a stall (PROTOCOL.md "Resending and
+/// timeouts", RFC 3708's test with CTP's confirmations of every copy):
+/// SRTT 100 us, T = 1 ms. (1) A lost packet resent once and confirmed
+/// once proves nothing. (2) The destination is descheduled for 5 ms: the
+/// tail probe (+200 us) and the resend (+1 ms, +3 ms) go out, then all four
+/// copies arrive and are confirmed; the last copy's confirmation proves
+/// the first transmission was confirmed 5.1 ms after it was sent, and T
+/// becomes 10.2 ms. (3) The next 5 ms stall draws no probe and no resend.
+/// (4) A sample after `stall_window` without a new proof forgets the stall.
+#[test]
+fn a_spurious_resend_proves_a_stall_and_later_packets_wait_it_out() {
+    let t0 = Instant::now();
+    let cfg = Config {
+        stall_window: Duration::from_millis(100),
+        ..Config::default()
+    };
+    let (mut a, mut b) = pair(cfg, t0);
+    let us = Duration::from_micros;
+    exchange(&mut a, &mut b, t0, us(100));
+    assert_eq!(a.peer_timeout(B), us(1000));
+    // (1) the first transmission is lost, the probe at +200 us arrives
+    let t1 = t0 + us(1000);
+    a.send(t1, 2, B, b"lost", Options::NONE).unwrap();
+    drain(&mut a);
+    let d = a.poll_timeout().unwrap();
+    assert_eq!(d - t1, us(200));
+    a.handle_timeout(d);
+    for (_, p) in drain(&mut a) {
+        b.handle_datagram(d, A, &p);
+    }
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(d + us(100), B, &c);
+    }
+    assert_eq!(deliveries(&mut b).len(), 1);
+    assert_eq!((a.stats().tail_probes, a.stats().spurious_resends), (1, 0));
+    assert_eq!(
+        a.peer_timeout(B),
+        us(1000),
+        "a needed resend proves nothing"
+    );
+    // (2) every copy arrives after 5 ms
+    let t2 = t1 + us(10_000);
+    a.send(t2, 3, B, b"done", Options::NONE).unwrap();
+    let mut copies = drain(&mut a);
+    let (resends, _) = run_timers_keeping(&mut a, t2, us(5000), &mut copies);
+    assert_eq!(resends, vec![us(200), us(1000), us(3000)]);
+    for (_, p) in &copies {
+        b.handle_datagram(t2 + us(5000), A, p);
+    }
+    let confirmations = drain(&mut b);
+    assert_eq!(confirmations.len(), 4, "each copy is confirmed");
+    for (_, c) in &confirmations {
+        a.handle_datagram(t2 + us(5100), B, c);
+    }
+    assert_eq!(deliveries(&mut b).len(), 1);
+    assert_eq!(a.stats().spurious_resends, 1);
+    assert_eq!(a.stats().stale_confirmations, 3);
+    assert_eq!(a.peer_timeout(B), us(10_200), "2 x the proven 5.1 ms");
+    // (3) the same stall again: nothing resent
+    let t3 = t2 + us(10_000);
+    a.send(t3, 4, B, b"done", Options::NONE).unwrap();
+    let mut copies = drain(&mut a);
+    let (resends, _) = run_timers_keeping(&mut a, t3, us(5000), &mut copies);
+    assert_eq!(resends, vec![]);
+    for (_, p) in &copies {
+        b.handle_datagram(t3 + us(5000), A, p);
+    }
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(t3 + us(5100), B, &c);
+    }
+    assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
+    assert_eq!(a.stats().data_packets_resent, 4);
+    // (4) 100 ms later, an ordinary sample: the stall is forgotten
+    exchange(&mut a, &mut b, t3 + us(200_000), us(100));
+    assert!(a.peer_timeout(B) < us(10_200), "{:?}", a.peer_timeout(B));
+}
+
+/// As [`run_timers`], keeping every datagram sent in `out`; returns the
+/// offsets from `t1` of the resends.
+fn run_timers_keeping(
+    a: &mut Endpoint<u8>,
+    t1: Instant,
+    until: Duration,
+    out: &mut Vec<(u8, Vec<u8>)>,
+) -> (Vec<Duration>, usize) {
+    let mut resends = Vec::new();
+    while let Some(d) = a.poll_timeout() {
+        if d - t1 > until {
+            break;
+        }
+        a.handle_timeout(d);
+        for p in drain(a) {
+            resends.push(d - t1);
+            out.push(p);
+        }
+    }
+    (resends, out.len())
+}
+
 /// Gathered transmit (the header written into the caller's buffer, the data
 /// part resolved inside the stored message) gives exactly the bytes of the
 /// copying `poll_transmit`: a single-packet command, the parts of a large

@@ -101,6 +101,13 @@ pub struct Config {
     pub tail_probe: bool,
     /// Floor of the tail probe timeout. Default 50 us.
     pub min_probe_timeout: Duration,
+    /// How long a destination's proven stall is kept after the last
+    /// spurious resend that proved one (not in the spec; wire-compatible;
+    /// `SendTiming::prove_stall`): meanwhile its timeout is at least twice
+    /// the stall and a tail probe waits at least the stall. Default 10 s
+    /// (the window of BBR's min_rtt filter). Zero: stalls are counted
+    /// (`Stats::spurious_resends`) but change nothing.
+    pub stall_window: Duration,
     /// Most packets in flight (sent, unconfirmed) per destination.
     pub window_packets: usize,
     /// Most bytes in flight per destination (at least one packet is always
@@ -286,6 +293,7 @@ impl Default for Config {
             min_reorder_window: Duration::from_micros(20),
             tail_probe: true,
             min_probe_timeout: Duration::from_micros(50),
+            stall_window: Duration::from_secs(10),
             window_packets: 1024,
             window_bytes: 256 << 10,
             max_active_large: 2,

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use super::{Config, Endpoint, ErrorType, MsgId, PeerAddr, Tx};
-use crate::sender::{Dest, PktPhase, PktState, SessionId};
+use crate::sender::{Dest, PktPhase, PktState, ResentConfirmed, SessionId, RESENT_WATCH};
 use crate::wire::{Options, Repr};
 use netcore::time::later;
 
@@ -22,11 +22,11 @@ impl<P: PeerAddr> Endpoint<P> {
         };
         let first_id = r.id.wrapping_sub(r.number);
         let Some(key) = self.send_sessions.get(&dest).and_then(|s| s.msg(first_id)) else {
-            self.stats.stale_confirmations += 1;
+            self.stale_confirmation(now, dest, r.id);
             return;
         };
         let Some(m) = self.sent.get_mut(&key) else {
-            self.stats.stale_confirmations += 1;
+            self.stale_confirmation(now, dest, r.id);
             return;
         };
         if r.command != m.command || r.amount != m.amount || r.number >= m.count() {
@@ -40,8 +40,12 @@ impl<P: PeerAddr> Endpoint<P> {
         let abandoned = match p.phase {
             PktPhase::InFlight => false,
             PktPhase::Abandoned => true,
-            PktPhase::Unsent | PktPhase::Confirmed => {
+            PktPhase::Unsent => {
                 self.stats.stale_confirmations += 1;
+                return;
+            }
+            PktPhase::Confirmed => {
+                self.stale_confirmation(now, dest, r.id);
                 return;
             }
         };
@@ -71,6 +75,13 @@ impl<P: PeerAddr> Endpoint<P> {
         // no sample of the path, and it already left the window.
         let sample = (p.transmissions == 1 && !abandoned)
             .then(|| now.saturating_duration_since(p.first_sent));
+        // A resent packet: watch for its copies' confirmations (a spurious
+        // resend proves how late this destination confirms).
+        let resent = (p.transmissions > 1 && !abandoned && !bcast).then(|| ResentConfirmed {
+            id: r.id,
+            delay: now.saturating_duration_since(p.first_sent),
+            copies_left: p.transmissions - 1,
+        });
         let first_seq = p.first_seq;
         m.unconfirmed -= 1;
         // An offered message stays until its receiver is done pulling.
@@ -85,6 +96,13 @@ impl<P: PeerAddr> Endpoint<P> {
                 s.in_flight_pkts -= 1;
                 s.in_flight_bytes -= wire;
             }
+            if let Some(w) = resent {
+                if s.resent_confirmed.len() >= RESENT_WATCH {
+                    s.resent_confirmed.pop_front();
+                }
+                s.resent_confirmed.push_back(w);
+            }
+            s.timing.expire_stall(now, self.cfg.stall_window);
             if let (Some(sample), true) = (sample, self.cfg.adaptive_timeout) {
                 first_sample = s.timing.srtt().is_none();
                 let before = s.timing.timeout();
@@ -114,6 +132,46 @@ impl<P: PeerAddr> Endpoint<P> {
         }
         self.detect_losses(now, session, first_seq);
         self.release(now, session);
+    }
+
+    /// A confirmation of a packet no longer in flight, from `dest` for
+    /// packet `id`. If it is the last copy of a watched resent packet to be
+    /// confirmed, every copy arrived, so the resend was spurious and the
+    /// first confirmation answered the first transmission: its delay is a
+    /// proven stall of the destination ([`SendTiming::prove_stall`];
+    /// RFC 3708's detection, CTP's confirmation of every copy standing in
+    /// for TCP's DSACK).
+    ///
+    /// [`SendTiming::prove_stall`]: crate::peer::SendTiming::prove_stall
+    fn stale_confirmation(&mut self, now: Instant, dest: Dest<P>, id: u32) {
+        self.stats.stale_confirmations += 1;
+        if matches!(dest, Dest::Broadcast) {
+            return;
+        }
+        let Some(session) = self.send_sessions.find(&dest) else {
+            return;
+        };
+        let s = self.send_sessions.at_mut(session);
+        let Some(pos) = s.resent_confirmed.iter().position(|w| w.id == id) else {
+            return;
+        };
+        let w = &mut s.resent_confirmed[pos];
+        w.copies_left -= 1;
+        if w.copies_left > 0 {
+            return;
+        }
+        let delay = w.delay;
+        s.resent_confirmed.remove(pos);
+        self.stats.spurious_resends += 1;
+        if self.cfg.adaptive_timeout && !self.cfg.stall_window.is_zero() {
+            s.timing.prove_stall(now, delay, self.cfg.max_timeout);
+            tracing::debug!(
+                ?dest,
+                delay_us = delay.as_micros() as u64,
+                timeout_us = s.timing.timeout().as_micros() as u64,
+                "spurious resend: the destination confirmed the first transmission late"
+            );
+        }
     }
 
     /// The first measurement replaced `default_timeout` (spec: the default

@@ -475,7 +475,9 @@ impl<P: PeerAddr> Endpoint<P> {
             (newest, sess.timing.srtt(), self.cfg.tail_probe)
         {
             // the tail of what was just sent: arm its probe (RFC 8985 7.2)
-            let pto = (srtt * 2).max(self.cfg.min_probe_timeout);
+            let pto = (srtt * 2)
+                .max(self.cfg.min_probe_timeout)
+                .max(sess.timing.stall());
             let at = later(now, pto);
             let p = self.sent.get_mut(&key).expect("released").pkt_mut(i);
             if p.resend_at.is_some_and(|r| at < r) {

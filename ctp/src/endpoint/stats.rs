@@ -76,6 +76,11 @@ pub struct Stats {
     pub presumed_lost: u64,
     /// Tail probes sent (also counted in `data_packets_resent`).
     pub tail_probes: u64,
+    /// Resent packets every copy of which was confirmed: the resends were
+    /// not needed (one per packet, however many copies; their extra
+    /// confirmations are in `stale_confirmations`). Each proves a stall of
+    /// its destination (`Config::stall_window`).
+    pub spurious_resends: u64,
     /// Receiving sessions created.
     pub sessions_created: u64,
     /// Receiving sessions evicted, least recently active first, to make room
