@@ -263,9 +263,10 @@ impl SendTiming {
     /// first transmission `delay` after it was sent (its host descheduled
     /// the receiving process, or held it behind other work). Not in the
     /// spec; wire-compatible. The timeout of new packets becomes at least
-    /// `2 x delay` (at most `max`) and a tail probe waits at least `delay`,
-    /// until no spurious resend was proven for `window`
-    /// ([`SendTiming::expire_stall`]).
+    /// `2 x delay` and a tail probe waits at least `delay`, until no
+    /// spurious resend was proven for `window`
+    /// ([`SendTiming::expire_stall`]). A stall counts as at most `cap`,
+    /// so that a forged or freak confirmation cannot stretch `T` far.
     ///
     /// Departure from RFC 4015 (the Eifel response), which answers a
     /// spurious timeout by re-seeding SRTT and RTTVAR from the late sample:
@@ -276,8 +277,8 @@ impl SendTiming {
     /// windowed maximum, as BBR keeps its min_rtt over a 10 s window
     /// (draft-ietf-ccwg-bbr), remembers the stall without bending the
     /// estimate of the scheduled path.
-    pub fn prove_stall(&mut self, now: Instant, delay: Duration, max: Duration) {
-        let delay = delay.min(max / 2);
+    pub fn prove_stall(&mut self, now: Instant, delay: Duration, cap: Duration) {
+        let delay = delay.min(cap);
         let longest = match self.stall {
             Some((d, _)) => d.max(delay),
             None => delay,

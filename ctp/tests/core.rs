@@ -1060,6 +1060,7 @@ fn tail_probe_recovers_a_lost_last_packet() {
 /// the first transmission was confirmed 5.1 ms after it was sent, and T
 /// becomes 10.2 ms. (3) The next 5 ms stall draws no probe and no resend.
 /// (4) A sample after `stall_window` without a new proof forgets the stall.
+/// (5) A stall counts as `max_resend_period` (20 ms) at most.
 #[test]
 fn a_spurious_resend_proves_a_stall_and_later_packets_wait_it_out() {
     let t0 = Instant::now();
@@ -1124,8 +1125,22 @@ fn a_spurious_resend_proves_a_stall_and_later_packets_wait_it_out() {
     assert_eq!(a.storage_sizes().awaiting_confirmation, 0);
     assert_eq!(a.stats().data_packets_resent, 4);
     // (4) 100 ms later, an ordinary sample: the stall is forgotten
-    exchange(&mut a, &mut b, t3 + us(200_000), us(100));
+    let t4 = t3 + us(200_000);
+    exchange(&mut a, &mut b, t4, us(100));
     assert!(a.peer_timeout(B) < us(10_200), "{:?}", a.peer_timeout(B));
+    // (5) a 50 ms stall counts as max_resend_period (20 ms): T = 40 ms
+    let t5 = t4 + us(10_000);
+    a.send(t5, 5, B, b"done", Options::NONE).unwrap();
+    let mut copies = drain(&mut a);
+    run_timers_keeping(&mut a, t5, us(50_000), &mut copies);
+    for (_, p) in &copies {
+        b.handle_datagram(t5 + us(50_000), A, p);
+    }
+    for (_, c) in drain(&mut b) {
+        a.handle_datagram(t5 + us(50_100), B, &c);
+    }
+    assert_eq!(a.stats().spurious_resends, 2);
+    assert_eq!(a.peer_timeout(B), us(40_000));
 }
 
 /// As [`run_timers`], keeping every datagram sent in `out`; returns the

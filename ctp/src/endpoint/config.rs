@@ -104,7 +104,10 @@ pub struct Config {
     /// How long a destination's proven stall is kept after the last
     /// spurious resend that proved one (not in the spec; wire-compatible;
     /// `SendTiming::prove_stall`): meanwhile its timeout is at least twice
-    /// the stall and a tail probe waits at least the stall. Default 10 s
+    /// the stall and a tail probe waits at least the stall. A stall counts
+    /// as at most `max_resend_period` (20 ms; `max_timeout / 2` if that is
+    /// zero), so a forged confirmation cannot stretch `T` beyond twice the
+    /// live link's resend cap. Default 10 s
     /// (the window of BBR's min_rtt filter). Zero: stalls are counted
     /// (`Stats::spurious_resends`) but change nothing.
     pub stall_window: Duration,

@@ -164,7 +164,13 @@ impl<P: PeerAddr> Endpoint<P> {
         s.resent_confirmed.remove(pos);
         self.stats.spurious_resends += 1;
         if self.cfg.adaptive_timeout && !self.cfg.stall_window.is_zero() {
-            s.timing.prove_stall(now, delay, self.cfg.max_timeout);
+            // At most the live link's resend cap (20 ms): T <= 2 x that.
+            let cap = if self.cfg.max_resend_period.is_zero() {
+                self.cfg.max_timeout / 2
+            } else {
+                self.cfg.max_resend_period
+            };
+            s.timing.prove_stall(now, delay, cap);
             tracing::debug!(
                 ?dest,
                 delay_us = delay.as_micros() as u64,
