@@ -11,7 +11,9 @@
 # provider into target/fi (scripts/build-provider.sh), comm-osu and netgauge
 # (release); then, per MTU:
 #
-#   netgauge --local --hosts 2 -x stream -m eth,edp,tcp (the floor, 1 MiB)
+#   netgauge --local --bridge -x stream -m eth,edp,tcp (the floor, 1 MiB,
+#            on a bridge: the topology of mpirun's cluster, where OSU runs)
+#   netgauge --local -x stream -m eth,edp,tcp (the same on a veth pair)
 #   netgauge --local --hosts 4 -x msgrate -m eth,edp,tcp (2 pairs at once)
 #   comm-osu BENCH --local N --link edp --mtu M --ompi OMB/osu_X --osu
 #            --provider target/fi --repeat R --counters
@@ -79,8 +81,13 @@ run() {
 for mtu in $mtus; do
   echo "## MTU $mtu"
   load
-  echo "## $ng --local --hosts 2 --mtu $mtu -x stream -m eth,edp,tcp -s 1048576 -c 300"
-  "$ng" --local --hosts 2 --mtu "$mtu" -x stream -m eth,edp,tcp -s 1048576 -c 300
+  # The floor on the OSU runs' own topology (comm-osu's cluster is bridged
+  # for mpirun), then on a veth pair (one crossing less per frame).
+  echo "## $ng --local --bridge --mtu $mtu -x stream -m eth,edp,tcp -s 1048576 -c 300"
+  "$ng" --local --bridge --mtu "$mtu" -x stream -m eth,edp,tcp -s 1048576 -c 300
+  load
+  echo "## $ng --local --mtu $mtu -x stream -m eth,edp,tcp -s 1048576 -c 300"
+  "$ng" --local --mtu "$mtu" -x stream -m eth,edp,tcp -s 1048576 -c 300
   load
   echo "## $ng --local --hosts 4 --mtu $mtu -x msgrate -m eth,edp,tcp -s 1048576 -c 300"
   "$ng" --local --hosts 4 --mtu "$mtu" -x msgrate -m eth,edp,tcp -s 1048576 -c 300 || true

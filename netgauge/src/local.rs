@@ -13,7 +13,7 @@ use std::io::{self, BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use vcluster::{Cluster, Process};
+use vcluster::{Cluster, Process, Topology};
 
 use std::path::PathBuf;
 
@@ -38,6 +38,8 @@ pub struct LocalConfig {
     pub mtu: usize,
     /// Keep the namespaces after the run.
     pub keep: bool,
+    /// Join the two hosts by a bridge instead of a veth pair (`--bridge`).
+    pub bridge: bool,
     /// Our modes on AF_PACKET in a virtual cluster, or on UDP links on
     /// loopback.
     pub link: LinkKind,
@@ -92,6 +94,11 @@ pub fn run(args: &LocalConfig) -> io::Result<Vec<Record>> {
     let vc = Cluster::builder("netgauge")
         .hosts(2)
         .mtu(args.mtu)
+        .topology(if args.bridge {
+            Topology::Bridge
+        } else {
+            Topology::Pair
+        })
         .keep(args.keep)
         .build()?;
     run_on(args, &Ends::Cluster(&vc))

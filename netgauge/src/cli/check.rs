@@ -346,6 +346,20 @@ impl Args {
             p.name()
         ));
         }
+        if args.bridge
+            && (!args.local
+                || args.hosts() != 2
+                || p.is_multi_host()
+                || args.mpirun
+                || args.srun
+                || args.link == LinkKind::Udp)
+        {
+            return Some(
+                "--bridge joins the two hosts of a --local run (AF_PACKET links, a two-host \
+                 pattern) by a bridge; clusters of more hosts and mpirun's always have one"
+                    .into(),
+            );
+        }
         if !p.is_multi_host() && !args.mpirun && !args.srun {
             return None;
         }

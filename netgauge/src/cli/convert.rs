@@ -282,6 +282,7 @@ impl Args {
             port: self.port,
             mtu: self.mtu,
             keep: self.keep,
+            bridge: self.bridge,
             link: self.link,
             wait: self.wait(),
             repeat: self.repeat,

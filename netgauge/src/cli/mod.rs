@@ -444,6 +444,14 @@ pub struct Args {
     #[arg(long = "keep", hide = true)]
     pub keep: bool,
 
+    /// With --local and two hosts: join them by a Linux bridge instead of
+    /// a veth pair, the topology of mpirun's and srun's virtual clusters
+    /// (comm-osu --provider, --mpirun): the floor of a run over such a
+    /// cluster, measured on the same links. A bridge costs every frame a
+    /// second veth crossing and the bridge's forwarding.
+    #[arg(long = "bridge")]
+    pub bridge: bool,
+
     /// Carriers of the multicast modes mak* and raw, comma-separated: edp
     /// (EDP datagrams to a group MAC), udp (IPv4 multicast). norm runs on
     /// UDP, esp on EDP.

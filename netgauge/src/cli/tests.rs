@@ -296,3 +296,18 @@ fn idle_options_are_checked() {
     assert!(parse(&["--hold"]).validate().is_err());
     assert!(parse(&["--hold", "-I", "lo"]).validate().is_ok());
 }
+
+#[test]
+fn bridge_is_for_two_host_local_runs() {
+    let ok = |v: &[&str]| parse(v).validate();
+    assert!(ok(&["--local", "--bridge", "-x", "stream", "-m", "eth,edp,tcp"]).is_ok());
+    assert!(parse(&["--local", "--bridge"]).local_config().bridge);
+    assert!(!parse(&["--local"]).local_config().bridge);
+    for v in [
+        &["--bridge", "-R", "198.18.0.1"][..],
+        &["--local", "--bridge", "-x", "1toN", "--hosts", "3"],
+        &["--local", "--bridge", "--link", "udp"],
+    ] {
+        assert!(ok(v).unwrap_err().contains("--bridge"), "{v:?}");
+    }
+}
