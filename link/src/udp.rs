@@ -31,7 +31,7 @@ use nix::sys::socket::MsgFlags;
 use rustc_hash::FxHashMap;
 
 use crate::eth::{MacAddr, ETH_HEADER_LEN};
-use crate::sys::mmsg::{Mmsg, RecvMeta};
+use crate::sys::mmsg::{send_one, Mmsg, RecvMeta};
 use crate::sys::sockopt;
 use crate::udp_peers::{UdpAdmission, UdpPeers, MAX_PEERS};
 use crate::Link;
@@ -159,6 +159,9 @@ pub struct UdpLink {
     groups: FxHashMap<MacAddr, u32>,
     tx: Mmsg,
     rx: Option<RxBatch>,
+    /// The last receive found a datagram: datagrams may be coming in a
+    /// burst, so this receive takes a batch after its first.
+    rx_burst: bool,
     stats: UdpLinkStats,
 }
 
@@ -232,6 +235,7 @@ impl UdpLink {
             groups: FxHashMap::default(),
             tx: Mmsg::new(UDP_BATCH, 4 * UDP_BATCH),
             rx: None,
+            rx_burst: false,
             stats: UdpLinkStats::default(),
         };
         for &(mac, addr) in &config.peers {
@@ -501,6 +505,19 @@ impl Link for UdpLink {
                     }
                     if n == 0 {
                         Err(err.expect("the run stopped on an error"))
+                    } else if n == 1 {
+                        // One datagram: sendmsg(2), the kernel's cheaper
+                        // single send (no header array).
+                        let r = send_one(
+                            self.sock.as_fd(),
+                            frames[total],
+                            Some(&dsts[0]),
+                            MsgFlags::MSG_DONTWAIT,
+                        );
+                        r.map(|_| {
+                            self.stats.sent += 1;
+                            1
+                        })
                     } else {
                         let r = self.tx.send(
                             self.sock.as_fd(),
@@ -559,9 +576,16 @@ impl Link for UdpLink {
         Ok(i)
     }
 
-    /// One recvmmsg(2) of up to `min(max, 64)` datagrams into the link's
-    /// buffers; valid frames are handed to `f`, invalid ones counted and
-    /// dropped (so the call may return 0).
+    /// Receives up to `min(max, 64)` datagrams into the link's buffers;
+    /// valid frames are handed to `f`, invalid ones counted and dropped
+    /// (so the call may return 0).
+    ///
+    /// After a receive that found nothing, the first datagram comes with
+    /// one recvfrom(2) and ends the call: a lone datagram (a ping-pong's)
+    /// costs the kernel's cheaper single receive and no second, empty
+    /// attempt. After one that found some, datagrams may be coming in a
+    /// burst: one recvmmsg(2) takes a batch. The same rule as the runtime's
+    /// UDP engine (`runtime::udp`, docs/measurements/issue37-house.txt).
     fn recv_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
         self.take_pending();
         if max == 0 {
@@ -570,19 +594,33 @@ impl Link for UdpLink {
         // One byte more than the largest frame: a longer datagram shows as
         // truncated instead of passing as a maximal frame.
         let slot = self.rx_max + 1;
-        let n = max.min(UDP_BATCH);
+        let n = if self.rx_burst { max.min(UDP_BATCH) } else { 1 };
         let mut rx = self.rx.take().unwrap_or_else(|| RxBatch {
             mmsg: Mmsg::new(UDP_BATCH, UDP_BATCH),
             store: vec![0u8; UDP_BATCH * slot],
             meta: vec![RecvMeta::default(); UDP_BATCH],
         });
-        let r = rx.mmsg.recv_slots(
-            self.sock.as_fd(),
-            &mut rx.store[..n * slot],
-            slot,
-            &mut rx.meta[..n],
-            MsgFlags::MSG_DONTWAIT,
-        );
+        let r = if n == 1 {
+            self.sock
+                .recv_from(&mut rx.store[..slot])
+                .map(|(len, from)| {
+                    rx.meta[0] = RecvMeta {
+                        len,
+                        src: Some(from),
+                        truncated: false,
+                    };
+                    1
+                })
+        } else {
+            rx.mmsg.recv_slots(
+                self.sock.as_fd(),
+                &mut rx.store[..n * slot],
+                slot,
+                &mut rx.meta[..n],
+                MsgFlags::MSG_DONTWAIT,
+            )
+        };
+        self.rx_burst = matches!(r, Ok(k) if k > 0);
         let mut seen = 0;
         if let Ok(r) = r {
             for i in 0..r {
