@@ -14,6 +14,8 @@
 #   netgauge --local --bridge -x stream -m eth,edp,tcp (the floor, 1 MiB,
 #            on a bridge: the topology of mpirun's cluster, where OSU runs)
 #   netgauge --local -x stream -m eth,edp,tcp (the same on a veth pair)
+#   netgauge --local --bridge -x stream_bidir -m eth,edp,tcp (both ways
+#            at once: osu_bibw's floor)
 #   netgauge --local --hosts 4 -x msgrate -m eth,edp,tcp (2 pairs at once)
 #   comm-osu BENCH --local N --link edp --mtu M --ompi OMB/osu_X --osu
 #            --provider target/fi --repeat R --counters
@@ -88,6 +90,9 @@ for mtu in $mtus; do
   load
   echo "## $ng --local --mtu $mtu -x stream -m eth,edp,tcp -s 1048576 -c 300"
   "$ng" --local --mtu "$mtu" -x stream -m eth,edp,tcp -s 1048576 -c 300
+  load
+  echo "## $ng --local --bridge --mtu $mtu -x stream_bidir -m eth,edp,tcp -s 1048576 -c 300"
+  "$ng" --local --bridge --mtu "$mtu" -x stream_bidir -m eth,edp,tcp -s 1048576 -c 300 || true
   load
   echo "## $ng --local --hosts 4 --mtu $mtu -x msgrate -m eth,edp,tcp -s 1048576 -c 300"
   "$ng" --local --hosts 4 --mtu "$mtu" -x msgrate -m eth,edp,tcp -s 1048576 -c 300 || true

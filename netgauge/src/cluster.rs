@@ -35,7 +35,7 @@ use std::time::Duration;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
-use vcluster::{Cluster, Host, Process};
+use vcluster::{Cluster, Host, Process, Topology};
 
 use crate::modes::{Mode, Wait};
 use crate::output as out;
@@ -65,6 +65,9 @@ pub struct ClusterConfig {
     /// The cluster's MTU, bytes; keep the namespaces after the run.
     pub mtu: usize,
     pub keep: bool,
+    /// Join two hosts by a bridge instead of a veth pair (`--bridge`;
+    /// more hosts always have one).
+    pub bridge: bool,
     /// Print JSON records instead of text; `verbose` > 0 adds a row per pair.
     pub json: bool,
     pub verbose: u8,
@@ -83,7 +86,7 @@ pub fn pairs(pattern: Pattern, n: usize, seed: u64, step: usize) -> Vec<(usize, 
     match pattern {
         Pattern::OneToN => (1..n).map(|i| (i, 0)).collect(),
         Pattern::NToOne => (1..n).map(|i| (0, i)).collect(),
-        Pattern::OneOneBidir => vec![(1, 0), (0, 1)],
+        Pattern::OneOneBidir | Pattern::StreamBidir => vec![(1, 0), (0, 1)],
         Pattern::Ebb => {
             let mut ranks: Vec<usize> = (0..n).collect();
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
@@ -196,6 +199,11 @@ pub fn run(args: &ClusterConfig) -> io::Result<Vec<StepRecord>> {
     let vc = Cluster::builder("netgauge")
         .hosts(n)
         .mtu(args.mtu)
+        .topology(if args.bridge {
+            Topology::Bridge
+        } else {
+            Topology::Auto
+        })
         .keep(args.keep)
         .build()?;
     let exe = std::env::current_exe()?;
@@ -223,7 +231,11 @@ pub fn run(args: &ClusterConfig) -> io::Result<Vec<StepRecord>> {
                 .map(|(i, h)| format!("rank {i} {} {}", h.mac, h.ip))
                 .collect::<Vec<_>>()
                 .join(", "),
-            if n > 2 { "bridge" } else { "veth pair" },
+            if n > 2 || args.bridge {
+                "bridge"
+            } else {
+                "veth pair"
+            },
             vc.mtu(),
             args.sweep.count,
             args.wait.label()
@@ -325,12 +337,15 @@ pub fn run(args: &ClusterConfig) -> io::Result<Vec<StepRecord>> {
 /// size and mode the pattern's headline aggregate with its ratio to the
 /// kernel reference: the slowest pair's p50 (1toN, Nto1, one_one_bidir),
 /// the mean Mbit/s per pair (ebb, netgauge's effective bisection
-/// bandwidth), or the messages per second of all pairs (msgrate).
+/// bandwidth), the messages per second of all pairs (msgrate), or the
+/// Mbit/s of both directions together (stream_bidir, OSU osu_bibw's
+/// figure).
 pub(crate) fn table(pattern: Pattern, steps: &[StepRecord], failures: &[Failure]) -> String {
     use crate::output::pivot::{Entry, Shape};
     let (what, short, higher): (&str, &str, bool) = match pattern {
         Pattern::Ebb => ("mean throughput per pair (Mbit/s)", "Mbit/s per pair", true),
         Pattern::MsgRate => ("messages per second, all pairs", "msg/s", true),
+        Pattern::StreamBidir => ("throughput, both directions (Mbit/s)", "Mbit/s", true),
         _ => ("p50 half round-trip of the slowest pair (us)", "p50", false),
     };
     let entries: Vec<Entry> = steps
@@ -341,6 +356,7 @@ pub(crate) fn table(pattern: Pattern, steps: &[StepRecord], failures: &[Failure]
             let value = match pattern {
                 Pattern::Ebb => a.mbit_s_mean,
                 Pattern::MsgRate => a.msgs_per_s_sum,
+                Pattern::StreamBidir => a.mbit_s_sum,
                 _ => a.p50_max_us.unwrap_or(0.0),
             };
             let cpu: Vec<f64> = s
@@ -657,6 +673,8 @@ mod tests {
         assert_eq!(pairs(Pattern::OneToN, 4, 1, 0), [(1, 0), (2, 0), (3, 0)]);
         assert_eq!(pairs(Pattern::NToOne, 3, 1, 0), [(0, 1), (0, 2)]);
         assert_eq!(pairs(Pattern::OneOneBidir, 2, 1, 0), [(1, 0), (0, 1)]);
+        assert_eq!(pairs(Pattern::StreamBidir, 2, 1, 0), [(1, 0), (0, 1)]);
+        assert_eq!(Pattern::StreamBidir.session(), Pattern::Stream);
         assert_eq!(pairs(Pattern::MsgRate, 6, 1, 0), [(3, 0), (4, 1), (5, 2)]);
         // ebb: a perfect matching, different per step, same per seed.
         for n in [2, 5, 8] {

@@ -341,7 +341,7 @@ impl Args {
         }
         if args.hosts() > 2 && !p.is_multi_host() && !args.mpirun && !args.srun {
             return Some(format!(
-            "--hosts {} with -x {}: a two-host pattern; use -x 1toN, Nto1, one_one_bidir, ebb or msgrate",
+            "--hosts {} with -x {}: a two-host pattern; use -x 1toN, Nto1, one_one_bidir, ebb, msgrate or stream_bidir",
             args.hosts(),
             p.name()
         ));
@@ -349,14 +349,13 @@ impl Args {
         if args.bridge
             && (!args.local
                 || args.hosts() != 2
-                || p.is_multi_host()
                 || args.mpirun
                 || args.srun
                 || args.link == LinkKind::Udp)
         {
             return Some(
-                "--bridge joins the two hosts of a --local run (AF_PACKET links, a two-host \
-                 pattern) by a bridge; clusters of more hosts and mpirun's always have one"
+                "--bridge joins the two hosts of a --local run (AF_PACKET links) by a bridge; \
+                 clusters of more hosts and mpirun's always have one"
                     .into(),
             );
         }

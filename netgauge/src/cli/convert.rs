@@ -309,6 +309,7 @@ impl Args {
             eth_type: self.eth_type,
             mtu: self.mtu,
             keep: self.keep,
+            bridge: self.bridge,
             json: self.json,
             verbose: self.verbose,
             hostnames: self.hostnames,

@@ -232,7 +232,7 @@ pub struct Args {
 
     /// With --local: hosts of the virtual cluster (2..=64; on a bridge
     /// when more than 2), for the multi-host patterns (-x 1toN, Nto1,
-    /// one_one_bidir, ebb, msgrate). The multicast modes take a
+    /// one_one_bidir, ebb, msgrate, stream_bidir). The multicast modes take a
     /// comma-separated list (2..=16 each), one cluster per entry, and
     /// report the growth with the number of receivers.
     #[arg(

@@ -303,6 +303,12 @@ fn bridge_is_for_two_host_local_runs() {
     assert!(ok(&["--local", "--bridge", "-x", "stream", "-m", "eth,edp,tcp"]).is_ok());
     assert!(parse(&["--local", "--bridge"]).local_config().bridge);
     assert!(!parse(&["--local"]).local_config().bridge);
+    assert!(ok(&["--local", "--bridge", "-x", "stream_bidir", "-m", "edp"]).is_ok());
+    assert!(
+        parse(&["--local", "--bridge", "-x", "stream_bidir"])
+            .cluster_config()
+            .bridge
+    );
     for v in [
         &["--bridge", "-R", "198.18.0.1"][..],
         &["--local", "--bridge", "-x", "1toN", "--hosts", "3"],

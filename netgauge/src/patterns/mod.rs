@@ -39,6 +39,10 @@ pub enum Pattern {
     /// ranks N/2..N at once (OSU osu_mbw_mr).
     #[value(name = "msgrate")]
     MsgRate,
+    /// Multi-host: streams between ranks 0 and 1 in both directions at
+    /// once (each the sender of one; OSU osu_bibw's pattern, its floor).
+    #[value(name = "stream_bidir")]
+    StreamBidir,
 }
 
 impl Pattern {
@@ -51,6 +55,7 @@ impl Pattern {
             Pattern::OneOneBidir => "one_one_bidir",
             Pattern::Ebb => "ebb",
             Pattern::MsgRate => "msgrate",
+            Pattern::StreamBidir => "stream_bidir",
         }
     }
 
@@ -58,7 +63,7 @@ impl Pattern {
     /// pattern itself for one_one and stream).
     pub fn session(self) -> Pattern {
         match self {
-            Pattern::Stream | Pattern::MsgRate => Pattern::Stream,
+            Pattern::Stream | Pattern::MsgRate | Pattern::StreamBidir => Pattern::Stream,
             _ => Pattern::OneOne,
         }
     }
