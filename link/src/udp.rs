@@ -31,7 +31,7 @@ use nix::sys::socket::MsgFlags;
 use rustc_hash::FxHashMap;
 
 use crate::eth::{MacAddr, ETH_HEADER_LEN};
-use crate::sys::mmsg::{send_one, Mmsg, RecvMeta};
+use crate::sys::mmsg::{Mmsg, RecvMeta};
 use crate::sys::sockopt;
 use crate::udp_peers::{UdpAdmission, UdpPeers, MAX_PEERS};
 use crate::Link;
@@ -505,19 +505,6 @@ impl Link for UdpLink {
                     }
                     if n == 0 {
                         Err(err.expect("the run stopped on an error"))
-                    } else if n == 1 {
-                        // One datagram: sendmsg(2), the kernel's cheaper
-                        // single send (no header array).
-                        let r = send_one(
-                            self.sock.as_fd(),
-                            frames[total],
-                            Some(&dsts[0]),
-                            MsgFlags::MSG_DONTWAIT,
-                        );
-                        r.map(|_| {
-                            self.stats.sent += 1;
-                            1
-                        })
                     } else {
                         let r = self.tx.send(
                             self.sock.as_fd(),

@@ -80,6 +80,16 @@ pub struct ClusterConfig {
     pub child_args: Vec<String>,
 }
 
+/// How `--local` joins its hosts: a bridge with `--bridge`, else a veth
+/// pair for two hosts and a bridge for more.
+pub(crate) fn topology(bridge: bool) -> Topology {
+    if bridge {
+        Topology::Bridge
+    } else {
+        Topology::Auto
+    }
+}
+
 /// The pairs (server rank, client rank) of `pattern` on `n` ranks at size
 /// step `step` (ebb draws its pairing from `seed` and `step`).
 pub fn pairs(pattern: Pattern, n: usize, seed: u64, step: usize) -> Vec<(usize, usize)> {
@@ -199,11 +209,7 @@ pub fn run(args: &ClusterConfig) -> io::Result<Vec<StepRecord>> {
     let vc = Cluster::builder("netgauge")
         .hosts(n)
         .mtu(args.mtu)
-        .topology(if args.bridge {
-            Topology::Bridge
-        } else {
-            Topology::Auto
-        })
+        .topology(topology(args.bridge))
         .keep(args.keep)
         .build()?;
     let exe = std::env::current_exe()?;

@@ -13,7 +13,7 @@ use std::io::{self, BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use vcluster::{Cluster, Process, Topology};
+use vcluster::{Cluster, Process};
 
 use std::path::PathBuf;
 
@@ -94,11 +94,7 @@ pub fn run(args: &LocalConfig) -> io::Result<Vec<Record>> {
     let vc = Cluster::builder("netgauge")
         .hosts(2)
         .mtu(args.mtu)
-        .topology(if args.bridge {
-            Topology::Bridge
-        } else {
-            Topology::Pair
-        })
+        .topology(crate::cluster::topology(args.bridge))
         .keep(args.keep)
         .build()?;
     run_on(args, &Ends::Cluster(&vc))

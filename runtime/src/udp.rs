@@ -265,20 +265,15 @@ impl<C: DatagramCore> UdpEngine<C> {
                 }
             }
             let (from, to) = (self.tx_sent, self.tx_len.len());
-            // One datagram: sendto(2), the kernel's cheaper single send.
-            let r = if to - from == 1 {
-                let buf = &self.tx[from * self.stride..][..self.tx_len[from]];
-                self.sock.send_to(buf, self.tx_dst[from]).map(|_| 1)
-            } else {
-                self.tx_mmsg.send_slots(
-                    self.sock.as_fd(),
-                    &self.tx[from * self.stride..],
-                    self.stride,
-                    &self.tx_len[from..to],
-                    &self.tx_dst[from..to],
-                    MsgFlags::MSG_DONTWAIT,
-                )
-            };
+            // One datagram goes with sendmsg(2), more with sendmmsg(2).
+            let r = self.tx_mmsg.send_slots(
+                self.sock.as_fd(),
+                &self.tx[from * self.stride..],
+                self.stride,
+                &self.tx_len[from..to],
+                &self.tx_dst[from..to],
+                MsgFlags::MSG_DONTWAIT,
+            );
             match r {
                 Ok(n) => {
                     self.tx_sent += n;

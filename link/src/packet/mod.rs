@@ -66,7 +66,7 @@ pub use super::KernelStats;
 use super::Link;
 use crate::eth::{MacAddr, ETHERTYPE_EXPERIMENTAL_1, ETH_HEADER_LEN};
 use crate::iface::{self, IfaceInfo};
-use crate::sys::mmsg::{self, Mmsg, RecvMeta};
+use crate::sys::mmsg::{Mmsg, RecvMeta};
 use crate::sys::ring::RxRing;
 use crate::sys::{annotate, ifreq, packet, sockopt};
 
@@ -77,8 +77,6 @@ pub const MAX_BATCH: usize = 64;
 /// Most iovecs in one sendmmsg(2) call of `send_batch_vectored`: four pieces
 /// per frame of a full batch (a frame may use more if others use fewer).
 pub const MAX_IOV: usize = 4 * MAX_BATCH;
-/// Pieces of a single frame sent with one sendmsg(2) instead of sendmmsg.
-const SMALL_GATHER: usize = 4;
 /// Busy-poll budget given to `SO_BUSY_POLL` by [`PacketLink::set_busy_poll`], in us.
 pub const BUSY_POLL_US: i32 = 50;
 /// The protocol that receives every ethertype (`ETH_P_ALL`,
@@ -645,17 +643,8 @@ impl Link for PacketLink {
     }
 
     fn send_batch_vectored(&mut self, frames: &[&[IoSlice<'_>]]) -> io::Result<usize> {
-        if let [pieces] = frames {
-            if pieces.len() <= SMALL_GATHER {
-                // One frame (a ping-pong message): sendmsg(2) with a few
-                // iovecs, without sendmmsg's batch arrays.
-                self.check_pieces(pieces)?;
-                mmsg::send_one(self.fd.as_fd(), pieces, None, MsgFlags::MSG_DONTWAIT)
-                    .map_err(|e| self.io_error(e, "sendmsg"))?;
-                return Ok(1);
-            }
-        }
-        // Oversized frames (and frames of too many pieces) end the batch
+        // One frame (a ping-pong message) goes with sendmsg(2), a batch
+        // with sendmmsg(2) (`Mmsg::send`). Oversized frames (and frames of too many pieces) end the batch
         // before them; the first one is an error.
         let mut valid = 0;
         for pieces in frames {
@@ -674,7 +663,7 @@ impl Link for PacketLink {
                 &[],
                 MsgFlags::MSG_DONTWAIT,
             )
-            .map_err(|e| self.io_error(e, "sendmmsg"))
+            .map_err(|e| self.io_error(e, "sendmsg/sendmmsg"))
     }
 
     fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {

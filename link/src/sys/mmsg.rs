@@ -181,6 +181,9 @@ impl Mmsg {
     /// takes every datagram offered. `dsts` is empty for a connected or
     /// bound socket, or gives each datagram's destination.
     ///
+    /// A single datagram goes with sendmsg(2) instead ([`send_one`]): the
+    /// kernel's cheaper single send, for every caller of a batch of one.
+    ///
     /// Returns how many datagrams went out (a short count means the rest
     /// were not sent). Errors: `InvalidInput` when `dsts` is neither empty
     /// nor as long as `msgs`, or when the first datagram has more pieces
@@ -205,6 +208,14 @@ impl Mmsg {
             ));
         }
         self.rx_armed = None;
+        if let [pieces] = msgs {
+            // One datagram (a ping-pong's): sendmsg(2), without the batch
+            // arrays; the same limit on pieces as a batch.
+            let count = pieces.iter().filter(|p| !p.is_empty()).count();
+            if count <= self.iov.len() {
+                return send_one(fd, pieces, dsts.first(), flags).map(|_| 1);
+            }
+        }
         let mut total = 0;
         while total < msgs.len() {
             let mut n = 0;
@@ -308,6 +319,11 @@ impl Mmsg {
             ));
         }
         self.rx_armed = None;
+        if let [len] = lens {
+            // One datagram: sendmsg(2), as in `send`.
+            let piece = [IoSlice::new(&storage[..*len])];
+            return send_one(fd, &piece, dsts.first(), flags).map(|_| 1);
+        }
         let mut total = 0;
         while total < lens.len() {
             let n = (lens.len() - total).min(self.hdrs.len());
